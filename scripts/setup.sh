@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every system package hoptrace needs, idempotently.
+#
+#   scripts/setup.sh            build + run dependencies (clang, libelf, tshark, qemu, ovs, ...)
+#
+# Safe to run again: packages already present are skipped, and apt-get is
+# only called when something is missing. Python packages used by the tests
+# and benchmarks (pandas, pyarrow, polars, duckdb) are installed with pip.
+set -euo pipefail
+
+APT_PACKAGES=(
+  # BPF build: clang compiles the CO-RE programs, libbpf-sys needs libelf + zlib
+  clang llvm libelf-dev zlib1g-dev pkg-config bpftool
+  # network tools used by the lab and the tests
+  iproute2 ethtool tcpdump tshark tcpreplay
+  # virtual switching and the QEMU guest
+  openvswitch-switch qemu-system-x86 busybox-static cpio kmod
+  # reference latency tools and the HTML report check
+  rt-tests chromium
+)
+PY_PACKAGES=(pandas pyarrow polars duckdb)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: run as root (apt-get and network namespaces need it)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if command -v python3 >/dev/null; then
+  if ! python3 -c 'import pandas, pyarrow, polars, duckdb' 2>/dev/null; then
+    echo "setup: installing python packages ${PY_PACKAGES[*]}"
+    python3 -m pip install -q --root-user-action=ignore "${PY_PACKAGES[@]}"
+  fi
+fi
+
+# tracefs is needed for tracepoints and trace_marker; bpffs for pinned maps.
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+echo "setup: system packages ready"

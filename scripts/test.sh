@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, then runs every test.
+#
+#   scripts/test.sh
+#
+# Privileged tests (network namespaces, AF_PACKET, BPF) run when we are root.
+# When CI=true they must run: a privileged test that cannot run fails there
+# instead of skipping (see hoptrace-netns::require_privileges).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+export RUST_BACKTRACE=1
+# One build, then the whole workspace's tests (unit, integration, doc).
+# --test-threads=1 keeps the namespace labs of different tests from
+# competing for the two cores and the shared tracefs.
+cargo build --release --locked --bin hoptrace
+cargo test --release --locked --workspace -- --test-threads=1
+
+# Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
+if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
+  scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-30}"
+fi
+echo "scripts/test.sh: all tests passed"
