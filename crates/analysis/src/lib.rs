@@ -1,1 +1,26 @@
-//! placeholder
+//! `hoptrace-analysis`: statistics, histograms, spikes, reports, comparisons
+//! and pcap correlation over hoptrace recordings. Depends on recordings only:
+//! it runs on a laptop without BPF, root or a network interface.
+//!
+//! - [`stats`]: streaming per-(stream, stage) accumulator (Welford, exact or
+//!   HdrHistogram nearest-rank percentiles, negatives, thresholds, max identity);
+//! - [`sequence`]: loss / duplicate / reorder counts from `seq`;
+//! - [`timeline`]: min/max envelope of latency over time;
+//! - [`spikes`]: top-N table and periodic-stall detection;
+//! - [`analyzer`]: one streaming pass over Arrow batches;
+//! - [`report`]: the report model and its views (terminal, Markdown, JSON, HTML, exports);
+//! - [`compare`]: one row per recording (the seed-004 table);
+//! - (`correlate` is not built yet).
+//!
+//! Definitions: `docs/report.md`; JSON schema: `docs/report-json.md`.
+
+pub mod analyzer;
+pub mod compare;
+pub mod duration;
+pub mod load;
+pub mod report;
+pub mod sequence;
+pub mod spikes;
+pub mod stats;
+pub mod synth;
+pub mod timeline;

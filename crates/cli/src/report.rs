@@ -1,10 +1,145 @@
-//! `hoptrace report` (not built yet).
+//! `hoptrace report`: statistics, tail, losses and spikes of recordings.
+//!
+//! Thin wiring over `hoptrace_analysis::report`. Exit codes: 0 success (and
+//! gate passed), 2 when `--max-latency` is given and the gate fails, 1 on error.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use anyhow::Context;
+use hoptrace_analysis::analyzer::{parse_stage, Config, Window};
+use hoptrace_analysis::duration::parse_duration_ns;
+use hoptrace_analysis::report;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not implemented yet")
+fn dur(s: &str) -> Result<i64, String> {
+    parse_duration_ns(s)
+}
+
+/// Options shared by `report` and `compare` for the data range.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RangeArgs {
+    /// Keep packets from this time after the first packet (e.g. 60s).
+    #[arg(long, value_parser = dur, conflicts_with = "skip_warmup")]
+    pub from: Option<i64>,
+    /// Keep packets before this time after the first packet (e.g. 360s).
+    #[arg(long, value_parser = dur, conflicts_with = "skip_warmup")]
+    pub to: Option<i64>,
+    /// Skip the first N samples of each stream (warm-up).
+    #[arg(long, value_name = "N")]
+    pub skip_warmup: Option<u64>,
+}
+
+impl RangeArgs {
+    pub fn window(&self) -> Window {
+        Window {
+            skip_warmup: self.skip_warmup.unwrap_or(0),
+            from_ns: self.from,
+            to_ns: self.to,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Recording directories (or single .parquet segments).
+    #[arg(required = true, value_name = "REC")]
+    pub recordings: Vec<PathBuf>,
+    /// Only these streams (svID); repeatable.
+    #[arg(long = "stream", value_name = "S")]
+    pub streams: Vec<String>,
+    /// Only these stages, as FROM..TO hop names (e.g. rx..app); repeatable.
+    #[arg(long = "stage", value_name = "A..B", value_parser = parse_stage)]
+    pub stages: Vec<(String, String)>,
+    #[command(flatten)]
+    pub range: RangeArgs,
+    /// Count packets above these latencies (e.g. 250us 1ms); default 100us 250us 500us 1ms.
+    #[arg(long = "threshold", value_name = "T", value_parser = dur, num_args = 1..)]
+    pub thresholds: Vec<i64>,
+    /// Gate: exit with code 2 if any gated packet is above T.
+    #[arg(long, value_name = "T", value_parser = dur)]
+    pub max_latency: Option<i64>,
+    /// Rows of the top-N spike table.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Write a self-contained HTML report.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the report as JSON (docs/report-json.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print Markdown instead of the terminal table.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Per-packet stage latencies as CSV (first recording).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// HdrHistogram interval log (first recording).
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// rt-tests/cyclictest --json shaped histograms (first recording).
+    #[arg(long, value_name = "FILE")]
+    pub rt_json: Option<PathBuf>,
+}
+
+pub fn config_from(
+    streams: Vec<String>,
+    stages: Vec<(String, String)>,
+    range: &RangeArgs,
+    thresholds: Vec<i64>,
+    top: usize,
+) -> Config {
+    let mut c = Config {
+        streams,
+        stages,
+        window: range.window(),
+        top_n: top,
+        ..Config::default()
+    };
+    if !thresholds.is_empty() {
+        c.thresholds = thresholds;
+    }
+    c
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut config = config_from(
+        args.streams,
+        args.stages,
+        &args.range,
+        args.thresholds,
+        args.top,
+    );
+    if let Some(m) = args.max_latency {
+        if !config.thresholds.contains(&m) {
+            config.thresholds.push(m);
+        }
+    }
+    let cmd: Vec<String> = std::env::args().collect();
+    let (rep, analyzers) = report::build(&args.recordings, &config, args.max_latency, cmd.clone())?;
+    print!("{}", report::text::render(&rep, args.markdown));
+    if let Some(p) = &args.json {
+        std::fs::write(p, serde_json::to_vec_pretty(&rep)?)
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &args.html {
+        report::html::write_report(p, &rep, &analyzers)?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &args.csv {
+        let n = report::export::write_csv(p, &args.recordings[0], &config)?;
+        eprintln!("wrote {} ({n} packets)", p.display());
+    }
+    if let Some(p) = &args.hdr_log {
+        report::export::write_hdr_log(p, &analyzers[0])?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &args.rt_json {
+        report::export::write_rt_json(p, &analyzers[0], &cmd)?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(match &rep.gate {
+        Some(g) if !g.passed => ExitCode::from(2),
+        _ => ExitCode::SUCCESS,
+    })
 }

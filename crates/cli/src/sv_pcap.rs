@@ -1,10 +1,180 @@
-//! `hoptrace sv_pcap` (not built yet).
+//! `hoptrace sv pcap`: write a paced SV capture.
+//!
+//! Parses arguments into a [`StreamPlan`] (the pacing and frame content live
+//! in `hoptrace_sv::generate`) and writes its frames with their nominal
+//! timestamps through `hoptrace_pcap::CaptureWriter`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use anyhow::{bail, Context};
+use hoptrace_pcap::{CaptureFormat, CaptureWriter};
+use hoptrace_sv::generate::StreamPlan;
+use hoptrace_sv::{LeWaveform, VlanTag};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not implemented yet")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output capture file.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Number of streams (dst 01:0C:CD:04:00:xx, APPID base + index).
+    #[arg(long, default_value_t = 1)]
+    pub streams: u16,
+    /// Samples per second per stream; smpCnt wraps at this value (4000 = 50 Hz, 4800 = 60 Hz).
+    #[arg(long, default_value_t = 4000)]
+    pub rate: u32,
+    /// Samples per stream (default: one second's worth).
+    #[arg(long)]
+    pub samples: Option<u64>,
+    /// ASDUs per frame (1 to 8).
+    #[arg(long = "asdu", default_value_t = 1)]
+    pub asdu: u8,
+    /// 802.1Q tag: VLAN id with optional priority, e.g. `100` or `100:4`.
+    #[arg(long)]
+    pub vlan: Option<String>,
+    /// svID of stream i is PREFIX followed by i.
+    #[arg(long = "svid-prefix", default_value = "HOPTRACE_SV")]
+    pub svid_prefix: String,
+    /// Zero-pad the stream index in the svID to this many digits (svIDs of 1 to 65+ bytes).
+    #[arg(long = "svid-width", default_value_t = 0)]
+    pub svid_width: usize,
+    /// APPID of the first stream (hex with 0x, or decimal).
+    #[arg(long, default_value = "0x4000")]
+    pub appid: String,
+    /// pcap or pcapng (default: from the file extension, pcap otherwise).
+    #[arg(long)]
+    pub format: Option<CaptureFormat>,
+    /// Time of the first sample: `now`, or Unix seconds (e.g. 1700000000.25).
+    #[arg(long = "start-time", default_value = "now")]
+    pub start_time: String,
+    /// Gap between the frames of consecutive streams at one sample instant.
+    #[arg(long = "spacing-ns", default_value_t = 1000)]
+    pub spacing_ns: u64,
+    /// confRev of every ASDU.
+    #[arg(long = "conf-rev", default_value_t = 1)]
+    pub conf_rev: u32,
+    /// smpSynch of every ASDU (0 none, 1 local, 2 global).
+    #[arg(long = "smp-synch", default_value_t = 2)]
+    pub smp_synch: u8,
+    /// Include smpRate in every ASDU.
+    #[arg(long = "with-smp-rate")]
+    pub with_smp_rate: bool,
+    /// Set the simulation bit (Reserved1 bit 15).
+    #[arg(long)]
+    pub simulation: bool,
+    /// Peak phase current, amperes (1 mA/LSB on the wire).
+    #[arg(long = "current-peak", default_value_t = 141.42)]
+    pub current_peak: f64,
+    /// Peak phase voltage, volts (10 mV/LSB on the wire).
+    #[arg(long = "voltage-peak", default_value_t = 89_802.0)]
+    pub voltage_peak: f64,
+    /// System frequency of the generated sines (default 60 Hz at 4800/s, else 50 Hz).
+    #[arg(long)]
+    pub frequency: Option<f64>,
+    /// Quality word of every value.
+    #[arg(long, default_value_t = 0)]
+    pub quality: u32,
+}
+
+/// Parses `ID[:PRIO]`.
+pub fn parse_vlan(s: &str) -> anyhow::Result<VlanTag> {
+    let (id, prio) = match s.split_once(':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let vid: u16 = id
+        .parse()
+        .with_context(|| format!("--vlan `{s}`: VLAN id must be 0..4095"))?;
+    let pcp: u8 = match prio {
+        Some(p) => p
+            .parse()
+            .with_context(|| format!("--vlan `{s}`: priority must be 0..7"))?,
+        None => 4,
+    };
+    if vid > 4095 || pcp > 7 {
+        bail!("--vlan `{s}`: VLAN id must be 0..4095 and priority 0..7");
+    }
+    Ok(VlanTag::dot1q(vid, pcp))
+}
+
+fn parse_u16_hex(s: &str) -> anyhow::Result<u16> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u16::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.with_context(|| format!("`{s}`: expected a 16-bit number (e.g. 0x4000)"))
+}
+
+/// `now` or Unix seconds with up to 9 decimals -> ns since the epoch.
+pub fn parse_start_time(s: &str) -> anyhow::Result<u64> {
+    if s == "now" {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+        return Ok(d.as_nanos() as u64);
+    }
+    let bad = || format!("--start-time `{s}`: use `now` or Unix seconds like 1700000000.25");
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if frac.len() > 9 || !frac.chars().all(|c| c.is_ascii_digit()) {
+        bail!(bad());
+    }
+    let secs: u64 = int.parse().with_context(bad)?;
+    let ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<9}").parse().with_context(bad)?
+    };
+    secs.checked_mul(1_000_000_000)
+        .and_then(|v| v.checked_add(ns))
+        .with_context(bad)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let format =
+        args.format
+            .unwrap_or_else(|| match args.output.extension().and_then(|e| e.to_str()) {
+                Some("pcapng") => CaptureFormat::PcapNg,
+                _ => CaptureFormat::Pcap,
+            });
+    let frequency_hz = args
+        .frequency
+        .unwrap_or(if args.rate == 4800 { 60.0 } else { 50.0 });
+    let plan = StreamPlan {
+        streams: args.streams,
+        rate: args.rate,
+        samples: args.samples.unwrap_or(args.rate as u64),
+        asdu_per_frame: args.asdu,
+        vlan: args.vlan.as_deref().map(parse_vlan).transpose()?,
+        sv_id_prefix: args.svid_prefix.clone(),
+        sv_id_index_width: args.svid_width,
+        appid_base: parse_u16_hex(&args.appid).context("--appid")?,
+        conf_rev: args.conf_rev,
+        smp_synch: args.smp_synch,
+        include_smp_rate: args.with_smp_rate,
+        simulation: args.simulation,
+        start_ns: parse_start_time(&args.start_time)?,
+        stream_spacing_ns: args.spacing_ns,
+        waveform: LeWaveform {
+            frequency_hz,
+            current_peak_a: args.current_peak,
+            voltage_peak_v: args.voltage_peak,
+            quality: args.quality,
+            ..LeWaveform::default()
+        },
+        ..StreamPlan::default()
+    };
+    let frames = plan.frames()?;
+    let mut writer = CaptureWriter::create(&args.output, format)?;
+    for f in frames {
+        writer.write(f.time_ns, &f.bytes)?;
+    }
+    let n = writer.packets_written();
+    writer.finish()?;
+    eprintln!(
+        "wrote {n} frames ({} streams x {} samples, {} ASDU(s)/frame, {} Hz) to {}",
+        plan.streams,
+        plan.samples,
+        plan.asdu_per_frame,
+        plan.rate,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

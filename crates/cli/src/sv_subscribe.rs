@@ -1,10 +1,139 @@
-//! `hoptrace sv_subscribe` (not built yet).
+//! `hoptrace sv subscribe`: receive SV streams, count losses, measure the
+//! receive path. Logic in `hoptrace_endpoints::subscriber`.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use hoptrace_endpoints::{config, recording, sched, signals, subscriber};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Interface to listen on (must exist in this network namespace and be up).
+    #[arg(long)]
+    pub iface: Option<String>,
+    /// Only these svIDs (repeat the flag or list several).
+    #[arg(long = "stream", num_args = 1..)]
+    pub stream: Vec<String>,
+    /// Stop after this time (10s, 500ms).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Stop after this many samples (ASDUs, all streams together).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Pin the receiving thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Run SCHED_FIFO with this priority (1..99).
+    #[arg(long)]
+    pub fifo: Option<i32>,
+    /// Write a recording (t_rx, t_app per sample) to this directory.
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Publisher recording to join with (end-to-end T3 - T0 by sample identity).
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
+    /// smpCnt wrap for streams whose ASDUs carry no smpRate.
+    #[arg(long)]
+    pub rate: Option<u32>,
+    /// Do not print the per-second status line.
+    #[arg(long)]
+    pub quiet: bool,
+    /// TOML configuration file ([subscribe] table); flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not implemented yet")
+pub fn run(args: Args) -> Result<ExitCode> {
+    let file = match &args.config {
+        Some(p) => config::load(p)?.subscribe,
+        None => Default::default(),
+    };
+    let iface =
+        args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
+            anyhow::anyhow!("--iface is required (or `iface` in the config file)")
+        })?;
+    let duration = match args.duration.clone().or(file.duration.clone()) {
+        Some(d) => Some(config::parse_duration(&d)?),
+        None => None,
+    };
+    let rate = args.rate.or(file.rate).unwrap_or(4000);
+    let cfg = subscriber::SubscribeConfig {
+        iface: iface.clone(),
+        streams: if args.stream.is_empty() {
+            file.stream.clone().unwrap_or_default()
+        } else {
+            args.stream.clone()
+        },
+        count: args.count.or(file.count),
+        duration,
+        default_rate: rate,
+        status_every: (!args.quiet).then_some(Duration::from_secs(1)),
+    };
+    let record = args
+        .record
+        .clone()
+        .or(file.record.as_ref().map(PathBuf::from));
+    let reference = args
+        .reference
+        .clone()
+        .or(file.reference.as_ref().map(PathBuf::from));
+    let stop = signals::stop_flag()?;
+    sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
+    let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
+    let mut rec_err = None;
+    let mut joined: Vec<(String, u16, i64)> = Vec::new();
+    let keep_for_join = reference.is_some();
+    let report = subscriber::subscribe(
+        &cfg,
+        &stop,
+        |source| {
+            match recording::subscriber_recorder(record.as_deref(), &iface, source, rate) {
+                Ok(r) => *rec.borrow_mut() = Some(r),
+                Err(e) => rec_err = Some(e),
+            }
+            eprintln!(
+                "hoptrace sv subscribe: ready on {iface}: RX stamps (T3) {} CLOCK_{}, application stamps (T4) CLOCK_REALTIME after decode",
+                source.schema_source(),
+                source.schema_clock()
+            );
+            let _ = std::io::stderr().flush();
+        },
+        |r| {
+            eprintln!("{}", r.status_line());
+            if let Some(rec) = rec.borrow_mut().as_mut() {
+                rec.tick();
+            }
+        },
+        |s| {
+            if keep_for_join && !s.malformed {
+                if let Some(t) = s.t_rx {
+                    joined.push((s.stream.clone(), s.smp_cnt, t));
+                }
+            }
+            if let Some(rec) = rec.borrow_mut().as_mut() {
+                rec.push(&s);
+            }
+        },
+    )?;
+    if let Some(e) = rec_err {
+        return Err(e);
+    }
+    if let Some(r) = rec.into_inner() {
+        r.finish()?;
+    }
+    print!("{}", report.summary());
+    if let Some(reference) = reference {
+        let j = recording::join_reference(&reference, &joined)?;
+        println!(
+            "end-to-end T3 - T0 (joined with {} by stream+smpCnt): matched {} unmatched {} | {}",
+            reference.display(),
+            j.matched,
+            j.unmatched,
+            j.end_to_end.summary()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

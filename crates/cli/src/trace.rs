@@ -1,10 +1,137 @@
-//! `hoptrace trace` (not built yet).
+//! `hoptrace trace`: per-hop kernel timestamps of every SV / ping frame.
+//!
+//! Thin wiring: arguments -> [`hoptrace_probes::driver::TraceOptions`], then
+//! [`hoptrace_probes::driver::run_trace`] until SIGINT/SIGTERM, `--duration`
+//! or `--count`. Prints "ready" once the probes are attached.
 
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use hoptrace_probes::driver::{parse_filter, run_trace, TraceOptions};
+use hoptrace_probes::stats::parse_duration_ns;
+use hoptrace_probes::Profile;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Interfaces to trace (in --netns when given). Default: every device of --netns, or all.
+    #[arg(long = "iface")]
+    ifaces: Vec<String>,
+    /// Path profile: which hops make a timeline.
+    #[arg(long, default_value = "hypervisor")]
+    profile: String,
+    /// Only these hops in the output (comma separated; default: all of the profile).
+    #[arg(long)]
+    hops: Option<String>,
+    /// Only these SV streams (svID).
+    #[arg(long = "stream")]
+    streams: Vec<String>,
+    /// Also trace other frames: `ether proto 0xNNNN`, `ether dst MAC`, joined with `and`.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Live view (currently the plain view; see docs/hops.md).
+    #[arg(long, conflicts_with_all = ["plain"])]
+    live: bool,
+    /// One text block per second (default when stdout is not a terminal).
+    #[arg(long)]
+    plain: bool,
+    /// Write one row per packet into this recording directory.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// Stop after this long (e.g. 10s, 500ms).
+    #[arg(long)]
+    duration: Option<String>,
+    /// Stop after this many timelines.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Count stage latencies above these (e.g. 100us 250us).
+    #[arg(long = "threshold", num_args = 1..)]
+    thresholds: Vec<String>,
+    /// Named network namespace (ip netns) of the interfaces.
+    #[arg(long)]
+    netns: Option<String>,
+    /// SV sample rate (smpCnt wrap) for the epoch/seq columns.
+    #[arg(long, default_value_t = 4000)]
+    rate: u32,
+    /// Print the hop catalogue and exit.
+    #[arg(long)]
+    list_hops: bool,
+    /// Print which BPF backends load on this kernel and exit.
+    #[arg(long)]
+    list_backends: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.list_hops {
+        print!("{}", hoptrace_probes::catalogue::render_catalogue());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.list_backends {
+        print!("{}", hoptrace_probes::loader::describe_backends()?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let profile: Profile = args.profile.parse().map_err(anyhow::Error::msg)?;
+    if let Some(h) = &args.hops {
+        let known = hoptrace_probes::catalogue::profile_hops(profile);
+        for name in h.split(',') {
+            if !known.contains(&name) {
+                bail!(
+                    "unknown hop `{name}` for profile {}: hops are {}",
+                    args.profile,
+                    known.join(",")
+                );
+            }
+        }
+    }
+    let thresholds_ns = args
+        .thresholds
+        .iter()
+        .map(|t| parse_duration_ns(t).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<u64>>>()?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(|d| {
+            parse_duration_ns(d)
+                .map(Duration::from_nanos)
+                .map_err(anyhow::Error::msg)
+        })
+        .transpose()?;
+    let filter = args.filter.as_deref().map(parse_filter).transpose()?;
+    if args.live {
+        eprintln!(
+            "note: the ratatui live view is not built yet; printing the plain view every second"
+        );
+    }
+    // Until the live view exists every mode prints the plain block each second.
+    let periodic =
+        args.plain || args.live || !std::io::stdout().is_terminal() || args.record.is_none();
+    let opts = TraceOptions {
+        ifaces: args.ifaces,
+        netns: args.netns,
+        profile,
+        streams: args.streams,
+        filter,
+        duration,
+        count: args.count,
+        thresholds_ns,
+        record: args.record,
+        rate: args.rate,
+        command_line: std::env::args().collect(),
+        linger: Duration::from_millis(200),
+        periodic,
+    };
+    // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
+    let stop = hoptrace_record::install_stop_flag()
+        .map_err(|e| anyhow::anyhow!("installing the SIGINT/SIGTERM handlers: {e}"))?;
+    let mut out = std::io::stdout();
+    let summary = run_trace(&opts, &stop, &mut out)?;
+    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    Ok(if lost > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,1 +1,26 @@
-//! placeholder
+//! `hoptrace-endpoints`: the ends of the measured path.
+//!
+//! * [`socket`]: AF_PACKET raw sockets bound to one interface, with errors
+//!   that say what to do (missing interface, missing CAP_NET_RAW, link down).
+//! * [`timestamping`]: `SO_TIMESTAMPING` RX/TX stamps (hardware when the NIC
+//!   has a PTP clock, else software), TX stamps from the error queue.
+//! * [`rx`]: batched receive (`recvmmsg`) with the stamp of each frame.
+//! * [`pacing`]: absolute-deadline pacing with `clock_nanosleep`.
+//! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
+//! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
+//! * [`sched`]: `--cpu` / `--fifo`.
+//! * [`config`]: TOML configuration files equivalent to the flags.
+
+pub mod config;
+pub mod pacing;
+pub mod ping;
+pub mod publisher;
+pub mod recording;
+pub mod replay;
+pub mod rx;
+pub mod sched;
+pub mod signals;
+pub mod socket;
+pub mod stats;
+pub mod subscriber;
+pub mod timestamping;

@@ -252,7 +252,17 @@ pub fn veth_pair(
     mac_b: Option<&str>,
 ) -> Result<()> {
     ip(&[
-        "link", "add", if_a, "netns", a.name(), "type", "veth", "peer", "name", if_b, "netns",
+        "link",
+        "add",
+        if_a,
+        "netns",
+        a.name(),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        if_b,
+        "netns",
         b.name(),
     ])
     .with_context(|| format!("creating veth {if_a}<->{if_b}"))?;

@@ -1,1 +1,42 @@
-//! placeholder
+//! `hoptrace-pcap`: frame sources and sinks with nanosecond timestamps.
+//!
+//! - [`CaptureReader`]: reads pcap (micro- or nanosecond magic, either byte
+//!   order) and pcapng (EPB/SPB/obsolete PB, per-interface `if_tsresol` and
+//!   `if_tsoffset`), detected from the magic number. Timestamps come out as
+//!   nanoseconds since the Unix epoch. A truncated or corrupt file yields
+//!   every complete packet before the cut, then one
+//!   [`CaptureError::Truncated`]/[`CaptureError::Corrupt`] naming the packet
+//!   number and byte offset of the cut, then `None`.
+//! - [`CaptureWriter`]: writes pcap (nanosecond magic) or pcapng (one
+//!   Ethernet interface with `if_tsresol` = 9).
+//! - [`LiveCapture`]: an AF_PACKET raw socket bound to one interface with
+//!   kernel software receive timestamps (`SO_TIMESTAMPNS`), VLAN tags put back
+//!   from `PACKET_AUXDATA`, optional ethertype filter.
+
+mod error;
+mod live;
+mod reader;
+mod writer;
+
+pub use error::CaptureError;
+pub use live::{LiveCapture, LivePacket};
+pub use reader::{CaptureReader, Packet};
+pub use writer::CaptureWriter;
+
+/// On-disk capture format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureFormat {
+    Pcap,
+    PcapNg,
+}
+
+impl std::str::FromStr for CaptureFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pcap" => Ok(CaptureFormat::Pcap),
+            "pcapng" => Ok(CaptureFormat::PcapNg),
+            _ => Err(format!("capture format `{s}`: use pcap or pcapng")),
+        }
+    }
+}

@@ -1,1 +1,29 @@
-//! placeholder
+//! hoptrace-probes: per-packet, per-hop timestamps from kernel tracepoints.
+//!
+//! The BPF side (`src/bpf/hops.bpf.c`, compiled by `build.rs` through
+//! libbpf-cargo) attaches one program per tracepoint (`tp_btf`, `raw_tp` as a
+//! fallback), parses each interesting frame's identity (SV svID + smpCnt of
+//! the first ASDU, hoptrace ping sequence, or a flow hash) and sends a fixed
+//! record through a ring buffer. User space ([`loader`]) loads and attaches
+//! the programs, [`timeline`] assembles the records into one timeline per
+//! packet and destination using the hop [`catalogue`], and [`stats`] keeps
+//! per-stream, per-stage histograms for the live views.
+
+pub mod catalogue;
+pub mod devices;
+pub mod driver;
+pub mod drop_reason;
+pub mod event;
+pub mod loader;
+pub mod stats;
+pub mod timeline;
+
+#[allow(clippy::all, unused_imports, dead_code, missing_docs)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/hops.skel.rs"));
+}
+
+pub use catalogue::{Profile, TracePoint};
+pub use event::{HopEvent, PacketIdentity};
+pub use loader::{run_session, Backend, ClockDomain, Filters, OtherFilter, SessionInfo};
+pub use timeline::{Assembler, Status, Timeline};

@@ -1,0 +1,438 @@
+//! One streaming pass over a recording's Arrow batches.
+//!
+//! For every row: find its stream (cached per batch), apply the warm-up rule
+//! (`skip_warmup` first rows of each stream, or a `[from, to)` window on the
+//! packet time relative to the first packet of the recording), then feed the
+//! sequence tracker (loss/dup/reorder), the status counts, the pacing
+//! accumulator (difference of first-hop times between consecutive rows of the
+//! stream) and, for each selected stage (hop a -> hop b), the latency
+//! `t_b - t_a` into that stage's [`LatencyStats`], time envelope, top-N table
+//! and spike-time list. A stage value needs both hops; a row missing one is
+//! counted as `missing` for that stage. The excluded rows are counted and
+//! take part in nothing else, so every figure sees the same packets.
+//! Per-stage "all streams" aggregates are merged at the end (lossless).
+
+use std::collections::BTreeMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use serde::Serialize;
+
+use crate::sequence::SequenceTracker;
+use crate::spikes::{detect_period, PeriodicStall, Spike, TopN, MAX_SPIKE_TIMES};
+use crate::stats::{LatencyStats, PacketRef};
+use crate::timeline::Envelope;
+
+/// One hop of the path.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Hop {
+    pub column: String,
+    pub name: String,
+    pub clock: String,
+    pub source: String,
+    pub location: String,
+}
+
+/// A stage: from hop `from` to hop `to` (indices into the hop list).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Stage {
+    pub name: String,
+    pub from: usize,
+    pub to: usize,
+    /// true when the two hops use different clock domains.
+    pub mixed_clocks: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    /// Skip this many rows at the start of each stream.
+    pub skip_warmup: u64,
+    /// Keep packets at or after this offset from the first packet (ns).
+    pub from_ns: Option<i64>,
+    /// Keep packets before this offset from the first packet (ns).
+    pub to_ns: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub streams: Vec<String>,
+    /// `(from hop, to hop)` names; empty: every consecutive stage + end to end.
+    pub stages: Vec<(String, String)>,
+    pub window: Window,
+    pub thresholds: Vec<i64>,
+    pub top_n: usize,
+    /// Values above this are spikes for periodic-stall detection
+    /// (default: the lowest threshold, else none).
+    pub spike_threshold: Option<i64>,
+    pub envelope_buckets: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            streams: Vec::new(),
+            stages: Vec::new(),
+            window: Window::default(),
+            thresholds: vec![100_000, 250_000, 500_000, 1_000_000],
+            top_n: 10,
+            spike_threshold: None,
+            envelope_buckets: 1000,
+        }
+    }
+}
+
+pub struct StageAcc {
+    pub stats: LatencyStats,
+    pub envelope: Envelope,
+    pub spike_times: Vec<i64>,
+    pub spike_times_dropped: u64,
+    /// Rows (in window) lacking one of the two hops.
+    pub missing: u64,
+}
+
+pub struct StreamAcc {
+    pub name: String,
+    pub rows: u64,
+    pub excluded: u64,
+    pub sequence: SequenceTracker,
+    pub status: BTreeMap<String, u64>,
+    pub pacing: LatencyStats,
+    last_first_hop: Option<i64>,
+    pub stages: Vec<StageAcc>,
+}
+
+pub struct Analyzer {
+    pub config: Config,
+    pub hops: Vec<Hop>,
+    pub stages: Vec<Stage>,
+    pub streams: BTreeMap<String, StreamAcc>,
+    pub top: TopN,
+    pub rows_total: u64,
+    origin_ns: Option<i64>,
+    pub first_time_ns: Option<i64>,
+    pub last_time_ns: Option<i64>,
+}
+
+/// Parse `a..b` stage syntax.
+pub fn parse_stage(s: &str) -> Result<(String, String), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("stage {s:?}: write FROM..TO with hop names, e.g. rx..app"))?;
+    Ok((
+        a.trim().trim_start_matches("t_").to_string(),
+        b.trim().trim_start_matches("t_").to_string(),
+    ))
+}
+
+impl Analyzer {
+    pub fn new(config: Config, hops: Vec<Hop>) -> Result<Self, String> {
+        if hops.is_empty() {
+            return Err("the recording has no hop columns: nothing to measure".into());
+        }
+        let find = |n: &str| {
+            hops.iter()
+                .position(|h| h.name == n || h.column == n)
+                .ok_or_else(|| {
+                    format!(
+                        "no hop named {n:?} in this recording (hops: {})",
+                        hops.iter()
+                            .map(|h| h.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+        };
+        let mut stages = Vec::new();
+        let mk = |a: usize, b: usize| Stage {
+            name: format!("{}..{}", hops[a].name, hops[b].name),
+            from: a,
+            to: b,
+            mixed_clocks: hops[a].clock != hops[b].clock,
+        };
+        if config.stages.is_empty() {
+            for i in 1..hops.len() {
+                stages.push(mk(i - 1, i));
+            }
+            if hops.len() > 2 {
+                stages.push(mk(0, hops.len() - 1));
+            }
+        } else {
+            for (a, b) in &config.stages {
+                stages.push(mk(find(a)?, find(b)?));
+            }
+        }
+        Ok(Analyzer {
+            top: TopN::new(config.top_n),
+            config,
+            hops,
+            stages,
+            streams: BTreeMap::new(),
+            rows_total: 0,
+            origin_ns: None,
+            first_time_ns: None,
+            last_time_ns: None,
+        })
+    }
+
+    fn new_stream(&self, name: &str) -> StreamAcc {
+        StreamAcc {
+            name: name.to_string(),
+            rows: 0,
+            excluded: 0,
+            sequence: SequenceTracker::new(),
+            status: BTreeMap::new(),
+            pacing: LatencyStats::new(&[]),
+            last_first_hop: None,
+            stages: self
+                .stages
+                .iter()
+                .map(|_| StageAcc {
+                    stats: LatencyStats::new(&self.config.thresholds),
+                    envelope: Envelope::new(self.config.envelope_buckets),
+                    spike_times: Vec::new(),
+                    spike_times_dropped: 0,
+                    missing: 0,
+                })
+                .collect(),
+        }
+    }
+
+    /// Feed one batch.
+    pub fn ingest(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        let n = batch.num_rows();
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("column {name:?} missing from the recording"))
+        };
+        let stream_col = col("stream")?;
+        let streams = StringColumn::new(stream_col.as_ref())?;
+        let seq = col("seq")?;
+        let seq = seq
+            .as_primitive_opt::<UInt64Type>()
+            .ok_or("column seq is not UInt64")?;
+        let smp = batch
+            .column_by_name("smp_cnt")
+            .and_then(|c| c.as_primitive_opt::<UInt16Type>().cloned());
+        let epoch = batch
+            .column_by_name("epoch")
+            .and_then(|c| c.as_primitive_opt::<UInt32Type>().cloned());
+        let status_col = batch.column_by_name("status").cloned();
+        let status = match &status_col {
+            Some(c) => Some(StringColumn::new(c.as_ref())?),
+            None => None,
+        };
+        let mut hop_cols = Vec::with_capacity(self.hops.len());
+        for h in &self.hops {
+            let c = col(&h.column)?;
+            let c = c
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| format!("hop column {} is not Int64", h.column))?
+                .clone();
+            hop_cols.push(c);
+        }
+        let threshold = self
+            .config
+            .spike_threshold
+            .or_else(|| self.config.thresholds.iter().min().copied());
+        let mut times: Vec<Option<i64>> = vec![None; hop_cols.len()];
+        let nstages = self.stages.len();
+        for row in 0..n {
+            self.rows_total += 1;
+            let name = streams.get(row);
+            if !self.config.streams.is_empty() && !self.config.streams.iter().any(|s| s == name) {
+                continue;
+            }
+            if !self.streams.contains_key(name) {
+                let acc = self.new_stream(name);
+                self.streams.insert(name.to_string(), acc);
+            }
+            for (t, c) in times.iter_mut().zip(&hop_cols) {
+                *t = if c.is_null(row) {
+                    None
+                } else {
+                    Some(c.value(row))
+                };
+            }
+            let first_time = times[0].or_else(|| times.iter().flatten().next().copied());
+            if let Some(t) = first_time {
+                if self.origin_ns.is_none() {
+                    self.origin_ns = Some(t);
+                }
+            }
+            let acc = self.streams.get_mut(name).expect("inserted above");
+            acc.rows += 1;
+            let w = &self.config.window;
+            let mut excluded = acc.rows <= w.skip_warmup;
+            if w.from_ns.is_some() || w.to_ns.is_some() {
+                match (first_time, self.origin_ns) {
+                    (Some(t), Some(o)) => {
+                        let off = t - o;
+                        if w.from_ns.is_some_and(|f| off < f) || w.to_ns.is_some_and(|e| off >= e) {
+                            excluded = true;
+                        }
+                    }
+                    _ => excluded = true,
+                }
+            }
+            if excluded {
+                acc.excluded += 1;
+                continue;
+            }
+            if let Some(t) = first_time {
+                self.first_time_ns = Some(self.first_time_ns.map_or(t, |x| x.min(t)));
+                self.last_time_ns = Some(self.last_time_ns.map_or(t, |x| x.max(t)));
+            }
+            let seq_v = seq.value(row);
+            acc.sequence.observe(seq_v);
+            let st = status.as_ref().map(|s| s.get(row)).unwrap_or("ok");
+            if let Some(c) = acc.status.get_mut(st) {
+                *c += 1;
+            } else {
+                acc.status.insert(st.to_string(), 1);
+            }
+            if let Some(t0) = times[0] {
+                if let Some(prev) = acc.last_first_hop {
+                    acc.pacing.record(t0 - prev);
+                }
+                acc.last_first_hop = Some(t0);
+            }
+            let smp_v = smp
+                .as_ref()
+                .and_then(|c| (!c.is_null(row)).then(|| c.value(row)));
+            let epoch_v = epoch
+                .as_ref()
+                .and_then(|c| (!c.is_null(row)).then(|| c.value(row)));
+            for si in 0..nstages {
+                let (a, b) = (self.stages[si].from, self.stages[si].to);
+                let sa = &mut acc.stages[si];
+                let (Some(ta), Some(tb)) = (times[a], times[b]) else {
+                    sa.missing += 1;
+                    continue;
+                };
+                let v = tb - ta;
+                sa.stats.record_with(v, || PacketRef {
+                    stream: name.to_string(),
+                    smp_cnt: smp_v,
+                    epoch: epoch_v,
+                    seq: seq_v,
+                    time_ns: ta,
+                });
+                sa.envelope.add(ta, v);
+                if threshold.is_some_and(|t| v > t) {
+                    if sa.spike_times.len() < MAX_SPIKE_TIMES {
+                        sa.spike_times.push(ta);
+                    } else {
+                        sa.spike_times_dropped += 1;
+                    }
+                }
+                if self.top.admits(v) {
+                    self.top.push(Spike::new(
+                        v,
+                        ta,
+                        name,
+                        &self.stages[si].name,
+                        smp_v,
+                        epoch_v,
+                        seq_v,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Aggregate of one stage over all streams (lossless merge).
+    pub fn stage_all_streams(&self, stage: usize) -> LatencyStats {
+        let mut all = LatencyStats::new(&self.config.thresholds);
+        for s in self.streams.values() {
+            all.merge(&s.stages[stage].stats);
+        }
+        all.finish();
+        all
+    }
+
+    /// Periodic stalls per (stream, stage).
+    pub fn periodic_stalls(&self) -> Vec<(String, String, PeriodicStall)> {
+        let mut out = Vec::new();
+        for s in self.streams.values() {
+            for (i, st) in s.stages.iter().enumerate() {
+                if let Some(p) = detect_period(&st.spike_times, 100_000_000, 0.1) {
+                    out.push((s.name.clone(), self.stages[i].name.clone(), p));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn finish(&mut self) {
+        for s in self.streams.values_mut() {
+            s.pacing.finish();
+            for st in &mut s.stages {
+                st.stats.finish();
+            }
+        }
+    }
+}
+
+/// A string column of any of the layouts writers produce.
+enum StringColumn<'a> {
+    Utf8(&'a arrow_array::StringArray),
+    Large(&'a arrow_array::LargeStringArray),
+    View(&'a arrow_array::StringViewArray),
+    Dict(Vec<&'a str>, &'a arrow_array::PrimitiveArray<Int32Type>),
+}
+
+impl<'a> StringColumn<'a> {
+    fn new(a: &'a dyn Array) -> Result<Self, String> {
+        Ok(match a.data_type() {
+            DataType::Utf8 => StringColumn::Utf8(a.as_string::<i32>()),
+            DataType::LargeUtf8 => StringColumn::Large(a.as_string::<i64>()),
+            DataType::Utf8View => StringColumn::View(a.as_string_view()),
+            DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
+                let d = a.as_dictionary::<Int32Type>();
+                let values = d.values().as_string::<i32>();
+                StringColumn::Dict(
+                    (0..values.len()).map(|i| values.value(i)).collect(),
+                    d.keys(),
+                )
+            }
+            other => return Err(format!("string column has unsupported type {other}")),
+        })
+    }
+
+    fn get(&self, row: usize) -> &'a str {
+        match self {
+            StringColumn::Utf8(a) => {
+                if a.is_null(row) {
+                    ""
+                } else {
+                    a.value(row)
+                }
+            }
+            StringColumn::Large(a) => {
+                if a.is_null(row) {
+                    ""
+                } else {
+                    a.value(row)
+                }
+            }
+            StringColumn::View(a) => {
+                if a.is_null(row) {
+                    ""
+                } else {
+                    a.value(row)
+                }
+            }
+            StringColumn::Dict(values, keys) => {
+                if keys.is_null(row) {
+                    ""
+                } else {
+                    values.get(keys.value(row) as usize).copied().unwrap_or("")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! `compare`: one row per recording/configuration, the seed-004 table.
+//!
+//! Each recording is analyzed twice: over all its data and over the chosen
+//! data range (`--from/--to` or `--skip-warmup`), when one is given. The
+//! figure compared is the end-to-end stage over all streams (or the chosen
+//! stage): min / mean / max / stddev, p99, p99.9 (us) and the counts above
+//! 500 us and 1 ms, plus losses.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::analyzer::{Analyzer, Config, Window};
+use crate::duration::format_us;
+use crate::stats::LatencyStats;
+
+pub const BIG_SPIKE_NS: i64 = 500_000;
+pub const HUGE_SPIKE_NS: i64 = 1_000_000;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareFigures {
+    pub count: u64,
+    pub min_ns: Option<i64>,
+    pub mean_ns: Option<f64>,
+    pub max_ns: Option<i64>,
+    pub stddev_ns: Option<f64>,
+    pub p99_ns: Option<i64>,
+    pub p99_9_ns: Option<i64>,
+    pub p99_meaningful: bool,
+    pub p99_9_meaningful: bool,
+    pub above_500us: u64,
+    pub above_1ms: u64,
+    pub negative: u64,
+    pub lost: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareRow {
+    pub name: String,
+    pub path: String,
+    pub stage: String,
+    pub all: CompareFigures,
+    pub range: Option<CompareFigures>,
+}
+
+fn figures(a: &Analyzer, stage: usize) -> (CompareFigures, LatencyStats) {
+    let s = a.stage_all_streams(stage);
+    let p99 = s.percentile_sorted(0.99);
+    let p999 = s.percentile_sorted(0.999);
+    let above = s.above();
+    let get = |t: i64| above.iter().find(|x| x.0 == t).map_or(0, |x| x.1);
+    let f = CompareFigures {
+        count: s.count(),
+        min_ns: s.min(),
+        mean_ns: s.mean(),
+        max_ns: s.max(),
+        stddev_ns: s.stddev(),
+        p99_ns: p99.value_ns,
+        p99_9_ns: p999.value_ns,
+        p99_meaningful: p99.meaningful,
+        p99_9_meaningful: p999.meaningful,
+        above_500us: get(BIG_SPIKE_NS),
+        above_1ms: get(HUGE_SPIKE_NS),
+        negative: s.negatives(),
+        lost: a.streams.values().map(|x| x.sequence.counts().lost).sum(),
+    };
+    (f, s)
+}
+
+fn stage_index(a: &Analyzer) -> usize {
+    a.stages
+        .iter()
+        .position(|s| s.from == 0 && s.to == a.hops.len() - 1)
+        .unwrap_or(a.stages.len().saturating_sub(1))
+}
+
+/// Compare recordings. Returns rows and, per recording, the distribution of
+/// the compared range (for overlaid plots).
+/// Distribution of each compared recording, by row name.
+pub type Distributions = Vec<(String, LatencyStats)>;
+
+pub fn compare(
+    paths: &[PathBuf],
+    names: &[String],
+    base: &Config,
+    window: &Window,
+) -> anyhow::Result<(Vec<CompareRow>, Distributions)> {
+    if paths.is_empty() {
+        anyhow::bail!("no recording given: pass two or more recordings to compare");
+    }
+    let has_range = window.skip_warmup > 0 || window.from_ns.is_some() || window.to_ns.is_some();
+    let mut rows = Vec::new();
+    let mut dists = Vec::new();
+    for (i, p) in paths.iter().enumerate() {
+        let name = names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| p.display().to_string());
+        let mut cfg = base.clone();
+        cfg.thresholds = vec![BIG_SPIKE_NS, HUGE_SPIKE_NS];
+        cfg.window = Window::default();
+        let (a, _) = crate::load::analyze_recording(p, cfg.clone())?;
+        let si = stage_index(&a);
+        let (all, all_dist) = figures(&a, si);
+        let stage = a.stages.get(si).map(|s| s.name.clone()).unwrap_or_default();
+        let (range, dist) = if has_range {
+            cfg.window = window.clone();
+            let (b, _) = crate::load::analyze_recording(p, cfg)?;
+            let (f, d) = figures(&b, stage_index(&b));
+            (Some(f), d)
+        } else {
+            (None, all_dist)
+        };
+        rows.push(CompareRow {
+            name: name.clone(),
+            path: p.display().to_string(),
+            stage,
+            all,
+            range,
+        });
+        dists.push((name, dist));
+    }
+    Ok((rows, dists))
+}
+
+fn cells(f: &CompareFigures) -> Vec<String> {
+    let us = |v: Option<i64>| v.map_or("-".into(), |x| format_us(x as f64));
+    let usf = |v: Option<f64>| v.map_or("-".into(), format_us);
+    let nm = |v: Option<i64>, ok: bool| if ok { us(v) } else { format!("({})*", us(v)) };
+    vec![
+        f.count.to_string(),
+        us(f.min_ns),
+        usf(f.mean_ns),
+        us(f.max_ns),
+        usf(f.stddev_ns),
+        nm(f.p99_ns, f.p99_meaningful),
+        nm(f.p99_9_ns, f.p99_9_meaningful),
+        f.above_500us.to_string(),
+        f.above_1ms.to_string(),
+        f.negative.to_string(),
+        f.lost.to_string(),
+    ]
+}
+
+const HEAD: [&str; 11] = [
+    "count", "min", "mean", "max", "stddev", "p99", "p99.9", ">500us", ">1ms", "negative", "lost",
+];
+
+/// Rows as header + cells: `(group, header, rows)`.
+pub fn table(rows: &[CompareRow]) -> (Vec<String>, Vec<Vec<String>>) {
+    let has_range = rows.iter().any(|r| r.range.is_some());
+    let mut header = vec!["recording".to_string(), "stage".into()];
+    header.extend(HEAD.iter().map(|h| format!("all {h}")));
+    if has_range {
+        header.extend(HEAD.iter().map(|h| format!("range {h}")));
+    }
+    let body = rows
+        .iter()
+        .map(|r| {
+            let mut c = vec![r.name.clone(), r.stage.clone()];
+            c.extend(cells(&r.all));
+            if let Some(f) = &r.range {
+                c.extend(cells(f));
+            }
+            c
+        })
+        .collect();
+    (header, body)
+}
+
+/// Terminal (aligned) or Markdown table; latencies in us.
+pub fn render(rows: &[CompareRow], markdown: bool) -> String {
+    let (header, body) = table(rows);
+    let mut all = vec![header];
+    all.extend(body);
+    let mut out = String::new();
+    if markdown {
+        for (i, r) in all.iter().enumerate() {
+            let _ = writeln!(out, "| {} |", r.join(" | "));
+            if i == 0 {
+                let _ = writeln!(out, "|{}", "---|".repeat(r.len()));
+            }
+        }
+    } else {
+        let w: Vec<usize> = (0..all[0].len())
+            .map(|c| {
+                all.iter()
+                    .map(|r| r.get(c).map_or(0, |x| x.len()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for r in &all {
+            let line: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    if i < 2 {
+                        format!("{x:<a$}", a = w[i])
+                    } else {
+                        format!("{x:>a$}", a = w[i])
+                    }
+                })
+                .collect();
+            let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nlatencies in us; (x)* = not meaningful (fewer than 10/(1-p) samples)"
+    );
+    out
+}
+
+/// HTML table for the comparison page.
+pub fn html_table(rows: &[CompareRow]) -> String {
+    let (header, body) = table(rows);
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut out = String::from("<table><tr>");
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", esc(&h));
+    }
+    out.push_str("</tr>");
+    for r in body {
+        out.push_str("<tr>");
+        for c in r {
+            let _ = write!(out, "<td>{}</td>", esc(&c));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table><p>latencies in us</p>");
+    out
+}

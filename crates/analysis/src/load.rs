@@ -1,0 +1,79 @@
+//! Open recordings with `hoptrace-record` and run the analyzer over them.
+
+use std::path::Path;
+
+use hoptrace_record::{RecordingMeta, RecordingReader};
+
+use crate::analyzer::{Analyzer, Config, Hop};
+use crate::report::model::Provenance;
+
+/// Hops of a recording as the analyzer sees them.
+pub fn hops_of(meta: &RecordingMeta) -> Vec<Hop> {
+    meta.hops
+        .iter()
+        .map(|h| Hop {
+            column: h.column.clone(),
+            name: h.name.clone(),
+            clock: json_name(&h.clock),
+            source: json_name(&h.source),
+            location: h.location.clone(),
+        })
+        .collect()
+}
+
+fn json_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub fn provenance_of(path: &Path, reader: &RecordingReader) -> Provenance {
+    let m = reader.meta();
+    let (start, end) = reader.realtime_span_ns();
+    Provenance {
+        path: path.display().to_string(),
+        producer: m.producer.clone(),
+        tool_version: m.tool_version.clone(),
+        command_line: m.command_line.clone(),
+        host: m.host.clone(),
+        kernel: m.kernel.clone(),
+        kernel_cmdline: m.kernel_cmdline.clone(),
+        isolcpus: m.isolcpus.clone(),
+        nohz_full: m.nohz_full.clone(),
+        rate: m.rate,
+        start_realtime_ns: start,
+        end_realtime_ns: end,
+        segments: reader.segments().len(),
+        cut_segments: reader
+            .cut_segments()
+            .iter()
+            .map(|c| format!("{}: {}", c.path.display(), c.reason))
+            .collect(),
+    }
+}
+
+/// Analyze one recording (directory or single segment file).
+pub fn analyze_recording(path: &Path, config: Config) -> anyhow::Result<(Analyzer, Provenance)> {
+    use anyhow::Context;
+    let reader = RecordingReader::open(path)
+        .with_context(|| format!("cannot open recording {}", path.display()))?;
+    let hops = hops_of(reader.meta());
+    let mut analyzer =
+        Analyzer::new(config, hops).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let mut columns: Vec<&str> = vec!["stream", "smp_cnt", "epoch", "seq", "status"];
+    let hop_cols = reader.meta().hop_columns();
+    columns.extend(hop_cols.iter().copied());
+    let batches = reader
+        .batches_sized(Some(&columns), 65536)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    for b in batches {
+        let b = b.with_context(|| format!("reading {}", path.display()))?;
+        analyzer
+            .ingest(&b)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    analyzer.finish();
+    let prov = provenance_of(path, &reader);
+    Ok((analyzer, prov))
+}

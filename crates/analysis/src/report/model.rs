@@ -1,0 +1,312 @@
+//! The report model: everything a report shows, computed once from one
+//! [`Analyzer`] per recording, serializable as the stable JSON schema
+//! documented in `docs/report-json.md` (`schema_version` [`SCHEMA_VERSION`]).
+//! Terminal, Markdown, HTML and JSON outputs are all views of this model.
+
+use serde::Serialize;
+
+use crate::analyzer::{Analyzer, Hop, Stage};
+use crate::sequence::SequenceCounts;
+use crate::spikes::{PeriodicStall, Spike};
+use crate::stats::{LatencyStats, PacketRef, Percentile};
+use crate::timeline::Bucket;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Provenance {
+    pub path: String,
+    pub producer: String,
+    pub tool_version: String,
+    pub command_line: Vec<String>,
+    pub host: String,
+    pub kernel: String,
+    pub kernel_cmdline: String,
+    pub isolcpus: Option<String>,
+    pub nohz_full: Option<String>,
+    pub rate: Option<u32>,
+    pub start_realtime_ns: i64,
+    pub end_realtime_ns: i64,
+    pub segments: usize,
+    /// Segments that could not be read (producer killed, truncated file).
+    pub cut_segments: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Above {
+    pub threshold_ns: i64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsSummary {
+    pub count: u64,
+    pub min_ns: Option<i64>,
+    pub mean_ns: Option<f64>,
+    pub stddev_ns: Option<f64>,
+    pub max_ns: Option<i64>,
+    pub max_packet: Option<PacketRef>,
+    pub min_packet: Option<PacketRef>,
+    pub negative_count: u64,
+    pub percentiles: Vec<Percentile>,
+    pub above: Vec<Above>,
+    /// true when every percentile is exact (no HDR quantization).
+    pub exact: bool,
+}
+
+impl StatsSummary {
+    pub fn from_stats(s: &LatencyStats) -> Self {
+        let mut s2;
+        let s = if s.is_exact() {
+            s2 = s.clone();
+            s2.finish();
+            &s2
+        } else {
+            s
+        };
+        StatsSummary {
+            count: s.count(),
+            min_ns: s.min(),
+            mean_ns: s.mean(),
+            stddev_ns: s.stddev(),
+            max_ns: s.max(),
+            max_packet: s.max_ref().cloned(),
+            min_packet: s.min_ref().cloned(),
+            negative_count: s.negatives(),
+            percentiles: s.report_percentiles(),
+            above: s
+                .above()
+                .into_iter()
+                .map(|(threshold_ns, count)| Above {
+                    threshold_ns,
+                    count,
+                })
+                .collect(),
+            exact: s.is_exact(),
+        }
+    }
+
+    pub fn percentile(&self, p: f64) -> Option<&Percentile> {
+        self.percentiles.iter().find(|x| (x.p - p).abs() < 1e-12)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageReport {
+    pub stage: String,
+    pub from: String,
+    pub to: String,
+    pub mixed_clocks: bool,
+    /// Rows in the window that lack one of the two hops.
+    pub missing: u64,
+    pub stats: StatsSummary,
+    pub periodic_stall: Option<PeriodicStall>,
+    /// Latency over time: min/max envelope per bucket.
+    pub timeline: Vec<Bucket>,
+    pub timeline_bucket_ns: i64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamReport {
+    pub name: String,
+    pub rows: u64,
+    /// Rows excluded by the warm-up rule or the --from/--to window.
+    pub excluded: u64,
+    pub sequence: SequenceCounts,
+    pub status: std::collections::BTreeMap<String, u64>,
+    /// Inter-arrival time at the first hop (ns).
+    pub pacing: StatsSummary,
+    pub stages: Vec<StageReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AllStreamsStage {
+    pub stage: String,
+    pub stats: StatsSummary,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub provenance: Provenance,
+    pub hops: Vec<Hop>,
+    pub stages: Vec<Stage>,
+    pub rows_total: u64,
+    pub first_time_ns: Option<i64>,
+    pub last_time_ns: Option<i64>,
+    pub streams: Vec<StreamReport>,
+    /// Each stage over all streams (lossless merge).
+    pub all_streams: Vec<AllStreamsStage>,
+    pub top: Vec<Spike>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct WindowSpec {
+    pub skip_warmup: u64,
+    pub from_ns: Option<i64>,
+    pub to_ns: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Gate {
+    pub max_latency_ns: i64,
+    pub passed: bool,
+    /// Stages the gate applies to.
+    pub stages: Vec<String>,
+    pub worst_ns: Option<i64>,
+    pub worst_packet: Option<PacketRef>,
+    pub packets_over: u64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub command_line: Vec<String>,
+    pub thresholds_ns: Vec<i64>,
+    pub window: WindowSpec,
+    pub runs: Vec<RunReport>,
+    /// Per stage name over all runs (only when several runs share it).
+    pub merged: Vec<AllStreamsStage>,
+    pub gate: Option<Gate>,
+}
+
+impl RunReport {
+    pub fn build(a: &Analyzer, provenance: Provenance) -> Self {
+        let streams = a
+            .streams
+            .values()
+            .map(|s| StreamReport {
+                name: s.name.clone(),
+                rows: s.rows,
+                excluded: s.excluded,
+                sequence: s.sequence.counts(),
+                status: s.status.clone(),
+                pacing: StatsSummary::from_stats(&s.pacing),
+                stages: s
+                    .stages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, st)| StageReport {
+                        stage: a.stages[i].name.clone(),
+                        from: a.hops[a.stages[i].from].name.clone(),
+                        to: a.hops[a.stages[i].to].name.clone(),
+                        mixed_clocks: a.stages[i].mixed_clocks,
+                        missing: st.missing,
+                        stats: StatsSummary::from_stats(&st.stats),
+                        periodic_stall: crate::spikes::detect_period(
+                            &st.spike_times,
+                            100_000_000,
+                            0.1,
+                        ),
+                        timeline: st.envelope.buckets(),
+                        timeline_bucket_ns: st.envelope.width_ns(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let all_streams = (0..a.stages.len())
+            .map(|i| AllStreamsStage {
+                stage: a.stages[i].name.clone(),
+                stats: StatsSummary::from_stats(&a.stage_all_streams(i)),
+            })
+            .collect();
+        RunReport {
+            provenance,
+            hops: a.hops.clone(),
+            stages: a.stages.clone(),
+            rows_total: a.rows_total,
+            first_time_ns: a.first_time_ns,
+            last_time_ns: a.last_time_ns,
+            streams,
+            all_streams,
+            top: a.top.sorted(),
+        }
+    }
+}
+
+/// Gate: every packet of the gated stages must be <= `max_latency_ns`.
+/// Gated stages: the selected stages when `--stage` was given, otherwise the
+/// end-to-end stage (first to last hop; the only stage for two hops).
+/// No measured packet at all is a failure (nothing proves the bound).
+pub fn evaluate_gate(analyzers: &[&Analyzer], max_latency_ns: i64, explicit_stages: bool) -> Gate {
+    let mut worst: Option<(i64, PacketRef)> = None;
+    let mut over = 0u64;
+    let mut count = 0u64;
+    let mut names = Vec::new();
+    for a in analyzers {
+        let gated: Vec<usize> = if explicit_stages {
+            (0..a.stages.len()).collect()
+        } else {
+            a.stages
+                .iter()
+                .position(|s| s.from == 0 && s.to == a.hops.len() - 1)
+                .into_iter()
+                .collect()
+        };
+        for i in gated {
+            if !names.contains(&a.stages[i].name) {
+                names.push(a.stages[i].name.clone());
+            }
+            let mut s = LatencyStats::new(&[max_latency_ns]);
+            for st in a.streams.values() {
+                s.merge(&st.stages[i].stats);
+            }
+            count += s.count();
+            over += s.above().first().map_or(0, |x| x.1);
+            if let (Some(m), Some(r)) = (s.max(), s.max_ref()) {
+                if worst.as_ref().is_none_or(|w| m > w.0) {
+                    worst = Some((m, r.clone()));
+                }
+            }
+        }
+    }
+    let passed = count > 0 && over == 0;
+    let reason = if count == 0 {
+        "no packet was measured on the gated stages: nothing proves the bound".to_string()
+    } else if passed {
+        format!("all {count} packets at or below the bound")
+    } else {
+        format!("{over} of {count} packets above the bound")
+    };
+    Gate {
+        max_latency_ns,
+        passed,
+        stages: names,
+        worst_ns: worst.as_ref().map(|w| w.0),
+        worst_packet: worst.map(|w| w.1),
+        packets_over: over,
+        reason,
+    }
+}
+
+/// Merge each stage name's all-stream stats across runs.
+pub fn merge_runs(analyzers: &[&Analyzer]) -> Vec<AllStreamsStage> {
+    if analyzers.len() < 2 {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = Vec::new();
+    for a in analyzers {
+        for s in &a.stages {
+            if !names.contains(&s.name) {
+                names.push(s.name.clone());
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let mut m = LatencyStats::new(&analyzers[0].config.thresholds);
+            for a in analyzers {
+                if let Some(i) = a.stages.iter().position(|s| s.name == name) {
+                    m.merge(&a.stage_all_streams(i));
+                }
+            }
+            AllStreamsStage {
+                stage: name,
+                stats: StatsSummary::from_stats(&m),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! `hoptrace ping` against `hoptrace reflect` across a veth pair: every
+//! sequence number accounted for, injected loss counted, an injected delay
+//! measured, and `--max-latency --break` exiting with code 3.
+
+mod endpoints_common;
+
+use std::time::Duration;
+
+use endpoints_common::*;
+
+fn start_reflector(p: &Pair, extra: &[&str]) -> Running {
+    let mut args = vec!["reflect", "--iface", "vb"];
+    args.extend_from_slice(extra);
+    let r = start(&p.b, &args);
+    r.wait_for("ready on", Duration::from_secs(20));
+    r
+}
+
+fn ping_line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in {out}"))
+}
+
+#[test]
+fn every_ping_is_answered_once() {
+    if !hoptrace_netns::require_privileges("every_ping_is_answered_once") {
+        return;
+    }
+    let p = pair("pga");
+    let _r = start_reflector(&p, &[]);
+    let out = run(
+        &p.a,
+        &[
+            "ping",
+            "--iface",
+            "va",
+            "--peer",
+            "02:00:00:00:00:0b",
+            "--count",
+            "2000",
+            "--interval",
+            "500us",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let l = ping_line(&text, "sent ");
+    assert_eq!(field(l, "sent"), 2000, "{text}");
+    assert_eq!(field(l, "received"), 2000, "{text}");
+    assert_eq!(field(l, "lost"), 0, "{text}");
+    assert_eq!(field(l, "duplicated"), 0, "{text}");
+    assert!(text.contains("stamps: software CLOCK_REALTIME"), "{text}");
+}
+
+#[test]
+fn injected_loss_is_counted_and_every_sequence_accounted_for() {
+    if !hoptrace_netns::require_privileges(
+        "injected_loss_is_counted_and_every_sequence_accounted_for",
+    ) {
+        return;
+    }
+    let p = pair("pgl");
+    let _r = start_reflector(&p, &[]);
+    let dir = ScratchDir::new("ept");
+    let rec = dir.path().join("ping-rec");
+    let ping = start(
+        &p.a,
+        &[
+            "ping",
+            "--iface",
+            "va",
+            "--count",
+            "3000",
+            "--interval",
+            "1ms",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    // netem is not available on every kernel: take the reflector's link down.
+    p.b.ip(&["link", "set", "vb", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    p.b.ip(&["link", "set", "vb", "up"]).unwrap();
+    let (st, text) = ping.finish(Duration::from_secs(30));
+    assert!(st.success(), "{text}");
+    let l = ping_line(&text, "sent ");
+    let (sent, received, lost) = (field(l, "sent"), field(l, "received"), field(l, "lost"));
+    assert_eq!(sent, 3000, "{text}");
+    assert!(lost > 0, "{text}");
+    assert_eq!(received + lost, sent, "{text}");
+    assert_eq!(field(l, "duplicated"), 0, "{text}");
+    // The recording has one row per sequence number, lost ones incomplete.
+    let r = hoptrace_record::RecordingReader::open(&rec).unwrap();
+    let rows: Vec<_> = r.rows().unwrap().map(|x| x.unwrap()).collect();
+    assert_eq!(rows.len() as u64, sent);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row.seq, i as u64);
+    }
+    let incomplete = rows
+        .iter()
+        .filter(|r| r.status == hoptrace_record::PacketStatus::Incomplete)
+        .count() as u64;
+    assert_eq!(incomplete, lost);
+}
+
+#[test]
+fn injected_delay_is_measured_and_break_exits_3() {
+    if !hoptrace_netns::require_privileges("injected_delay_is_measured_and_break_exits_3") {
+        return;
+    }
+    let p = pair("pgd");
+    // The reflector holds each reply 20 ms (netem is not available here).
+    let _r = start_reflector(&p, &["--delay", "20ms"]);
+    let out = run(
+        &p.a,
+        &[
+            "ping",
+            "--iface",
+            "va",
+            "--count",
+            "20",
+            "--interval",
+            "50ms",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let l = ping_line(&text, "sent ");
+    assert_eq!(field(l, "received"), 20, "{text}");
+    // min RTT cannot be below the injected 20 ms; the median is close to it.
+    let rtt = ping_line(&text, "rtt ");
+    let min_ms: f64 = rtt
+        .split("min ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        rtt.contains("min ") && rtt.split("min ").nth(1).unwrap().contains(" ms"),
+        "{rtt}"
+    );
+    assert!((20.0..40.0).contains(&min_ms), "{rtt}");
+
+    let out = run(
+        &p.a,
+        &[
+            "ping",
+            "--iface",
+            "va",
+            "--count",
+            "100",
+            "--interval",
+            "50ms",
+            "--max-latency",
+            "10ms",
+            "--break",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("first over: seq 0"), "{text}");
+    let sent = field(ping_line(&text, "sent "), "sent");
+    assert!(sent < 100, "ping must stop at the first excess: {text}");
+}

@@ -1,0 +1,147 @@
+//! TOML configuration files equivalent to the command-line flags.
+//!
+//! A file has one table per command; every key is the long flag name with
+//! `-` written as `_`. Flags given on the command line override the file.
+//!
+//! ```toml
+//! [publish]
+//! iface = "veth0"
+//! streams = 8
+//! rate = 4000
+//! asdu = 1
+//! vlan = "100:4"
+//! samples = 40000
+//! refrtm = true
+//!
+//! [subscribe]
+//! iface = "veth1"
+//! count = 40000
+//! stream = ["HOPTRACE_SV0"]
+//! ```
+//!
+//! Unknown keys are an error (a typo must not silently do nothing).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub publish: PublishSection,
+    #[serde(default)]
+    pub subscribe: SubscribeSection,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PublishSection {
+    pub iface: Option<String>,
+    pub streams: Option<u16>,
+    pub rate: Option<u32>,
+    pub asdu: Option<u8>,
+    pub vlan: Option<String>,
+    pub duration: Option<String>,
+    pub samples: Option<u64>,
+    pub cpu: Option<usize>,
+    pub fifo: Option<i32>,
+    pub refrtm: Option<bool>,
+    pub record: Option<String>,
+    pub svid_prefix: Option<String>,
+    pub replay: Option<String>,
+    #[serde(rename = "loop")]
+    pub loop_count: Option<u32>,
+    pub busy_wait_us: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeSection {
+    pub iface: Option<String>,
+    pub stream: Option<Vec<String>>,
+    pub duration: Option<String>,
+    pub count: Option<u64>,
+    pub cpu: Option<usize>,
+    pub fifo: Option<i32>,
+    pub record: Option<String>,
+    pub reference: Option<String>,
+    pub rate: Option<u32>,
+}
+
+/// Read and parse a configuration file, naming the file in errors.
+pub fn load(path: &Path) -> Result<ConfigFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
+}
+
+/// Parse a duration like `10s`, `500ms`, `250us`, `2m`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let v: f64 = num.trim().parse().with_context(|| {
+        format!("duration {s:?}: expected a number with a unit (10s, 500ms, 250us)")
+    })?;
+    anyhow::ensure!(v >= 0.0 && v.is_finite(), "duration {s:?} must be positive");
+    let secs = match unit {
+        "ns" => v / 1e9,
+        "us" => v / 1e6,
+        "ms" => v / 1e3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => anyhow::bail!("duration {s:?}: unknown unit {unit:?} (use ns, us, ms, s, m, h)"),
+    };
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Parse `--vlan ID[:PRIO]`.
+pub fn parse_vlan(s: &str) -> Result<(u16, u8)> {
+    let (id, prio) = match s.split_once(':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let id: u16 = id
+        .parse()
+        .ok()
+        .filter(|&v| v <= 4094)
+        .with_context(|| format!("--vlan {s:?}: VLAN id must be 0..4094"))?;
+    let prio: u8 = match prio {
+        None => 4,
+        Some(p) => p
+            .parse()
+            .ok()
+            .filter(|&v| v <= 7)
+            .with_context(|| format!("--vlan {s:?}: priority must be 0..7"))?,
+    };
+    Ok((id, prio))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_vlans_parse_or_explain() {
+        assert_eq!(parse_duration("10s").unwrap().as_secs(), 10);
+        assert_eq!(parse_duration("250us").unwrap().as_micros(), 250);
+        assert_eq!(parse_duration("2").unwrap().as_secs(), 2);
+        assert!(parse_duration("10 parsecs").is_err());
+        assert_eq!(parse_vlan("100:5").unwrap(), (100, 5));
+        assert_eq!(parse_vlan("7").unwrap(), (7, 4));
+        assert!(parse_vlan("5000").is_err());
+        assert!(parse_vlan("1:9").is_err());
+    }
+
+    #[test]
+    fn config_file_rejects_unknown_keys() {
+        let ok: ConfigFile = toml::from_str("[publish]\niface='v0'\nstreams=8\n").unwrap();
+        assert_eq!(ok.publish.streams, Some(8));
+        assert!(toml::from_str::<ConfigFile>("[publish]\nifase='v0'\n").is_err());
+    }
+}

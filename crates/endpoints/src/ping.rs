@@ -1,0 +1,401 @@
+//! L2 round trip: `hoptrace ping` and `hoptrace reflect`.
+//!
+//! Frame format (ethertype 0x88B5, "local experimental" in IEEE 802):
+//!
+//! ```text
+//! dst(6) src(6) 0x88B5 | magic "HTPG"(4) kind(1: 0 request, 1 reply) pad(3)
+//!                      | seq u64 BE | zero padding up to --size bytes
+//! ```
+//!
+//! `ping` sends request `seq` on absolute deadlines (see [`crate::pacing`]),
+//! reads the software TX stamp of each request from the error queue (T_tx,
+//! matched by `OPT_ID`, which counts sends from 0 like `seq`), and takes the
+//! software RX stamp of the reply (T_rx): RTT = T_rx - T_tx, both
+//! CLOCK_REALTIME stamps taken by the kernel of this host, so the clock
+//! offset cancels. Without a TX stamp the RTT falls back to the
+//! application send time (flagged in the summary). `reflect` swaps the MAC
+//! addresses, sets kind = reply and sends the frame back.
+//!
+//! When an RTT exceeds `--max-latency`, a line is written to
+//! `/sys/kernel/tracing/trace_marker` (tracefs is mounted if needed) so the
+//! spike can be found in a kernel trace; with `--break` ping stops and the
+//! process exits with [`EXIT_MAX_LATENCY`].
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+
+use crate::pacing::{PaceClock, Pacer};
+use crate::rx::RxBatch;
+use crate::socket::PacketSocket;
+use crate::timestamping::{self, StampSource};
+
+pub const ETHERTYPE_PING: u16 = 0x88B5;
+pub const MAGIC: [u8; 4] = *b"HTPG";
+/// Exit code of `hoptrace ping --break` when --max-latency was exceeded.
+pub const EXIT_MAX_LATENCY: u8 = 3;
+const HEADER: usize = 14 + 4 + 4 + 8;
+pub const MIN_SIZE: usize = 60;
+
+const KIND_REQUEST: u8 = 0;
+const KIND_REPLY: u8 = 1;
+
+/// Build a ping frame of `size` bytes.
+pub fn build_frame(dst: [u8; 6], src: [u8; 6], kind: u8, seq: u64, size: usize) -> Vec<u8> {
+    let mut f = vec![0u8; size.max(MIN_SIZE)];
+    f[0..6].copy_from_slice(&dst);
+    f[6..12].copy_from_slice(&src);
+    f[12..14].copy_from_slice(&ETHERTYPE_PING.to_be_bytes());
+    f[14..18].copy_from_slice(&MAGIC);
+    f[18] = kind;
+    f[22..30].copy_from_slice(&seq.to_be_bytes());
+    f
+}
+
+/// (kind, seq) of a ping frame, `None` if it is not one.
+pub fn parse_frame(f: &[u8]) -> Option<(u8, u64)> {
+    if f.len() < HEADER || f[12..14] != ETHERTYPE_PING.to_be_bytes() || f[14..18] != MAGIC {
+        return None;
+    }
+    Some((f[18], u64::from_be_bytes(f[22..30].try_into().ok()?)))
+}
+
+/// Reflector: answer every request until `stop` is set. Returns replies sent.
+/// `delay` holds every batch of replies that long before sending it (a known
+/// delay injected into the path, for accuracy checks where netem is missing).
+pub fn reflect(
+    iface: &str,
+    delay: Duration,
+    stop: &AtomicBool,
+    mut on_ready: impl FnMut(),
+) -> Result<u64> {
+    let sock = PacketSocket::open(iface, ETHERTYPE_PING)?;
+    let own_mac = sock.mac().context("reading the interface MAC address")?;
+    sock.set_recv_timeout(Duration::from_millis(100))?;
+    sock.set_recv_buffer(4 << 20);
+    let mut batch = RxBatch::new(64);
+    let mut replies = 0u64;
+    on_ready();
+    while !stop.load(Ordering::Relaxed) {
+        let n = batch.recv(&sock).context("receiving ping frames")?;
+        let mut out: Vec<Vec<u8>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let f = batch.get(i);
+            if f.pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            if let Some((KIND_REQUEST, _)) = parse_frame(f.data) {
+                let mut r = f.data.to_vec();
+                r[0..6].copy_from_slice(&f.data[6..12]);
+                // Our own address as source (the request may have been
+                // sent to broadcast, which is not a valid source address).
+                r[6..12].copy_from_slice(&own_mac);
+                r[18] = KIND_REPLY;
+                out.push(r);
+            }
+        }
+        if !out.is_empty() {
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+            let refs: Vec<&[u8]> = out.iter().map(|v| v.as_slice()).collect();
+            // A reply that cannot be sent (interface went down) is lost,
+            // which the pinger counts; keep answering.
+            replies += sock.send_batch(&refs).unwrap_or(0) as u64;
+        }
+    }
+    Ok(replies)
+}
+
+/// Settings of a ping run.
+#[derive(Debug, Clone)]
+pub struct PingConfig {
+    pub iface: String,
+    /// Destination MAC (broadcast when unknown).
+    pub peer: [u8; 6],
+    pub interval: Duration,
+    pub count: u64,
+    pub size: usize,
+    pub max_latency: Option<Duration>,
+    pub break_on_max: bool,
+    /// How long to wait for late replies after the last request.
+    pub linger: Duration,
+}
+
+/// One request's outcome.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PingSample {
+    pub seq: u64,
+    pub t_tx: Option<i64>,
+    pub t_app_tx: i64,
+    pub t_rx: Option<i64>,
+    pub replies: u32,
+}
+
+/// Result of a ping run.
+#[derive(Debug)]
+pub struct PingReport {
+    pub samples: Vec<PingSample>,
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub rtt: Histogram<u64>,
+    pub stamp_source: StampSource,
+    pub tx_stamps: u64,
+    pub over_max: u64,
+    /// First sequence whose RTT exceeded --max-latency (with its RTT in ns).
+    pub first_over: Option<(u64, u64)>,
+    pub marker_error: Option<String>,
+    pub broke: bool,
+}
+
+/// Write `line` to the ftrace marker file, mounting tracefs when missing.
+pub fn trace_marker(line: &str) -> Result<()> {
+    let path = "/sys/kernel/tracing/trace_marker";
+    if !std::path::Path::new(path).exists() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .output();
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| {
+            format!("cannot open {path} (is tracefs mounted? `mount -t tracefs nodev /sys/kernel/tracing`, needs root)")
+        })?;
+    f.write_all(line.as_bytes())
+        .with_context(|| format!("writing to {path}"))?;
+    Ok(())
+}
+
+/// Run ping until `count` requests are sent (or `stop`), then wait `linger`.
+pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
+    let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
+    let src = sock.mac().context("reading the interface MAC address")?;
+    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)
+        .context("enabling SO_TIMESTAMPING")?;
+    sock.set_recv_buffer(4 << 20);
+    let mut batch = RxBatch::new(64);
+    let mut samples: Vec<PingSample> = Vec::with_capacity(cfg.count.min(1 << 24) as usize);
+    let mut rtt = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
+    let interval_ns = cfg.interval.as_nanos().max(1);
+    let origin = timestamping::now_ns(libc::CLOCK_MONOTONIC) + 1_000_000;
+    let mut pacer =
+        Pacer::new(PaceClock::Monotonic, origin, interval_ns, 1, 0).with_limit(Some(cfg.count));
+    let mut report = PingReport {
+        samples: Vec::new(),
+        sent: 0,
+        received: 0,
+        lost: 0,
+        duplicated: 0,
+        reordered: 0,
+        rtt: Histogram::new(3)?,
+        stamp_source: source,
+        tx_stamps: 0,
+        over_max: 0,
+        first_over: None,
+        marker_error: None,
+        broke: false,
+    };
+    let mut max_seen: Option<u64> = None;
+    let mut tx_index = 0u64; // OPT_ID of the next send
+    let mut id_to_seq: Vec<u64> = Vec::new();
+    let mut frame = build_frame(cfg.peer, src, KIND_REQUEST, 0, cfg.size);
+    let mut last_send_mono = origin;
+    let linger_ns = cfg.linger.as_nanos() as i64;
+    let mut sending = true;
+    loop {
+        if stop.load(Ordering::Relaxed) || report.broke {
+            break;
+        }
+        let now = timestamping::now_ns(libc::CLOCK_MONOTONIC);
+        let next_deadline = if sending {
+            if pacer.next_index() >= cfg.count {
+                sending = false;
+                None
+            } else {
+                Some(pacer.deadline(pacer.next_index()))
+            }
+        } else {
+            None
+        };
+        if !sending && now > last_send_mono + linger_ns {
+            break;
+        }
+        // Wait for replies until the next send deadline (or the linger end).
+        let until = next_deadline.unwrap_or(last_send_mono + linger_ns);
+        let wait_ns = (until - now - 200_000).clamp(0, 100_000_000);
+        if wait_ns > 0 {
+            let mut pfd = libc::pollfd {
+                fd: sock.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: wait_ns,
+            };
+            unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        }
+        // Drain replies without blocking.
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: sock.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 || pfd.revents & libc::POLLIN == 0 {
+                break;
+            }
+            let n = batch.recv(&sock).context("receiving replies")?;
+            if n == 0 {
+                break;
+            }
+            for i in 0..n {
+                let f = batch.get(i);
+                if f.pkttype == libc::PACKET_OUTGOING {
+                    continue;
+                }
+                let Some((KIND_REPLY, seq)) = parse_frame(f.data) else {
+                    continue;
+                };
+                let Some(s) = samples.get_mut(seq as usize) else {
+                    continue;
+                };
+                s.replies += 1;
+                if s.replies > 1 {
+                    report.duplicated += 1;
+                    continue;
+                }
+                report.received += 1;
+                if max_seen.is_some_and(|m| seq < m) {
+                    report.reordered += 1;
+                }
+                max_seen = Some(max_seen.map_or(seq, |m| m.max(seq)));
+                let t_rx = f
+                    .stamps
+                    .get(source)
+                    .unwrap_or_else(timestamping::realtime_ns);
+                s.t_rx = Some(t_rx);
+                let sample = *s;
+                let value = (t_rx - sample.t_tx.unwrap_or(sample.t_app_tx)).max(1) as u64;
+                rtt.saturating_record(value);
+                if let Some(max) = cfg.max_latency {
+                    if value > max.as_nanos() as u64 {
+                        report.over_max += 1;
+                        if report.first_over.is_none() {
+                            report.first_over = Some((seq, value));
+                        }
+                        let line = format!(
+                            "hoptrace ping: seq={seq} rtt_ns={value} over max-latency {} ns\n",
+                            max.as_nanos()
+                        );
+                        if report.marker_error.is_none() {
+                            if let Err(e) = trace_marker(&line) {
+                                report.marker_error = Some(format!("{e:#}"));
+                            }
+                        }
+                        if cfg.break_on_max {
+                            report.broke = true;
+                        }
+                    }
+                }
+            }
+        }
+        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+            if let Some(&seq) = id_to_seq.get(id as usize) {
+                if let (Some(s), Some(t)) = (samples.get_mut(seq as usize), st.get(source)) {
+                    if s.t_tx.is_none() {
+                        s.t_tx = Some(t);
+                        report.tx_stamps += 1;
+                    }
+                }
+            }
+        });
+        if let Some(d) = next_deadline {
+            if timestamping::now_ns(libc::CLOCK_MONOTONIC) >= d - 200_000 {
+                let Some(tick) = pacer.wait() else {
+                    sending = false;
+                    continue;
+                };
+                // Skipped requests (stall) still get a sequence number: they
+                // are counted lost, never sent in a burst.
+                while (samples.len() as u64) < tick.index {
+                    let seq = samples.len() as u64;
+                    samples.push(PingSample {
+                        seq,
+                        ..Default::default()
+                    });
+                }
+                let seq = tick.index;
+                frame[22..30].copy_from_slice(&seq.to_be_bytes());
+                let t_app = timestamping::realtime_ns();
+                samples.push(PingSample {
+                    seq,
+                    t_app_tx: t_app,
+                    ..Default::default()
+                });
+                report.sent += 1;
+                last_send_mono = tick.woke_ns;
+                // A failed send (interface down) is a lost request.
+                if sock.send(&frame).is_ok() {
+                    id_to_seq.push(seq);
+                    tx_index += 1;
+                }
+            }
+        }
+    }
+    let _ = tx_index;
+    // Requests never sent because of a stall count as lost too.
+    report.lost = samples.iter().filter(|s| s.replies == 0).count() as u64;
+    report.samples = samples;
+    report.rtt = rtt;
+    Ok(report)
+}
+
+/// Parse a MAC address `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let parts: Vec<&str> = s.split(':').collect();
+    anyhow::ensure!(
+        parts.len() == 6,
+        "MAC address {s:?}: expected aa:bb:cc:dd:ee:ff"
+    );
+    let mut mac = [0u8; 6];
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16)
+            .with_context(|| format!("MAC address {s:?}: {p:?} is not a hex byte"))?;
+    }
+    Ok(mac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_others_are_ignored() {
+        let f = build_frame([1; 6], [2; 6], KIND_REQUEST, 42, 100);
+        assert_eq!(f.len(), 100);
+        assert_eq!(parse_frame(&f), Some((KIND_REQUEST, 42)));
+        let mut g = f.clone();
+        g[14] = b'X';
+        assert_eq!(parse_frame(&g), None);
+        assert_eq!(parse_frame(&f[..20]), None);
+        assert_eq!(build_frame([1; 6], [2; 6], 0, 1, 10).len(), MIN_SIZE);
+    }
+
+    #[test]
+    fn mac_parsing_explains_errors() {
+        assert_eq!(parse_mac("02:00:00:00:00:0a").unwrap(), [2, 0, 0, 0, 0, 10]);
+        assert!(parse_mac("02:00")
+            .unwrap_err()
+            .to_string()
+            .contains("expected"));
+        assert!(parse_mac("zz:00:00:00:00:00").is_err());
+    }
+}

@@ -1,0 +1,387 @@
+//! SV publisher: N streams paced on absolute deadlines, one `sendmmsg` per
+//! instant, TX stamps from the error queue.
+//!
+//! Mechanism, per instant `k` (see [`crate::pacing`]):
+//! 1. before sleeping, the frames of instant `k` of every stream are encoded
+//!    from the codec's [`StreamPlan`] (frame `k` carries samples
+//!    `k*K .. k*K+K-1`, smpCnt = sample mod rate);
+//! 2. the pacer sleeps until the deadline (CLOCK_TAI, `clock_nanosleep`
+//!    TIMER_ABSTIME); with `--refrtm` the ASDUs' refrTm is patched with the
+//!    CLOCK_REALTIME time right before the send;
+//! 3. all streams' frames go out in one `sendmmsg(2)`;
+//! 4. the error queue is drained: each TX stamp (T0, `t_tx`, the kernel's
+//!    software stamp in the driver's xmit, CLOCK_REALTIME) is matched to its
+//!    frame by `OPT_ID`, which numbers sent frames from 0 in send order.
+//!
+//! The schedule is kept in TAI and converted to REALTIME with the kernel's
+//! whole-second TAI offset, so pacing error = `t_tx - t_sched` compares two
+//! REALTIME values. Instants the process slept through are skipped (the
+//! samples are lost, as with a stalled merging unit), never sent in a burst.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result};
+use hoptrace_sv::generate::StreamPlan;
+
+use crate::pacing::{offset_to_realtime, PaceClock, Pacer};
+use crate::socket::PacketSocket;
+use crate::stats::SignedHistogram;
+use crate::timestamping::{self, StampSource};
+
+/// Placeholder refrTm written at encode time and patched before sending.
+const REFRTM_PLACEHOLDER: [u8; 8] = [0xA5, 0x5A, 0xC3, 0x3C, 0x96, 0x69, 0x0F, 0xF0];
+
+/// One frame as sent, for the recording (one entry per ASDU sample).
+#[derive(Debug, Clone)]
+pub struct SentSample {
+    pub stream: String,
+    pub dst_mac: [u8; 6],
+    pub app_id: u16,
+    pub smp_cnt: u16,
+    pub epoch: u32,
+    pub seq: u64,
+    /// Scheduled send time, ns CLOCK_REALTIME.
+    pub t_sched: i64,
+    /// Application time right before `sendmmsg`, ns CLOCK_REALTIME.
+    pub t_app: i64,
+    /// Kernel TX stamp (T0), ns in the stamp source's clock.
+    pub t_tx: Option<i64>,
+}
+
+/// Settings of a publishing run.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    pub iface: String,
+    pub plan: StreamPlan,
+    /// Stop after this many samples per stream (`None`: until stopped).
+    pub samples: Option<u64>,
+    pub refrtm: bool,
+    /// Spin for the last `busy_margin_ns` before each deadline.
+    pub busy_margin_ns: i64,
+    pub clock: PaceClock,
+    /// Time to wait before the first instant (lets subscribers settle).
+    pub start_delay_ns: i64,
+    /// Number of the first sample (a multiple of the ASDUs per frame):
+    /// continues the smpCnt/epoch sequence of an earlier run.
+    pub first_sample: u64,
+    /// What to do with instants missed while the process did not run.
+    pub late_policy: crate::pacing::LatePolicy,
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct PublishReport {
+    pub frames_per_stream: Vec<u64>,
+    pub sv_ids: Vec<String>,
+    pub instants: u64,
+    pub late: u64,
+    pub skipped: u64,
+    pub slip_ns: i64,
+    /// Actual minus scheduled, ns (TX stamp when available, else app time).
+    pub pacing_error: SignedHistogram,
+    pub pacing_from_tx_stamps: bool,
+    pub tx_stamps: u64,
+    pub stamp_source: StampSource,
+    pub clock: PaceClock,
+}
+
+/// Frames waiting for their TX stamp, indexed by OPT_ID.
+struct PendingTx {
+    first_id: u64,
+    frames: VecDeque<(Vec<SentSample>, Option<i64>)>,
+}
+
+impl PendingTx {
+    fn stamp(&mut self, id: u32, t: i64) {
+        // OPT_ID is a u32 counter; reconstruct the full id near first_id.
+        let base = self.first_id & !0xFFFF_FFFF;
+        let mut full = base | id as u64;
+        if full < self.first_id {
+            full += 1 << 32;
+        }
+        if let Some(slot) = self.frames.get_mut((full - self.first_id) as usize) {
+            slot.1 = Some(t);
+        }
+    }
+    /// Hand out frames that got their stamp (or are too old to get one).
+    fn flush(&mut self, keep: usize, out: &mut impl FnMut(SentSample)) {
+        while let Some((_, t)) = self.frames.front() {
+            if t.is_none() && self.frames.len() <= keep {
+                break;
+            }
+            let (samples, t) = self.frames.pop_front().unwrap();
+            self.first_id += 1;
+            for mut s in samples {
+                s.t_tx = t;
+                out(s);
+            }
+        }
+    }
+}
+
+/// Patch every refrTm placeholder in `frame` with `t_ns` (UtcTime:
+/// seconds u32, fraction of second u24, quality u8 = 0x0A: 10 bits accuracy).
+fn patch_refrtm(frame: &mut [u8], offsets: &[usize], t_ns: i64) {
+    let secs = (t_ns.div_euclid(1_000_000_000)) as u32;
+    let frac = ((t_ns.rem_euclid(1_000_000_000) as u128) << 24) / 1_000_000_000;
+    for &o in offsets {
+        frame[o..o + 4].copy_from_slice(&secs.to_be_bytes());
+        frame[o + 4..o + 7].copy_from_slice(&(frac as u32).to_be_bytes()[1..4]);
+        frame[o + 7] = 0x0A;
+    }
+}
+
+fn find_placeholders(frame: &[u8]) -> Vec<usize> {
+    frame
+        .windows(REFRTM_PLACEHOLDER.len())
+        .enumerate()
+        .filter(|(_, w)| *w == REFRTM_PLACEHOLDER)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Decode a refrTm UtcTime into ns since the epoch.
+pub fn refrtm_ns(t: [u8; 8]) -> i64 {
+    let secs = u32::from_be_bytes([t[0], t[1], t[2], t[3]]) as i64;
+    let frac = u32::from_be_bytes([0, t[4], t[5], t[6]]) as i64;
+    secs * 1_000_000_000 + ((frac as i128 * 1_000_000_000) >> 24) as i64
+}
+
+/// Publish until the plan's samples are sent or `stop` is set. `on_sample`
+/// receives every sent sample (with its TX stamp) for the recording.
+pub fn publish(
+    cfg: &PublishConfig,
+    stop: &AtomicBool,
+    mut on_sample: impl FnMut(SentSample),
+) -> Result<PublishReport> {
+    let mut plan = cfg.plan.clone();
+    plan.samples = cfg.first_sample + cfg.samples.unwrap_or(u64::MAX / 4);
+    plan.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    anyhow::ensure!(
+        cfg.first_sample.is_multiple_of(plan.asdu_per_frame as u64),
+        "--first-sample {} must be a multiple of --asdu {}",
+        cfg.first_sample,
+        plan.asdu_per_frame
+    );
+    let first_frame = cfg.first_sample / plan.asdu_per_frame as u64;
+    let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
+    sock.set_send_buffer(4 << 20);
+    sock.set_recv_buffer(16 << 20);
+    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)
+        .context("enabling SO_TIMESTAMPING TX stamps")?;
+    let streams = plan.streams as usize;
+    let k = plan.asdu_per_frame as u64;
+    let frames_total = cfg.samples.map(|n| n.div_ceil(k));
+    let to_rt = offset_to_realtime(cfg.clock);
+    let origin = timestamping::now_ns(cfg.clock.id()) + cfg.start_delay_ns.max(0);
+    let mut pacer = Pacer::new(
+        cfg.clock,
+        origin,
+        1_000_000_000u128 * k as u128,
+        plan.rate as u128,
+        cfg.busy_margin_ns,
+    )
+    .with_limit(frames_total)
+    .with_policy(cfg.late_policy);
+    let sv_ids: Vec<String> = (0..plan.streams)
+        .map(|s| String::from_utf8_lossy(&plan.sv_id(s)).into_owned())
+        .collect();
+    let mut report = PublishReport {
+        frames_per_stream: vec![0; streams],
+        sv_ids: sv_ids.clone(),
+        instants: 0,
+        late: 0,
+        skipped: 0,
+        slip_ns: 0,
+        pacing_error: SignedHistogram::default(),
+        pacing_from_tx_stamps: true,
+        tx_stamps: 0,
+        stamp_source: source,
+        clock: cfg.clock,
+    };
+    let mut pending = PendingTx {
+        first_id: 0,
+        frames: VecDeque::new(),
+    };
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::with_capacity(256); streams];
+    let mut placeholder_offsets: Vec<Vec<usize>> = vec![Vec::new(); streams];
+    let encode = |index: u64, bufs: &mut Vec<Vec<u8>>, offs: &mut Vec<Vec<usize>>| -> Result<()> {
+        for s in 0..streams {
+            let mut f = plan.frame(s as u16, index + first_frame);
+            if cfg.refrtm {
+                for a in &mut f.asdus {
+                    a.refr_tm = Some(REFRTM_PLACEHOLDER);
+                }
+            }
+            bufs[s].clear();
+            hoptrace_sv::encode_into(&f, &mut bufs[s]).context("encoding an SV frame")?;
+            if cfg.refrtm {
+                offs[s] = find_placeholders(&bufs[s]);
+            }
+        }
+        Ok(())
+    };
+    let mut pacing_source_tx = true;
+    let mut emit = |s: SentSample, report: &mut PublishReport| {
+        match s.t_tx {
+            Some(t) if source == StampSource::Software => {
+                report.pacing_error.record(t - s.t_sched);
+            }
+            _ => {
+                pacing_source_tx = false;
+                report.pacing_error.record(s.t_app - s.t_sched);
+            }
+        }
+        on_sample(s);
+    };
+    let mut encoded_for = u64::MAX;
+    while !stop.load(Ordering::Relaxed) {
+        let next = pacer.next_index();
+        if frames_total.is_some_and(|n| next >= n) {
+            break;
+        }
+        if encoded_for != next {
+            encode(next, &mut bufs, &mut placeholder_offsets)?;
+            encoded_for = next;
+        }
+        let Some(tick) = pacer.wait() else { break };
+        if tick.index != encoded_for {
+            encode(tick.index, &mut bufs, &mut placeholder_offsets)?;
+            encoded_for = tick.index;
+        }
+        let t_sched = tick.deadline_ns + to_rt;
+        let t_app = timestamping::realtime_ns();
+        if cfg.refrtm {
+            for s in 0..streams {
+                patch_refrtm(&mut bufs[s], &placeholder_offsets[s], t_app);
+            }
+        }
+        let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+        let sent = sock
+            .send_batch(&refs)
+            .with_context(|| format!("sending SV frames on {}", cfg.iface))?;
+        for (s, sv_id) in sv_ids.iter().enumerate().take(sent) {
+            report.frames_per_stream[s] += 1;
+            let first = (tick.index + first_frame) * k;
+            let last = (first + k).min(plan.samples);
+            let rows = (first..last)
+                .map(|n| SentSample {
+                    stream: sv_id.clone(),
+                    dst_mac: plan.dst_mac(s as u16).0,
+                    app_id: plan.appid(s as u16),
+                    smp_cnt: (n % plan.rate as u64) as u16,
+                    epoch: (n / plan.rate as u64) as u32,
+                    seq: n,
+                    t_sched,
+                    t_app,
+                    t_tx: None,
+                })
+                .collect();
+            pending.frames.push_back((rows, None));
+        }
+        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+            if let Some(t) = st.get(source) {
+                pending.stamp(id, t);
+                report.tx_stamps += 1;
+            }
+        });
+        pending.flush(4096, &mut |s| emit(s, &mut report));
+    }
+    // Give the last stamps a moment to arrive, then flush everything.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+        if let Some(t) = st.get(source) {
+            pending.stamp(id, t);
+            report.tx_stamps += 1;
+        }
+    });
+    pending.flush(0, &mut |s| emit(s, &mut report));
+    report.pacing_from_tx_stamps = pacing_source_tx;
+    report.instants = pacer.stats.sent;
+    report.late = pacer.stats.late;
+    report.skipped = pacer.stats.skipped;
+    report.slip_ns = pacer.stats.slip_ns;
+    Ok(report)
+}
+
+impl PublishReport {
+    /// Human summary printed at the end of a run.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "published {} instants on clock {} (late instants {}, schedule slipped by {} in total, skipped {}), TX stamps: {} {} ({} of them)\n",
+            self.instants,
+            self.clock.name(),
+            self.late,
+            crate::stats::fmt_ns(self.slip_ns as f64),
+            self.skipped,
+            self.stamp_source.schema_source(),
+            self.stamp_source.schema_clock(),
+            self.tx_stamps
+        ));
+        for (id, n) in self.sv_ids.iter().zip(&self.frames_per_stream) {
+            s.push_str(&format!("  {id}: {n} frames\n"));
+        }
+        s.push_str(&format!(
+            "pacing error ({} minus scheduled): {}\n",
+            if self.pacing_from_tx_stamps {
+                "TX stamp"
+            } else {
+                "application send time"
+            },
+            self.pacing_error.summary()
+        ));
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refrtm_round_trips_to_within_60_ns() {
+        let t = 1_763_800_000_123_456_789i64;
+        let mut f = vec![0u8; 20];
+        f[5..13].copy_from_slice(&REFRTM_PLACEHOLDER);
+        let offs = find_placeholders(&f);
+        assert_eq!(offs, vec![5]);
+        patch_refrtm(&mut f, &offs, t);
+        let back = refrtm_ns(f[5..13].try_into().unwrap());
+        assert!((t - back).abs() < 60, "{t} {back}");
+    }
+
+    #[test]
+    fn pending_tx_matches_stamps_by_id() {
+        let mut p = PendingTx {
+            first_id: 0,
+            frames: VecDeque::new(),
+        };
+        for seq in 0..3 {
+            p.frames.push_back((
+                vec![SentSample {
+                    stream: "s".into(),
+                    dst_mac: [0; 6],
+                    app_id: 0,
+                    smp_cnt: seq as u16,
+                    epoch: 0,
+                    seq,
+                    t_sched: 0,
+                    t_app: 0,
+                    t_tx: None,
+                }],
+                None,
+            ));
+        }
+        p.stamp(1, 100);
+        p.stamp(0, 50);
+        let mut out = Vec::new();
+        p.flush(10, &mut |s| out.push(s));
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].t_tx, Some(50));
+        assert_eq!(out[1].t_tx, Some(100));
+        p.flush(0, &mut |s| out.push(s));
+        assert_eq!(out[2].t_tx, None);
+    }
+}

@@ -1,0 +1,253 @@
+//! `sv publish --replay FILE [--loop N]`: send a capture with its timing.
+//!
+//! Frames are read with `hoptrace-pcap` (pcap or pcapng). Frame `i` is due
+//! at `origin + (t_i - t_0) + loop * span`, where `span` is the capture's
+//! duration plus its mean frame gap (so the first frame of a loop follows
+//! the last of the previous one by a normal gap). Frames due within 10 us
+//! of the first frame of a group go out together in one `sendmmsg` (the
+//! streams of one instant). The pacer sleeps with `clock_nanosleep`
+//! TIMER_ABSTIME on CLOCK_TAI; a late group is sent late, never skipped
+//! (a replay must send everything it was given).
+//!
+//! Across loops smpCnt stays continuous: every ASDU of loop `L` gets
+//! `smpCnt + L * n_s` (mod the stream's rate), where `n_s` is the number of
+//! samples of that stream in the capture, and the frame is re-encoded.
+//! Frames that are not SV (or do not decode) are sent unchanged.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result};
+
+use crate::pacing::{offset_to_realtime, sleep_until, PaceClock};
+use crate::publisher::SentSample;
+use crate::socket::PacketSocket;
+use crate::stats::SignedHistogram;
+use crate::timestamping::{self, StampSource};
+
+#[derive(Debug, Clone)]
+pub struct ReplayConfig {
+    pub iface: String,
+    pub capture: PathBuf,
+    pub loops: u32,
+    /// smpCnt wrap for ASDUs without smpRate.
+    pub rate: u32,
+    pub busy_margin_ns: i64,
+}
+
+#[derive(Debug)]
+pub struct ReplayReport {
+    pub frames_in_capture: usize,
+    pub frames_sent: u64,
+    pub per_stream: Vec<(String, u64)>,
+    pub late_groups: u64,
+    pub pacing_error: SignedHistogram,
+    pub stamp_source: StampSource,
+}
+
+impl ReplayReport {
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "replayed {} frames ({} in the capture), late groups {}, TX stamps {} {}\n",
+            self.frames_sent,
+            self.frames_in_capture,
+            self.late_groups,
+            self.stamp_source.schema_source(),
+            self.stamp_source.schema_clock()
+        );
+        for (id, n) in &self.per_stream {
+            s.push_str(&format!("  {id}: {n} frames\n"));
+        }
+        s.push_str(&format!(
+            "pacing error (TX stamp minus scheduled): {}\n",
+            self.pacing_error.summary()
+        ));
+        s
+    }
+}
+
+struct CapturedFrame {
+    offset_ns: i64,
+    data: Vec<u8>,
+}
+
+fn read_capture(path: &PathBuf) -> Result<Vec<CapturedFrame>> {
+    let mut reader = hoptrace_pcap::CaptureReader::open(path)
+        .with_context(|| format!("cannot open capture {}", path.display()))?;
+    let mut frames = Vec::new();
+    let mut t0 = None;
+    while let Some(p) = reader.next_packet() {
+        let p = p.with_context(|| format!("reading capture {}", path.display()))?;
+        let t0 = *t0.get_or_insert(p.time_ns as i64);
+        frames.push(CapturedFrame {
+            offset_ns: p.time_ns as i64 - t0,
+            data: p.data,
+        });
+    }
+    anyhow::ensure!(
+        !frames.is_empty(),
+        "capture {} has no frames",
+        path.display()
+    );
+    Ok(frames)
+}
+
+/// Shift every ASDU's smpCnt by `shift(stream)` and re-encode.
+fn shift_smp_cnt(
+    frame: &[u8],
+    loop_index: u64,
+    per_stream: &HashMap<Vec<u8>, u64>,
+    rate: u32,
+) -> Vec<u8> {
+    if loop_index == 0 {
+        return frame.to_vec();
+    }
+    let Ok(decoded) = hoptrace_sv::decode(frame) else {
+        return frame.to_vec();
+    };
+    let mut owned = decoded.to_owned_frame();
+    for a in &mut owned.asdus {
+        let wrap = a
+            .smp_rate
+            .map(|r| r as u64)
+            .filter(|&r| r > 0)
+            .unwrap_or(rate as u64);
+        let n = per_stream.get(&a.sv_id).copied().unwrap_or(0);
+        a.smp_cnt = ((a.smp_cnt as u64 + loop_index * n) % wrap) as u16;
+    }
+    hoptrace_sv::encode(&owned).unwrap_or_else(|_| frame.to_vec())
+}
+
+/// Replay the capture until done or `stop`.
+pub fn replay(
+    cfg: &ReplayConfig,
+    stop: &AtomicBool,
+    mut on_sample: impl FnMut(SentSample),
+) -> Result<ReplayReport> {
+    let frames = read_capture(&cfg.capture)?;
+    let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
+    sock.set_send_buffer(4 << 20);
+    sock.set_recv_buffer(16 << 20);
+    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)?;
+    // Samples per stream in the capture (for continuous smpCnt).
+    let mut per_stream: HashMap<Vec<u8>, u64> = HashMap::new();
+    for f in &frames {
+        if let Ok(d) = hoptrace_sv::decode(&f.data) {
+            for a in d.asdus() {
+                *per_stream.entry(a.sv_id.to_vec()).or_default() += 1;
+            }
+        }
+    }
+    let last = frames.last().map(|f| f.offset_ns).unwrap_or(0);
+    let gap = if frames.len() > 1 {
+        last / (frames.len() as i64 - 1)
+    } else {
+        1_000_000
+    };
+    let span = last + gap.max(1);
+    let clock = PaceClock::Tai;
+    let to_rt = offset_to_realtime(clock);
+    let origin = timestamping::now_ns(clock.id()) + 10_000_000;
+    let mut report = ReplayReport {
+        frames_in_capture: frames.len(),
+        frames_sent: 0,
+        per_stream: Vec::new(),
+        late_groups: 0,
+        pacing_error: SignedHistogram::default(),
+        stamp_source: source,
+    };
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    // (scheduled rt, app time, samples) per sent frame, by OPT_ID.
+    let mut sent: Vec<(i64, Vec<SentSample>)> = Vec::new();
+    let mut stamps: Vec<Option<i64>> = Vec::new();
+    let mut trackers = hoptrace_sv::MultiStreamTracker::new(cfg.rate);
+    'loops: for l in 0..cfg.loops.max(1) as u64 {
+        let mut i = 0;
+        while i < frames.len() {
+            if stop.load(Ordering::Relaxed) {
+                break 'loops;
+            }
+            let start = frames[i].offset_ns;
+            let mut j = i + 1;
+            while j < frames.len() && frames[j].offset_ns - start <= 10_000 {
+                j += 1;
+            }
+            let deadline = origin + l as i64 * span + start;
+            sleep_until(clock, deadline - cfg.busy_margin_ns);
+            while timestamping::now_ns(clock.id()) < deadline {
+                std::hint::spin_loop();
+            }
+            if timestamping::now_ns(clock.id()) - deadline > gap.max(1) {
+                report.late_groups += 1;
+            }
+            let bufs: Vec<Vec<u8>> = frames[i..j]
+                .iter()
+                .map(|f| shift_smp_cnt(&f.data, l, &per_stream, cfg.rate))
+                .collect();
+            let t_app = timestamping::realtime_ns();
+            let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+            let n = sock
+                .send_batch(&refs)
+                .with_context(|| format!("sending on {}", cfg.iface))?;
+            for b in &bufs[..n] {
+                let t_sched = deadline + to_rt;
+                let mut rows = Vec::new();
+                if let Ok(d) = hoptrace_sv::decode(b) {
+                    for a in d.asdus() {
+                        let name = a.sv_id_lossy().into_owned();
+                        let obs = trackers.observe(
+                            d.dst,
+                            d.appid,
+                            a.sv_id,
+                            a.smp_cnt,
+                            a.smp_rate.map(|r| r as u32),
+                        );
+                        rows.push(SentSample {
+                            stream: name,
+                            dst_mac: d.dst.0,
+                            app_id: d.appid,
+                            smp_cnt: a.smp_cnt,
+                            epoch: obs.epoch,
+                            seq: obs.seq,
+                            t_sched,
+                            t_app,
+                            t_tx: None,
+                        });
+                    }
+                    if let Some(a) = d.asdus().first() {
+                        *counts.entry(a.sv_id_lossy().into_owned()).or_default() += 1;
+                    }
+                }
+                sent.push((t_sched, rows));
+                stamps.push(None);
+            }
+            report.frames_sent += n as u64;
+            timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+                if let (Some(slot), Some(t)) = (stamps.get_mut(id as usize), st.get(source)) {
+                    *slot = Some(t);
+                }
+            });
+            i = j;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+        if let (Some(slot), Some(t)) = (stamps.get_mut(id as usize), st.get(source)) {
+            *slot = Some(t);
+        }
+    });
+    for ((t_sched, rows), t_tx) in sent.into_iter().zip(stamps) {
+        if let Some(t) = t_tx {
+            report.pacing_error.record(t - t_sched);
+        }
+        for mut r in rows {
+            r.t_tx = t_tx;
+            on_sample(r);
+        }
+    }
+    let mut per: Vec<(String, u64)> = counts.into_iter().collect();
+    per.sort();
+    report.per_stream = per;
+    Ok(report)
+}

@@ -1,0 +1,117 @@
+//! Batched receive with `recvmmsg(2)` and per-frame kernel timestamps.
+//!
+//! One call returns up to `capacity` frames; each message has its own data
+//! buffer, control buffer (for the `SCM_TIMESTAMPING` cmsg, see
+//! [`crate::timestamping`]) and `sockaddr_ll` (whose `sll_pkttype` tells
+//! frames we sent ourselves, `PACKET_OUTGOING`, from received ones).
+//! `MSG_WAITFORONE` blocks for the first frame only (bounded by the socket's
+//! `SO_RCVTIMEO`, so the caller can check for a stop request) and then takes
+//! whatever is already queued.
+
+use std::io;
+
+use crate::socket::PacketSocket;
+use crate::timestamping::{parse_cmsgs, Stamps, CONTROL_LEN};
+
+/// Largest frame we keep (longer ones are truncated, flagged by `truncated`).
+pub const FRAME_CAPACITY: usize = 2048;
+
+/// One received frame.
+pub struct RxFrame<'a> {
+    pub data: &'a [u8],
+    pub stamps: Stamps,
+    /// `sll_pkttype` (PACKET_HOST, PACKET_MULTICAST, PACKET_OUTGOING, ...).
+    pub pkttype: u8,
+    pub truncated: bool,
+}
+
+/// Reusable buffers for `recvmmsg`.
+pub struct RxBatch {
+    data: Vec<[u8; FRAME_CAPACITY]>,
+    control: Vec<[u64; CONTROL_LEN / 8]>,
+    addrs: Vec<libc::sockaddr_ll>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+    filled: usize,
+}
+
+// The raw pointers inside point into the batch's own vectors.
+unsafe impl Send for RxBatch {}
+
+impl RxBatch {
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        RxBatch {
+            data: vec![[0u8; FRAME_CAPACITY]; capacity],
+            control: vec![[0u64; CONTROL_LEN / 8]; capacity],
+            addrs: vec![unsafe { std::mem::zeroed() }; capacity],
+            iovs: Vec::with_capacity(capacity),
+            msgs: Vec::with_capacity(capacity),
+            filled: 0,
+        }
+    }
+
+    /// Receive a batch; returns how many frames arrived (0 on timeout).
+    pub fn recv(&mut self, sock: &PacketSocket) -> io::Result<usize> {
+        let n = self.data.len();
+        self.iovs.clear();
+        self.msgs.clear();
+        for i in 0..n {
+            self.iovs.push(libc::iovec {
+                iov_base: self.data[i].as_mut_ptr() as *mut libc::c_void,
+                iov_len: FRAME_CAPACITY,
+            });
+        }
+        for i in 0..n {
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = &mut self.iovs[i];
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = self.control[i].as_mut_ptr() as *mut libc::c_void;
+            m.msg_hdr.msg_controllen = CONTROL_LEN;
+            m.msg_hdr.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            self.msgs.push(m);
+        }
+        let rc = unsafe {
+            libc::recvmmsg(
+                sock.raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_WAITFORONE | libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            self.filled = 0;
+            return match err.kind() {
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(err),
+            };
+        }
+        self.filled = rc as usize;
+        Ok(self.filled)
+    }
+
+    pub fn len(&self) -> usize {
+        self.filled
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Frame `i` of the last batch.
+    pub fn get(&self, i: usize) -> RxFrame<'_> {
+        let m = &self.msgs[i];
+        let len = m.msg_len as usize;
+        RxFrame {
+            data: &self.data[i][..len.min(FRAME_CAPACITY)],
+            stamps: unsafe { parse_cmsgs(&m.msg_hdr) },
+            pkttype: self.addrs[i].sll_pkttype,
+            truncated: len > FRAME_CAPACITY,
+        }
+    }
+}

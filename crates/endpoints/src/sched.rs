@@ -1,0 +1,73 @@
+//! `--cpu C` and `--fifo PRIO`: pin the calling thread and make it real-time.
+//!
+//! `sched_setaffinity(0, {C})` pins the thread that calls it (so call it on
+//! the thread that sends or receives); `sched_setscheduler(0, SCHED_FIFO,
+//! PRIO)` needs root or CAP_SYS_NICE and a realtime budget (RT throttling
+//! or cgroup `cpu.rt_runtime_us` may refuse it).
+
+use anyhow::{bail, Result};
+
+/// Pin the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> Result<()> {
+    let online = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let mut set = nix::sched::CpuSet::new();
+    if set.set(cpu).is_err() {
+        bail!("--cpu {cpu}: CPU number too large (this machine has {online} CPUs)");
+    }
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
+        anyhow::anyhow!(
+            "--cpu {cpu}: sched_setaffinity failed ({e}); CPUs allowed here: see `taskset -p $$` (this machine has {online})"
+        )
+    })
+}
+
+/// Switch the calling thread to SCHED_FIFO with `prio` (1..=99).
+pub fn set_fifo(prio: i32) -> Result<()> {
+    if !(1..=99).contains(&prio) {
+        bail!("--fifo {prio}: SCHED_FIFO priorities are 1 to 99");
+    }
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc < 0 {
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EPERM) => bail!(
+                "--fifo {prio}: SCHED_FIFO refused (needs root or CAP_SYS_NICE, and a realtime budget: check /proc/sys/kernel/sched_rt_runtime_us and the cgroup's cpu.rt_runtime_us)"
+            ),
+            _ => bail!("--fifo {prio}: sched_setscheduler failed: {err}"),
+        }
+    }
+    Ok(())
+}
+
+/// Apply the optional settings, printing what was done.
+pub fn apply(cpu: Option<usize>, fifo: Option<i32>) -> Result<()> {
+    if let Some(c) = cpu {
+        pin_to_cpu(c)?;
+        eprintln!("pinned to CPU {c}");
+    }
+    if let Some(p) = fifo {
+        set_fifo(p)?;
+        eprintln!("running SCHED_FIFO priority {p}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bad_values_are_explained() {
+        assert!(super::set_fifo(0)
+            .unwrap_err()
+            .to_string()
+            .contains("1 to 99"));
+        assert!(super::pin_to_cpu(100_000)
+            .unwrap_err()
+            .to_string()
+            .contains("--cpu"));
+    }
+}

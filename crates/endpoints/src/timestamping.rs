@@ -1,0 +1,290 @@
+//! Kernel packet timestamps (`SO_TIMESTAMPING`) for AF_PACKET sockets.
+//!
+//! How the stamps are obtained:
+//!
+//! * **Capabilities.** `SIOCETHTOOL`/`ETHTOOL_GET_TS_INFO` tells what the
+//!   driver can stamp. A NIC with a PTP hardware clock reports
+//!   `SOF_TIMESTAMPING_{TX,RX}_HARDWARE` + `RAW_HARDWARE`; we then ask the
+//!   driver to stamp (`SIOCSHWTSTAMP`, tx on, rx all) and request hardware
+//!   stamps; otherwise (veth, tap, bridges: this machine) software stamps.
+//! * **RX.** With `SOF_TIMESTAMPING_RX_SOFTWARE|SOFTWARE` every received frame
+//!   carries a `SCM_TIMESTAMPING` control message: three `timespec`s,
+//!   `[0]` software (CLOCK_REALTIME, taken in `__netif_receive_skb` /
+//!   `netif_rx` when the skb enters the stack), `[2]` raw hardware (PHC time).
+//! * **TX.** With `SOF_TIMESTAMPING_TX_SOFTWARE` the driver calls
+//!   `skb_tx_timestamp()` just before handing the frame to the device (veth
+//!   does this in `veth_xmit`), and the kernel queues a copy on the socket's
+//!   *error queue*. `OPT_TSONLY` makes that copy carry only the stamp, and
+//!   `OPT_ID` numbers the sent frames 0, 1, 2, ... per socket in send order
+//!   (`sock_extended_err.ee_data`), which is how a stamp is matched to the
+//!   frame that produced it. The stamps are read with
+//!   `recvmsg(MSG_ERRQUEUE)`: a `SOL_PACKET/PACKET_TX_TIMESTAMP` cmsg with the
+//!   `sock_extended_err` (origin `SO_EE_ORIGIN_TIMESTAMPING`) and a
+//!   `SCM_TIMESTAMPING` cmsg with the time.
+
+use std::io;
+use std::os::fd::RawFd;
+
+pub const SOF_TIMESTAMPING_TX_HARDWARE: u32 = 1 << 0;
+pub const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
+pub const SOF_TIMESTAMPING_RX_HARDWARE: u32 = 1 << 2;
+pub const SOF_TIMESTAMPING_RX_SOFTWARE: u32 = 1 << 3;
+pub const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
+pub const SOF_TIMESTAMPING_RAW_HARDWARE: u32 = 1 << 6;
+pub const SOF_TIMESTAMPING_OPT_ID: u32 = 1 << 7;
+pub const SOF_TIMESTAMPING_OPT_TSONLY: u32 = 1 << 11;
+
+const SO_TIMESTAMPING_OLD: i32 = 37;
+const SO_TIMESTAMPING_NEW: i32 = 65;
+const PACKET_TX_TIMESTAMP: i32 = 16;
+const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const SIOCSHWTSTAMP: libc::c_ulong = 0x89b0;
+const ETHTOOL_GET_TS_INFO: u32 = 0x41;
+const HWTSTAMP_TX_ON: i32 = 1;
+const HWTSTAMP_FILTER_ALL: i32 = 1;
+
+/// Where a packet timestamp comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StampSource {
+    /// NIC PTP hardware clock (`raw hardware`), PHC time (TAI when PTP-synced).
+    Hardware,
+    /// Kernel software stamp, CLOCK_REALTIME.
+    Software,
+}
+
+impl StampSource {
+    /// `source` value of the recording schema.
+    pub fn schema_source(self) -> &'static str {
+        match self {
+            StampSource::Hardware => "hardware",
+            StampSource::Software => "software",
+        }
+    }
+    /// `clock` value of the recording schema.
+    pub fn schema_clock(self) -> &'static str {
+        match self {
+            StampSource::Hardware => "TAI",
+            StampSource::Software => "REALTIME",
+        }
+    }
+}
+
+/// What the driver of an interface can stamp (`ETHTOOL_GET_TS_INFO`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TsInfo {
+    pub so_timestamping: u32,
+    pub phc_index: i32,
+}
+
+impl TsInfo {
+    pub fn hardware_capable(&self) -> bool {
+        let need = SOF_TIMESTAMPING_TX_HARDWARE
+            | SOF_TIMESTAMPING_RX_HARDWARE
+            | SOF_TIMESTAMPING_RAW_HARDWARE;
+        self.so_timestamping & need == need && self.phc_index >= 0
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolTsInfo {
+    cmd: u32,
+    so_timestamping: u32,
+    phc_index: i32,
+    tx_types: u32,
+    tx_reserved: [u32; 3],
+    rx_filters: u32,
+    rx_reserved: [u32; 3],
+}
+
+#[repr(C)]
+struct HwtstampConfig {
+    flags: i32,
+    tx_type: i32,
+    rx_filter: i32,
+}
+
+fn ifreq_with_data(iface: &str, data: *mut libc::c_void) -> libc::ifreq {
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in iface.bytes().take(15).enumerate() {
+        req.ifr_name[i] = b as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = data as *mut libc::c_char;
+    req
+}
+
+/// Query the timestamping capabilities of `iface` through socket `fd`.
+pub fn ts_info(fd: RawFd, iface: &str) -> io::Result<TsInfo> {
+    let mut info = EthtoolTsInfo {
+        cmd: ETHTOOL_GET_TS_INFO,
+        ..Default::default()
+    };
+    let mut req = ifreq_with_data(iface, &mut info as *mut _ as *mut libc::c_void);
+    let rc = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut req) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(TsInfo {
+        so_timestamping: info.so_timestamping,
+        phc_index: info.phc_index,
+    })
+}
+
+fn enable_hardware_stamping(fd: RawFd, iface: &str) -> io::Result<()> {
+    let mut cfg = HwtstampConfig {
+        flags: 0,
+        tx_type: HWTSTAMP_TX_ON,
+        rx_filter: HWTSTAMP_FILTER_ALL,
+    };
+    let mut req = ifreq_with_data(iface, &mut cfg as *mut _ as *mut libc::c_void);
+    let rc = unsafe { libc::ioctl(fd, SIOCSHWTSTAMP as _, &mut req) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Turn on RX and TX timestamping on `fd` (bound to `iface`): hardware when
+/// the driver supports it and accepts `SIOCSHWTSTAMP`, else software.
+/// Returns the source in use.
+pub fn enable(fd: RawFd, iface: &str, want_tx: bool) -> io::Result<StampSource> {
+    let hw = ts_info(fd, iface)
+        .map(|i| i.hardware_capable())
+        .unwrap_or(false)
+        && enable_hardware_stamping(fd, iface).is_ok();
+    let mut flags = SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE;
+    if want_tx {
+        flags |=
+            SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_OPT_ID | SOF_TIMESTAMPING_OPT_TSONLY;
+    }
+    if hw {
+        flags |= SOF_TIMESTAMPING_RX_HARDWARE | SOF_TIMESTAMPING_RAW_HARDWARE;
+        if want_tx {
+            flags |= SOF_TIMESTAMPING_TX_HARDWARE;
+        }
+    }
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_TIMESTAMPING_OLD,
+            &flags as *const u32 as *const libc::c_void,
+            4,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(if hw {
+        StampSource::Hardware
+    } else {
+        StampSource::Software
+    })
+}
+
+/// The stamps found in one message's control data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stamps {
+    /// Software stamp, ns since the epoch (CLOCK_REALTIME).
+    pub software: Option<i64>,
+    /// Raw hardware stamp, ns in the PHC's time scale.
+    pub hardware: Option<i64>,
+    /// `OPT_ID` key of a TX stamp (error queue only).
+    pub tx_id: Option<u32>,
+}
+
+impl Stamps {
+    /// The stamp of the given source, if present.
+    pub fn get(&self, source: StampSource) -> Option<i64> {
+        match source {
+            StampSource::Hardware => self.hardware.or(self.software),
+            StampSource::Software => self.software,
+        }
+    }
+}
+
+fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
+    if ts.tv_sec == 0 && ts.tv_nsec == 0 {
+        None
+    } else {
+        Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec)
+    }
+}
+
+/// Walk the control messages of `msg` and collect timestamps.
+///
+/// # Safety
+/// `msg` must describe a control buffer filled by the kernel (`recvmsg`).
+pub unsafe fn parse_cmsgs(msg: &libc::msghdr) -> Stamps {
+    let mut out = Stamps::default();
+    let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+    while !cmsg.is_null() {
+        let hdr = &*cmsg;
+        let data = libc::CMSG_DATA(cmsg);
+        if hdr.cmsg_level == libc::SOL_SOCKET
+            && (hdr.cmsg_type == SO_TIMESTAMPING_OLD || hdr.cmsg_type == SO_TIMESTAMPING_NEW)
+        {
+            let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
+            out.software = timespec_ns(&ts[0]);
+            out.hardware = timespec_ns(&ts[2]);
+        } else if hdr.cmsg_level == libc::SOL_PACKET && hdr.cmsg_type == PACKET_TX_TIMESTAMP {
+            let ee = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
+            if ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
+                out.tx_id = Some(ee.ee_data);
+            }
+        }
+        cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+    }
+    out
+}
+
+/// Size of a control buffer large enough for the timestamp cmsgs.
+pub const CONTROL_LEN: usize = 256;
+
+/// Read every TX stamp queued on the error queue of `fd` without blocking.
+/// Calls `each(id, stamps)` per stamp, returns how many were read.
+pub fn drain_tx_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamps)) -> usize {
+    let mut n = 0;
+    let mut data = [0u8; 64];
+    let mut control = [0u64; CONTROL_LEN / 8];
+    loop {
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = CONTROL_LEN;
+        let rc = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return n;
+        }
+        let stamps = unsafe { parse_cmsgs(&msg) };
+        if let Some(id) = stamps.tx_id {
+            each(id, stamps);
+            n += 1;
+        }
+    }
+}
+
+/// Current time of `clock` in ns.
+pub fn now_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// CLOCK_REALTIME in ns (the clock of software packet stamps).
+pub fn realtime_ns() -> i64 {
+    now_ns(libc::CLOCK_REALTIME)
+}

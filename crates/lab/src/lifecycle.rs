@@ -1,0 +1,572 @@
+//! Bringing a lab up, checking it forwards, and tearing it down.
+//!
+//! [`up`] builds a topology step by step and saves the [`LabState`] after
+//! every step that created something, so that a failure (or a `kill -9`) at
+//! any point leaves a state file from which [`down`] removes exactly what was
+//! made. On failure `up` tears down what it built before returning the error.
+//! A lab is "up" only after [`health_check`] saw probe frames sent on the
+//! publisher's `eth0` arrive on the consumer's `eth0`.
+//!
+//! [`down_all`] also removes orphans of runs that died before saving their
+//! state: namespaces named like a lab's (`ht-<lab>-pub|hyp|vmN`, never the
+//! `ht-` namespaces of tests, which have no second dash pattern of that form)
+//! and processes whose command line points into `/run/hoptrace/labs/` (OVS
+//! daemons, QEMU) or is a `hoptrace lab forward`.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hoptrace_netns::{veth_pair, Netns};
+
+use crate::packet::{probe_frame, probe_seq, RawSocket};
+use crate::state::{check_name, comm_of, kill_daemon, ns_name, Daemon, LabState, STATE_DIR};
+use crate::topology::{Topology, PUB_IP, PUB_MAC, VM_IP, VM_MAC};
+
+/// How to start the lab's helper processes.
+#[derive(Clone, Debug)]
+pub struct Env {
+    /// The hoptrace binary (runs `hoptrace lab forward` in the hypervisor namespace).
+    pub exe: PathBuf,
+}
+
+impl Env {
+    pub fn current() -> Result<Self> {
+        Ok(Env {
+            exe: std::env::current_exe().context("locating the hoptrace binary")?,
+        })
+    }
+}
+
+fn handle(ns: &str) -> Netns {
+    Netns::adopt(ns).keep()
+}
+
+/// Bring up lab `name` with `topology`. On error nothing of it remains.
+pub fn up(topology: Topology, name: &str, env: &Env) -> Result<LabState> {
+    check_name(name)?;
+    if !nix::unistd::Uid::effective().is_root() {
+        bail!("a lab needs root (network namespaces, taps, AF_PACKET): run hoptrace as root");
+    }
+    if LabState::file(name).exists() {
+        bail!("a lab named `{name}` already exists: `hoptrace lab down {name}` first, or pick another --name");
+    }
+    for role in ["pub", "hyp", "vm0"] {
+        let ns = ns_name(name, role);
+        if !hoptrace_netns::list_namespaces(&ns)
+            .iter()
+            .all(|n| n != &ns)
+        {
+            bail!("namespace {ns} already exists (leftover of a killed run?): `hoptrace lab down --all` removes it");
+        }
+    }
+    let mut st = LabState {
+        name: name.to_string(),
+        topology: topology.name().to_string(),
+        path: vec![topology.path().to_string()],
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        ..Default::default()
+    };
+    st.save()?;
+    match build(topology, &mut st, env) {
+        Ok(()) => Ok(st),
+        Err(e) => {
+            teardown(&st);
+            Err(e.context(format!(
+                "bringing up the `{topology}` lab `{name}` (everything it created was removed)"
+            )))
+        }
+    }
+}
+
+fn create_ns(st: &mut LabState, role: &str) -> Result<Netns> {
+    let ns = ns_name(&st.name, role);
+    st.namespaces.push((role.to_string(), ns.clone()));
+    st.save()?;
+    Ok(Netns::create(&ns)?.keep())
+}
+
+fn build(topology: Topology, st: &mut LabState, env: &Env) -> Result<()> {
+    let run_dir = LabState::run_dir(&st.name);
+    std::fs::create_dir_all(&run_dir)?;
+    st.dirs.push(run_dir.clone());
+    st.save()?;
+    let publ = create_ns(st, "pub")?;
+    st.ifaces.push(("pub".into(), "eth0".into()));
+    if topology == Topology::Veth {
+        let vm = create_ns(st, "vm0")?;
+        veth_pair(&publ, "eth0", &vm, "eth0", Some(PUB_MAC), Some(VM_MAC))?;
+        st.ifaces.push(("vm0".into(), "eth0".into()));
+        addresses(&publ, &vm)?;
+        st.save()?;
+        return Ok(());
+    }
+    let hyp = create_ns(st, "hyp")?;
+    veth_pair(&publ, "eth0", &hyp, "in0", Some(PUB_MAC), None)?;
+    st.ifaces.push(("hyp".into(), "in0".into()));
+    if topology == Topology::Vm {
+        bridge_with_tap(&hyp)?;
+        st.save()?;
+        return crate::vm::start(st, &hyp, env);
+    }
+    let vm = create_ns(st, "vm0")?;
+    veth_pair(&hyp, "out0", &vm, "eth0", None, Some(VM_MAC))?;
+    st.ifaces.push(("vm0".into(), "eth0".into()));
+    addresses(&publ, &vm)?;
+    st.save()?;
+    match topology {
+        Topology::Bridge => {
+            bridge_with_tap(&hyp)?;
+            let d = spawn_forwarder(st, env, &["--tap", "tap0"])?;
+            st.daemons.push(d);
+        }
+        Topology::Macvtap => {
+            hyp.ip(&[
+                "link", "add", "link", "in0", "name", "mvt0", "type", "macvtap", "mode", "bridge",
+            ])
+            .context("creating macvtap mvt0 on in0 (is the macvtap module available?)")?;
+            hyp.ip(&["link", "set", "mvt0", "address", VM_MAC])?;
+            hyp.ip(&["link", "set", "mvt0", "allmulticast", "on"])?;
+            hyp.ip(&["link", "set", "mvt0", "up"])?;
+            let node_dir = run_dir.join("dev");
+            let node_dir = node_dir.to_string_lossy().into_owned();
+            let d = spawn_forwarder(st, env, &["--macvtap", "mvt0", "--node-dir", &node_dir])?;
+            st.daemons.push(d);
+        }
+        Topology::Ovs => {
+            hyp.ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"])?;
+            hyp.ip(&["link", "set", "tap0", "up"])?;
+            let ovs = crate::ovs::Ovs::new(&run_dir, hyp.name());
+            let daemons = ovs.start();
+            match daemons {
+                Ok(d) => st.daemons.extend(d),
+                Err(e) => {
+                    st.save()?;
+                    return Err(e);
+                }
+            }
+            st.save()?;
+            ovs.add_bridge("br0", &["in0", "tap0"])?;
+            let d = spawn_forwarder(st, env, &["--tap", "tap0"])?;
+            st.daemons.push(d);
+        }
+        Topology::Xdp => {
+            let d = crate::xdp::attach(st, &hyp)?;
+            st.daemons.extend(d);
+        }
+        Topology::Veth | Topology::Vm => unreachable!(),
+    }
+    st.save()?;
+    let (sent, got) = health_check(st, 20)?;
+    if got < sent {
+        bail!("health check failed: {got} of {sent} probe frames sent on pub:eth0 arrived on vm0:eth0 through `{topology}`");
+    }
+    Ok(())
+}
+
+/// Linux bridge br0 in the hypervisor with in0 and a persistent tap0.
+fn bridge_with_tap(hyp: &Netns) -> Result<()> {
+    hyp.ip(&[
+        "link",
+        "add",
+        "br0",
+        "type",
+        "bridge",
+        "mcast_snooping",
+        "0",
+        "stp_state",
+        "0",
+    ])?;
+    hyp.ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"])?;
+    hyp.ip(&["link", "set", "in0", "master", "br0"])?;
+    hyp.ip(&["link", "set", "tap0", "master", "br0"])?;
+    hyp.ip(&["link", "set", "tap0", "up"])?;
+    hyp.ip(&["link", "set", "br0", "up"])?;
+    Ok(())
+}
+
+/// IPv4 addresses for the background UDP load, with a static neighbour
+/// entry (the paths are one-way: ARP replies could not come back).
+fn addresses(publ: &Netns, vm: &Netns) -> Result<()> {
+    publ.ip(&["addr", "add", &format!("{PUB_IP}/24"), "dev", "eth0"])?;
+    vm.ip(&["addr", "add", &format!("{VM_IP}/24"), "dev", "eth0"])?;
+    publ.ip(&[
+        "neigh",
+        "replace",
+        VM_IP,
+        "lladdr",
+        VM_MAC,
+        "dev",
+        "eth0",
+        "nud",
+        "permanent",
+    ])?;
+    Ok(())
+}
+
+/// Start `hoptrace lab forward ARGS --to out0` in the hypervisor namespace.
+fn spawn_forwarder(st: &LabState, env: &Env, args: &[&str]) -> Result<Daemon> {
+    let ns = st.namespace("hyp")?.to_string();
+    let log = LabState::run_dir(&st.name).join("forwarder.log");
+    let mut full: Vec<String> = vec!["lab".into(), "forward".into()];
+    full.extend(args.iter().map(|s| s.to_string()));
+    full.extend([
+        "--to".into(),
+        "out0".into(),
+        "--lab".into(),
+        st.name.clone(),
+    ]);
+    spawn_daemon(&ns, &env.exe, &full, &log, "tap-forwarder")
+}
+
+/// Start `program args` in namespace `ns` as a session leader (it outlives
+/// the `hoptrace lab up` that started it), output to `log`.
+pub fn spawn_daemon(
+    ns: &str,
+    program: &Path,
+    args: &[String],
+    log: &Path,
+    role: &str,
+) -> Result<Daemon> {
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns])
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {} in {ns}", program.display()))?;
+    let pid = child.id() as i32;
+    std::mem::forget(child);
+    // `ip netns exec` execs the program: wait until the pid shows it.
+    let want: String = program
+        .file_name()
+        .map(|f| f.to_string_lossy().chars().take(15).collect())
+        .unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match comm_of(pid) {
+            Some(c) if c == want => {
+                return Ok(Daemon {
+                    pid,
+                    role: role.to_string(),
+                    comm: c,
+                })
+            }
+            Some(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = nix::sys::wait::waitpid(
+                    nix::unistd::Pid::from_raw(pid),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                );
+                let log_text = std::fs::read_to_string(log).unwrap_or_default();
+                bail!(
+                    "{role} ({}) did not start in {ns}: {}",
+                    program.display(),
+                    log_text.trim()
+                );
+            }
+        }
+    }
+}
+
+/// Send `n` probe frames on pub:eth0 and count those arriving on vm0:eth0.
+/// Waits (up to 5 s) until the path forwards at all, then counts a burst.
+pub fn health_check(st: &LabState, n: u32) -> Result<(u32, u32)> {
+    let pub_ns = handle(st.namespace("pub")?);
+    let vm_ns = handle(st.namespace("vm0")?);
+    let warm = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let got = Arc::new(AtomicU32::new(0));
+    let (w, r, d, g) = (warm.clone(), ready.clone(), done.clone(), got.clone());
+    let receiver = std::thread::spawn(move || {
+        vm_ns.run_in(move || -> Result<()> {
+            let sock = RawSocket::open("eth0")?;
+            r.store(true, Ordering::SeqCst);
+            let mut seen = vec![false; n as usize];
+            let mut buf = vec![0u8; 2048];
+            let deadline = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < deadline && !d.load(Ordering::SeqCst) {
+                if let Some(len) = sock.recv(&mut buf, Duration::from_millis(50))? {
+                    match probe_seq(&buf[..len]) {
+                        Some(s) if s >= 1_000_000 => w.store(true, Ordering::SeqCst),
+                        Some(s) if (s as usize) < seen.len() && !seen[s as usize] => {
+                            seen[s as usize] = true;
+                            g.fetch_add(1, Ordering::SeqCst);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok(())
+        })
+    });
+    let (w, r, d, g) = (warm.clone(), ready.clone(), done.clone(), got.clone());
+    let sent = pub_ns.run_in(move || -> Result<u32> {
+        while !r.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sock = RawSocket::open("eth0")?;
+        let src = [0x02, 0x68, 0x74, 0, 0, 1];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut k = 1_000_000;
+        while !w.load(Ordering::SeqCst) {
+            if Instant::now() > deadline {
+                d.store(true, Ordering::SeqCst);
+                return Ok(0);
+            }
+            sock.send(&probe_frame(src, k))?;
+            k += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for s in 0..n {
+            sock.send(&probe_frame(src, s))?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let until = Instant::now() + Duration::from_secs(2);
+        while g.load(Ordering::SeqCst) < n && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        d.store(true, Ordering::SeqCst);
+        Ok(n)
+    });
+    done.store(true, Ordering::SeqCst);
+    let recv_result = receiver
+        .join()
+        .map_err(|_| anyhow::anyhow!("health-check receiver panicked"))?;
+    recv_result??;
+    let sent = sent??;
+    if sent == 0 {
+        bail!("health check: no probe frame sent on pub:eth0 reached vm0:eth0 within 5 s");
+    }
+    Ok((sent, got.load(Ordering::SeqCst)))
+}
+
+/// Remove everything recorded in `st` (errors ignored: best effort, idempotent).
+pub fn teardown(st: &LabState) {
+    for d in st.daemons.iter().rev() {
+        kill_daemon(d);
+    }
+    for (_, ns) in st.namespaces.iter().rev() {
+        hoptrace_netns::delete_namespace(ns);
+    }
+    kill_orphan_processes(Some(&st.name));
+    for d in &st.dirs {
+        if d.starts_with(STATE_DIR) {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+    let _ = std::fs::remove_file(LabState::file(&st.name));
+}
+
+/// Tear down lab `name`.
+pub fn down(name: &str) -> Result<LabState> {
+    let st = LabState::load(name)?;
+    teardown(&st);
+    Ok(st)
+}
+
+/// Whether a namespace name has the shape of a lab's (`ht-<lab>-<role>`).
+pub fn is_lab_namespace(ns: &str) -> bool {
+    let Some(rest) = ns.strip_prefix(hoptrace_netns::PREFIX) else {
+        return false;
+    };
+    let Some((lab, role)) = rest.split_once('-') else {
+        return false;
+    };
+    check_name(lab).is_ok()
+        && (role == "pub"
+            || role == "hyp"
+            || (role.starts_with("vm")
+                && role.len() > 2
+                && role[2..].bytes().all(|b| b.is_ascii_digit())))
+}
+
+/// Tear down every lab, then orphans. Returns what was removed (for printing).
+pub fn down_all() -> Vec<String> {
+    let mut removed = Vec::new();
+    for name in LabState::list() {
+        if let Ok(st) = LabState::load(&name) {
+            teardown(&st);
+            removed.push(format!("lab {name} ({})", st.topology));
+        } else {
+            let _ = std::fs::remove_file(LabState::file(&name));
+            removed.push(format!("unreadable state file of lab {name}"));
+        }
+    }
+    for ns in hoptrace_netns::list_namespaces(hoptrace_netns::PREFIX) {
+        if is_lab_namespace(&ns) {
+            hoptrace_netns::delete_namespace(&ns);
+            removed.push(format!("orphan namespace {ns}"));
+        }
+    }
+    for p in kill_orphan_processes(None) {
+        removed.push(format!("orphan process {p}"));
+    }
+    if let Ok(dir) = std::fs::read_dir(STATE_DIR) {
+        for e in dir.flatten() {
+            if e.path().is_dir() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    removed
+}
+
+/// Kill processes started by a lab (of `lab`, or of any lab) that survived
+/// their namespace: their command line names the lab's run directory or is
+/// a `hoptrace lab forward`. Returns "pid comm" of each.
+pub fn kill_orphan_processes(lab: Option<&str>) -> Vec<String> {
+    let me = std::process::id() as i32;
+    let mut killed = Vec::new();
+    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
+        return killed;
+    };
+    let marker = match lab {
+        Some(l) => format!("{STATE_DIR}/{l}"),
+        None => format!("{STATE_DIR}/"),
+    };
+    for e in proc_dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let forwarder = args.windows(2).any(|w| w[0] == "lab" && w[1] == "forward")
+            && match lab {
+                Some(l) => args.windows(2).any(|w| w[0] == "--lab" && w[1] == l),
+                None => true,
+            };
+        let in_run_dir = args.iter().any(|a| a.contains(&marker));
+        if forwarder || in_run_dir {
+            let comm = comm_of(pid).unwrap_or_default();
+            if comm == "ip" {
+                continue;
+            }
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            killed.push(format!("{pid} {comm}"));
+        }
+    }
+    killed
+}
+
+/// Run `cmd` in the namespace of `role` of lab `name`, with the terminal.
+pub fn exec(name: &str, role: &str, cmd: &[String]) -> Result<i32> {
+    let st = LabState::load(name)?;
+    let ns = st.namespace(role)?;
+    if cmd.is_empty() {
+        bail!("no command given: hoptrace lab exec {name} {role} -- COMMAND [ARGS...]");
+    }
+    let status = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .status()
+        .with_context(|| format!("running {} in {ns}", cmd[0]))?;
+    Ok(status.code().unwrap_or(128 + 9))
+}
+
+/// One line per lab: name, topology, namespaces and daemons alive or not.
+pub fn status() -> Vec<String> {
+    let existing = hoptrace_netns::list_namespaces(hoptrace_netns::PREFIX);
+    let mut lines = Vec::new();
+    for name in LabState::list() {
+        match LabState::load(&name) {
+            Ok(st) => {
+                let ns: Vec<String> = st
+                    .namespaces
+                    .iter()
+                    .map(|(r, n)| {
+                        let alive = existing.contains(n);
+                        format!("{r}={n}{}", if alive { "" } else { " (missing!)" })
+                    })
+                    .collect();
+                let daemons: Vec<String> = st
+                    .daemons
+                    .iter()
+                    .map(|d| {
+                        let alive = comm_of(d.pid).as_deref() == Some(d.comm.as_str());
+                        format!(
+                            "{} pid {}{}",
+                            d.role,
+                            d.pid,
+                            if alive { "" } else { " (dead!)" }
+                        )
+                    })
+                    .collect();
+                lines.push(format!(
+                    "{name}: {}  [{}]  daemons: {}\n    path: {}",
+                    st.topology,
+                    ns.join(" "),
+                    if daemons.is_empty() {
+                        "none".into()
+                    } else {
+                        daemons.join(", ")
+                    },
+                    st.path.join("; ")
+                ));
+            }
+            Err(e) => lines.push(format!("{name}: unreadable state ({e:#})")),
+        }
+    }
+    let orphans: Vec<&String> = existing
+        .iter()
+        .filter(|n| is_lab_namespace(n))
+        .filter(|n| {
+            !LabState::list()
+                .iter()
+                .any(|l| n.starts_with(&format!("{}{l}-", hoptrace_netns::PREFIX)))
+        })
+        .collect();
+    for o in orphans {
+        lines.push(format!(
+            "orphan namespace {o} (no state file): `hoptrace lab down --all` removes it"
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_namespace_shape() {
+        assert!(is_lab_namespace("ht-demo-pub"));
+        assert!(is_lab_namespace("ht-a1-vm0"));
+        assert!(is_lab_namespace("ht-a1-hyp"));
+        assert!(!is_lab_namespace("ht-ta12340"));
+        assert!(!is_lab_namespace("ht-demo-vm"));
+        assert!(!is_lab_namespace("other-demo-pub"));
+        assert!(!is_lab_namespace("ht-Demo-pub"));
+    }
+}

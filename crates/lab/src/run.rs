@@ -1,0 +1,487 @@
+//! `hoptrace lab run` and `lab compare`: one measurement on a lab.
+//!
+//! The lab drives the other parts of hoptrace by running the `hoptrace`
+//! binary itself inside its namespaces (`ip netns exec NS hoptrace ...`),
+//! which keeps it independent of their library APIs. Before using a
+//! subcommand it asks `hoptrace <sub> --help` whether the options it needs
+//! exist in this build; what is missing is said in the output and replaced
+//! when possible:
+//!
+//! 1. `lab up TOPOLOGY` (health-checked);
+//! 2. `hoptrace trace --record` in the hypervisor namespace, when available;
+//!    a tracer that fails is reported and the run goes on without it;
+//! 3. `sv subscribe --record` in the consumer and `sv publish --record` in the
+//!    publisher; without them, the built-in measurement of [`crate::raw`]
+//!    (real SV frames, user-space send to user-space receive latency);
+//! 4. optional background UDP load (`--load udp`): a bounded blaster from the
+//!    publisher's 10.203.0.1 to the consumer's 10.203.0.2, through the same
+//!    switch, nowhere else;
+//! 5. `hoptrace report` on the recordings, when available;
+//! 6. teardown, always: on success, on error and on Ctrl-C (SIGINT/SIGTERM
+//!    set a flag that every wait loop checks). After a SIGKILL,
+//!    `hoptrace lab down --all` removes what is left.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hoptrace_netns::Netns;
+use hoptrace_sv::generate::StreamPlan;
+
+use crate::lifecycle::{teardown, up, Env};
+use crate::raw::{self, Stats};
+use crate::state::LabState;
+use crate::topology::{Topology, VM_IP};
+
+/// Background load during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Load {
+    None,
+    Udp,
+}
+
+impl std::str::FromStr for Load {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Load::None),
+            "udp" => Ok(Load::Udp),
+            _ => bail!("unknown load `{s}`: use none or udp"),
+        }
+    }
+}
+
+/// Parse "10s", "500ms", "2m" or a number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| anyhow::anyhow!("`{s}` is not a duration: use e.g. 10s, 500ms or 2m"))?;
+    if v.is_nan() || v <= 0.0 || v * mult > 3600.0 {
+        bail!("duration `{s}` must be between 1 ms and 1 hour");
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub topology: Topology,
+    pub name: String,
+    pub streams: u16,
+    pub rate: u32,
+    pub duration: Duration,
+    pub load: Load,
+    pub out: PathBuf,
+}
+
+/// What a run produced.
+#[derive(Debug, Default)]
+pub struct RunResult {
+    pub topology: String,
+    /// Statistics of the built-in measurement (when it was used).
+    pub stats: Option<Stats>,
+    /// Recordings written by the external tools.
+    pub recordings: Vec<PathBuf>,
+    /// What ran and how (printed as it happens, kept for the summary).
+    pub notes: Vec<String>,
+    /// Things that exist in this build and failed.
+    pub failures: Vec<String>,
+}
+
+/// Whether `hoptrace ARGS --help` works and mentions every flag.
+pub fn has_feature(exe: &Path, args: &[&str], flags: &[&str]) -> bool {
+    let Ok(out) = Command::new(exe)
+        .args(args)
+        .arg("--help")
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    out.status.success() && flags.iter().all(|f| text.contains(f))
+}
+
+fn help_mentions(exe: &Path, args: &[&str], flag: &str) -> bool {
+    has_feature(exe, args, &[flag])
+}
+
+struct Teardown<'a>(&'a LabState);
+impl Drop for Teardown<'_> {
+    fn drop(&mut self) {
+        teardown(self.0);
+    }
+}
+
+fn note(res: &mut RunResult, s: String) {
+    println!("lab run: {s}");
+    res.notes.push(s);
+}
+
+fn spawn_in(ns: &str, exe: &Path, args: &[String], log: &Path) -> Result<Child> {
+    let f = std::fs::File::create(log)?;
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(f.try_clone()?)
+        .stderr(f)
+        .spawn()
+        .with_context(|| format!("starting hoptrace {} in {ns}", args.join(" ")))
+}
+
+/// Wait for `child` up to `timeout` (or interruption); kill it after that.
+fn wait_child(child: &mut Child, timeout: Duration, stop: &AtomicBool) -> Option<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return st.code();
+        }
+        if Instant::now() > deadline || stop.load(Ordering::SeqCst) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGINT,
+            );
+            // Grace period: recorders close their Parquet segment on SIGINT.
+            let grace = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < grace {
+                if let Ok(Some(st)) = child.try_wait() {
+                    return st.code();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            return child.wait().ok().and_then(|s| s.code());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One measurement on a fresh lab; the lab is torn down before returning.
+pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating output directory {}", opts.out.display()))?;
+    let out = opts.out.canonicalize()?;
+    let mut res = RunResult {
+        topology: opts.topology.name().into(),
+        ..Default::default()
+    };
+    let st = up(opts.topology, &opts.name, env)?;
+    let _guard = Teardown(&st);
+    note(
+        &mut res,
+        format!("lab `{}` up: {}", st.name, opts.topology.path()),
+    );
+    if opts.topology == Topology::Vm {
+        bail!("`lab run vm` is not available yet (the vm topology is not built)");
+    }
+    let exe = &env.exe;
+    let secs = opts.duration.as_secs_f64();
+
+    // 2. tracer on the hypervisor hops
+    let mut tracer = None;
+    if let Ok(hyp) = st.namespace("hyp") {
+        if has_feature(exe, &["trace"], &["--record"]) {
+            let mut args: Vec<String> = vec![
+                "trace".into(),
+                "--record".into(),
+                out.join("trace").to_string_lossy().into(),
+            ];
+            if help_mentions(exe, &["trace"], "--duration") {
+                args.extend(["--duration".into(), format!("{:.3}s", secs + 3.0)]);
+            }
+            match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
+                Ok(c) => {
+                    note(
+                        &mut res,
+                        format!("tracer: hoptrace {} (in {hyp})", args.join(" ")),
+                    );
+                    tracer = Some(c);
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => note(
+                    &mut res,
+                    format!("tracer failed to start, continuing without it: {e:#}"),
+                ),
+            }
+        } else {
+            note(&mut res, "tracer: `hoptrace trace --record` is not available in this build: no per-hop timestamps".into());
+        }
+    }
+
+    let external = has_feature(exe, &["sv", "subscribe"], &["--iface", "--record"])
+        && has_feature(exe, &["sv", "publish"], &["--iface", "--record"]);
+    let plan = StreamPlan {
+        streams: opts.streams,
+        rate: opts.rate,
+        samples: ((opts.rate as f64) * secs).ceil() as u64,
+        ..Default::default()
+    };
+    plan.validate()
+        .map_err(|e| anyhow::anyhow!("invalid stream plan: {e}"))?;
+
+    // 4. background load
+    let load_stop = Arc::new(AtomicBool::new(false));
+    let load = if opts.load == Load::Udp {
+        let ns = Netns::adopt(st.namespace("pub")?).keep();
+        let dur = opts.duration;
+        let ls = load_stop.clone();
+        note(&mut res, "load: UDP 1000-byte datagrams at 10000/s from 10.203.0.1 to 10.203.0.2:9000 (lab only)".into());
+        Some(std::thread::spawn(move || {
+            ns.run_in(move || udp_blast(dur, 10_000, &ls))
+        }))
+    } else {
+        None
+    };
+
+    if external {
+        let vm = st.namespace("vm0")?.to_string();
+        let publ = st.namespace("pub")?.to_string();
+        let sub_rec = out.join("sub");
+        let pub_rec = out.join("pub");
+        let mut sargs: Vec<String> = vec![
+            "sv".into(),
+            "subscribe".into(),
+            "--iface".into(),
+            "eth0".into(),
+            "--record".into(),
+            sub_rec.to_string_lossy().into(),
+        ];
+        if help_mentions(exe, &["sv", "subscribe"], "--duration") {
+            sargs.extend(["--duration".into(), format!("{:.3}s", secs + 6.0)]);
+        }
+        let mut pargs: Vec<String> = vec![
+            "sv".into(),
+            "publish".into(),
+            "--iface".into(),
+            "eth0".into(),
+            "--record".into(),
+            pub_rec.to_string_lossy().into(),
+        ];
+        for (flag, val) in [
+            ("--streams", opts.streams.to_string()),
+            ("--rate", opts.rate.to_string()),
+            ("--duration", format!("{secs:.3}s")),
+        ] {
+            if help_mentions(exe, &["sv", "publish"], flag) {
+                pargs.extend([flag.to_string(), val]);
+            }
+        }
+        note(
+            &mut res,
+            format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),
+        );
+        let mut sub = spawn_in(&vm, exe, &sargs, &out.join("subscribe.log"))?;
+        std::thread::sleep(Duration::from_millis(1000));
+        note(
+            &mut res,
+            format!("publisher: hoptrace {} (in {publ})", pargs.join(" ")),
+        );
+        let mut publisher = spawn_in(&publ, exe, &pargs, &out.join("publish.log"))?;
+        let pc = wait_child(
+            &mut publisher,
+            opts.duration + Duration::from_secs(20),
+            &stop,
+        );
+        let sc = wait_child(&mut sub, Duration::from_secs(10), &stop);
+        for (what, code, log) in [
+            ("sv publish", pc, "publish.log"),
+            ("sv subscribe", sc, "subscribe.log"),
+        ] {
+            let text = std::fs::read_to_string(out.join(log)).unwrap_or_default();
+            print!("{text}");
+            if code != Some(0) {
+                res.failures.push(format!(
+                    "{what} exited with {code:?} (log: {})",
+                    out.join(log).display()
+                ));
+            }
+        }
+        res.recordings.extend([pub_rec, sub_rec]);
+    } else {
+        note(&mut res, "publisher/subscriber: `hoptrace sv publish/subscribe --record` not available in this build: built-in SV measurement (AF_PACKET, user-space to user-space latency)".into());
+        let pub_ns = Netns::adopt(st.namespace("pub")?).keep();
+        let vm_ns = Netns::adopt(st.namespace("vm0")?).keep();
+        let rx_stop = Arc::new(AtomicBool::new(false));
+        let ready = Arc::new(AtomicBool::new(false));
+        let (p2, rs, rd) = (plan.clone(), rx_stop.clone(), ready.clone());
+        let receiver = std::thread::spawn(move || raw::receive(&vm_ns, "eth0", &p2, rs, rd));
+        while !ready.load(Ordering::SeqCst) && !receiver.is_finished() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let sent = raw::publish(&pub_ns, "eth0", plan.clone(), stop.clone());
+        rx_stop.store(true, Ordering::SeqCst);
+        let rx = receiver
+            .join()
+            .map_err(|_| anyhow::anyhow!("receiver thread panicked"))??;
+        let sent = sent?;
+        let s = raw::stats(&sent, &rx);
+        std::fs::write(
+            out.join("builtin-stats.json"),
+            serde_json::to_vec_pretty(&s)?,
+        )?;
+        res.stats = Some(s);
+    }
+    load_stop.store(true, Ordering::SeqCst);
+    if let Some(l) = load {
+        match l.join() {
+            Ok(Ok(Ok(n))) => note(&mut res, format!("load: {n} UDP datagrams sent")),
+            Ok(Ok(Err(e))) | Ok(Err(e)) => res.failures.push(format!("UDP load: {e:#}")),
+            Err(_) => res.failures.push("UDP load thread panicked".into()),
+        }
+    }
+    if let Some(mut t) = tracer {
+        let code = wait_child(&mut t, Duration::from_secs(5), &AtomicBool::new(true));
+        let text = std::fs::read_to_string(out.join("trace.log")).unwrap_or_default();
+        print!("{text}");
+        if matches!(code, Some(0) | Some(130)) || code.is_none() {
+            res.recordings.push(out.join("trace"));
+        } else {
+            note(
+                &mut res,
+                format!(
+                    "tracer exited with {code:?}; continuing without it (log: {})",
+                    out.join("trace.log").display()
+                ),
+            );
+        }
+    }
+    if stop.load(Ordering::SeqCst) {
+        bail!("interrupted: the lab was torn down");
+    }
+
+    // 5. report
+    let recs: Vec<PathBuf> = res
+        .recordings
+        .iter()
+        .filter(|p| p.exists())
+        .cloned()
+        .collect();
+    if !recs.is_empty()
+        && has_feature(exe, &["report"], &[])
+        && !help_is_placeholder(exe, &["report"])
+    {
+        let mut c = Command::new(exe);
+        c.arg("report").args(&recs);
+        note(
+            &mut res,
+            format!(
+                "report: hoptrace report {}",
+                recs.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        );
+        match c.status() {
+            Ok(s) if s.success() => {}
+            Ok(s) => res
+                .failures
+                .push(format!("hoptrace report exited with {s}")),
+            Err(e) => res.failures.push(format!("hoptrace report: {e}")),
+        }
+    } else if res.stats.is_none() {
+        note(
+            &mut res,
+            "report: `hoptrace report` not available in this build".into(),
+        );
+    }
+    Ok(res)
+}
+
+/// A subcommand whose help shows no option at all is a placeholder.
+fn help_is_placeholder(exe: &Path, args: &[&str]) -> bool {
+    let Ok(out) = Command::new(exe).args(args).arg("--help").output() else {
+        return true;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    !text
+        .lines()
+        .any(|l| l.trim_start().starts_with("--") && !l.contains("--help"))
+        && !text.contains("Arguments:")
+}
+
+/// Send UDP datagrams to the consumer at `pps` for `dur` (calling thread's namespace).
+fn udp_blast(dur: Duration, pps: u32, stop: &AtomicBool) -> Result<u64> {
+    let sock = std::net::UdpSocket::bind("10.203.0.1:0")
+        .context("binding the UDP load socket on 10.203.0.1")?;
+    let payload = vec![0x55u8; 1000];
+    let gap = Duration::from_secs_f64(1.0 / pps as f64);
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < dur && !stop.load(Ordering::Relaxed) {
+        let _ = sock.send_to(&payload, (VM_IP, 9000));
+        n += 1;
+        let due = start + gap * n as u32;
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+    }
+    Ok(n)
+}
+
+/// The seed-004 table: one row per topology, latencies in µs.
+pub fn table(rows: &[(String, Option<Stats>)]) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{:<10} {:>8} {:>8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        "topology", "sent", "recv", "lost", "min_us", "mean_us", "p99_us", "max_us", "stddev"
+    ));
+    for (t, st) in rows {
+        match st {
+            Some(x) => s.push_str(&format!(
+                "{:<10} {:>8} {:>8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
+                t, x.sent, x.received, x.lost, x.min_us, x.mean_us, x.p99_us, x.max_us, x.stddev_us
+            )),
+            None => s.push_str(&format!(
+                "{t:<10} (no built-in statistics: see the recordings / failures above)\n"
+            )),
+        }
+    }
+    s
+}
+
+/// A flag set by SIGINT/SIGTERM (Ctrl-C), checked by the run's wait loops.
+pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&flag))
+            .context("installing the Ctrl-C handler")?;
+    }
+    Ok(flag)
+}
+
+/// The comparison as a small self-contained HTML page.
+pub fn table_html(rows: &[(String, Option<Stats>)], title: &str) -> String {
+    let mut h = format!(
+        "<!doctype html><meta charset=utf-8><title>{title}</title>\
+         <style>body{{font-family:sans-serif}}td,th{{padding:4px 10px;text-align:right}}</style>\
+         <h1>{title}</h1><table border=1 cellspacing=0><tr><th>topology</th><th>sent</th><th>received</th>\
+         <th>lost</th><th>min µs</th><th>mean µs</th><th>p99 µs</th><th>max µs</th><th>stddev µs</th></tr>"
+    );
+    for (t, st) in rows {
+        match st {
+            Some(x) => h.push_str(&format!(
+                "<tr><th>{t}</th><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+                x.sent, x.received, x.lost, x.min_us, x.mean_us, x.p99_us, x.max_us, x.stddev_us
+            )),
+            None => h.push_str(&format!("<tr><th>{t}</th><td colspan=8>no built-in statistics</td></tr>")),
+        }
+    }
+    h.push_str("</table><p>End to end: user-space send on the publisher's eth0 to user-space receive on the consumer's eth0, CLOCK_MONOTONIC of one host kernel.</p>");
+    h
+}

@@ -1,0 +1,42 @@
+//! Errors of capture files and live capture, phrased for the user.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CaptureError {
+    #[error("cannot open {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: not a pcap or pcapng file (magic 0x{magic:08X}); convert it with `editcap -F pcapng`")]
+    NotACapture { what: String, magic: u32 },
+    #[error("capture file truncated after packet {packets} (byte offset {offset}): the last packet is incomplete; the {packets} complete packet(s) before the cut were read")]
+    Truncated { packets: u64, offset: u64 },
+    #[error("capture file corrupt after packet {packets} (byte offset {offset}): {reason}; the {packets} packet(s) before were read")]
+    Corrupt {
+        packets: u64,
+        offset: u64,
+        reason: String,
+    },
+    #[error("unsupported link type {linktype} (only Ethernet captures are supported)")]
+    LinkType { linktype: String },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("no network interface named `{iface}` (list them with `ip link`)")]
+    NoSuchInterface { iface: String },
+    #[error("opening a raw AF_PACKET socket on `{iface}` needs CAP_NET_RAW: run as root (or `setcap cap_net_raw+ep` the binary)")]
+    Privileges { iface: String },
+    #[error("live capture on `{iface}`: {op} failed: {source}")]
+    Live {
+        iface: String,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing capture: {0}")]
+    Write(String),
+}

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hoptrace hop probes.
+ *
+ * One small program per kernel tracepoint. Every program does the same thing:
+ *   1. find the frame of the skb (skb->head + skb->mac_header when the MAC
+ *      header offset is set, else skb->data) and copy up to 256 bytes of the
+ *      linear part into a per-CPU scratch buffer;
+ *   2. decide whether the packet is interesting: device hops (receive and
+ *      transmit) pass when their (netns inode, ifindex) or (netns inode, 0) is
+ *      in the `dev_filter` map (or the filter is off); socket/free hops
+ *      (consume_skb, kfree_skb, skb_copy_datagram_iovec) pass only for skbs a
+ *      device hop already reported (`tracked_skbs`), so the thousands of
+ *      unrelated frees per second never reach user space;
+ *   3. parse the identity: IEC 61850-9-2 SV (dst MAC, 0-2 VLAN tags, 0x88BA,
+ *      APPID, BER savPdu/seqASDU/first ASDU: svID and smpCnt, short and long
+ *      BER lengths), hoptrace ping (0x88B5, magic "HTPG", kind byte, 3 pad, u64 BE sequence:
+ *      the layout of crates/endpoints/src/ping.rs) or any
+ *      other frame (FNV-1a hash of its first 64 bytes) when the user gave a
+ *      --filter that accepts it;
+ *   4. reserve a ring buffer record, fill it and submit it; a failed reserve
+ *      is counted per hop in the per-CPU `lost_events` array.
+ * All buffer accesses are masked (& 0xff) into a 256-byte buffer, so the
+ * verifier sees every access in bounds; the logical bounds are checked
+ * against the number of bytes actually copied.
+ * Every skb field is read with BPF_CORE_READ, so the same body serves the
+ * tp_btf and the raw_tp variants of each program.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define FRAME_MAX 256
+#define FRAME_MASK 0xff
+#define SVID_MAX 64
+#define HASH_BYTES 64
+
+/* Tracepoint ids: keep in sync with src/catalogue.rs (TracePoint). */
+enum tp_id {
+	TP_NETIF_RECEIVE_SKB = 0,
+	TP_NET_DEV_START_XMIT = 1,
+	TP_NET_DEV_XMIT = 2,
+	TP_NETIF_RX = 3,
+	TP_NAPI_GRO_RECEIVE_ENTRY = 4,
+	TP_CONSUME_SKB = 5,
+	TP_KFREE_SKB = 6,
+	TP_SKB_COPY_DATAGRAM_IOVEC = 7,
+	TP_COUNT = 8,
+};
+
+enum pkt_kind {
+	KIND_OTHER = 0,
+	KIND_SV = 1,
+	KIND_PING = 2,
+	KIND_SV_MALFORMED = 3,
+};
+
+/* Layout mirrored by `RawEvent` in src/event.rs. */
+struct hop_event {
+	__u64 ts;
+	__u64 skb;
+	__u64 ping_seq;
+	__u32 tp;
+	__u32 ifindex;
+	__u32 netns;
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u32 drop_reason;
+	__u32 flow_hash;
+	__u16 app_id;
+	__u16 smp_cnt;
+	__u16 ethertype;
+	__u8 kind;
+	__u8 svid_len;
+	__u8 dst_mac[6];
+	__u8 has_smp_cnt;
+	__u8 ping_kind;
+	char comm[16];
+	__u8 svid[SVID_MAX];
+};
+
+struct config {
+	__u32 dev_filter_on;   /* 1: device hops must match dev_filter */
+	__u32 accept_other;    /* 1: non SV/ping frames pass when they match below */
+	__u32 other_ethertype; /* 0: any */
+	__u32 other_dst_mac_on;
+	__u8 other_dst_mac[8];
+};
+
+struct dev_key {
+	__u32 netns;
+	__u32 ifindex; /* 0: every device of the namespace */
+};
+
+const volatile __u32 use_tai = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TP_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct config);
+} config_map SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, struct dev_key);
+	__type(value, __u8);
+} dev_filter SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} tracked_skbs SEC(".maps");
+
+/* Per-CPU work area: the copied frame and the identity parsed from it. */
+struct scratch {
+	__u8 frame[FRAME_MAX];
+	__u8 svid[SVID_MAX];
+	__u32 svid_len;
+	__u32 app_id;
+	__u32 smp_cnt;
+	__u32 flow_hash;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch_map SEC(".maps");
+
+static __always_inline __u32 byte_at(const __u8 *f, __u32 off)
+{
+	/* The mask is done in asm so that clang cannot drop it after proving
+	 * the logical bound, which the verifier does not track as well. */
+	asm volatile("%0 &= 0xff" : "+r"(off));
+	return f[off];
+}
+
+static __always_inline __u32 be16_at(const __u8 *f, __u32 off)
+{
+	return (byte_at(f, off) << 8) | byte_at(f, off + 1);
+}
+
+/* BER length at `*off` (short form, 0x81 and 0x82 long forms). Advances
+ * `*off` past the length; returns -1 when malformed or out of `avail`. */
+static __always_inline int ber_len(const __u8 *f, __u32 *off, __u32 avail)
+{
+	__u32 o = *off;
+	if (o >= avail)
+		return -1;
+	__u32 b = byte_at(f, o);
+	if (b < 0x80) {
+		*off = o + 1;
+		return b;
+	}
+	if (b == 0x81) {
+		if (o + 1 >= avail)
+			return -1;
+		*off = o + 2;
+		return byte_at(f, o + 1);
+	}
+	if (b == 0x82) {
+		if (o + 2 >= avail)
+			return -1;
+		*off = o + 3;
+		return be16_at(f, o + 1);
+	}
+	return -1;
+}
+
+/* Parse the SV APDU starting at `off` (the APPID) up to the smpCnt of the
+ * FIRST ASDU; fills s->app_id, s->svid, s->svid_len, s->smp_cnt.
+ * Returns 0 on success, 1 when malformed. A global (noinline) function: the
+ * verifier checks it once, on its own, which keeps the state count low. */
+__noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
+{
+	int len;
+	__u32 i;
+
+	if (!s)
+		return 1;
+	if (avail > FRAME_MAX)
+		return 1;
+	const __u8 *f = s->frame;
+	if (off + 8 > avail)
+		return 1;
+	s->app_id = be16_at(f, off);
+	off += 8; /* APPID, Length, Reserved1, Reserved2 */
+	if (byte_at(f, off) != 0x60)
+		return 1;
+	off++;
+	if (ber_len(f, &off, avail) < 0)
+		return 1;
+	/* savPdu children: noASDU (0x80), security (0x81), seqASDU (0xA2) */
+	for (i = 0; i < 3; i++) {
+		__u32 tag;
+		if (off >= avail)
+			return 1;
+		tag = byte_at(f, off);
+		off++;
+		len = ber_len(f, &off, avail);
+		if (len < 0)
+			return 1;
+		if (tag == 0xA2)
+			break;
+		off += len;
+	}
+	if (i == 3)
+		return 1;
+	/* first ASDU */
+	if (off >= avail || byte_at(f, off) != 0x30)
+		return 1;
+	off++;
+	if (ber_len(f, &off, avail) < 0)
+		return 1;
+	/* ASDU children: svID (0x80), datSet (0x81), smpCnt (0x82) */
+	for (i = 0; i < 3; i++) {
+		__u32 tag;
+		if (off >= avail)
+			return 1;
+		tag = byte_at(f, off);
+		off++;
+		len = ber_len(f, &off, avail);
+		if (len < 0)
+			return 1;
+		if (tag == 0x80) {
+			__u32 n = len;
+			if (n > SVID_MAX)
+				n = SVID_MAX;
+			if (off + n > avail)
+				return 1;
+			asm volatile("%0 &= 0x7f" : "+r"(n));
+			if (n > SVID_MAX)
+				return 1;
+			bpf_probe_read_kernel(s->svid, n, &s->frame[off & FRAME_MASK]);
+			s->svid_len = n;
+		} else if (tag == 0x82) {
+			if (len != 2 || off + 2 > avail)
+				return 1;
+			s->smp_cnt = be16_at(f, off);
+			return 0;
+		}
+		off += len;
+	}
+	return 1;
+}
+
+/* FNV-1a over the first 64 bytes of the frame (identity of other traffic). */
+__noinline int hash_frame(struct scratch *s, __u32 avail)
+{
+	__u32 h = 2166136261u;
+	__u32 i;
+
+	if (!s)
+		return 0;
+	for (i = 0; i < HASH_BYTES; i++) {
+		if (i >= avail)
+			break;
+		h ^= byte_at(s->frame, i);
+		h *= 16777619u;
+	}
+	s->flow_hash = h;
+	return 0;
+}
+
+static __always_inline __u32 skb_netns(struct sk_buff *skb)
+{
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	if (!dev)
+		return 0;
+	return BPF_CORE_READ(dev, nd_net.net, ns.inum);
+}
+
+static __always_inline int is_device_hop(__u32 tp)
+{
+	return tp <= TP_NAPI_GRO_RECEIVE_ENTRY;
+}
+
+static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
+{
+	__u32 zero = 0;
+	__u64 skb_addr = (__u64)skb;
+	struct net_device *dev;
+	__u32 ifindex = 0, netns = 0;
+	struct config *cfg;
+
+	if (!skb)
+		return 0;
+	cfg = bpf_map_lookup_elem(&config_map, &zero);
+	if (!cfg)
+		return 0;
+	dev = BPF_CORE_READ(skb, dev);
+	if (dev) {
+		ifindex = BPF_CORE_READ(dev, ifindex);
+		netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	}
+	if (is_device_hop(tp)) {
+		if (cfg->dev_filter_on) {
+			struct dev_key k = { .netns = netns, .ifindex = ifindex };
+			if (!bpf_map_lookup_elem(&dev_filter, &k)) {
+				k.ifindex = 0;
+				if (!bpf_map_lookup_elem(&dev_filter, &k))
+					return 0;
+			}
+		}
+	} else {
+		if (!bpf_map_lookup_elem(&tracked_skbs, &skb_addr))
+			return 0;
+		if (tp != TP_SKB_COPY_DATAGRAM_IOVEC)
+			bpf_map_delete_elem(&tracked_skbs, &skb_addr);
+	}
+
+	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!s)
+		return 0;
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	__u16 mac = BPF_CORE_READ(skb, mac_header);
+	__u32 len = BPF_CORE_READ(skb, len);
+	__u32 data_len = BPF_CORE_READ(skb, data_len);
+	unsigned char *frame = data;
+	if (mac != (__u16)~0U && head + mac <= data)
+		frame = head + mac;
+	/* linear bytes from the frame start to the end of the head */
+	__u64 linear_end = (__u64)data + (len - data_len);
+	__u64 avail64 = linear_end > (__u64)frame ? linear_end - (__u64)frame : 0;
+	__u32 avail = avail64 > FRAME_MAX ? FRAME_MAX : (__u32)avail64;
+	if (avail < 14)
+		return 0;
+	if (bpf_probe_read_kernel(s->frame, avail, frame))
+		return 0;
+	const __u8 *f = s->frame;
+
+	__u32 off = 12;
+	__u32 etype = be16_at(f, off);
+	if (etype == 0x8100 || etype == 0x88a8) {
+		off += 4;
+		etype = be16_at(f, off);
+		if (etype == 0x8100) {
+			off += 4;
+			etype = be16_at(f, off);
+		}
+	}
+	off += 2;
+
+	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__u64 *lost = bpf_map_lookup_elem(&lost_events, &tp);
+		if (lost)
+			*lost += 1;
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ethertype = etype;
+	if (etype == 0x88BA) {
+		s->svid_len = 0;
+		s->smp_cnt = 0;
+		if (parse_sv(s, off, avail) == 0) {
+			__u32 n = s->svid_len;
+			e->kind = KIND_SV;
+			e->app_id = s->app_id;
+			e->smp_cnt = s->smp_cnt;
+			e->has_smp_cnt = 1;
+			asm volatile("%0 &= 0x7f" : "+r"(n));
+			if (n <= SVID_MAX) {
+				e->svid_len = n;
+				__builtin_memcpy(e->svid, s->svid, SVID_MAX);
+			}
+		} else {
+			e->kind = KIND_SV_MALFORMED;
+			hash_frame(s, avail);
+			e->flow_hash = s->flow_hash;
+		}
+	} else if (etype == 0x88B5 && off + 16 <= avail && byte_at(f, off) == 'H' &&
+		   byte_at(f, off + 1) == 'T' && byte_at(f, off + 2) == 'P' &&
+		   byte_at(f, off + 3) == 'G') {
+		__u64 seq = 0;
+		__u32 i;
+		for (i = 0; i < 8; i++)
+			seq = (seq << 8) | byte_at(f, off + 8 + i);
+		e->ping_seq = seq;
+		e->ping_kind = byte_at(f, off + 4);
+		e->kind = KIND_PING;
+	} else {
+		int ok = cfg->accept_other;
+		if (ok && cfg->other_ethertype && cfg->other_ethertype != etype)
+			ok = 0;
+		if (ok && cfg->other_dst_mac_on) {
+			__u32 i;
+			for (i = 0; i < 6; i++)
+				if (byte_at(f, i) != cfg->other_dst_mac[i])
+					ok = 0;
+		}
+		if (!ok) {
+			bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+			return 0;
+		}
+		e->kind = KIND_OTHER;
+		hash_frame(s, avail);
+		e->flow_hash = s->flow_hash;
+	}
+	if (use_tai)
+		e->ts = bpf_ktime_get_tai_ns();
+	else
+		e->ts = bpf_ktime_get_ns();
+	{
+		__u32 i;
+		for (i = 0; i < 6; i++)
+			e->dst_mac[i] = byte_at(f, i);
+	}
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	e->skb = skb_addr;
+	e->tp = tp;
+	e->ifindex = ifindex;
+	e->netns = netns;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->drop_reason = reason;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	bpf_ringbuf_submit(e, 0);
+
+	if (is_device_hop(tp)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&tracked_skbs, &skb_addr, &one, BPF_ANY);
+	}
+	return 0;
+}
+
+/* tp_btf: typed arguments (BTF-enabled raw tracepoints). */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(btf_netif_receive_skb, struct sk_buff *skb)
+{
+	return handle(TP_NETIF_RECEIVE_SKB, skb, 0);
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(btf_net_dev_start_xmit, struct sk_buff *skb, struct net_device *dev)
+{
+	return handle(TP_NET_DEV_START_XMIT, skb, 0);
+}
+
+SEC("tp_btf/net_dev_xmit")
+int BPF_PROG(btf_net_dev_xmit, struct sk_buff *skb, int rc)
+{
+	return handle(TP_NET_DEV_XMIT, skb, 0);
+}
+
+SEC("tp_btf/netif_rx")
+int BPF_PROG(btf_netif_rx, struct sk_buff *skb)
+{
+	return handle(TP_NETIF_RX, skb, 0);
+}
+
+SEC("tp_btf/napi_gro_receive_entry")
+int BPF_PROG(btf_napi_gro_receive_entry, struct sk_buff *skb)
+{
+	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0);
+}
+
+SEC("tp_btf/consume_skb")
+int BPF_PROG(btf_consume_skb, struct sk_buff *skb)
+{
+	return handle(TP_CONSUME_SKB, skb, 0);
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(btf_kfree_skb, struct sk_buff *skb, void *location, int reason)
+{
+	return handle(TP_KFREE_SKB, skb, (__u32)reason);
+}
+
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(btf_skb_copy_datagram_iovec, struct sk_buff *skb)
+{
+	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0);
+}
+
+/* raw_tp: untyped arguments, same bodies (every read goes through CO-RE). */
+SEC("raw_tp/netif_receive_skb")
+int BPF_PROG(raw_netif_receive_skb, struct sk_buff *skb)
+{
+	return handle(TP_NETIF_RECEIVE_SKB, skb, 0);
+}
+
+SEC("raw_tp/net_dev_start_xmit")
+int BPF_PROG(raw_net_dev_start_xmit, struct sk_buff *skb)
+{
+	return handle(TP_NET_DEV_START_XMIT, skb, 0);
+}
+
+SEC("raw_tp/net_dev_xmit")
+int BPF_PROG(raw_net_dev_xmit, struct sk_buff *skb)
+{
+	return handle(TP_NET_DEV_XMIT, skb, 0);
+}
+
+SEC("raw_tp/netif_rx")
+int BPF_PROG(raw_netif_rx, struct sk_buff *skb)
+{
+	return handle(TP_NETIF_RX, skb, 0);
+}
+
+SEC("raw_tp/napi_gro_receive_entry")
+int BPF_PROG(raw_napi_gro_receive_entry, struct sk_buff *skb)
+{
+	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0);
+}
+
+SEC("raw_tp/consume_skb")
+int BPF_PROG(raw_consume_skb, struct sk_buff *skb)
+{
+	return handle(TP_CONSUME_SKB, skb, 0);
+}
+
+SEC("raw_tp/kfree_skb")
+int BPF_PROG(raw_kfree_skb, struct sk_buff *skb, void *location, long reason)
+{
+	return handle(TP_KFREE_SKB, skb, (__u32)reason);
+}
+
+SEC("raw_tp/skb_copy_datagram_iovec")
+int BPF_PROG(raw_skb_copy_datagram_iovec, struct sk_buff *skb)
+{
+	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0);
+}

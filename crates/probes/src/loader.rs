@@ -1,0 +1,411 @@
+//! Loading and attaching the hop probes, and reading their events.
+//!
+//! Backend detection: the vmlinux BTF is asked for `btf_trace_<event>` for
+//! every tracepoint (that type exists exactly when the kernel has the
+//! tracepoint). Missing tracepoints are reported by name and their programs
+//! are not loaded. The object is then loaded with the `tp_btf` programs; when
+//! that load is refused (old kernel, no BTF for tracing) it is reloaded with
+//! the `raw_tp` variants, which read the skb through the same CO-RE reads.
+//! kprobe/fentry variants are not built: on hosts that allow them they would
+//! add nothing the tracepoints miss for the hops in the catalogue, and this
+//! kernel refuses them.
+//!
+//! The timestamp helper is `bpf_ktime_get_tai_ns` (CLOCK_TAI, kernel >= 6.1);
+//! when the load with it fails the object is reloaded with
+//! `bpf_ktime_get_ns` (CLOCK_MONOTONIC) and the clock is recorded as such.
+//!
+//! Nothing is pinned: programs and links live as long as the [`Session`]
+//! call that created them (libbpf-rs links detach on drop), so a killed
+//! hoptrace leaves no program behind.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+
+use crate::catalogue::TracePoint;
+use crate::event::HopEvent;
+use crate::skel::{HopsSkel, HopsSkelBuilder, OpenHopsSkel};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Backend {
+    TpBtf,
+    RawTp,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::TpBtf => "tp_btf",
+            Backend::RawTp => "raw_tp",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum ClockDomain {
+    Tai,
+    Monotonic,
+}
+
+impl ClockDomain {
+    /// Name as in the recording schema.
+    pub fn schema_name(self) -> &'static str {
+        match self {
+            ClockDomain::Tai => "TAI",
+            ClockDomain::Monotonic => "MONOTONIC",
+        }
+    }
+    /// The matching user-space clock.
+    pub fn clock_id(self) -> libc::clockid_t {
+        match self {
+            ClockDomain::Tai => libc::CLOCK_TAI,
+            ClockDomain::Monotonic => libc::CLOCK_MONOTONIC,
+        }
+    }
+    pub fn now_ns(self) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        unsafe { libc::clock_gettime(self.clock_id(), &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+/// Which tracepoints this kernel has (from BTF).
+pub fn available_tracepoints() -> Result<Vec<(TracePoint, bool)>> {
+    let btf = libbpf_rs::btf::Btf::from_vmlinux()
+        .context("reading the kernel BTF (/sys/kernel/btf/vmlinux): a kernel with CONFIG_DEBUG_INFO_BTF is needed")?;
+    Ok(TracePoint::ALL
+        .iter()
+        .map(|tp| {
+            let name = format!("btf_trace_{}", tp.event());
+            let present = btf
+                .type_by_name::<libbpf_rs::btf::types::Typedef<'_>>(&name)
+                .is_some();
+            (*tp, present)
+        })
+        .collect())
+}
+
+/// What the session should trace.
+#[derive(Debug, Clone, Default)]
+pub struct Filters {
+    /// (netns inode, ifindex); ifindex 0 = every device of the namespace.
+    /// Empty = every device of every namespace.
+    pub devices: Vec<(u32, u32)>,
+    /// Report frames other than SV and ping that match these.
+    pub other: Option<OtherFilter>,
+}
+
+/// The minimal `--filter` expression set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OtherFilter {
+    pub ethertype: Option<u16>,
+    pub dst_mac: Option<[u8; 6]>,
+}
+
+/// What got loaded.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub backend: Backend,
+    pub clock: ClockDomain,
+    pub attached: Vec<TracePoint>,
+    /// Tracepoints missing on this kernel (not attached).
+    pub missing: Vec<TracePoint>,
+    /// Non-fatal notes (fallbacks taken).
+    pub notes: Vec<String>,
+    /// Kernel program ids (for bpftool and BPF stats).
+    pub prog_ids: Vec<u32>,
+}
+
+/// Events lost because the ring buffer was full, per tracepoint.
+pub type LostCounts = Vec<(TracePoint, u64)>;
+
+fn prog_name(backend: Backend, tp: TracePoint) -> String {
+    let prefix = match backend {
+        Backend::TpBtf => "btf_",
+        Backend::RawTp => "raw_",
+    };
+    format!("{prefix}{}", tp.event())
+}
+
+/// Silence libbpf's own log (the expected failures of backend probing) unless
+/// HOPTRACE_BPF_DEBUG is set, in which case the verifier log goes to stderr.
+fn quiet_libbpf() {
+    if std::env::var_os("HOPTRACE_BPF_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+}
+
+fn open_and_load<'o>(
+    storage: &'o mut MaybeUninit<OpenObject>,
+    backend: Backend,
+    use_tai: bool,
+    wanted: &[TracePoint],
+) -> Result<HopsSkel<'o>> {
+    quiet_libbpf();
+    let builder = HopsSkelBuilder::default();
+    let mut open: OpenHopsSkel<'o> = builder.open(storage).context("opening the BPF object")?;
+    if let Some(ro) = open.maps.rodata_data.as_mut() {
+        ro.use_tai = u32::from(use_tai);
+    }
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        let keep = wanted.iter().any(|tp| prog_name(backend, *tp) == name);
+        prog.set_autoload(keep);
+    }
+    open.load().map_err(anyhow::Error::from)
+}
+
+/// Receiver of a session's output.
+pub trait SessionSink {
+    /// Everything is attached (print "ready" here).
+    fn ready(&mut self, info: &SessionInfo);
+    fn event(&mut self, event: HopEvent);
+    /// Called about every `tick`; return false to stop.
+    fn tick(&mut self, lost: &LostCounts) -> bool;
+}
+
+/// Load, attach, run `on_event` for every event until `stop` is set (or
+/// `on_tick` returns false), calling `on_tick` about every `tick`.
+/// `on_ready` runs once everything is attached.
+pub fn run_session(
+    filters: &Filters,
+    stop: &AtomicBool,
+    tick: Duration,
+    sink: &mut dyn SessionSink,
+) -> Result<(SessionInfo, LostCounts)> {
+    let avail = available_tracepoints()?;
+    let wanted: Vec<TracePoint> = avail.iter().filter(|(_, p)| *p).map(|(t, _)| *t).collect();
+    let missing: Vec<TracePoint> = avail.iter().filter(|(_, p)| !*p).map(|(t, _)| *t).collect();
+    let mut notes = Vec::new();
+    for tp in &missing {
+        notes.push(format!(
+            "this kernel has no tracepoint {}: its hops are not traced",
+            tp.name()
+        ));
+    }
+    if !wanted.contains(&TracePoint::NetifReceiveSkb)
+        && !wanted.contains(&TracePoint::NetDevStartXmit)
+    {
+        bail!("this kernel has neither net:netif_receive_skb nor net:net_dev_start_xmit: nothing to trace");
+    }
+
+    let mut storage: MaybeUninit<OpenObject>;
+    let mut chosen = None;
+    let mut errors = Vec::new();
+    'outer: for backend in [Backend::TpBtf, Backend::RawTp] {
+        for use_tai in [true, false] {
+            // Each attempt needs fresh storage; the failed skeleton is dropped.
+            storage = MaybeUninit::uninit();
+            match open_and_load(&mut storage, backend, use_tai, &wanted) {
+                Ok(_) => {
+                    chosen = Some((backend, use_tai));
+                    break 'outer;
+                }
+                Err(e) => errors.push(format!(
+                    "{} ({}): {e:#}",
+                    backend.name(),
+                    if use_tai { "TAI" } else { "MONOTONIC" }
+                )),
+            }
+        }
+    }
+    let Some((backend, use_tai)) = chosen else {
+        bail!(
+            "no BPF backend loads on this kernel (are you root? is BTF present?):\n  {}",
+            errors.join("\n  ")
+        );
+    };
+    if backend != Backend::TpBtf {
+        notes.push(format!(
+            "tp_btf refused, fell back to raw_tp: {}",
+            errors.join("; ")
+        ));
+    }
+    if !use_tai {
+        notes.push("bpf_ktime_get_tai_ns unavailable: timestamps are CLOCK_MONOTONIC".into());
+    }
+    // Load for real (the probe load above was dropped with its skeleton).
+    storage = MaybeUninit::uninit();
+    let skel = open_and_load(&mut storage, backend, use_tai, &wanted)
+        .context("reloading the BPF object")?;
+
+    configure(&skel, filters)?;
+
+    let mut links = Vec::new();
+    let mut prog_ids = Vec::new();
+    for prog in skel.object().progs_mut() {
+        let name = prog.name().to_string_lossy().into_owned();
+        if !wanted.iter().any(|tp| prog_name(backend, *tp) == name) {
+            continue;
+        }
+        let link = prog.attach().with_context(|| format!("attaching {name}"))?;
+        prog_ids.push(prog_id(prog.as_fd_raw()));
+        links.push(link);
+    }
+
+    let info = SessionInfo {
+        backend,
+        clock: if use_tai {
+            ClockDomain::Tai
+        } else {
+            ClockDomain::Monotonic
+        },
+        attached: wanted.clone(),
+        missing,
+        notes,
+        prog_ids,
+    };
+
+    let decode_errors = std::cell::Cell::new(0u64);
+    let sink = std::cell::RefCell::new(sink);
+    let mut builder = RingBufferBuilder::new();
+    builder.add(&skel.maps.events, |data: &[u8]| {
+        match HopEvent::decode(data) {
+            Ok(e) => sink.borrow_mut().event(e),
+            Err(_) => decode_errors.set(decode_errors.get() + 1),
+        }
+        0
+    })?;
+    let ring = builder.build()?;
+    sink.borrow_mut().ready(&info);
+    let mut last_tick = std::time::Instant::now();
+    loop {
+        ring.poll(Duration::from_millis(100)).or_else(|e| {
+            if e.kind() == libbpf_rs::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if last_tick.elapsed() >= tick {
+            last_tick = std::time::Instant::now();
+            let lost = read_lost(&skel)?;
+            if !sink.borrow_mut().tick(&lost) {
+                break;
+            }
+        }
+    }
+    // Drain what is left.
+    let _ = ring.consume();
+    drop(ring);
+    let lost = read_lost(&skel)?;
+    drop(links);
+    if decode_errors.get() > 0 {
+        bail!(
+            "{} ring buffer records could not be decoded (BPF and user-space layouts disagree)",
+            decode_errors.get()
+        );
+    }
+    Ok((info, lost))
+}
+
+fn prog_id(fd: i32) -> u32 {
+    let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of_val(&info) as u32;
+    // SAFETY: the kernel fills at most `len` bytes of `info`.
+    let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc == 0 {
+        info.id
+    } else {
+        0
+    }
+}
+
+trait AsFdRaw {
+    fn as_fd_raw(&self) -> i32;
+}
+impl AsFdRaw for libbpf_rs::ProgramMut<'_> {
+    fn as_fd_raw(&self) -> i32 {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.as_fd().as_raw_fd()
+    }
+}
+
+fn configure(skel: &HopsSkel<'_>, filters: &Filters) -> Result<()> {
+    let mut cfg = [0u8; 24];
+    let on = u32::from(!filters.devices.is_empty());
+    cfg[0..4].copy_from_slice(&on.to_ne_bytes());
+    if let Some(o) = &filters.other {
+        cfg[4..8].copy_from_slice(&1u32.to_ne_bytes());
+        cfg[8..12].copy_from_slice(&u32::from(o.ethertype.unwrap_or(0)).to_ne_bytes());
+        if let Some(m) = o.dst_mac {
+            cfg[12..16].copy_from_slice(&1u32.to_ne_bytes());
+            cfg[16..22].copy_from_slice(&m);
+        }
+    }
+    skel.maps
+        .config_map
+        .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
+        .context("writing the BPF configuration")?;
+    for (netns, ifindex) in &filters.devices {
+        let mut key = [0u8; 8];
+        key[0..4].copy_from_slice(&netns.to_ne_bytes());
+        key[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+        skel.maps
+            .dev_filter
+            .update(&key, &[1u8], MapFlags::ANY)
+            .context("writing the device filter")?;
+    }
+    Ok(())
+}
+
+fn read_lost(skel: &HopsSkel<'_>) -> Result<LostCounts> {
+    let mut out = Vec::new();
+    for tp in TracePoint::ALL {
+        let per_cpu = skel
+            .maps
+            .lost_events
+            .lookup_percpu(&(tp as u32).to_ne_bytes(), MapFlags::ANY)?
+            .unwrap_or_default();
+        let total: u64 = per_cpu
+            .iter()
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
+            .sum();
+        out.push((tp, total));
+    }
+    Ok(out)
+}
+
+/// Text for `--list-backends`: what loads here.
+pub fn describe_backends() -> Result<String> {
+    let mut s = String::new();
+    let avail = available_tracepoints()?;
+    s.push_str("tracepoints (from the kernel BTF):\n");
+    for (tp, present) in &avail {
+        s.push_str(&format!(
+            "  {:<30} {}\n",
+            tp.name(),
+            if *present { "present" } else { "MISSING" }
+        ));
+    }
+    let wanted: Vec<TracePoint> = avail.iter().filter(|(_, p)| *p).map(|(t, _)| *t).collect();
+    s.push_str("backends:\n");
+    for backend in [Backend::TpBtf, Backend::RawTp] {
+        let mut storage = MaybeUninit::<OpenObject>::uninit();
+        let tai = open_and_load(&mut storage, backend, true, &wanted).map(|_| ());
+        let mut storage = MaybeUninit::<OpenObject>::uninit();
+        let mono = open_and_load(&mut storage, backend, false, &wanted).map(|_| ());
+        let state = match (&tai, &mono) {
+            (Ok(()), _) => "loads (clock TAI via bpf_ktime_get_tai_ns)".to_string(),
+            (Err(_), Ok(())) => "loads (clock MONOTONIC; bpf_ktime_get_tai_ns refused)".to_string(),
+            (Err(e), Err(_)) => {
+                format!("does not load: {e:#} (HOPTRACE_BPF_DEBUG=1 shows the verifier log)")
+            }
+        };
+        s.push_str(&format!("  {:<8} {state}\n", backend.name()));
+    }
+    s.push_str("  kprobe   not built (this kernel has no kprobes; tracepoints cover every hop)\n");
+    s.push_str("  fentry   not built (refused with EPERM on this kernel)\n");
+    Ok(s)
+}

@@ -1,0 +1,224 @@
+//! Per-stream, per-stage latency statistics for the live and plain views.
+//!
+//! A stage is the difference between two consecutive hops of the profile
+//! that a timeline has (`fwd - rx`, ...), plus `end_to_end` (last present
+//! hop minus first). Each (stream, stage) keeps a lossless HdrHistogram in
+//! nanoseconds (3 significant digits), counts above each threshold, the
+//! worst value with its packet identity and time, and negative differences
+//! (a clock problem: counted, never dropped silently).
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+use crate::timeline::{Status, Timeline};
+
+#[derive(Debug, Clone)]
+pub struct Worst {
+    pub ns: u64,
+    pub seq: u64,
+    pub dest: Option<String>,
+    /// Timestamp of the stage's end hop.
+    pub at: u64,
+    pub cpu: u32,
+    pub comm: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct StageStats {
+    pub hist: Histogram<u64>,
+    pub above: Vec<u64>,
+    pub negative: u64,
+    pub worst: Option<Worst>,
+}
+
+impl StageStats {
+    fn new(n_thresholds: usize) -> Self {
+        StageStats {
+            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            above: vec![0; n_thresholds],
+            negative: 0,
+            worst: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StreamStats {
+    pub stages: BTreeMap<String, StageStats>,
+    pub ok: u64,
+    pub incomplete: u64,
+    pub malformed: u64,
+    /// (reason, hop) -> count
+    pub drops: BTreeMap<(String, String), u64>,
+}
+
+/// Statistics of every stream.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    hops: Vec<String>,
+    thresholds_ns: Vec<u64>,
+    pub streams: BTreeMap<String, StreamStats>,
+}
+
+impl Stats {
+    pub fn new(hops: &[&str], thresholds_ns: Vec<u64>) -> Self {
+        Stats {
+            hops: hops.iter().map(|s| s.to_string()).collect(),
+            thresholds_ns,
+            streams: BTreeMap::new(),
+        }
+    }
+
+    pub fn thresholds_ns(&self) -> &[u64] {
+        &self.thresholds_ns
+    }
+
+    /// Stage names in path order (for display), then end_to_end.
+    pub fn stage_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .hops
+            .windows(2)
+            .map(|w| format!("{}->{}", w[0], w[1]))
+            .collect();
+        v.push("end_to_end".into());
+        v
+    }
+
+    pub fn add(&mut self, t: &Timeline) {
+        let n_thr = self.thresholds_ns.len();
+        let s = self.streams.entry(t.stream.clone()).or_default();
+        match t.status {
+            Status::Ok => s.ok += 1,
+            Status::Incomplete => s.incomplete += 1,
+            Status::Malformed => s.malformed += 1,
+            Status::Dropped => {
+                *s.drops
+                    .entry((
+                        t.drop_reason.clone().unwrap_or_default(),
+                        t.drop_hop.clone().unwrap_or_else(|| "-".into()),
+                    ))
+                    .or_default() += 1
+            }
+        }
+        let present: Vec<(usize, u64)> = t
+            .hops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.map(|v| (i, v)))
+            .collect();
+        let mut pairs: Vec<(String, u64, u64)> = present
+            .windows(2)
+            .filter(|w| w[1].0 == w[0].0 + 1)
+            .map(|w| {
+                (
+                    format!("{}->{}", self.hops[w[0].0], self.hops[w[1].0]),
+                    w[0].1,
+                    w[1].1,
+                )
+            })
+            .collect();
+        if t.status == Status::Ok && present.len() >= 2 {
+            let (first, last) = (present[0].1, present[present.len() - 1].1);
+            pairs.push(("end_to_end".into(), first, last));
+        }
+        for (name, a, b) in pairs {
+            let st = s
+                .stages
+                .entry(name)
+                .or_insert_with(|| StageStats::new(n_thr));
+            if b < a {
+                st.negative += 1;
+                continue;
+            }
+            let d = b - a;
+            let _ = st.hist.record(d.max(1));
+            for (i, thr) in self.thresholds_ns.iter().enumerate() {
+                if d > *thr {
+                    st.above[i] += 1;
+                }
+            }
+            if st.worst.as_ref().is_none_or(|w| d > w.ns) {
+                st.worst = Some(Worst {
+                    ns: d,
+                    seq: t.seq,
+                    dest: t.dest.clone(),
+                    at: b,
+                    cpu: t.last_cpu,
+                    comm: t.last_comm.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// `1.234ms`, `56.7us`, `890ns`.
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.3}ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1}us", ns as f64 / 1e3)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// Parse `250us`, `2ms`, `100000ns`, `1s` (a bare number is microseconds).
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ns") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        (s, 1e3)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad duration `{s}`: use e.g. 250us, 2ms, 1s"))?;
+    if v.is_nan() || v < 0.0 {
+        return Err(format!("bad duration `{s}`: must be positive"));
+    }
+    Ok((v * mult) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::PacketIdentity;
+
+    #[test]
+    fn stages_thresholds_and_worst() {
+        let mut st = Stats::new(&["rx", "fwd", "tap_xmit"], vec![15]);
+        let t = Timeline {
+            identity: PacketIdentity::Ping {
+                seq: 1,
+                reply: false,
+            },
+            stream: "ping".into(),
+            dest: Some("tap0".into()),
+            hops: vec![Some(100), Some(110), Some(130)],
+            status: Status::Ok,
+            drop_reason: None,
+            drop_hop: None,
+            epoch: 0,
+            seq: 1,
+            last_cpu: 1,
+            last_comm: "x".into(),
+        };
+        st.add(&t);
+        let s = &st.streams["ping"];
+        assert_eq!(s.stages["rx->fwd"].hist.len(), 1);
+        assert_eq!(s.stages["fwd->tap_xmit"].above, vec![1]);
+        assert_eq!(s.stages["end_to_end"].worst.as_ref().unwrap().ns, 30);
+        assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
+        assert_eq!(parse_duration_ns("2ms").unwrap(), 2_000_000);
+        assert!(parse_duration_ns("abc").is_err());
+    }
+}

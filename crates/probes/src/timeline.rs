@@ -1,0 +1,500 @@
+//! Per-packet timelines from hop events.
+//!
+//! Events are grouped by packet identity (SV stream + smpCnt, ping sequence,
+//! or flow hash). Hops before the point where one frame is cloned to several
+//! consumers (`rx` in the hypervisor profile) are *shared*; hops from the tap
+//! on belong to one *destination* (the tap's name). A multicast frame flooded
+//! to three taps therefore gives three timelines, each with the shared `rx`
+//! and its own `fwd`/`tap_xmit`/`consumer_copy`. The skb address links the
+//! socket-side events (copy, free) to the destination whose device hop
+//! reported that skb.
+//!
+//! A packet is emitted when no event touched it for `linger_ns` of event
+//! time (the newest event timestamp seen): `ok` when every mandatory hop is
+//! present, `dropped` when `kfree_skb` freed it (with the reason name and the
+//! hop it had reached; a free of the shared pre-clone skb only counts when no
+//! copy reached a destination), else `incomplete`. Only the first hit per hop counts;
+//! later hits (a second clone, a retransmit of the same identity) are counted
+//! as duplicates.
+//!
+//! The wrap epoch of smpCnt is assigned here, per stream, in arrival order:
+//! when smpCnt goes back by more than half the rate, the epoch increments.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::catalogue::{is_optional, profile_hops, Profile, TracePoint};
+use crate::devices::DeviceTable;
+use crate::drop_reason::DropReasons;
+use crate::event::{HopEvent, PacketIdentity};
+
+/// One packet's path through the traced hops.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    pub identity: PacketIdentity,
+    pub stream: String,
+    pub dest: Option<String>,
+    /// Timestamp per hop, in [`Assembler::hops`] order.
+    pub hops: Vec<Option<u64>>,
+    pub status: Status,
+    pub drop_reason: Option<String>,
+    pub drop_hop: Option<String>,
+    pub epoch: u32,
+    pub seq: u64,
+    /// CPU and task of the last hop seen (who handled it last).
+    pub last_cpu: u32,
+    pub last_comm: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    Ok,
+    Dropped,
+    Incomplete,
+    Malformed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Dropped => "dropped",
+            Status::Incomplete => "incomplete",
+            Status::Malformed => "malformed",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Branch {
+    hops: Vec<Option<u64>>,
+    drop: Option<(u32, Option<usize>)>,
+    last_cpu: u32,
+    last_comm: String,
+}
+
+#[derive(Debug)]
+struct Packet {
+    last_ts: u64,
+    shared: Branch,
+    dests: BTreeMap<String, Branch>,
+}
+
+/// Counters of what the assembler saw.
+#[derive(Debug, Default, Clone)]
+pub struct AssemblerCounters {
+    pub events: u64,
+    pub duplicates: u64,
+    /// Events that fit no hop of the profile (e.g. reverse direction).
+    pub unmatched: u64,
+    pub timelines: u64,
+    pub incomplete: u64,
+    pub dropped: u64,
+}
+
+pub struct Assembler {
+    profile: Profile,
+    hops: Vec<&'static str>,
+    devices: DeviceTable,
+    reasons: DropReasons,
+    packets: HashMap<PacketIdentity, Packet>,
+    skb_dest: HashMap<u64, String>,
+    epochs: HashMap<String, (u16, u32)>,
+    rate: u32,
+    linger_ns: u64,
+    newest_ts: u64,
+    unknown_refreshes: u32,
+    pub counters: AssemblerCounters,
+}
+
+impl Assembler {
+    pub fn new(
+        profile: Profile,
+        devices: DeviceTable,
+        reasons: DropReasons,
+        rate: u32,
+        linger_ns: u64,
+    ) -> Self {
+        Assembler {
+            profile,
+            hops: profile_hops(profile),
+            devices,
+            reasons,
+            packets: HashMap::new(),
+            skb_dest: HashMap::new(),
+            epochs: HashMap::new(),
+            rate: rate.max(1),
+            linger_ns,
+            newest_ts: 0,
+            unknown_refreshes: 0,
+            counters: AssemblerCounters::default(),
+        }
+    }
+
+    pub fn hops(&self) -> &[&'static str] {
+        &self.hops
+    }
+
+    fn idx(&self, hop: &str) -> Option<usize> {
+        self.hops.iter().position(|h| *h == hop)
+    }
+
+    fn device(&mut self, e: &HopEvent) -> Option<(String, bool)> {
+        if self.devices.get(e.netns, e.ifindex).is_none() && self.unknown_refreshes < 20 {
+            self.unknown_refreshes += 1;
+            let _ = self.devices.refresh();
+        }
+        self.devices
+            .get(e.netns, e.ifindex)
+            .map(|d| (d.name.clone(), d.is_tap))
+    }
+
+    /// Which hop (index) and destination an event stands for.
+    fn classify(&mut self, e: &HopEvent) -> Option<(usize, Option<String>)> {
+        use TracePoint::*;
+        match (self.profile, e.tracepoint) {
+            (Profile::Hypervisor, NetifReceiveSkb) => {
+                let (_, tap) = self.device(e)?;
+                if tap {
+                    None
+                } else {
+                    Some((self.idx("rx")?, None))
+                }
+            }
+            (Profile::Hypervisor, NetDevStartXmit) => {
+                let (name, tap) = self.device(e)?;
+                if tap {
+                    self.skb_dest.insert(e.skb, name.clone());
+                    Some((self.idx("fwd")?, Some(name)))
+                } else {
+                    // egress of a frame a consumer already copied: same dest
+                    // as the latest consumer_copy of this identity.
+                    let ci = self.idx("consumer_copy")?;
+                    let p = self.packets.get(&e.identity)?;
+                    let dest = p
+                        .dests
+                        .iter()
+                        .filter_map(|(d, b)| b.hops[ci].map(|t| (t, d)))
+                        .max()
+                        .map(|(_, d)| d.clone())?;
+                    Some((self.idx("egress")?, Some(dest)))
+                }
+            }
+            (Profile::Hypervisor, NetDevXmit) => {
+                let (name, tap) = self.device(e)?;
+                if !tap {
+                    return None;
+                }
+                self.skb_dest.insert(e.skb, name.clone());
+                Some((self.idx("tap_xmit")?, Some(name)))
+            }
+            (Profile::Hypervisor, SkbCopyDatagramIovec) => {
+                let dest = self.skb_dest.get(&e.skb)?.clone();
+                Some((self.idx("consumer_copy")?, Some(dest)))
+            }
+            (Profile::Guest | Profile::Host, NetifReceiveSkb) => Some((self.idx("nic_rx")?, None)),
+            (Profile::Guest | Profile::Host, ConsumeSkb) => {
+                let ai = self.idx("app_copy")?;
+                let copied = self
+                    .packets
+                    .get(&e.identity)
+                    .is_some_and(|p| p.shared.hops[ai].is_some());
+                if copied {
+                    None
+                } else {
+                    Some((self.idx("sock_deliver")?, None))
+                }
+            }
+            (Profile::Guest | Profile::Host, SkbCopyDatagramIovec) => {
+                Some((self.idx("app_copy")?, None))
+            }
+            _ => None,
+        }
+    }
+
+    fn packet(&mut self, e: &HopEvent) -> &mut Packet {
+        let n = self.hops.len();
+        let p = self
+            .packets
+            .entry(e.identity.clone())
+            .or_insert_with(|| Packet {
+                last_ts: e.ts,
+                shared: Branch {
+                    hops: vec![None; n],
+                    ..Default::default()
+                },
+                dests: BTreeMap::new(),
+            });
+        p.last_ts = p.last_ts.max(e.ts);
+        p
+    }
+
+    /// Feed one event; returns timelines that completed by expiry.
+    pub fn push(&mut self, e: HopEvent) -> Vec<Timeline> {
+        self.counters.events += 1;
+        self.newest_ts = self.newest_ts.max(e.ts);
+        let n = self.hops.len();
+        match e.tracepoint {
+            TracePoint::KfreeSkb => {
+                let dest = self.skb_dest.remove(&e.skb);
+                let p = self.packet(&e);
+                let shared_last = p.shared.hops.iter().rposition(|h| h.is_some());
+                let branch = match dest {
+                    Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
+                        hops: vec![None; n],
+                        ..Default::default()
+                    }),
+                    None => &mut p.shared,
+                };
+                // the hop the frame had reached when it was freed
+                let reached = branch
+                    .hops
+                    .iter()
+                    .rposition(|h| h.is_some())
+                    .or(shared_last);
+                if branch.drop.is_none() {
+                    branch.drop = Some((e.drop_reason, reached));
+                }
+            }
+            TracePoint::ConsumeSkb if self.profile == Profile::Hypervisor => {
+                self.skb_dest.remove(&e.skb);
+            }
+            _ => match self.classify(&e) {
+                None => self.counters.unmatched += 1,
+                Some((hop, dest)) => {
+                    let p = self.packet(&e);
+                    let branch = match dest {
+                        Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
+                            hops: vec![None; n],
+                            ..Default::default()
+                        }),
+                        None => &mut p.shared,
+                    };
+                    if branch.hops[hop].is_some() {
+                        self.counters.duplicates += 1;
+                    } else {
+                        branch.hops[hop] = Some(e.ts);
+                        branch.last_cpu = e.cpu;
+                        branch.last_comm = e.comm.clone();
+                    }
+                }
+            },
+        }
+        self.expire(false)
+    }
+
+    /// Emit packets idle for `linger_ns` (all of them when `all`).
+    pub fn expire(&mut self, all: bool) -> Vec<Timeline> {
+        let limit = self.newest_ts.saturating_sub(self.linger_ns);
+        let done: Vec<PacketIdentity> = self
+            .packets
+            .iter()
+            .filter(|(_, p)| all || p.last_ts < limit)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut sorted: Vec<(PacketIdentity, Packet)> = done
+            .into_iter()
+            .filter_map(|k| self.packets.remove_entry(&k))
+            .collect();
+        sorted.sort_by_key(|(_, p)| {
+            p.shared
+                .hops
+                .iter()
+                .chain(p.dests.values().flat_map(|b| b.hops.iter()))
+                .flatten()
+                .min()
+                .copied()
+        });
+        let mut out = Vec::new();
+        for (id, p) in sorted {
+            out.extend(self.finish(id, p));
+        }
+        out
+    }
+
+    fn epoch(&mut self, stream: &str, smp: u16) -> u32 {
+        let half = (self.rate / 2) as i64;
+        let st = self.epochs.entry(stream.to_string()).or_insert((smp, 0));
+        if (smp as i64) < st.0 as i64 - half {
+            st.1 += 1;
+        }
+        st.0 = smp;
+        st.1
+    }
+
+    fn finish(&mut self, id: PacketIdentity, p: Packet) -> Vec<Timeline> {
+        let stream = id.stream();
+        let (epoch, seq) = match &id {
+            PacketIdentity::Sv { smp_cnt, .. } => {
+                let ep = self.epoch(&stream, *smp_cnt);
+                (ep, ep as u64 * self.rate as u64 + *smp_cnt as u64)
+            }
+            PacketIdentity::Ping { seq, .. } => (0, *seq),
+            PacketIdentity::Other { flow_hash, .. }
+            | PacketIdentity::SvMalformed { flow_hash, .. } => (0, *flow_hash as u64),
+        };
+        let mut branches: Vec<(Option<String>, Branch)> =
+            p.dests.into_iter().map(|(d, b)| (Some(d), b)).collect();
+        let shared = p.shared;
+        if branches.is_empty() {
+            branches.push((
+                None,
+                Branch {
+                    hops: vec![None; self.hops.len()],
+                    ..Default::default()
+                },
+            ));
+        }
+        let mut out = Vec::new();
+        for (dest, b) in branches {
+            let hops: Vec<Option<u64>> = shared
+                .hops
+                .iter()
+                .zip(&b.hops)
+                .map(|(s, d)| d.or(*s))
+                .collect();
+            // A free of the pre-clone skb (e.g. the bridge's local copy freed
+            // as UNHANDLED_PROTO) does not drop a copy that reached a
+            // destination; it drops the packet only when no copy went on.
+            let drop = if dest.is_some() { b.drop } else { shared.drop };
+            let last_seen = hops.iter().rposition(|h| h.is_some());
+            let complete = self
+                .hops
+                .iter()
+                .zip(&hops)
+                .all(|(name, t)| t.is_some() || is_optional(name));
+            let status = if matches!(id, PacketIdentity::SvMalformed { .. }) {
+                Status::Malformed
+            } else if drop.is_some() {
+                Status::Dropped
+            } else if complete {
+                Status::Ok
+            } else {
+                Status::Incomplete
+            };
+            match status {
+                Status::Dropped => self.counters.dropped += 1,
+                Status::Incomplete => self.counters.incomplete += 1,
+                _ => {}
+            }
+            self.counters.timelines += 1;
+            let (last_cpu, last_comm) = if b.last_comm.is_empty() {
+                (shared.last_cpu, shared.last_comm.clone())
+            } else {
+                (b.last_cpu, b.last_comm.clone())
+            };
+            out.push(Timeline {
+                identity: id.clone(),
+                stream: stream.clone(),
+                dest,
+                hops,
+                status,
+                drop_reason: drop.map(|(r, _)| self.reasons.name(r)),
+                drop_hop: drop
+                    .and_then(|(_, at)| at.or(last_seen))
+                    .map(|i| self.hops[i].to_string()),
+                epoch,
+                seq,
+                last_cpu,
+                last_comm,
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::DeviceInfo;
+
+    fn dev(name: &str, tap: bool) -> DeviceInfo {
+        DeviceInfo {
+            name: name.into(),
+            kind: if tap { "tun".into() } else { "veth".into() },
+            is_tap: tap,
+            netns_name: None,
+        }
+    }
+
+    fn ev(tp: TracePoint, ts: u64, skb: u64, ifindex: u32, smp: u16) -> HopEvent {
+        HopEvent {
+            ts,
+            tracepoint: tp,
+            skb,
+            ifindex,
+            netns: 1,
+            cpu: 0,
+            pid: 1,
+            tid: 1,
+            comm: "t".into(),
+            drop_reason: 2,
+            identity: PacketIdentity::Sv {
+                dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
+                app_id: 0x4000,
+                sv_id: b"MU01".to_vec(),
+                smp_cnt: smp,
+            },
+        }
+    }
+
+    fn assembler() -> Assembler {
+        let mut t = DeviceTable::default();
+        t.insert(1, 2, dev("veth0", false));
+        t.insert(1, 3, dev("tap0", true));
+        t.insert(1, 4, dev("tap1", true));
+        Assembler::new(
+            Profile::Hypervisor,
+            t,
+            DropReasons::from_pairs(&[(2, "SKB_DROP_REASON_NOT_SPECIFIED")]),
+            4000,
+            1000,
+        )
+    }
+
+    #[test]
+    fn cloned_frame_gives_one_timeline_per_tap() {
+        use TracePoint::*;
+        let mut a = assembler();
+        let mut out = Vec::new();
+        for e in [
+            ev(NetifReceiveSkb, 10, 100, 2, 5),
+            ev(NetDevStartXmit, 20, 101, 3, 5),
+            ev(NetDevXmit, 30, 101, 3, 5),
+            ev(NetDevStartXmit, 25, 102, 4, 5),
+            ev(NetDevXmit, 35, 102, 4, 5),
+            ev(SkbCopyDatagramIovec, 50, 101, 0, 5),
+            ev(KfreeSkb, 60, 102, 4, 5),
+        ] {
+            out.extend(a.push(e));
+        }
+        assert!(out.is_empty(), "nothing expires before the linger time");
+        out.extend(a.push(ev(NetifReceiveSkb, 5000, 200, 2, 6)));
+        assert_eq!(out.len(), 2);
+        let t0 = &out[0];
+        assert_eq!(t0.dest.as_deref(), Some("tap0"));
+        assert_eq!(t0.hops, vec![Some(10), Some(20), Some(30), Some(50), None]);
+        assert_eq!(t0.status, Status::Ok);
+        let t1 = &out[1];
+        assert_eq!(t1.dest.as_deref(), Some("tap1"));
+        assert_eq!(t1.status, Status::Dropped);
+        assert_eq!(
+            t1.drop_reason.as_deref(),
+            Some("SKB_DROP_REASON_NOT_SPECIFIED")
+        );
+        assert_eq!(t1.drop_hop.as_deref(), Some("tap_xmit"));
+        let rest = a.expire(true);
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].status, Status::Incomplete);
+        assert_eq!(a.counters.incomplete, 1);
+    }
+
+    #[test]
+    fn epoch_increments_on_wrap() {
+        let mut a = assembler();
+        assert_eq!(a.epoch("s", 3998), 0);
+        assert_eq!(a.epoch("s", 3999), 0);
+        assert_eq!(a.epoch("s", 0), 1);
+        assert_eq!(a.epoch("s", 1), 1);
+        assert_eq!(a.epoch("s", 0), 1, "small reorder is not a wrap");
+    }
+}

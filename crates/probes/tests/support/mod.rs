@@ -1,0 +1,269 @@
+//! Helpers shared by the privileged tests and the overhead bench: SV frame
+//! builder, AF_PACKET sender, tap attach (as QEMU does), in-process tracer
+//! with a "ready" wait, and the publisher -> bridge -> tap testbed.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use hoptrace_netns::{unique_name, veth_pair, Netns};
+use hoptrace_probes::driver::{run_trace, TraceOptions, TraceSummary};
+use hoptrace_probes::Profile;
+
+pub const SV_DST: [u8; 6] = [0x01, 0x0c, 0xcd, 0x04, 0x00, 0x01];
+
+/// A minimal 9-2LE SV frame (one ASDU) with the given svID and smpCnt.
+pub fn sv_frame(sv_id: &str, smp: u16) -> Vec<u8> {
+    let mut asdu = Vec::new();
+    asdu.extend([0x80, sv_id.len() as u8]);
+    asdu.extend(sv_id.as_bytes());
+    asdu.extend([0x82, 2]);
+    asdu.extend(smp.to_be_bytes());
+    asdu.extend([0x83, 4, 0, 0, 0, 1, 0x85, 1, 2, 0x87, 64]);
+    asdu.extend([0u8; 64]);
+    let mut seq = vec![0x30, asdu.len() as u8];
+    seq.extend(asdu);
+    let mut pdu = vec![0x80, 1, 1, 0xA2, seq.len() as u8];
+    pdu.extend(seq);
+    // savPdu length in BER long form (0x81 N): exercises the long-form parser
+    let mut sav = vec![0x60, 0x81, pdu.len() as u8];
+    sav.extend(pdu);
+    let mut f = Vec::new();
+    f.extend(SV_DST);
+    f.extend([0x02, 0, 0, 0, 0, 0x10]);
+    f.extend([0x88, 0xBA, 0x40, 0x00]);
+    f.extend(((8 + sav.len()) as u16).to_be_bytes());
+    f.extend([0, 0, 0, 0]);
+    f.extend(sav);
+    f
+}
+
+/// Open an AF_PACKET raw socket bound to `ifname` (in the calling thread's netns).
+pub fn packet_socket(ifname: &str) -> (OwnedFd, i32) {
+    let c = std::ffi::CString::new(ifname).unwrap();
+    // SAFETY: plain libc calls on values we own.
+    unsafe {
+        let ifindex = libc::if_nametoindex(c.as_ptr()) as i32;
+        assert!(ifindex > 0, "no interface {ifname}");
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+        assert!(
+            fd >= 0,
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        );
+        (OwnedFd::from_raw_fd(fd), ifindex)
+    }
+}
+
+pub fn send_frame(fd: &OwnedFd, ifindex: i32, frame: &[u8]) {
+    // SAFETY: sockaddr_ll is plain data; sendto reads `frame` only.
+    unsafe {
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = ifindex;
+        sll.sll_halen = 6;
+        sll.sll_addr[..6].copy_from_slice(&frame[..6]);
+        let rc = libc::sendto(
+            fd.as_raw_fd(),
+            frame.as_ptr().cast(),
+            frame.len(),
+            0,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        );
+        assert_eq!(
+            rc as usize,
+            frame.len(),
+            "sendto: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Attach to the persistent tap `name` as QEMU does (IFF_TAP | IFF_NO_PI).
+pub fn open_tap(name: &str) -> OwnedFd {
+    const TUNSETIFF: libc::c_ulong = 0x400454ca;
+    // SAFETY: ifreq-compatible buffer of 40 bytes, name NUL-terminated.
+    unsafe {
+        let fd = libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK);
+        assert!(
+            fd >= 0,
+            "open /dev/net/tun: {}",
+            std::io::Error::last_os_error()
+        );
+        let mut ifr = [0u8; 40];
+        ifr[..name.len()].copy_from_slice(name.as_bytes());
+        let flags: u16 = (libc::IFF_TAP | libc::IFF_NO_PI) as u16;
+        ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
+        let rc = libc::ioctl(fd, TUNSETIFF, ifr.as_mut_ptr());
+        assert_eq!(
+            rc,
+            0,
+            "TUNSETIFF {name}: {}",
+            std::io::Error::last_os_error()
+        );
+        OwnedFd::from_raw_fd(fd)
+    }
+}
+
+/// Read one frame from a non-blocking fd, waiting up to `timeout`.
+pub fn read_frame(fd: &OwnedFd, timeout: Duration) -> Option<Vec<u8>> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll/read on an fd we own into a buffer we own.
+    unsafe {
+        if libc::poll(&mut pfd, 1, timeout.as_millis() as i32) <= 0 {
+            return None;
+        }
+        let mut buf = vec![0u8; 2048];
+        let n = libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len());
+        if n <= 0 {
+            return None;
+        }
+        buf.truncate(n as usize);
+        Some(buf)
+    }
+}
+
+/// stdout of the tracer, forwarded line by line so the test can wait for "ready".
+pub struct LineSink(mpsc::Sender<String>, Vec<u8>);
+impl Write for LineSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.1.extend_from_slice(b);
+        while let Some(p) = self.1.iter().position(|&c| c == b'\n') {
+            let line: Vec<u8> = self.1.drain(..=p).collect();
+            let _ = self
+                .0
+                .send(String::from_utf8_lossy(&line).trim_end().to_string());
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+pub struct Tracer {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<anyhow::Result<TraceSummary>>,
+    lines: mpsc::Receiver<String>,
+}
+
+pub fn start_tracer(netns: &str) -> Tracer {
+    start_tracer_with(netns, Duration::from_secs(30))
+}
+
+pub fn start_tracer_with(netns: &str, duration: Duration) -> Tracer {
+    let opts = TraceOptions {
+        ifaces: vec![],
+        netns: Some(netns.to_string()),
+        profile: Profile::Hypervisor,
+        streams: vec![],
+        filter: None,
+        duration: Some(duration),
+        count: None,
+        thresholds_ns: vec![100_000],
+        record: None,
+        rate: 4000,
+        command_line: vec!["test".into()],
+        linger: Duration::from_millis(100),
+        periodic: false,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, lines) = mpsc::channel();
+    let s2 = Arc::clone(&stop);
+    let handle = std::thread::spawn(move || {
+        let mut out = LineSink(tx, Vec::new());
+        run_trace(&opts, &s2, &mut out)
+    });
+    loop {
+        match lines.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) if l == "ready" => break,
+            Ok(_) => {}
+            Err(e) => panic!(
+                "tracer never printed ready: {e:?} {:?}",
+                handle.is_finished()
+            ),
+        }
+    }
+    Tracer {
+        stop,
+        handle,
+        lines,
+    }
+}
+
+impl Tracer {
+    pub fn finish(self) -> TraceSummary {
+        std::thread::sleep(Duration::from_millis(300));
+        self.stop.store(true, Ordering::Relaxed);
+        let s = self
+            .handle
+            .join()
+            .expect("tracer thread")
+            .expect("tracer run");
+        for l in self.lines.try_iter() {
+            println!("tracer: {l}");
+        }
+        s
+    }
+}
+
+/// Publisher ns --veth--> hypervisor ns with bridge br0 and tap `tap` (txqueuelen `qlen`).
+pub struct Bed {
+    pub publ: Netns,
+    pub hv: Netns,
+    pub tap: String,
+}
+
+pub fn testbed(qlen: u32) -> Bed {
+    let publ = Netns::create(&unique_name("pub")).unwrap();
+    let hv = Netns::create(&unique_name("hv")).unwrap();
+    veth_pair(&publ, "pub0", &hv, "hv0", None, None).unwrap();
+    hv.ip(&["link", "add", "br0", "type", "bridge"]).unwrap();
+    hv.ip(&["link", "set", "hv0", "master", "br0"]).unwrap();
+    hv.ip(&["tuntap", "add", "dev", "tap0", "mode", "tap"])
+        .unwrap();
+    hv.ip(&["link", "set", "tap0", "txqueuelen", &qlen.to_string()])
+        .unwrap();
+    hv.ip(&["link", "set", "tap0", "master", "br0"]).unwrap();
+    hv.ip(&["link", "set", "tap0", "up"]).unwrap();
+    hv.ip(&["link", "set", "br0", "up"]).unwrap();
+    Bed {
+        publ,
+        hv,
+        tap: "tap0".into(),
+    }
+}
+
+pub fn bpf_prog_ids() -> Vec<u32> {
+    let out = std::process::Command::new("bpftool")
+        .args(["-j", "prog", "show"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["id"].as_u64().map(|i| i as u32))
+        .collect()
+}
+
+pub fn send_sv(bed: &Bed, sv_id: &str, n: u16, gap: Duration) {
+    let sv_id = sv_id.to_string();
+    bed.publ
+        .run_in(move || {
+            let (fd, idx) = packet_socket("pub0");
+            for i in 0..n {
+                send_frame(&fd, idx, &sv_frame(&sv_id, i));
+                std::thread::sleep(gap);
+            }
+        })
+        .unwrap();
+}

@@ -1,0 +1,300 @@
+//! Recording metadata: the JSON object stored under the Parquet key-value
+//! key `hoptrace` in every segment.
+//!
+//! It carries the provenance every result needs (producer, tool version,
+//! command line, host, kernel, kernel command line, isolated CPUs) and the
+//! hop list: one `t_<hop>` Int64 column per hop, in path order, each with its
+//! clock domain and the kind of stamp. Consecutive hops define the stages.
+//! [`RecordingMeta::for_this_host`] fills the provenance from `/proc` and
+//! `/sys`; the writer fills `segment` and the realtime span per segment.
+
+use serde::{Deserialize, Serialize};
+
+/// Value of [`RecordingMeta::format`].
+pub const FORMAT: &str = "hoptrace-recording";
+/// Format version written by this crate and the only one it reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Parquet key-value metadata key holding the JSON [`RecordingMeta`].
+pub const META_KEY: &str = "hoptrace";
+
+/// Clock a hop's timestamps are taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ClockDomain {
+    #[serde(rename = "TAI")]
+    Tai,
+    #[serde(rename = "REALTIME")]
+    Realtime,
+    #[serde(rename = "MONOTONIC")]
+    Monotonic,
+    #[serde(rename = "BOOTTIME")]
+    Boottime,
+}
+
+/// How a hop's timestamp was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StampSource {
+    /// NIC hardware stamp (PHC).
+    Hardware,
+    /// Kernel socket software stamp (SO_TIMESTAMPING software).
+    Software,
+    /// Taken in a BPF program (`bpf_ktime_get_*_ns`).
+    Bpf,
+    /// `clock_gettime` in user space.
+    Application,
+    /// pcap record timestamp.
+    Capture,
+}
+
+/// One hop: a `t_<name>` Int64 column of nanoseconds in `clock`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopColumn {
+    /// Column name in the Parquet file, `t_<name>`.
+    pub column: String,
+    /// Hop name (short, no spaces), e.g. `rx`, `tap`, `app`.
+    pub name: String,
+    pub clock: ClockDomain,
+    pub source: StampSource,
+    /// Free text: where exactly the stamp is taken (hook, interface, program).
+    pub location: String,
+}
+
+impl HopColumn {
+    /// A hop named `name`, stored in column `t_<name>`.
+    pub fn new(
+        name: impl Into<String>,
+        clock: ClockDomain,
+        source: StampSource,
+        location: impl Into<String>,
+    ) -> Self {
+        let name = name.into();
+        HopColumn {
+            column: format!("t_{name}"),
+            name,
+            clock,
+            source,
+            location: location.into(),
+        }
+    }
+}
+
+/// An optional extra Int64 column a producer declares up front (e.g. `cpu`,
+/// `len`, `rx_queue`). Stored after the hop columns, nullable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtraColumn {
+    /// Column name; must not clash with the fixed columns or hop columns.
+    pub column: String,
+    /// Unit or meaning, free text (e.g. `CPU number`, `bytes`).
+    pub description: String,
+}
+
+impl ExtraColumn {
+    pub fn new(column: impl Into<String>, description: impl Into<String>) -> Self {
+        ExtraColumn {
+            column: column.into(),
+            description: description.into(),
+        }
+    }
+}
+
+/// The `hoptrace` metadata object (see `docs/recording-schema.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordingMeta {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] when written by this crate.
+    pub format_version: u32,
+    /// Producer name, e.g. `sv-subscribe`, `trace`, `sv-publish`, `correlate`.
+    pub producer: String,
+    pub tool_version: String,
+    pub command_line: Vec<String>,
+    pub host: String,
+    /// `uname -srvm` equivalent.
+    pub kernel: String,
+    /// `/proc/cmdline`.
+    pub kernel_cmdline: String,
+    /// CPU list from `isolcpus=` (cmdline) or `/sys/devices/system/cpu/isolated`.
+    pub isolcpus: Option<String>,
+    /// CPU list from `nohz_full=` (cmdline) or `/sys/devices/system/cpu/nohz_full`.
+    pub nohz_full: Option<String>,
+    /// Segment number (1-based), filled by the writer.
+    pub segment: u64,
+    /// CLOCK_REALTIME ns when the segment was opened (filled by the writer).
+    pub start_realtime_ns: i64,
+    /// CLOCK_REALTIME ns when the segment was closed (filled by the writer).
+    pub end_realtime_ns: i64,
+    /// Nominal sample rate (samples/s per stream) if known: smpCnt wraps at it.
+    pub rate: Option<u32>,
+    /// Hop columns in path order.
+    pub hops: Vec<HopColumn>,
+    /// Extra Int64 columns, in column order (after the hops).
+    #[serde(default)]
+    pub extra_columns: Vec<ExtraColumn>,
+    /// Producer-specific settings (free JSON object).
+    #[serde(default = "empty_object")]
+    pub extra: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+impl RecordingMeta {
+    /// Metadata for a recording made on this host, now: provenance fields
+    /// filled from `hostname`, `uname`, `/proc/cmdline`, `/sys`, and the
+    /// process' command line. `segment`/span are filled by the writer.
+    pub fn for_this_host(producer: &str, hops: Vec<HopColumn>) -> Self {
+        let kernel_cmdline = std::fs::read_to_string("/proc/cmdline")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let isolcpus = cpu_list_from_cmdline(&kernel_cmdline, "isolcpus")
+            .or_else(|| read_cpu_list_file("/sys/devices/system/cpu/isolated"));
+        let nohz_full = cpu_list_from_cmdline(&kernel_cmdline, "nohz_full")
+            .or_else(|| read_cpu_list_file("/sys/devices/system/cpu/nohz_full"));
+        RecordingMeta {
+            format: FORMAT.to_string(),
+            format_version: FORMAT_VERSION,
+            producer: producer.to_string(),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            command_line: std::env::args().collect(),
+            host: hostname::get()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kernel: uname_string(),
+            kernel_cmdline,
+            isolcpus,
+            nohz_full,
+            segment: 0,
+            start_realtime_ns: 0,
+            end_realtime_ns: 0,
+            rate: None,
+            hops,
+            extra_columns: Vec::new(),
+            extra: empty_object(),
+        }
+    }
+
+    /// Hop column names (`t_<hop>`) in path order.
+    pub fn hop_columns(&self) -> Vec<&str> {
+        self.hops.iter().map(|h| h.column.as_str()).collect()
+    }
+
+    /// Hop names in path order.
+    pub fn hop_names(&self) -> Vec<&str> {
+        self.hops.iter().map(|h| h.name.as_str()).collect()
+    }
+
+    /// Index of the hop called `name` (hop name or its column name).
+    pub fn hop_index(&self, name: &str) -> Option<usize> {
+        self.hops
+            .iter()
+            .position(|h| h.name == name || h.column == name)
+    }
+
+    /// Index of an extra column by name.
+    pub fn extra_index(&self, column: &str) -> Option<usize> {
+        self.extra_columns.iter().position(|c| c.column == column)
+    }
+
+    /// Consecutive hop pairs `(from, to)`: the stages, in path order.
+    pub fn stage_pairs(&self) -> Vec<(&HopColumn, &HopColumn)> {
+        self.hops.windows(2).map(|w| (&w[0], &w[1])).collect()
+    }
+
+    /// First and last hop (end to end), if there are at least two hops.
+    pub fn end_to_end(&self) -> Option<(&HopColumn, &HopColumn)> {
+        match (self.hops.first(), self.hops.last()) {
+            (Some(a), Some(b)) if self.hops.len() >= 2 => Some((a, b)),
+            _ => None,
+        }
+    }
+
+    /// The JSON string stored under [`META_KEY`].
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("RecordingMeta always serializes")
+    }
+
+    /// Parse the JSON stored under [`META_KEY`] (no version check).
+    pub fn from_json(s: &str) -> serde_json::Result<Self> {
+        serde_json::from_str(s)
+    }
+}
+
+/// Value of `key=` in a kernel command line, e.g. `isolcpus=managed_irq,2-3`
+/// gives `managed_irq,2-3`. The last occurrence wins, like the kernel.
+pub fn cpu_list_from_cmdline(cmdline: &str, key: &str) -> Option<String> {
+    cmdline
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+        .next_back()
+        .map(str::to_string)
+}
+
+fn read_cpu_list_file(path: &str) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty() && s != "(null)").then(|| s.to_string())
+}
+
+fn uname_string() -> String {
+    // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!(
+        "{} {} {} {}",
+        field(&u.sysname),
+        field(&u.release),
+        field(&u.version),
+        field(&u.machine)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cmdline_cpu_lists() {
+        let c = "BOOT_IMAGE=/vmlinuz isolcpus=managed_irq,2-3 quiet nohz_full=2-3 isolcpus=4";
+        assert_eq!(cpu_list_from_cmdline(c, "isolcpus").as_deref(), Some("4"));
+        assert_eq!(
+            cpu_list_from_cmdline(c, "nohz_full").as_deref(),
+            Some("2-3")
+        );
+        assert_eq!(cpu_list_from_cmdline(c, "rcu_nocbs"), None);
+        assert_eq!(cpu_list_from_cmdline("xisolcpus=1", "isolcpus"), None);
+    }
+
+    #[test]
+    fn json_round_trip_and_names() {
+        let mut m = RecordingMeta::for_this_host(
+            "test",
+            vec![
+                HopColumn::new("rx", ClockDomain::Realtime, StampSource::Software, "veth1"),
+                HopColumn::new("app", ClockDomain::Tai, StampSource::Application, "sub"),
+            ],
+        );
+        m.rate = Some(4000);
+        let j = m.to_json();
+        assert!(j.contains("\"clock\":\"REALTIME\""), "{j}");
+        assert!(j.contains("\"source\":\"application\""), "{j}");
+        assert!(j.contains("\"clock\":\"TAI\""), "{j}");
+        let back = RecordingMeta::from_json(&j).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(m.hop_columns(), vec!["t_rx", "t_app"]);
+        assert_eq!(m.hop_index("app"), Some(1));
+        assert_eq!(m.hop_index("t_rx"), Some(0));
+        assert_eq!(m.stage_pairs().len(), 1);
+        assert!(!m.kernel.is_empty());
+    }
+}

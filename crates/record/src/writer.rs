@@ -1,0 +1,463 @@
+//! Segmented, crash-tolerant Parquet writer.
+//!
+//! Mechanism: rows go into a [`RowBuffer`] (Arrow builders) holding at most
+//! one row group. When it is full (`row_group_rows` rows or `row_group_bytes`
+//! bytes) the batch is encoded and written to the open segment file
+//! `segment-NNNNNN.parquet.partial` as one Parquet row group, so memory stays
+//! bounded whatever the recording length. A segment is closed when it is
+//! older than `max_age`, holds `max_rows` rows or `max_bytes` bytes, or on
+//! [`RecordingWriter::close`]: the remaining rows are written, the footer
+//! with the `hoptrace` metadata (segment number, realtime span) is written,
+//! the file is fsynced, renamed to `segment-NNNNNN.parquet`, and the
+//! directory is fsynced. A SIGKILL therefore loses at most the open
+//! `.partial` segment (it has no footer); every renamed segment is complete.
+//!
+//! Strings are dictionary-encoded by Parquet, pages are zstd-compressed, and
+//! page statistics are on.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arrow_schema::SchemaRef;
+use parquet::arrow::arrow_writer::ArrowWriterOptions;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use crate::buffer::RowBuffer;
+use crate::error::{io_err, pq_err, RecordError, Result};
+use crate::meta::{RecordingMeta, FORMAT, FORMAT_VERSION, META_KEY};
+use crate::row::{recording_schema, PacketRow, PacketRowRef, FIXED_COLUMNS};
+
+/// Suffix of the open segment.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// File name of segment `n` once closed: `segment-000001.parquet`.
+pub fn segment_file_name(n: u64) -> String {
+    format!("segment-{n:06}.parquet")
+}
+
+/// When to close a segment and how large a row group may grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RotatePolicy {
+    /// Close the segment once it is this old (and holds at least one row).
+    pub max_age: Duration,
+    /// Close the segment once it holds this many rows.
+    pub max_rows: u64,
+    /// Close the segment once its file (plus buffered rows) reaches this size.
+    pub max_bytes: u64,
+    /// Rows per Parquet row group: the in-memory buffer never holds more.
+    pub row_group_rows: usize,
+    /// Bytes (approximate, uncompressed) per row group: also bounds the buffer.
+    pub row_group_bytes: usize,
+}
+
+impl Default for RotatePolicy {
+    /// 5 s segments, at most 8 M rows or 512 MiB each, row groups of 64 Ki
+    /// rows or 32 MiB (64 streams x 4800 samples/s = 1.5 M rows per segment).
+    fn default() -> Self {
+        RotatePolicy {
+            max_age: Duration::from_secs(5),
+            max_rows: 8 << 20,
+            max_bytes: 512 << 20,
+            row_group_rows: 64 << 10,
+            row_group_bytes: 32 << 20,
+        }
+    }
+}
+
+/// What [`RecordingWriter::close`] did in total.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CloseSummary {
+    /// Closed segments in the directory.
+    pub segments: u64,
+    /// Rows written over all segments.
+    pub rows: u64,
+}
+
+struct OpenSegment {
+    number: u64,
+    partial: PathBuf,
+    file: File,
+    writer: ArrowWriter<File>,
+    opened: Instant,
+    start_realtime_ns: i64,
+    rows: u64,
+}
+
+/// Writes a recording directory. See the module docs for the mechanism.
+pub struct RecordingWriter {
+    dir: PathBuf,
+    meta: RecordingMeta,
+    schema: SchemaRef,
+    props: WriterProperties,
+    policy: RotatePolicy,
+    buffer: RowBuffer,
+    segment: Option<OpenSegment>,
+    next_segment: u64,
+    segments_closed: u64,
+    rows_written: u64,
+    peak_buffered_rows: usize,
+    peak_buffered_bytes: usize,
+    closed: bool,
+}
+
+/// CLOCK_REALTIME now, in ns.
+pub fn realtime_now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+impl RecordingWriter {
+    /// Create the recording directory `dir` (it may exist but must not hold
+    /// segments already) and open the first segment.
+    pub fn create(
+        dir: impl AsRef<Path>,
+        meta: RecordingMeta,
+        policy: RotatePolicy,
+    ) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        validate(&meta, &policy)?;
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        for entry in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
+            let name = entry.map_err(io_err(&dir))?.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("segment-") && name.contains(".parquet") {
+                return Err(RecordError::Invalid(format!(
+                    "{} already holds a recording ({name}); choose a new directory",
+                    dir.display()
+                )));
+            }
+        }
+        let schema = recording_schema(&meta);
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(1)
+                    .map_err(|e| RecordError::Invalid(format!("zstd level: {e}")))?,
+            ))
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_dictionary_enabled(true)
+            .set_max_row_group_size(policy.row_group_rows)
+            .set_created_by(format!("hoptrace-record {}", env!("CARGO_PKG_VERSION")));
+        // Timestamps and sequence numbers are (nearly) unique: a dictionary
+        // only costs time there.
+        for col in meta
+            .hops
+            .iter()
+            .map(|h| h.column.as_str())
+            .chain(meta.extra_columns.iter().map(|c| c.column.as_str()))
+            .chain(["seq"])
+        {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(col), false);
+        }
+        let buffer = RowBuffer::new(
+            schema.clone(),
+            meta.hops.len(),
+            meta.extra_columns.len(),
+            policy.row_group_rows.min(1 << 16),
+        );
+        let mut w = RecordingWriter {
+            dir,
+            meta,
+            schema,
+            props: props.build(),
+            policy,
+            buffer,
+            segment: None,
+            next_segment: 1,
+            segments_closed: 0,
+            rows_written: 0,
+            peak_buffered_rows: 0,
+            peak_buffered_bytes: 0,
+            closed: false,
+        };
+        w.open_segment()?;
+        Ok(w)
+    }
+
+    /// Append one row (owned form). See [`Self::append_ref`].
+    pub fn append(&mut self, row: &PacketRow) -> Result<()> {
+        self.append_ref(row.as_ref())
+    }
+
+    /// Append one row without allocating. Writes a row group when the
+    /// buffer is full and rotates the segment when the policy says so.
+    pub fn append_ref(&mut self, row: PacketRowRef<'_>) -> Result<()> {
+        if self.closed {
+            return Err(RecordError::Closed);
+        }
+        self.buffer.push(&row)?;
+        if let Some(seg) = &mut self.segment {
+            seg.rows += 1;
+        }
+        self.peak_buffered_rows = self.peak_buffered_rows.max(self.buffer.rows());
+        self.peak_buffered_bytes = self.peak_buffered_bytes.max(self.buffer.approx_bytes());
+        if self.buffer.rows() >= self.policy.row_group_rows
+            || self.buffer.approx_bytes() >= self.policy.row_group_bytes
+        {
+            self.write_row_group()?;
+        }
+        self.rotate_if_due()
+    }
+
+    /// Close the open segment if it is due by age, rows or bytes. Producers
+    /// that may go idle call this periodically (appending calls it too).
+    /// Returns whether a segment was closed.
+    pub fn rotate_if_due(&mut self) -> Result<()> {
+        let due = match &self.segment {
+            Some(seg) => {
+                seg.rows > 0
+                    && (seg.rows >= self.policy.max_rows
+                        || seg.opened.elapsed() >= self.policy.max_age
+                        || (seg.writer.bytes_written()
+                            + seg.writer.in_progress_size()
+                            + self.buffer.approx_bytes()) as u64
+                            >= self.policy.max_bytes)
+            }
+            None => false,
+        };
+        if due {
+            self.rotate()?;
+        }
+        Ok(())
+    }
+
+    /// Close the open segment now (if it holds rows) and open the next one.
+    pub fn rotate(&mut self) -> Result<()> {
+        if self.closed {
+            return Err(RecordError::Closed);
+        }
+        if self.segment.as_ref().is_some_and(|s| s.rows == 0) {
+            return Ok(());
+        }
+        self.finish_segment()?;
+        self.open_segment()
+    }
+
+    /// Write the buffered rows to the open segment as a row group. The data
+    /// is in the file but only readable once the segment is closed.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.closed {
+            return Err(RecordError::Closed);
+        }
+        self.write_row_group()
+    }
+
+    /// Finish cleanly: write the buffered rows, close the open segment
+    /// (footer, fsync, rename). An open segment without rows is removed,
+    /// except when it is the only one (an empty recording still carries its
+    /// metadata). Call it from the producer's SIGINT/SIGTERM path (see
+    /// [`crate::install_stop_flag`]); dropping the writer does the same,
+    /// ignoring errors.
+    pub fn close(mut self) -> Result<CloseSummary> {
+        self.close_inner()
+    }
+
+    fn close_inner(&mut self) -> Result<CloseSummary> {
+        if !self.closed {
+            self.closed = true;
+            let empty = self.segment.as_ref().is_some_and(|s| s.rows == 0);
+            if empty && self.segments_closed > 0 {
+                if let Some(seg) = self.segment.take() {
+                    drop(seg.writer);
+                    std::fs::remove_file(&seg.partial).map_err(io_err(&seg.partial))?;
+                }
+            } else {
+                self.finish_segment()?;
+            }
+        }
+        Ok(CloseSummary {
+            segments: self.segments_closed,
+            rows: self.rows_written,
+        })
+    }
+
+    /// The recording directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Metadata given at creation (segment fields are per segment).
+    pub fn meta(&self) -> &RecordingMeta {
+        &self.meta
+    }
+
+    /// Arrow schema of the rows.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Rotation policy in use.
+    pub fn policy(&self) -> &RotatePolicy {
+        &self.policy
+    }
+
+    /// Segments closed (renamed to `.parquet`) so far.
+    pub fn segments_closed(&self) -> u64 {
+        self.segments_closed
+    }
+
+    /// Rows in closed segments so far.
+    pub fn rows_written(&self) -> u64 {
+        self.rows_written
+    }
+
+    /// Rows appended in total (closed segments + open segment).
+    pub fn rows_appended(&self) -> u64 {
+        self.rows_written + self.segment.as_ref().map_or(0, |s| s.rows)
+    }
+
+    /// Path of the open `.partial` segment.
+    pub fn open_segment_path(&self) -> Option<&Path> {
+        self.segment.as_ref().map(|s| s.partial.as_path())
+    }
+
+    /// Rows held in memory now (never above `policy.row_group_rows`).
+    pub fn buffered_rows(&self) -> usize {
+        self.buffer.rows()
+    }
+
+    /// Approximate bytes held in memory now: row buffer plus any row group
+    /// the Parquet encoder has not written yet.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffer.approx_bytes() + self.segment.as_ref().map_or(0, |s| s.writer.memory_size())
+    }
+
+    /// Highest [`Self::buffered_rows`] seen since creation.
+    pub fn peak_buffered_rows(&self) -> usize {
+        self.peak_buffered_rows
+    }
+
+    /// Highest row-buffer byte count seen since creation.
+    pub fn peak_buffered_bytes(&self) -> usize {
+        self.peak_buffered_bytes
+    }
+
+    fn write_row_group(&mut self) -> Result<()> {
+        if self.buffer.rows() == 0 {
+            return Ok(());
+        }
+        let batch = self.buffer.take_batch()?;
+        let seg = self.segment.as_mut().ok_or(RecordError::Closed)?;
+        seg.writer.write(&batch).map_err(pq_err(&seg.partial))?;
+        // Emit the row group now: the encoder must not keep a second one.
+        seg.writer.flush().map_err(pq_err(&seg.partial))?;
+        Ok(())
+    }
+
+    fn open_segment(&mut self) -> Result<()> {
+        let number = self.next_segment;
+        let partial = self
+            .dir
+            .join(format!("{}{PARTIAL_SUFFIX}", segment_file_name(number)));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&partial)
+            .map_err(io_err(&partial))?;
+        let writer_file = file.try_clone().map_err(io_err(&partial))?;
+        // No embedded ARROW:schema: then pyarrow/pandas expose the file's
+        // key-value metadata (our `hoptrace` key) as the schema metadata,
+        // and every type maps from the Parquet schema without a hint.
+        let options = ArrowWriterOptions::new()
+            .with_properties(self.props.clone())
+            .with_skip_arrow_metadata(true);
+        let writer = ArrowWriter::try_new_with_options(writer_file, self.schema.clone(), options)
+            .map_err(pq_err(&partial))?;
+        self.next_segment += 1;
+        self.segment = Some(OpenSegment {
+            number,
+            partial,
+            file,
+            writer,
+            opened: Instant::now(),
+            start_realtime_ns: realtime_now_ns(),
+            rows: 0,
+        });
+        Ok(())
+    }
+
+    fn finish_segment(&mut self) -> Result<()> {
+        if let Err(e) = self.write_row_group() {
+            self.closed = true;
+            return Err(e);
+        }
+        let Some(mut seg) = self.segment.take() else {
+            return Ok(());
+        };
+        let mut meta = self.meta.clone();
+        meta.segment = seg.number;
+        meta.start_realtime_ns = seg.start_realtime_ns;
+        meta.end_realtime_ns = realtime_now_ns();
+        seg.writer
+            .append_key_value_metadata(KeyValue::new(META_KEY.to_string(), meta.to_json()));
+        let result = (|| {
+            seg.writer.finish().map_err(pq_err(&seg.partial))?;
+            seg.writer.sync().map_err(io_err(&seg.partial))?;
+            seg.file.sync_all().map_err(io_err(&seg.partial))?;
+            let done = self.dir.join(segment_file_name(seg.number));
+            std::fs::rename(&seg.partial, &done).map_err(io_err(&done))?;
+            if let Ok(d) = File::open(&self.dir) {
+                let _ = d.sync_all();
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            self.closed = true;
+            return result;
+        }
+        self.segments_closed += 1;
+        self.rows_written += seg.rows;
+        Ok(())
+    }
+}
+
+impl Drop for RecordingWriter {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}
+
+fn validate(meta: &RecordingMeta, policy: &RotatePolicy) -> Result<()> {
+    if meta.format != FORMAT || meta.format_version != FORMAT_VERSION {
+        return Err(RecordError::Invalid(format!(
+            "meta.format/format_version must be {FORMAT:?}/{FORMAT_VERSION} (use RecordingMeta::for_this_host)"
+        )));
+    }
+    if policy.row_group_rows == 0 || policy.max_rows == 0 {
+        return Err(RecordError::Invalid(
+            "row_group_rows and max_rows must be at least 1".into(),
+        ));
+    }
+    let mut seen: Vec<&str> = FIXED_COLUMNS.to_vec();
+    for h in &meta.hops {
+        if h.column.is_empty() || h.name.is_empty() {
+            return Err(RecordError::Invalid("hop with an empty name".into()));
+        }
+        if !h.column.starts_with("t_") {
+            return Err(RecordError::Invalid(format!(
+                "hop column {:?} must be named t_<hop> (use HopColumn::new)",
+                h.column
+            )));
+        }
+    }
+    for c in meta
+        .hops
+        .iter()
+        .map(|h| h.column.as_str())
+        .chain(meta.extra_columns.iter().map(|c| c.column.as_str()))
+    {
+        if seen.contains(&c) {
+            return Err(RecordError::Invalid(format!(
+                "column {c:?} is declared twice (or clashes with a fixed column)"
+            )));
+        }
+        seen.push(c);
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Zero-copy decoder: Ethernet (+0..2 VLAN tags) / SV header / BER savPdu.
+//!
+//! The decoder walks the frame once, front to back, and checks every length
+//! against its parent before trusting it:
+//! 1. Ethernet: dst, src, then up to two VLAN tags (TPID 0x8100 or 0x88A8),
+//!    then the ethertype, which must be 0x88BA.
+//! 2. SV header: APPID, Length, Reserved1, Reserved2. Length counts from
+//!    APPID to the end of the savPdu: it must be >= 8 and fit in the frame.
+//!    Bytes after it are Ethernet padding (kept as `trailer`).
+//! 3. savPdu `0x60` must fill the APDU exactly; inside: noASDU `0x80`
+//!    (1 byte, 1..=8), optional security `0x81`, seqASDU `0xA2` (last).
+//! 4. seqASDU holds exactly noASDU ASDUs `0x30`, each filled exactly by its
+//!    fields in the 9-2 order; fixed-size fields (smpCnt 2, confRev 4,
+//!    refrTm 8, smpSynch 1, smpRate 2, smpMod 2) must have their size.
+//!
+//! Any violation is a [`DecodeError`] with the frame offset and field name.
+//! Nothing is allocated; all variable fields borrow from the input.
+
+use crate::ber::Cursor;
+use crate::error::DecodeError;
+use crate::frame::{Asdu, MacAddr, SvFrame, VlanTag, ETHERTYPE_SV, TPID_8021AD, TPID_8021Q};
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn need(frame: &[u8], at: usize, n: usize, field: &'static str) -> Result<(), DecodeError> {
+    if frame.len() < at + n {
+        Err(DecodeError::Truncated {
+            offset: at,
+            field,
+            needed: n,
+            available: frame.len().saturating_sub(at),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn fixed<const N: usize>(
+    v: &[u8],
+    off: usize,
+    field: &'static str,
+) -> Result<[u8; N], DecodeError> {
+    v.try_into().map_err(|_| DecodeError::InconsistentLength {
+        offset: off,
+        field,
+        found: v.len(),
+        expected: N,
+    })
+}
+
+/// Decodes one Ethernet frame as SV.
+pub fn decode(frame: &[u8]) -> Result<SvFrame<'_>, DecodeError> {
+    need(frame, 0, 14, "ethernet header")?;
+    let mut dst = [0u8; 6];
+    let mut src = [0u8; 6];
+    dst.copy_from_slice(&frame[0..6]);
+    src.copy_from_slice(&frame[6..12]);
+    let mut vlans = [None; 2];
+    let mut at = 12;
+    let mut ethertype = be16(frame, at);
+    let mut n_vlan = 0;
+    while ethertype == TPID_8021Q || ethertype == TPID_8021AD {
+        if n_vlan == 2 {
+            return Err(DecodeError::TooManyVlanTags {
+                offset: at,
+                field: "vlan tag",
+            });
+        }
+        need(frame, at, 6, "vlan tag")?;
+        vlans[n_vlan] = Some(VlanTag::from_tci(ethertype, be16(frame, at + 2)));
+        n_vlan += 1;
+        at += 4;
+        ethertype = be16(frame, at);
+    }
+    if ethertype != ETHERTYPE_SV {
+        return Err(DecodeError::WrongEthertype {
+            offset: at,
+            field: "ethertype",
+            found: ethertype,
+        });
+    }
+    let hdr = at + 2;
+    need(frame, hdr, 8, "SV header")?;
+    let appid = be16(frame, hdr);
+    let length = be16(frame, hdr + 2);
+    let reserved1 = be16(frame, hdr + 4);
+    let reserved2 = be16(frame, hdr + 6);
+    let avail = frame.len() - hdr;
+    if (length as usize) < 8 {
+        return Err(DecodeError::InconsistentLength {
+            offset: hdr + 2,
+            field: "SV Length",
+            found: length as usize,
+            expected: 8,
+        });
+    }
+    if length as usize > avail {
+        return Err(DecodeError::LengthPastEnd {
+            offset: hdr + 2,
+            field: "SV Length",
+            length: length as usize,
+            available: avail,
+        });
+    }
+    let apdu_end = hdr + length as usize;
+    let mut outer = Cursor::new(&frame[hdr + 8..apdu_end], hdr + 8);
+    let (pdu, pdu_off) = outer.tlv(0x60, "savPdu", "0x60")?;
+    if !outer.is_empty() {
+        return Err(DecodeError::InconsistentLength {
+            offset: hdr + 2,
+            field: "SV Length",
+            found: length as usize,
+            expected: outer.offset() - hdr,
+        });
+    }
+    let mut cur = Cursor::new(pdu, pdu_off);
+    let no_off = cur.offset();
+    let (no, no_voff) = cur.tlv(0x80, "noASDU", "0x80")?;
+    if no.len() != 1 {
+        return Err(DecodeError::InconsistentLength {
+            offset: no_voff,
+            field: "noASDU",
+            found: no.len(),
+            expected: 1,
+        });
+    }
+    let no_asdu = no[0];
+    if !(1..=8).contains(&no_asdu) {
+        return Err(DecodeError::AsduCountOutOfRange {
+            offset: no_off,
+            field: "noASDU",
+            count: no_asdu as u32,
+        });
+    }
+    let security = if cur.peek_tag() == Some(0x81) {
+        Some(cur.tlv(0x81, "security", "0x81")?.0)
+    } else {
+        None
+    };
+    let seq_tag_off = cur.offset();
+    let (seq, seq_off) = cur.tlv(0xA2, "seqASDU", "0xA2 (seqASDU)")?;
+    if !cur.is_empty() {
+        return Err(DecodeError::InconsistentLength {
+            offset: pdu_off - 1,
+            field: "savPdu",
+            found: pdu.len(),
+            expected: cur.offset() - pdu_off,
+        });
+    }
+    let mut asdus = [Asdu::default(); 8];
+    let mut seq_cur = Cursor::new(seq, seq_off);
+    let mut count = 0usize;
+    while !seq_cur.is_empty() {
+        if count == no_asdu as usize {
+            return Err(DecodeError::AsduCountMismatch {
+                offset: seq_tag_off,
+                field: "seqASDU",
+                declared: no_asdu,
+                found: count + 1,
+            });
+        }
+        let asdu_off = seq_cur.offset();
+        let (a, a_off) = seq_cur.tlv(0x30, "ASDU", "0x30 (ASDU)")?;
+        asdus[count] = decode_asdu(a, a_off, asdu_off)?;
+        count += 1;
+    }
+    if count != no_asdu as usize {
+        return Err(DecodeError::AsduCountMismatch {
+            offset: seq_tag_off,
+            field: "seqASDU",
+            declared: no_asdu,
+            found: count,
+        });
+    }
+    Ok(SvFrame {
+        dst: MacAddr(dst),
+        src: MacAddr(src),
+        vlans,
+        appid,
+        length,
+        reserved1,
+        reserved2,
+        security,
+        asdus,
+        no_asdu,
+        trailer: &frame[apdu_end..],
+    })
+}
+
+fn decode_asdu<'a>(a: &'a [u8], a_off: usize, tag_off: usize) -> Result<Asdu<'a>, DecodeError> {
+    let mut c = Cursor::new(a, a_off);
+    let (sv_id, _) = c.tlv(0x80, "svID", "0x80 (svID)")?;
+    let dat_set = if c.peek_tag() == Some(0x81) {
+        Some(c.tlv(0x81, "datSet", "0x81")?.0)
+    } else {
+        None
+    };
+    let (v, o) = c.tlv(0x82, "smpCnt", "0x82 (smpCnt)")?;
+    let smp_cnt = u16::from_be_bytes(fixed::<2>(v, o, "smpCnt")?);
+    let (v, o) = c.tlv(0x83, "confRev", "0x83 (confRev)")?;
+    let conf_rev = u32::from_be_bytes(fixed::<4>(v, o, "confRev")?);
+    let refr_tm = if c.peek_tag() == Some(0x84) {
+        let (v, o) = c.tlv(0x84, "refrTm", "0x84")?;
+        Some(fixed::<8>(v, o, "refrTm")?)
+    } else {
+        None
+    };
+    let (v, o) = c.tlv(0x85, "smpSynch", "0x85 (smpSynch)")?;
+    let smp_synch = fixed::<1>(v, o, "smpSynch")?[0];
+    let smp_rate = if c.peek_tag() == Some(0x86) {
+        let (v, o) = c.tlv(0x86, "smpRate", "0x86")?;
+        Some(u16::from_be_bytes(fixed::<2>(v, o, "smpRate")?))
+    } else {
+        None
+    };
+    let (seq_data, _) = c.tlv(0x87, "seqData", "0x87 (seqData)")?;
+    let smp_mod = if c.peek_tag() == Some(0x88) {
+        let (v, o) = c.tlv(0x88, "smpMod", "0x88")?;
+        Some(u16::from_be_bytes(fixed::<2>(v, o, "smpMod")?))
+    } else {
+        None
+    };
+    if let Some(found) = c.peek_tag() {
+        return Err(DecodeError::WrongTag {
+            offset: c.offset(),
+            field: "ASDU end",
+            found,
+            expected: "end of ASDU (its length is larger than its fields)",
+        });
+    }
+    Ok(Asdu {
+        sv_id,
+        dat_set,
+        smp_cnt,
+        conf_rev,
+        refr_tm,
+        smp_synch,
+        smp_rate,
+        seq_data,
+        smp_mod,
+        offset: tag_off,
+    })
+}

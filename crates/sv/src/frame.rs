@@ -1,0 +1,262 @@
+//! Frame model shared by the decoder (borrowed) and the encoder (owned).
+//!
+//! [`SvFrame`] borrows every variable-size field from the captured buffer
+//! (zero copy) and keeps the ASDUs in a fixed array of 8 (noASDU is 1..=8),
+//! so decoding allocates nothing. [`OwnedSvFrame`] is the same content with
+//! owned fields: it is what the encoder takes and what
+//! [`SvFrame::to_owned_frame`] returns, so `decode(encode(x)) == x` is checked
+//! by comparing owned frames.
+
+use std::fmt;
+
+/// A 48-bit Ethernet address.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// `01:0C:CD:04:00:00` plus `index` in the two last bytes (the 9-2 SV
+    /// multicast range is 01:0C:CD:04:00:00 to 01:0C:CD:04:01:FF).
+    pub fn sv_multicast(index: u16) -> MacAddr {
+        MacAddr([0x01, 0x0C, 0xCD, 0x04, (index >> 8) as u8, index as u8])
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+impl fmt::Debug for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::str::FromStr for MacAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut out = [0u8; 6];
+        let parts: Vec<&str> = s.split([':', '-']).collect();
+        if parts.len() != 6 {
+            return Err(format!(
+                "MAC address `{s}`: expected 6 hex bytes like 01:0c:cd:04:00:01"
+            ));
+        }
+        for (o, p) in out.iter_mut().zip(parts) {
+            *o = u8::from_str_radix(p, 16)
+                .map_err(|_| format!("MAC address `{s}`: `{p}` is not a hex byte"))?;
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+/// TPID of a customer VLAN tag (802.1Q).
+pub const TPID_8021Q: u16 = 0x8100;
+/// TPID of a service VLAN tag (802.1ad, QinQ outer tag).
+pub const TPID_8021AD: u16 = 0x88A8;
+/// Ethertype of IEC 61850-9-2 Sampled Values.
+pub const ETHERTYPE_SV: u16 = 0x88BA;
+
+/// One VLAN tag as on the wire.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct VlanTag {
+    /// 0x8100 or 0x88A8.
+    pub tpid: u16,
+    /// Priority code point (0..=7).
+    pub pcp: u8,
+    /// Drop eligible indicator.
+    pub dei: bool,
+    /// VLAN id (0..=4095).
+    pub vid: u16,
+}
+
+impl VlanTag {
+    /// A customer (0x8100) tag with the given id and priority.
+    pub fn dot1q(vid: u16, pcp: u8) -> VlanTag {
+        VlanTag {
+            tpid: TPID_8021Q,
+            pcp: pcp & 7,
+            dei: false,
+            vid: vid & 0x0FFF,
+        }
+    }
+    pub(crate) fn tci(&self) -> u16 {
+        ((self.pcp as u16 & 7) << 13) | ((self.dei as u16) << 12) | (self.vid & 0x0FFF)
+    }
+    pub(crate) fn from_tci(tpid: u16, tci: u16) -> VlanTag {
+        VlanTag {
+            tpid,
+            pcp: (tci >> 13) as u8,
+            dei: tci & 0x1000 != 0,
+            vid: tci & 0x0FFF,
+        }
+    }
+}
+
+/// One ASDU (one sample of one stream), borrowing from the frame buffer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Asdu<'a> {
+    /// svID (VisibleString; bytes as on the wire, not checked for ASCII).
+    pub sv_id: &'a [u8],
+    pub dat_set: Option<&'a [u8]>,
+    pub smp_cnt: u16,
+    pub conf_rev: u32,
+    /// refrTm: 8-byte UtcTime (4 s, 3 fraction, 1 quality) as on the wire.
+    pub refr_tm: Option<[u8; 8]>,
+    pub smp_synch: u8,
+    pub smp_rate: Option<u16>,
+    /// seqData bytes; 64 bytes for 9-2LE (see [`Asdu::le_values`]).
+    pub seq_data: &'a [u8],
+    pub smp_mod: Option<u16>,
+    /// Offset of the ASDU tag (0x30) in the frame.
+    pub offset: usize,
+}
+
+/// One 9-2LE measurement: INT32 value and 32-bit quality.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Hash)]
+pub struct Measurement {
+    pub value: i32,
+    pub quality: u32,
+}
+
+/// Size of 9-2LE seqData: 8 x (INT32 + quality).
+pub const LE_SEQ_DATA_LEN: usize = 64;
+
+impl<'a> Asdu<'a> {
+    /// The 8 9-2LE measurements (Ia Ib Ic In Va Vb Vc Vn) when seqData is
+    /// 64 bytes, `None` for other seqData sizes (use `seq_data` raw bytes).
+    pub fn le_values(&self) -> Option<[Measurement; 8]> {
+        if self.seq_data.len() != LE_SEQ_DATA_LEN {
+            return None;
+        }
+        let mut out = [Measurement::default(); 8];
+        for (i, m) in out.iter_mut().enumerate() {
+            let b = &self.seq_data[i * 8..i * 8 + 8];
+            m.value = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            m.quality = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+        }
+        Some(out)
+    }
+
+    /// svID as text (lossy for non-UTF-8 bytes; identity uses the bytes).
+    pub fn sv_id_lossy(&self) -> std::borrow::Cow<'a, str> {
+        String::from_utf8_lossy(self.sv_id)
+    }
+
+    pub fn to_owned_asdu(&self) -> OwnedAsdu {
+        OwnedAsdu {
+            sv_id: self.sv_id.to_vec(),
+            dat_set: self.dat_set.map(|d| d.to_vec()),
+            smp_cnt: self.smp_cnt,
+            conf_rev: self.conf_rev,
+            refr_tm: self.refr_tm,
+            smp_synch: self.smp_synch,
+            smp_rate: self.smp_rate,
+            seq_data: self.seq_data.to_vec(),
+            smp_mod: self.smp_mod,
+        }
+    }
+}
+
+/// A decoded SV frame, borrowing from the captured bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SvFrame<'a> {
+    pub dst: MacAddr,
+    pub src: MacAddr,
+    /// VLAN tags, outermost first; `vlan_count` of them are valid.
+    pub vlans: [Option<VlanTag>; 2],
+    pub appid: u16,
+    /// The APDU Length field (APPID .. end of savPdu = 8 + savPdu TLV size).
+    pub length: u16,
+    /// Reserved1 as on the wire (bit 15 = simulation).
+    pub reserved1: u16,
+    pub reserved2: u16,
+    /// security (0x81) bytes, if present.
+    pub security: Option<&'a [u8]>,
+    pub(crate) asdus: [Asdu<'a>; 8],
+    pub(crate) no_asdu: u8,
+    /// Bytes after the APDU (Ethernet padding), kept for byte-exact re-encoding.
+    pub trailer: &'a [u8],
+}
+
+impl<'a> SvFrame<'a> {
+    /// The ASDUs in wire order (1..=8 of them).
+    pub fn asdus(&self) -> &[Asdu<'a>] {
+        &self.asdus[..self.no_asdu as usize]
+    }
+    pub fn no_asdu(&self) -> u8 {
+        self.no_asdu
+    }
+    /// Reserved1 bit 15.
+    pub fn simulation(&self) -> bool {
+        self.reserved1 & 0x8000 != 0
+    }
+    pub fn vlan_tags(&self) -> impl Iterator<Item = VlanTag> + '_ {
+        self.vlans.iter().flatten().copied()
+    }
+    /// Stream identity of ASDU `i` (dst MAC, APPID, svID).
+    pub fn stream_id(&self, asdu: &Asdu<'_>) -> crate::StreamId {
+        crate::StreamId::new(self.dst, self.appid, asdu.sv_id)
+    }
+    pub fn to_owned_frame(&self) -> OwnedSvFrame {
+        OwnedSvFrame {
+            dst: self.dst,
+            src: self.src,
+            vlans: self.vlan_tags().collect(),
+            appid: self.appid,
+            reserved1: self.reserved1,
+            reserved2: self.reserved2,
+            security: self.security.map(|s| s.to_vec()),
+            asdus: self.asdus().iter().map(|a| a.to_owned_asdu()).collect(),
+            trailer: self.trailer.to_vec(),
+        }
+    }
+}
+
+/// Owned ASDU content (encoder input).
+#[derive(Clone, PartialEq, Eq, Debug, Default, Hash)]
+pub struct OwnedAsdu {
+    pub sv_id: Vec<u8>,
+    pub dat_set: Option<Vec<u8>>,
+    pub smp_cnt: u16,
+    pub conf_rev: u32,
+    pub refr_tm: Option<[u8; 8]>,
+    pub smp_synch: u8,
+    pub smp_rate: Option<u16>,
+    pub seq_data: Vec<u8>,
+    pub smp_mod: Option<u16>,
+}
+
+impl OwnedAsdu {
+    /// Sets seqData to the 9-2LE layout of 8 measurements.
+    pub fn set_le_values(&mut self, values: &[Measurement; 8]) {
+        self.seq_data.clear();
+        for m in values {
+            self.seq_data.extend_from_slice(&m.value.to_be_bytes());
+            self.seq_data.extend_from_slice(&m.quality.to_be_bytes());
+        }
+    }
+}
+
+/// Owned frame content (encoder input). The APDU Length is computed.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Hash)]
+pub struct OwnedSvFrame {
+    pub dst: MacAddr,
+    pub src: MacAddr,
+    /// 0, 1 or 2 tags, outermost first.
+    pub vlans: Vec<VlanTag>,
+    pub appid: u16,
+    pub reserved1: u16,
+    pub reserved2: u16,
+    pub security: Option<Vec<u8>>,
+    /// 1..=8 ASDUs.
+    pub asdus: Vec<OwnedAsdu>,
+    /// Bytes appended after the APDU (padding); normally empty.
+    pub trailer: Vec<u8>,
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
+#
+#   scripts/fuzz.sh SECONDS      run each fuzz target for SECONDS (default 30)
+#
+# Installs cargo-fuzz when missing. We only have stable Rust: RUSTC_BOOTSTRAP=1
+# lets it accept the -Z flags cargo-fuzz passes (sanitizer, coverage).
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+SECONDS_PER_TARGET="${1:-30}"
+
+if ! cargo fuzz --help >/dev/null 2>&1; then
+  echo "fuzz.sh: installing cargo-fuzz"
+  cargo install cargo-fuzz --locked
+fi
+
+export RUSTC_BOOTSTRAP=1
+# Keep the fuzz build apart from the workspace's target directory.
+export CARGO_TARGET_DIR="${HOPTRACE_FUZZ_TARGET_DIR:-$PWD/target}"
+for target in decode_frame read_capture; do
+  echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
+  mkdir -p "corpus/$target"
+  cargo fuzz run "$target" -- -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048
+done
+echo "fuzz.sh: no crash"
