@@ -5,6 +5,9 @@
 //! with another frame's identity), frames of other ethertypes skipped, and a
 //! per-stream summary at the end from `hoptrace_sv::MultiStreamTracker`.
 //!
+//! A live capture (`--iface`) runs until `--count`, `--duration` or Ctrl-C
+//! (SIGINT/SIGTERM), and prints the same summary in every case.
+//!
 //! Exit status: 0 when every SV frame decoded; 2 when at least one frame was
 //! malformed or the capture file is truncated/corrupt (everything before the
 //! cut is still printed and summarized); 1 when the input cannot be read at
@@ -233,9 +236,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     } else if let Some(iface) = &args.iface {
         let mut cap = LiveCapture::open(iface)?;
+        // SIGINT/SIGTERM end the capture like --duration does: the loop sees
+        // the flag within one receive timeout (200 ms) and the per-stream
+        // summary below is printed before exit.
+        let stop = hoptrace_record::install_stop_flag()
+            .context("installing the SIGINT/SIGTERM handlers")?;
+        eprintln!(
+            "hoptrace sv dump: capturing on {iface} (AF_PACKET); Ctrl-C stops and prints the per-stream summary"
+        );
         let start = Instant::now();
         let end = args.duration.map(|x| start + x);
-        while d.frames < count {
+        while d.frames < count && !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let timeout = match end {
                 Some(end) => {
                     let now = Instant::now();
@@ -250,6 +261,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 d.frame(p.time_ns, &p.data)?;
                 if !args.json && d.frames % 64 == 0 {
                     d.out.flush()?;
+                }
+            }
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // Frames already queued on the socket when Ctrl-C came were
+            // received by the kernel before the stop: print them too.
+            while d.frames < count {
+                match cap.next_packet(Some(Duration::ZERO))? {
+                    Some(p) => d.frame(p.time_ns, &p.data)?,
+                    None => break,
                 }
             }
         }

@@ -317,7 +317,7 @@ fn sv_pcap_paces_instants() {
         );
     }
     let last = decode(&p.last().unwrap().data).unwrap();
-    assert_eq!(last.asdus()[1].smp_cnt, 4799);
+    assert_eq!(last.asdu(1).unwrap().smp_cnt, 4799);
     assert_eq!(last.dst.to_string(), "01:0c:cd:04:00:03");
     assert_eq!(last.appid, 0x4003);
 }

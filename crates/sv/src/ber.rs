@@ -46,7 +46,33 @@ impl<'a> Cursor<'a> {
 
     /// Reads the tag byte, checks it, reads the length and returns the value
     /// slice with its absolute offset.
+    ///
+    /// The fast path (expected tag, short-form length that fits) is inlined
+    /// into the decoder; everything else, including every error, goes
+    /// through [`Cursor::tlv_general`], which is kept out of line.
+    #[inline(always)]
     pub(crate) fn tlv(
+        &mut self,
+        tag: u8,
+        field: &'static str,
+        expected: &'static str,
+    ) -> Result<(&'a [u8], usize), DecodeError> {
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
+        if let [t, l, value @ ..] = rest {
+            let len = *l as usize;
+            if *t == tag && len < 0x80 && len <= value.len() {
+                let start = self.pos + 2;
+                self.pos = start + len;
+                return Ok((&value[..len], self.base + start));
+            }
+        }
+        self.tlv_general(tag, field, expected)
+    }
+
+    /// Any TLV: long-form lengths, and the typed error for a wrong tag, a bad
+    /// length form or a length past the end of the parent.
+    #[inline(never)]
+    fn tlv_general(
         &mut self,
         tag: u8,
         field: &'static str,

@@ -18,7 +18,9 @@
 
 use crate::ber::Cursor;
 use crate::error::DecodeError;
-use crate::frame::{Asdu, MacAddr, SvFrame, VlanTag, ETHERTYPE_SV, TPID_8021AD, TPID_8021Q};
+use crate::frame::{
+    AsduSlot, MacAddr, Span, SvFrame, VlanTag, ETHERTYPE_SV, TPID_8021AD, TPID_8021Q,
+};
 
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
@@ -149,7 +151,7 @@ pub fn decode(frame: &[u8]) -> Result<SvFrame<'_>, DecodeError> {
             expected: cur.offset() - pdu_off,
         });
     }
-    let mut asdus = [Asdu::default(); 8];
+    let mut slots = [AsduSlot::default(); 8];
     let mut seq_cur = Cursor::new(seq, seq_off);
     let mut count = 0usize;
     while !seq_cur.is_empty() {
@@ -163,7 +165,7 @@ pub fn decode(frame: &[u8]) -> Result<SvFrame<'_>, DecodeError> {
         }
         let asdu_off = seq_cur.offset();
         let (a, a_off) = seq_cur.tlv(0x30, "ASDU", "0x30 (ASDU)")?;
-        asdus[count] = decode_asdu(a, a_off, asdu_off)?;
+        slots[count] = decode_asdu(a, a_off, asdu_off, hdr)?;
         count += 1;
     }
     if count != no_asdu as usize {
@@ -183,45 +185,63 @@ pub fn decode(frame: &[u8]) -> Result<SvFrame<'_>, DecodeError> {
         reserved1,
         reserved2,
         security,
-        asdus,
+        apdu: &frame[hdr..apdu_end],
+        apdu_at: hdr as u8,
+        slots,
         no_asdu,
         trailer: &frame[apdu_end..],
     })
 }
 
-fn decode_asdu<'a>(a: &'a [u8], a_off: usize, tag_off: usize) -> Result<Asdu<'a>, DecodeError> {
+/// Decodes one ASDU whose value `a` starts at frame offset `a_off` (its tag
+/// at `tag_off`); the slot records positions relative to `apdu_at`.
+fn decode_asdu(
+    a: &[u8],
+    a_off: usize,
+    tag_off: usize,
+    apdu_at: usize,
+) -> Result<AsduSlot, DecodeError> {
+    // Every position below lies inside the APDU, whose length is a u16.
+    let rel = |at: usize| (at - apdu_at) as u16;
+    let span = |at: usize, v: &[u8]| Span {
+        at: rel(at),
+        len: v.len() as u16,
+    };
     let mut c = Cursor::new(a, a_off);
-    let (sv_id, _) = c.tlv(0x80, "svID", "0x80 (svID)")?;
-    let dat_set = if c.peek_tag() == Some(0x81) {
-        Some(c.tlv(0x81, "datSet", "0x81")?.0)
-    } else {
-        None
+    let mut slot = AsduSlot {
+        offset: rel(tag_off),
+        dat_set: Span::ABSENT,
+        ..AsduSlot::default()
     };
+    let (v, o) = c.tlv(0x80, "svID", "0x80 (svID)")?;
+    slot.sv_id = span(o, v);
+    if c.peek_tag() == Some(0x81) {
+        let (v, o) = c.tlv(0x81, "datSet", "0x81")?;
+        slot.dat_set = span(o, v);
+    }
     let (v, o) = c.tlv(0x82, "smpCnt", "0x82 (smpCnt)")?;
-    let smp_cnt = u16::from_be_bytes(fixed::<2>(v, o, "smpCnt")?);
+    slot.smp_cnt = u16::from_be_bytes(fixed::<2>(v, o, "smpCnt")?);
     let (v, o) = c.tlv(0x83, "confRev", "0x83 (confRev)")?;
-    let conf_rev = u32::from_be_bytes(fixed::<4>(v, o, "confRev")?);
-    let refr_tm = if c.peek_tag() == Some(0x84) {
+    slot.conf_rev = u32::from_be_bytes(fixed::<4>(v, o, "confRev")?);
+    if c.peek_tag() == Some(0x84) {
         let (v, o) = c.tlv(0x84, "refrTm", "0x84")?;
-        Some(fixed::<8>(v, o, "refrTm")?)
-    } else {
-        None
-    };
+        fixed::<8>(v, o, "refrTm")?;
+        slot.refr_tm_at = rel(o);
+    }
     let (v, o) = c.tlv(0x85, "smpSynch", "0x85 (smpSynch)")?;
-    let smp_synch = fixed::<1>(v, o, "smpSynch")?[0];
-    let smp_rate = if c.peek_tag() == Some(0x86) {
+    slot.smp_synch = fixed::<1>(v, o, "smpSynch")?[0];
+    if c.peek_tag() == Some(0x86) {
         let (v, o) = c.tlv(0x86, "smpRate", "0x86")?;
-        Some(u16::from_be_bytes(fixed::<2>(v, o, "smpRate")?))
-    } else {
-        None
-    };
-    let (seq_data, _) = c.tlv(0x87, "seqData", "0x87 (seqData)")?;
-    let smp_mod = if c.peek_tag() == Some(0x88) {
+        slot.smp_rate = u16::from_be_bytes(fixed::<2>(v, o, "smpRate")?);
+        slot.flags |= AsduSlot::HAS_SMP_RATE;
+    }
+    let (v, o) = c.tlv(0x87, "seqData", "0x87 (seqData)")?;
+    slot.seq_data = span(o, v);
+    if c.peek_tag() == Some(0x88) {
         let (v, o) = c.tlv(0x88, "smpMod", "0x88")?;
-        Some(u16::from_be_bytes(fixed::<2>(v, o, "smpMod")?))
-    } else {
-        None
-    };
+        slot.smp_mod = u16::from_be_bytes(fixed::<2>(v, o, "smpMod")?);
+        slot.flags |= AsduSlot::HAS_SMP_MOD;
+    }
     if let Some(found) = c.peek_tag() {
         return Err(DecodeError::WrongTag {
             offset: c.offset(),
@@ -230,16 +250,5 @@ fn decode_asdu<'a>(a: &'a [u8], a_off: usize, tag_off: usize) -> Result<Asdu<'a>
             expected: "end of ASDU (its length is larger than its fields)",
         });
     }
-    Ok(Asdu {
-        sv_id,
-        dat_set,
-        smp_cnt,
-        conf_rev,
-        refr_tm,
-        smp_synch,
-        smp_rate,
-        seq_data,
-        smp_mod,
-        offset: tag_off,
-    })
+    Ok(slot)
 }

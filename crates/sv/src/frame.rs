@@ -164,6 +164,158 @@ impl<'a> Asdu<'a> {
     }
 }
 
+/// Where one decoded ASDU's fields sit in the APDU: 16-bit offsets and
+/// lengths relative to the APPID field (the APDU Length is a u16, so every
+/// offset inside it fits) instead of slices. The eight slots of a frame
+/// then take 8 x 28 bytes, and a decoded [`SvFrame`] stays small enough to
+/// build and return cheaply. [`AsduList`] turns a slot back into an
+/// [`Asdu`] view on demand (a few loads, no parsing).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct AsduSlot {
+    pub(crate) offset: u16,
+    pub(crate) sv_id: Span,
+    /// `dat_set.len == u16::MAX` means absent (no value that long fits).
+    pub(crate) dat_set: Span,
+    pub(crate) seq_data: Span,
+    /// Offset of the 8 refrTm bytes, 0 when absent (never 0 when present:
+    /// the 8-byte SV header comes first).
+    pub(crate) refr_tm_at: u16,
+    pub(crate) conf_rev: u32,
+    pub(crate) smp_cnt: u16,
+    pub(crate) smp_rate: u16,
+    pub(crate) smp_mod: u16,
+    /// [`AsduSlot::HAS_SMP_RATE`] | [`AsduSlot::HAS_SMP_MOD`].
+    pub(crate) flags: u8,
+    pub(crate) smp_synch: u8,
+}
+
+/// A byte range of the APDU (relative to the APPID field).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct Span {
+    pub(crate) at: u16,
+    pub(crate) len: u16,
+}
+
+impl Span {
+    pub(crate) const ABSENT: Span = Span {
+        at: 0,
+        len: u16::MAX,
+    };
+    fn slice<'a>(&self, apdu: &'a [u8]) -> &'a [u8] {
+        let at = self.at as usize;
+        apdu.get(at..at + self.len as usize).unwrap_or(&[])
+    }
+    fn opt_slice<'a>(&self, apdu: &'a [u8]) -> Option<&'a [u8]> {
+        (self.len != u16::MAX).then(|| self.slice(apdu))
+    }
+}
+
+impl AsduSlot {
+    pub(crate) const HAS_SMP_RATE: u8 = 1;
+    pub(crate) const HAS_SMP_MOD: u8 = 2;
+
+    fn view<'a>(&self, apdu: &'a [u8], apdu_at: usize) -> Asdu<'a> {
+        let refr_tm = if self.refr_tm_at == 0 {
+            None
+        } else {
+            Span {
+                at: self.refr_tm_at,
+                len: 8,
+            }
+            .slice(apdu)
+            .try_into()
+            .ok()
+        };
+        Asdu {
+            sv_id: self.sv_id.slice(apdu),
+            dat_set: self.dat_set.opt_slice(apdu),
+            smp_cnt: self.smp_cnt,
+            conf_rev: self.conf_rev,
+            refr_tm,
+            smp_synch: self.smp_synch,
+            smp_rate: (self.flags & Self::HAS_SMP_RATE != 0).then_some(self.smp_rate),
+            seq_data: self.seq_data.slice(apdu),
+            smp_mod: (self.flags & Self::HAS_SMP_MOD != 0).then_some(self.smp_mod),
+            offset: apdu_at + self.offset as usize,
+        }
+    }
+}
+
+/// The ASDUs of a decoded frame (1..=8), in wire order. Cheap to copy;
+/// iterate it (`for a in frame.asdus()`) or pick one with [`AsduList::get`].
+#[derive(Clone, Copy)]
+pub struct AsduList<'f, 'a> {
+    apdu: &'a [u8],
+    apdu_at: usize,
+    slots: &'f [AsduSlot],
+}
+
+impl<'f, 'a> AsduList<'f, 'a> {
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+    pub fn get(&self, i: usize) -> Option<Asdu<'a>> {
+        self.slots.get(i).map(|s| s.view(self.apdu, self.apdu_at))
+    }
+    pub fn first(&self) -> Option<Asdu<'a>> {
+        self.get(0)
+    }
+    pub fn last(&self) -> Option<Asdu<'a>> {
+        self.slots.last().map(|s| s.view(self.apdu, self.apdu_at))
+    }
+    pub fn iter(&self) -> AsduIter<'f, 'a> {
+        AsduIter {
+            apdu: self.apdu,
+            apdu_at: self.apdu_at,
+            slots: self.slots.iter(),
+        }
+    }
+}
+
+impl<'f, 'a> IntoIterator for AsduList<'f, 'a> {
+    type Item = Asdu<'a>;
+    type IntoIter = AsduIter<'f, 'a>;
+    fn into_iter(self) -> AsduIter<'f, 'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over the [`Asdu`] views of a frame.
+#[derive(Clone)]
+pub struct AsduIter<'f, 'a> {
+    apdu: &'a [u8],
+    apdu_at: usize,
+    slots: std::slice::Iter<'f, AsduSlot>,
+}
+
+impl<'a> Iterator for AsduIter<'_, 'a> {
+    type Item = Asdu<'a>;
+    fn next(&mut self) -> Option<Asdu<'a>> {
+        self.slots.next().map(|s| s.view(self.apdu, self.apdu_at))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.slots.size_hint()
+    }
+}
+
+impl ExactSizeIterator for AsduIter<'_, '_> {}
+impl DoubleEndedIterator for AsduIter<'_, '_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.slots
+            .next_back()
+            .map(|s| s.view(self.apdu, self.apdu_at))
+    }
+}
+
+impl fmt::Debug for AsduList<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// A decoded SV frame, borrowing from the captured bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct SvFrame<'a> {
@@ -179,7 +331,11 @@ pub struct SvFrame<'a> {
     pub reserved2: u16,
     /// security (0x81) bytes, if present.
     pub security: Option<&'a [u8]>,
-    pub(crate) asdus: [Asdu<'a>; 8],
+    /// The APDU (APPID to the end of the savPdu): the ASDU slots point into it.
+    pub(crate) apdu: &'a [u8],
+    /// Offset of the APDU in the frame (14, 18 or 22).
+    pub(crate) apdu_at: u8,
+    pub(crate) slots: [AsduSlot; 8],
     pub(crate) no_asdu: u8,
     /// Bytes after the APDU (Ethernet padding), kept for byte-exact re-encoding.
     pub trailer: &'a [u8],
@@ -187,8 +343,16 @@ pub struct SvFrame<'a> {
 
 impl<'a> SvFrame<'a> {
     /// The ASDUs in wire order (1..=8 of them).
-    pub fn asdus(&self) -> &[Asdu<'a>] {
-        &self.asdus[..self.no_asdu as usize]
+    pub fn asdus(&self) -> AsduList<'_, 'a> {
+        AsduList {
+            apdu: self.apdu,
+            apdu_at: self.apdu_at as usize,
+            slots: &self.slots[..self.no_asdu as usize],
+        }
+    }
+    /// ASDU `i` (0-based), if the frame has it.
+    pub fn asdu(&self, i: usize) -> Option<Asdu<'a>> {
+        self.asdus().get(i)
     }
     pub fn no_asdu(&self) -> u8 {
         self.no_asdu

@@ -7,7 +7,8 @@
 //! - [`decode`]`(&[u8]) -> Result<`[`SvFrame`]`<'_>, `[`DecodeError`]`>`
 //! - [`SvFrame`]: `dst`, `src`, `vlans` ([`VlanTag`] x 0..2), `appid`, `length`,
 //!   `reserved1` ([`SvFrame::simulation`]), `reserved2`, `security`, `trailer`;
-//!   [`SvFrame::asdus`]`() -> &[`[`Asdu`]`]` (1..=8), [`SvFrame::stream_id`],
+//!   [`SvFrame::asdus`]`() -> `[`AsduList`] (1..=8 [`Asdu`] views: iterate it, or
+//!   `.get(i)`, `.first()`, `.len()`), [`SvFrame::asdu`]`(i)`, [`SvFrame::stream_id`],
 //!   [`SvFrame::to_owned_frame`].
 //! - [`Asdu`]: `sv_id`, `dat_set`, `smp_cnt`, `conf_rev`, `refr_tm`, `smp_synch`,
 //!   `smp_rate`, `seq_data`, `smp_mod`, `offset`; [`Asdu::le_values`]`() ->
@@ -63,8 +64,8 @@ pub use decode::decode;
 pub use encode::{encode, encode_into};
 pub use error::{DecodeError, EncodeError};
 pub use frame::{
-    Asdu, MacAddr, Measurement, OwnedAsdu, OwnedSvFrame, SvFrame, VlanTag, ETHERTYPE_SV,
-    LE_SEQ_DATA_LEN, TPID_8021AD, TPID_8021Q,
+    Asdu, AsduIter, AsduList, MacAddr, Measurement, OwnedAsdu, OwnedSvFrame, SvFrame, VlanTag,
+    ETHERTYPE_SV, LE_SEQ_DATA_LEN, TPID_8021AD, TPID_8021Q,
 };
 pub use identity::{SampleId, StreamId};
 pub use le::{LeWaveform, CURRENT_A_PER_LSB, VOLTAGE_V_PER_LSB};

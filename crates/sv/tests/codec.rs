@@ -81,10 +81,10 @@ fn round_trip_all_optional_fields() {
     assert_eq!(d.to_owned_frame(), f);
     assert!(d.simulation());
     assert_eq!(d.asdus().len(), 3);
-    assert_eq!(d.asdus()[1].smp_rate, Some(4000));
-    assert_eq!(d.asdus()[1].le_values(), None);
+    assert_eq!(d.asdu(1).unwrap().smp_rate, Some(4000));
+    assert_eq!(d.asdu(1).unwrap().le_values(), None);
     assert_eq!(
-        d.asdus()[0].le_values().unwrap()[7],
+        d.asdu(0).unwrap().le_values().unwrap()[7],
         Measurement {
             value: 4000,
             quality: 7
@@ -119,10 +119,10 @@ fn long_form_lengths_and_qinq() {
     assert_eq!(b[31], 0x82);
     let d = decode(&b).unwrap();
     assert_eq!(d.to_owned_frame(), f);
-    assert_eq!(d.asdus()[7].sv_id, &sv_id[..]);
-    assert_eq!(d.asdus()[7].smp_cnt, 7);
+    assert_eq!(d.asdu(7).unwrap().sv_id, &sv_id[..]);
+    assert_eq!(d.asdu(7).unwrap().smp_cnt, 7);
     // svID of 65 bytes: ASDU > 127 bytes needs 0x81 long form.
-    let a_off = d.asdus()[0].offset;
+    let a_off = d.asdu(0).unwrap().offset;
     assert_eq!(&b[a_off..a_off + 2], &[0x30, 0x81]);
 }
 
@@ -142,7 +142,7 @@ fn non_minimal_length_is_accepted() {
     let len = u16::from_be_bytes([b[16], b[17]]) + 1;
     b[16..18].copy_from_slice(&len.to_be_bytes());
     let d = decode(&b).unwrap();
-    assert_eq!(d.asdus()[0].sv_id, b"AB");
+    assert_eq!(d.asdu(0).unwrap().sv_id, b"AB");
 }
 
 #[test]
@@ -373,13 +373,13 @@ fn generated_plan_round_trips_and_paces() {
     assert_eq!(frames[3].time_ns, 1_002_000_000);
     let last = decode(&frames.last().unwrap().bytes).unwrap();
     assert_eq!(last.asdus().len(), 1);
-    assert_eq!(last.asdus()[0].smp_cnt, 0); // 4000 wraps to 0
+    assert_eq!(last.asdu(0).unwrap().smp_cnt, 0); // 4000 wraps to 0
     for f in &frames {
         let d = decode(&f.bytes).unwrap();
         assert_eq!(d.appid, 0x4000 + f.stream);
         assert_eq!(d.dst, MacAddr::sv_multicast(f.stream));
         assert_eq!(
-            d.asdus()[0].sv_id,
+            d.asdu(0).unwrap().sv_id,
             format!("HOPTRACE_SV{}", f.stream).as_bytes()
         );
         assert_eq!(encode(&d.to_owned_frame()).unwrap(), f.bytes);
