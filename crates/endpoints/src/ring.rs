@@ -71,11 +71,15 @@ pub struct RingGeometry {
 
 impl Default for RingGeometry {
     fn default() -> Self {
-        // 128 x 256 KiB = 32 MiB: ~1.3 s of 8 x 4800 frames/s of ~120 bytes
-        // (about 200 bytes per frame in the ring with its headers).
+        // A block is handed over when full *or* at the block timeout, so at
+        // low rates every block carries only a timeout's worth of frames:
+        // the stall the ring absorbs is at least block_nr x timeout (here
+        // 1024 x 2 ms = 2 s), and at 8 x 4800 frames/s of ~200 ring bytes
+        // each a 64 KiB block fills in ~8 ms (8 s of ring). 64 MiB in all,
+        // the size of the recvmmsg path's receive buffer.
         RingGeometry {
-            block_size: 256 << 10,
-            block_nr: 128,
+            block_size: 64 << 10,
+            block_nr: 1024,
             block_timeout_ms: 2,
         }
     }
