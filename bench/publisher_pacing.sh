@@ -76,7 +76,7 @@ for name in ("hoptrace", "tcpreplay", "replay"):
                       cast(regexp_extract(stream, '([0-9]+)$', 1) as bigint) as i
                from read_parquet({files!r}) where status = 'ok' and t_rx is not null),
          s as (select t_rx, k * 250000 + i * 1000 as s from f),
-         d as (select t_rx - s as off,
+         d as (select t_rx, t_rx - s as off,
                       (t_rx - lag(t_rx) over (order by s)) - (s - lag(s) over (order by s)) as d
                from s)
     select count(*) n,

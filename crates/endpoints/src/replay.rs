@@ -2,7 +2,7 @@
 //!
 //! Frames are read with `hoptrace-pcap` (pcap or pcapng). Frame `i` is due
 //! at `origin + (t_i - t_0) + loop * span`, where `span` is the capture's
-//! duration plus its mean frame gap (so the first frame of a loop follows
+//! duration plus its mean gap between groups (so the first frame of a loop follows
 //! the last of the previous one by a normal gap). Frames due within 10 us
 //! of the first frame of a group go out together in one `sendmmsg` (the
 //! streams of one instant). The pacer sleeps with `clock_nanosleep`
@@ -146,8 +146,18 @@ pub fn replay(
         }
     }
     let last = frames.last().map(|f| f.offset_ns).unwrap_or(0);
-    let gap = if frames.len() > 1 {
-        last / (frames.len() as i64 - 1)
+    // Mean gap between groups (frames within 10 us of a group's first
+    // frame go out together): the lateness threshold and the loop gap.
+    let mut groups = 0i64;
+    let mut group_start = i64::MIN;
+    for f in &frames {
+        if group_start == i64::MIN || f.offset_ns - group_start > 10_000 {
+            groups += 1;
+            group_start = f.offset_ns;
+        }
+    }
+    let gap = if groups > 1 {
+        group_start / (groups - 1)
     } else {
         1_000_000
     };
