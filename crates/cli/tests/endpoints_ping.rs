@@ -305,3 +305,41 @@ fn max_latency_writes_one_marker_per_excess_into_the_trace_buffer() {
     assert_eq!(all.len(), 9, "{}", inst.trace());
     assert_eq!(all[8].0, 0);
 }
+
+#[test]
+fn ping_and_reflect_take_their_settings_from_a_config_file() {
+    if !hoptrace_netns::require_privileges(
+        "ping_and_reflect_take_their_settings_from_a_config_file",
+    ) {
+        return;
+    }
+    let p = pair("pgc");
+    let dir = ScratchDir::new("epg");
+    let cfg = dir.path().join("ends.toml");
+    std::fs::write(
+        &cfg,
+        "[ping]\niface = \"va\"\npeer = \"02:00:00:00:00:0b\"\ncount = 300\ninterval = \"1ms\"\n\n[reflect]\niface = \"vb\"\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let r = start(&p.b, &["reflect", "--config", cfg]);
+    r.wait_for("ready on vb", Duration::from_secs(20));
+    let out = run(&p.a, &["ping", "--config", cfg]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}");
+    let l = ping_line(&text, "sent ");
+    assert_eq!(
+        (field(l, "sent"), field(l, "received")),
+        (300, 300),
+        "{text}"
+    );
+    // A flag overrides the file.
+    let out = run(&p.a, &["ping", "--config", cfg, "--count", "120"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let l = ping_line(&text, "sent ");
+    assert_eq!(
+        (field(l, "sent"), field(l, "received")),
+        (120, 120),
+        "{text}"
+    );
+}
