@@ -597,3 +597,59 @@ fn missing_and_down_interfaces_are_explained() {
         "{err}"
     );
 }
+
+#[test]
+fn subscriber_decodes_frames_published_by_libiec61850() {
+    if !hoptrace_netns::require_privileges("subscriber_decodes_frames_published_by_libiec61850") {
+        return;
+    }
+    // libiec61850's own SVPublisher (C library in the pyiec61850-ng wheel,
+    // installed by scripts/setup.sh) encodes and sends 600 samples.
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/endpoints_common/libiec61850_sv.py"
+    );
+    let dir = ScratchDir::new("epl");
+    let rec = dir.path().join("sub");
+    let p = pair("svl");
+    let sub = start(
+        &p.b,
+        &[
+            "sv",
+            "subscribe",
+            "--iface",
+            "vb",
+            "--count",
+            "600",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    sub.wait_for(READY, Duration::from_secs(20));
+    let out =
+        p.a.command("python3")
+            .args([script, "va", "600", "MU_LIBIEC", "0x4010"])
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "libiec61850 publisher failed (pyiec61850-ng missing? run scripts/setup.sh): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, text) = sub.finish(Duration::from_secs(60));
+    assert!(text.contains("malformed 0"), "{text}");
+    let streams = stream_lines(&text);
+    assert_eq!(streams.len(), 1, "{text}");
+    assert_eq!(streams[0].name, "MU_LIBIEC", "{text}");
+    assert_eq!((streams[0].received, streams[0].lost), (600, 0), "{text}");
+    let r = hoptrace_record::RecordingReader::open(&rec).unwrap();
+    let smp: Vec<u16> = r
+        .rows()
+        .unwrap()
+        .map(|x| x.unwrap().smp_cnt.unwrap())
+        .collect();
+    assert_eq!(smp, (0..600).collect::<Vec<u16>>());
+}
