@@ -18,7 +18,9 @@ APT_PACKAGES=(
   # reference latency tools and the HTML report check
   rt-tests chromium
 )
-PY_PACKAGES=(pandas pyarrow polars duckdb)
+# pyiec61850-ng: libiec61850 (compiled, in the wheel) as a second SV stack for
+# the endpoint tests.
+PY_PACKAGES=(pandas pyarrow polars duckdb pyiec61850-ng)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: run as root (apt-get and network namespaces need it)" >&2
@@ -37,7 +39,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if command -v python3 >/dev/null; then
-  if ! python3 -c 'import pandas, pyarrow, polars, duckdb' 2>/dev/null; then
+  if ! python3 -c 'import pandas, pyarrow, polars, duckdb, pyiec61850' 2>/dev/null; then
     echo "setup: installing python packages ${PY_PACKAGES[*]}"
     python3 -m pip install -q --root-user-action=ignore "${PY_PACKAGES[@]}"
   fi

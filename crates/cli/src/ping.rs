@@ -1,6 +1,7 @@
 //! `hoptrace ping`: L2 round trip against `hoptrace reflect`. Exit code 3
 //! ([`ping::EXIT_MAX_LATENCY`]) when `--max-latency` was exceeded with
-//! `--break`. Logic in `hoptrace_endpoints::ping`.
+//! `--break`. Settings come from the flags, else the `[ping]` table of
+//! `--config`, else the defaults. Logic in `hoptrace_endpoints::ping`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,28 +14,33 @@ use hoptrace_endpoints::{config, ping, recording, sched, signals, stats};
 pub struct Args {
     /// Interface to send on.
     #[arg(long)]
-    pub iface: String,
+    pub iface: Option<String>,
     /// MAC address of the reflector (default: broadcast).
     #[arg(long)]
     pub peer: Option<String>,
-    /// Time between requests (1ms, 250us).
-    #[arg(long, default_value = "1ms")]
-    pub interval: String,
-    /// Number of requests.
-    #[arg(long, default_value_t = 1000)]
-    pub count: u64,
-    /// Frame size in bytes (min 60).
-    #[arg(long, default_value_t = 64)]
-    pub size: usize,
+    /// Time between requests (1ms, 250us; default 1ms).
+    #[arg(long)]
+    pub interval: Option<String>,
+    /// Number of requests (default 1000).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Frame size in bytes (min 60, default 64).
+    #[arg(long)]
+    pub size: Option<usize>,
     /// Write a trace_marker line when an RTT exceeds this (100us, 2ms).
     #[arg(long)]
     pub max_latency: Option<String>,
     /// With --max-latency: stop at the first excess and exit with code 3.
-    #[arg(long = "break", requires = "max_latency")]
+    #[arg(long = "break")]
     pub break_on_max: bool,
-    /// How long to wait for replies after the last request.
-    #[arg(long, default_value = "500ms")]
-    pub linger: String,
+    /// Write the markers to this trace instance
+    /// (/sys/kernel/tracing/instances/NAME, create it with mkdir) instead of
+    /// the global trace buffer.
+    #[arg(long)]
+    pub trace_instance: Option<String>,
+    /// How long to wait for replies after the last request (default 500ms).
+    #[arg(long)]
+    pub linger: Option<String>,
     /// Write a recording (one row per request) to this directory.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -42,28 +48,57 @@ pub struct Args {
     pub cpu: Option<usize>,
     #[arg(long)]
     pub fifo: Option<i32>,
+    /// TOML configuration file ([ping] table); flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    let file = match &args.config {
+        Some(p) => config::load(p)?.ping,
+        None => Default::default(),
+    };
+    let iface =
+        args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
+            anyhow::anyhow!("--iface is required (or `iface` in the config file)")
+        })?;
+    let max_latency = args.max_latency.clone().or(file.max_latency.clone());
+    let break_on_max = args.break_on_max || file.break_on_max.unwrap_or(false);
+    anyhow::ensure!(
+        !break_on_max || max_latency.is_some(),
+        "--break needs --max-latency (the RTT above which ping stops)"
+    );
     let cfg = ping::PingConfig {
-        iface: args.iface.clone(),
-        peer: match &args.peer {
+        iface,
+        peer: match args.peer.as_ref().or(file.peer.as_ref()) {
             Some(p) => ping::parse_mac(p)?,
             None => [0xff; 6],
         },
-        interval: config::parse_duration(&args.interval)?.max(Duration::from_micros(1)),
-        count: args.count,
-        size: args.size,
-        max_latency: args
-            .max_latency
+        interval: config::parse_duration(
+            args.interval
+                .as_deref()
+                .or(file.interval.as_deref())
+                .unwrap_or("1ms"),
+        )?
+        .max(Duration::from_micros(1)),
+        count: args.count.or(file.count).unwrap_or(1000),
+        size: args.size.or(file.size).unwrap_or(64),
+        max_latency: max_latency
             .as_deref()
             .map(config::parse_duration)
             .transpose()?,
-        break_on_max: args.break_on_max,
-        linger: config::parse_duration(&args.linger)?,
+        break_on_max,
+        trace_instance: args.trace_instance.clone().or(file.trace_instance.clone()),
+        linger: config::parse_duration(
+            args.linger
+                .as_deref()
+                .or(file.linger.as_deref())
+                .unwrap_or("500ms"),
+        )?,
     };
+    let record = args.record.clone().or(file.record.map(PathBuf::from));
     let stop = signals::stop_flag()?;
-    sched::apply(args.cpu, args.fifo)?;
+    sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     eprintln!(
         "pinging on {} every {:?}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request (SO_TIMESTAMPING, same host clock)",
         cfg.iface, cfg.interval
@@ -86,11 +121,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         if let Some((seq, v)) = r.first_over {
             println!("first over: seq {seq} rtt {}", stats::fmt_ns(v as f64));
         }
+        println!(
+            "trace markers written to {}: {}",
+            ping::trace_marker_path(cfg.trace_instance.as_deref()).display(),
+            r.markers
+        );
         if let Some(e) = &r.marker_error {
             println!("trace_marker not written: {e}");
         }
     }
-    if let Some(dir) = &args.record {
+    if let Some(dir) = &record {
         recording::write_ping(dir, &cfg.iface, &r)?;
     }
     if r.broke {

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, recording, sched, signals, subscriber};
+use hoptrace_endpoints::{config, recording, rx::RxMode, sched, signals, subscriber};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,6 +38,9 @@ pub struct Args {
     /// smpCnt wrap for streams whose ASDUs carry no smpRate.
     #[arg(long)]
     pub rate: Option<u32>,
+    /// Receive path: `ring` (memory-mapped TPACKET_V3, default) or `recvmmsg`.
+    #[arg(long)]
+    pub rx_mode: Option<String>,
     /// Do not print the per-second status line.
     #[arg(long)]
     pub quiet: bool,
@@ -71,6 +74,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         duration,
         default_rate: rate,
         status_every: (!args.quiet).then_some(Duration::from_secs(1)),
+        rx_mode: match args.rx_mode.clone().or(file.rx_mode.clone()) {
+            Some(m) => RxMode::parse(&m).map_err(|e| anyhow::anyhow!(e))?,
+            None => RxMode::default(),
+        },
     };
     let record = args
         .record
@@ -84,18 +91,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
-    let mut joined: Vec<(String, u16, i64)> = Vec::new();
+    let mut joined: Vec<recording::JoinKey> = Vec::new();
     let keep_for_join = reference.is_some();
     let report = subscriber::subscribe(
         &cfg,
         &stop,
-        |source| {
+        |source, path| {
             match recording::subscriber_recorder(record.as_deref(), &iface, source, rate) {
                 Ok(r) => *rec.borrow_mut() = Some(r),
                 Err(e) => rec_err = Some(e),
             }
             eprintln!(
-                "hoptrace sv subscribe: ready on {iface}: RX stamps (T3) {} CLOCK_{}, application stamps (T4) CLOCK_REALTIME after decode",
+                "hoptrace sv subscribe: ready on {iface}: receive path {path}; RX stamps (T3) {} CLOCK_{}, application stamps (T4) CLOCK_REALTIME after decode",
                 source.schema_source(),
                 source.schema_clock()
             );
@@ -110,7 +117,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         |s| {
             if keep_for_join && !s.malformed {
                 if let Some(t) = s.t_rx {
-                    joined.push((s.stream.clone(), s.smp_cnt, t));
+                    joined.push(recording::JoinKey {
+                        stream: s.stream.clone(),
+                        epoch: s.epoch,
+                        smp_cnt: s.smp_cnt,
+                        t_rx: t,
+                    });
                 }
             }
             if let Some(rec) = rec.borrow_mut().as_mut() {
@@ -127,13 +139,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
     print!("{}", report.summary());
     if let Some(reference) = reference {
         let j = recording::join_reference(&reference, &joined)?;
+        let offsets: Vec<String> = j
+            .epoch_offsets
+            .iter()
+            .map(|(n, o)| format!("{n}:{o:+}"))
+            .collect();
         println!(
-            "end-to-end T3 - T0 (joined with {} by stream+smpCnt): matched {} unmatched {} | {}",
+            "end-to-end T3 - T0 (joined with {} on stream+epoch+smpCnt, publisher-subscriber epoch offsets {}): matched {} unmatched {} | {}",
             reference.display(),
+            if offsets.is_empty() { "none".to_string() } else { offsets.join(" ") },
             j.matched,
             j.unmatched,
             j.end_to_end.summary()
         );
+        if !j.unknown_streams.is_empty() {
+            println!(
+                "streams not in the reference (or more than 0.5 s away from it at their first sample): {}",
+                j.unknown_streams.join(" ")
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

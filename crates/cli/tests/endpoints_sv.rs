@@ -6,6 +6,7 @@ mod endpoints_common;
 
 use std::time::Duration;
 
+use endpoints_common::frames::*;
 use endpoints_common::*;
 
 const READY: &str = "ready on";
@@ -66,6 +67,257 @@ fn eight_streams_at_4000_for_10s_arrive_complete() {
     }
     // The publisher says it sent 40000 frames per stream.
     assert_eq!(pub_out.matches(": 40000 frames").count(), 8, "{pub_out}");
+    // Default receive path: the TPACKET_V3 ring; the kernel dropped nothing
+    // and every frame has its kernel RX stamp.
+    assert!(out.contains("receive path: TPACKET_V3 mmap ring"), "{out}");
+    assert!(out.contains("without RX stamp 0 kernel drops 0"), "{out}");
+}
+
+/// Run 8 streams x 4800/s for 5 s into a subscriber using `mode`.
+fn eight_at_4800(tag: &str, mode: &str) -> String {
+    let p = pair(tag);
+    let sub = start(
+        &p.b,
+        &[
+            "sv",
+            "subscribe",
+            "--iface",
+            "vb",
+            "--count",
+            "192000",
+            "--duration",
+            "90s",
+            "--quiet",
+            "--rx-mode",
+            mode,
+        ],
+    );
+    sub.wait_for(READY, Duration::from_secs(20));
+    let publ = run(
+        &p.a,
+        &[
+            "sv",
+            "publish",
+            "--iface",
+            "va",
+            "--streams",
+            "8",
+            "--rate",
+            "4800",
+            "--samples",
+            "24000",
+        ],
+    );
+    assert!(
+        publ.status.success(),
+        "{}",
+        String::from_utf8_lossy(&publ.stderr)
+    );
+    let (st, out) = sub.finish(Duration::from_secs(100));
+    assert!(st.success(), "{out}");
+    out
+}
+
+#[test]
+fn eight_streams_at_4800_arrive_complete_through_the_ring_and_recvmmsg() {
+    if !hoptrace_netns::require_privileges(
+        "eight_streams_at_4800_arrive_complete_through_the_ring_and_recvmmsg",
+    ) {
+        return;
+    }
+    for (tag, mode, path) in [
+        ("svr", "ring", "receive path: TPACKET_V3 mmap ring"),
+        ("svm", "recvmmsg", "receive path: recvmmsg batches"),
+    ] {
+        let out = eight_at_4800(tag, mode);
+        assert!(out.contains(path), "{mode}: {out}");
+        assert!(
+            out.contains("RX stamps: software REALTIME"),
+            "{mode}: {out}"
+        );
+        assert!(
+            out.contains("without RX stamp 0 kernel drops 0"),
+            "{mode}: {out}"
+        );
+        let total = total_line(&out);
+        assert_eq!(field(&total, "received"), 192_000, "{mode}: {out}");
+        assert_eq!(field(&total, "lost"), 0, "{mode}: {out}");
+        assert_eq!(field(&total, "duplicated"), 0, "{mode}: {out}");
+        assert_eq!(field(&total, "reordered"), 0, "{mode}: {out}");
+        let streams = stream_lines(&out);
+        assert_eq!(streams.len(), 8, "{out}");
+        for s in &streams {
+            assert_eq!(s.received, 24_000, "{mode}: {s:?}");
+        }
+    }
+}
+
+#[test]
+fn config_files_reference_join_over_three_wraps_refrtm_and_status_lines() {
+    if !hoptrace_netns::require_privileges(
+        "config_files_reference_join_over_three_wraps_refrtm_and_status_lines",
+    ) {
+        return;
+    }
+    // Both ends configured by file only. 2 streams x 12000 samples at
+    // 4000/s: 3 s, three smpCnt wraps. The subscriber joins its RX stamps
+    // with the publisher's recording on (stream, epoch, smpCnt): every
+    // sample must match, none with a negative latency.
+    let dir = ScratchDir::new("epc");
+    let pub_rec = dir.path().join("pub");
+    let pub_cfg = dir.path().join("pub.toml");
+    let sub_cfg = dir.path().join("sub.toml");
+    std::fs::write(
+        &pub_cfg,
+        format!(
+            "[publish]\niface = \"va\"\nstreams = 2\nrate = 4000\nsamples = 12000\nrefrtm = true\nrecord = {:?}\n",
+            pub_rec.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &sub_cfg,
+        format!(
+            "[subscribe]\niface = \"vb\"\nduration = \"60s\"\nrx_mode = \"ring\"\nreference = {:?}\n",
+            pub_rec.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let p = pair("svc");
+    let sub = start(
+        &p.b,
+        &["sv", "subscribe", "--config", sub_cfg.to_str().unwrap()],
+    );
+    sub.wait_for(READY, Duration::from_secs(20));
+    let publ = run(
+        &p.a,
+        &["sv", "publish", "--config", pub_cfg.to_str().unwrap()],
+    );
+    assert!(
+        publ.status.success(),
+        "{}",
+        String::from_utf8_lossy(&publ.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    sub.signal("INT");
+    let log = sub.stderr_log.clone();
+    let (st, out) = sub.finish(Duration::from_secs(30));
+    assert!(st.success(), "{out}");
+    let total = total_line(&out);
+    assert_eq!(field(&total, "received"), 24_000, "{out}");
+    assert_eq!(field(&total, "lost"), 0, "{out}");
+    let join = out
+        .lines()
+        .find(|l| l.starts_with("end-to-end T3 - T0"))
+        .unwrap_or_else(|| panic!("no join line: {out}"));
+    assert!(join.contains("on stream+epoch+smpCnt"), "{join}");
+    assert!(join.contains("HOPTRACE_SV0:+0 HOPTRACE_SV1:+0"), "{join}");
+    assert_eq!(field(join, "matched"), 24_000, "{join}");
+    assert_eq!(field(join, "unmatched"), 0, "{join}");
+    assert!(!join.contains("negative"), "{join}");
+    // refrTm end to end: one latency per sample, none negative.
+    let refr = out
+        .lines()
+        .find(|l| l.starts_with("end-to-end (T4 - refrTm)"))
+        .unwrap_or_else(|| panic!("no refrTm line: {out}"));
+    assert!(refr.contains("n=24000 "), "{refr}");
+    assert!(!refr.contains("negative"), "{refr}");
+    // One status line per second while running (>= 3 s of traffic).
+    let status = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.starts_with("streams ") && l.contains(" kernel drops "))
+        .count();
+    assert!(status >= 2, "{:?}", log.lock().unwrap());
+}
+
+#[test]
+fn replay_keeps_the_capture_timing_and_continues_smpcnt_across_loops() {
+    if !hoptrace_netns::require_privileges(
+        "replay_keeps_the_capture_timing_and_continues_smpcnt_across_loops",
+    ) {
+        return;
+    }
+    // 6 frames (2 ASDUs each) at irregular offsets, replayed twice. The
+    // second loop starts one mean gap (800/5 = 160 ms) after the last frame.
+    let offsets_ms = [0u64, 100, 150, 400, 450, 800];
+    let dir = ScratchDir::new("epr");
+    let cap = dir.path().join("irregular.pcap");
+    let rec = dir.path().join("sub");
+    let frames: Vec<Vec<u8>> = (0..6u16)
+        .map(|k| libiec61850_like_frame("MU02", 2 * k, 0x4002))
+        .collect();
+    write_pcap_at(&cap, &frames, &offsets_ms.map(|o| o * 1_000_000));
+    let p = pair("svp");
+    let sub = start(
+        &p.b,
+        &[
+            "sv",
+            "subscribe",
+            "--iface",
+            "vb",
+            "--count",
+            "24",
+            "--duration",
+            "30s",
+            "--quiet",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    sub.wait_for(READY, Duration::from_secs(20));
+    let publ = run(
+        &p.a,
+        &[
+            "sv",
+            "publish",
+            "--iface",
+            "va",
+            "--replay",
+            cap.to_str().unwrap(),
+            "--loop",
+            "2",
+        ],
+    );
+    assert!(
+        publ.status.success(),
+        "{}",
+        String::from_utf8_lossy(&publ.stderr)
+    );
+    let (_, out) = sub.finish(Duration::from_secs(40));
+    let streams = stream_lines(&out);
+    assert_eq!(streams.len(), 1, "{out}");
+    assert_eq!((streams[0].received, streams[0].lost), (24, 0), "{out}");
+    let r = hoptrace_record::RecordingReader::open(&rec).unwrap();
+    let rows: Vec<_> = r.rows().unwrap().map(|x| x.unwrap()).collect();
+    let meta = r.meta().clone();
+    // smpCnt runs 0..23 without a break across the loop boundary.
+    let smp: Vec<u16> = rows.iter().map(|r| r.smp_cnt.unwrap()).collect();
+    assert_eq!(smp, (0..24).collect::<Vec<u16>>());
+    // Arrival offsets (first ASDU of each frame) follow the capture.
+    let t: Vec<i64> = rows
+        .iter()
+        .step_by(2)
+        .map(|r| r.hop(&meta, "rx").unwrap())
+        .collect();
+    let span = 800 + 160;
+    let want: Vec<i64> = (0..2)
+        .flat_map(|l| {
+            offsets_ms
+                .iter()
+                .map(move |&o| (l * span + o as i64) * 1_000_000)
+        })
+        .collect();
+    for (i, (&got, &w)) in t.iter().zip(&want).enumerate() {
+        let err = (got - t[0]) - w;
+        assert!(
+            err.abs() < 30_000_000,
+            "frame {i}: {} ms vs {} ms",
+            (got - t[0]) / 1_000_000,
+            w / 1_000_000
+        );
+    }
 }
 
 #[test]
@@ -211,75 +463,6 @@ fn published_frames_decode_in_tshark() {
     );
 }
 
-/// BER TLV with short or long-form length.
-fn tlv(tag: u8, value: &[u8]) -> Vec<u8> {
-    let mut v = vec![tag];
-    let n = value.len();
-    if n < 128 {
-        v.push(n as u8);
-    } else if n < 256 {
-        v.extend_from_slice(&[0x81, n as u8]);
-    } else {
-        v.extend_from_slice(&[0x82, (n >> 8) as u8, n as u8]);
-    }
-    v.extend_from_slice(value);
-    v
-}
-
-/// A frame in the byte layout libiec61850's SVPublisher produces with
-/// datSet and smpRate enabled and the simulation bit set: 2 ASDUs, seqData
-/// of 4 INT32+quality pairs (32 bytes), smpSynch 1, smpMod absent.
-fn libiec61850_like_frame(sv_id: &str, first_smp: u16, appid: u16) -> Vec<u8> {
-    let mut asdus = Vec::new();
-    for i in 0..2u16 {
-        let mut a = Vec::new();
-        a.extend(tlv(0x80, sv_id.as_bytes()));
-        a.extend(tlv(0x81, b"simpleIOGenericIO/LLN0$PhsMeas1"));
-        a.extend(tlv(0x82, &(first_smp + i).to_be_bytes()));
-        a.extend(tlv(0x83, &1u32.to_be_bytes()));
-        a.extend(tlv(0x85, &[1]));
-        a.extend(tlv(0x86, &4000u16.to_be_bytes()));
-        let mut data = Vec::new();
-        for v in 0..4i32 {
-            data.extend_from_slice(&(v * 1000 + first_smp as i32).to_be_bytes());
-            data.extend_from_slice(&0u32.to_be_bytes());
-        }
-        a.extend(tlv(0x87, &data));
-        asdus.extend(tlv(0x30, &a));
-    }
-    let mut pdu = tlv(0x80, &[2]);
-    pdu.extend(tlv(0xA2, &asdus));
-    let sav = tlv(0x60, &pdu);
-    let mut f = vec![
-        0x01, 0x0c, 0xcd, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x42,
-    ];
-    f.extend_from_slice(&[0x88, 0xba]);
-    f.extend_from_slice(&appid.to_be_bytes());
-    f.extend_from_slice(&((8 + sav.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0x80, 0x00, 0x00, 0x00]); // reserved1: simulation bit
-    f.extend(sav);
-    f
-}
-
-fn write_pcap(path: &std::path::Path, frames: &[Vec<u8>], gap_ns: u64) {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b23c4du32.to_le_bytes()); // nanosecond pcap
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]);
-    out.extend_from_slice(&65535u32.to_le_bytes());
-    out.extend_from_slice(&1u32.to_le_bytes());
-    for (i, f) in frames.iter().enumerate() {
-        let t = 1_700_000_000_000_000_000u64 + i as u64 * gap_ns;
-        out.extend_from_slice(&((t / 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&((t % 1_000_000_000) as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f);
-    }
-    std::fs::write(path, out).unwrap();
-}
-
 #[test]
 fn subscriber_decodes_frames_of_another_stack_replayed_in_a_loop() {
     if !hoptrace_netns::require_privileges(
@@ -363,4 +546,110 @@ fn missing_and_down_interfaces_are_explained() {
     let out = run(&p.a, &["ping", "--iface", "va/x"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not valid"));
+    let out = run(&p.b, &["reflect", "--iface", "vb"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("interface vb is down: bring it up with `ip link set vb up`"),
+        "{err}"
+    );
+    // Without privileges (no root, no capabilities): the message names
+    // the capability.
+    for args in [
+        &["sv", "subscribe", "--iface", "va", "--count", "1"][..],
+        &["sv", "publish", "--iface", "va", "--samples", "1"][..],
+        &["ping", "--iface", "va", "--count", "1"][..],
+    ] {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                p.a.name(),
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+            ])
+            .args([
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                BIN,
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("needs root or CAP_NET_RAW"), "{args:?}: {err}");
+    }
+    // A config file with a typo is refused, naming the file.
+    let dir = ScratchDir::new("epe");
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[subscribe]\nifase = \"vb\"\n").unwrap();
+    let out = run(
+        &p.b,
+        &["sv", "subscribe", "--config", cfg.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml is not valid") && err.contains("ifase"),
+        "{err}"
+    );
+}
+
+#[test]
+fn subscriber_decodes_frames_published_by_libiec61850() {
+    if !hoptrace_netns::require_privileges("subscriber_decodes_frames_published_by_libiec61850") {
+        return;
+    }
+    // libiec61850's own SVPublisher (C library in the pyiec61850-ng wheel,
+    // installed by scripts/setup.sh) encodes and sends 600 samples.
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/endpoints_common/libiec61850_sv.py"
+    );
+    let dir = ScratchDir::new("epl");
+    let rec = dir.path().join("sub");
+    let p = pair("svl");
+    let sub = start(
+        &p.b,
+        &[
+            "sv",
+            "subscribe",
+            "--iface",
+            "vb",
+            "--count",
+            "600",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    sub.wait_for(READY, Duration::from_secs(20));
+    let out =
+        p.a.command("python3")
+            .args([script, "va", "600", "MU_LIBIEC", "0x4010"])
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "libiec61850 publisher failed (pyiec61850-ng missing? run scripts/setup.sh): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, text) = sub.finish(Duration::from_secs(60));
+    assert!(text.contains("malformed 0"), "{text}");
+    let streams = stream_lines(&text);
+    assert_eq!(streams.len(), 1, "{text}");
+    assert_eq!(streams[0].name, "MU_LIBIEC", "{text}");
+    assert_eq!((streams[0].received, streams[0].lost), (600, 0), "{text}");
+    let r = hoptrace_record::RecordingReader::open(&rec).unwrap();
+    let smp: Vec<u16> = r
+        .rows()
+        .unwrap()
+        .map(|x| x.unwrap().smp_cnt.unwrap())
+        .collect();
+    assert_eq!(smp, (0..600).collect::<Vec<u16>>());
 }

@@ -17,6 +17,16 @@
 //! iface = "veth1"
 //! count = 40000
 //! stream = ["HOPTRACE_SV0"]
+//! rx_mode = "ring"
+//!
+//! [ping]
+//! iface = "veth0"
+//! interval = "1ms"
+//! max_latency = "500us"
+//! break = true
+//!
+//! [reflect]
+//! iface = "veth1"
 //! ```
 //!
 //! Unknown keys are an error (a typo must not silently do nothing).
@@ -33,6 +43,37 @@ pub struct ConfigFile {
     pub publish: PublishSection,
     #[serde(default)]
     pub subscribe: SubscribeSection,
+    #[serde(default)]
+    pub ping: PingSection,
+    #[serde(default)]
+    pub reflect: ReflectSection,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PingSection {
+    pub iface: Option<String>,
+    pub peer: Option<String>,
+    pub interval: Option<String>,
+    pub count: Option<u64>,
+    pub size: Option<usize>,
+    pub max_latency: Option<String>,
+    #[serde(rename = "break")]
+    pub break_on_max: Option<bool>,
+    pub trace_instance: Option<String>,
+    pub linger: Option<String>,
+    pub record: Option<String>,
+    pub cpu: Option<usize>,
+    pub fifo: Option<i32>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ReflectSection {
+    pub iface: Option<String>,
+    pub delay: Option<String>,
+    pub cpu: Option<usize>,
+    pub fifo: Option<i32>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -68,6 +109,7 @@ pub struct SubscribeSection {
     pub record: Option<String>,
     pub reference: Option<String>,
     pub rate: Option<u32>,
+    pub rx_mode: Option<String>,
 }
 
 /// Read and parse a configuration file, naming the file in errors.

@@ -4,7 +4,8 @@
 //!   that say what to do (missing interface, missing CAP_NET_RAW, link down).
 //! * [`timestamping`]: `SO_TIMESTAMPING` RX/TX stamps (hardware when the NIC
 //!   has a PTP clock, else software), TX stamps from the error queue.
-//! * [`rx`]: batched receive (`recvmmsg`) with the stamp of each frame.
+//! * [`rx`] / [`ring`]: receive through a TPACKET_V3 mmap ring or batched
+//!   `recvmmsg`, with the kernel stamp of each frame.
 //! * [`pacing`]: absolute-deadline pacing with `clock_nanosleep`.
 //! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
 //! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
@@ -17,6 +18,7 @@ pub mod ping;
 pub mod publisher;
 pub mod recording;
 pub mod replay;
+pub mod ring;
 pub mod rx;
 pub mod sched;
 pub mod signals;

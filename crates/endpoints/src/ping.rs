@@ -121,6 +121,8 @@ pub struct PingConfig {
     pub size: usize,
     pub max_latency: Option<Duration>,
     pub break_on_max: bool,
+    /// Trace instance for the markers (None: the global buffer).
+    pub trace_instance: Option<String>,
     /// How long to wait for late replies after the last request.
     pub linger: Duration,
 }
@@ -151,25 +153,48 @@ pub struct PingReport {
     /// First sequence whose RTT exceeded --max-latency (with its RTT in ns).
     pub first_over: Option<(u64, u64)>,
     pub marker_error: Option<String>,
+    /// Markers written to the trace buffer.
+    pub markers: u64,
     pub broke: bool,
 }
 
-/// Write `line` to the ftrace marker file, mounting tracefs when missing.
-pub fn trace_marker(line: &str) -> Result<()> {
-    let path = "/sys/kernel/tracing/trace_marker";
-    if !std::path::Path::new(path).exists() {
+/// Root of tracefs.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// The marker file: the global buffer's, or that of the trace instance
+/// `instance` (`/sys/kernel/tracing/instances/NAME`, created by the user
+/// with `mkdir`), which keeps the markers apart from other tracers.
+pub fn trace_marker_path(instance: Option<&str>) -> std::path::PathBuf {
+    match instance {
+        None => std::path::Path::new(TRACEFS).join("trace_marker"),
+        Some(i) => std::path::Path::new(TRACEFS)
+            .join("instances")
+            .join(i)
+            .join("trace_marker"),
+    }
+}
+
+/// Write `line` to the ftrace marker file (see [`trace_marker_path`]),
+/// mounting tracefs when it is not mounted.
+pub fn trace_marker(instance: Option<&str>, line: &str) -> Result<()> {
+    if !std::path::Path::new(TRACEFS).join("trace_marker").exists() {
         let _ = std::process::Command::new("mount")
-            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .args(["-t", "tracefs", "nodev", TRACEFS])
             .output();
     }
+    let path = trace_marker_path(instance);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .open(path)
+        .open(&path)
         .with_context(|| {
-            format!("cannot open {path} (is tracefs mounted? `mount -t tracefs nodev /sys/kernel/tracing`, needs root)")
+            let hint = match instance {
+                Some(i) => format!("create the instance first: `mkdir {TRACEFS}/instances/{i}`"),
+                None => format!("is tracefs mounted? `mount -t tracefs nodev {TRACEFS}`"),
+            };
+            format!("cannot open {} ({hint}; needs root)", path.display())
         })?;
     f.write_all(line.as_bytes())
-        .with_context(|| format!("writing to {path}"))?;
+        .with_context(|| format!("writing to {}", path.display()))?;
     Ok(())
 }
 
@@ -200,6 +225,7 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
         over_max: 0,
         first_over: None,
         marker_error: None,
+        markers: 0,
         broke: false,
     };
     let mut max_seen: Option<u64> = None;
@@ -296,8 +322,9 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
                             max.as_nanos()
                         );
                         if report.marker_error.is_none() {
-                            if let Err(e) = trace_marker(&line) {
-                                report.marker_error = Some(format!("{e:#}"));
+                            match trace_marker(cfg.trace_instance.as_deref(), &line) {
+                                Ok(()) => report.markers += 1,
+                                Err(e) => report.marker_error = Some(format!("{e:#}")),
                             }
                         }
                         if cfg.break_on_max {

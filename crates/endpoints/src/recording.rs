@@ -271,20 +271,39 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
 
 /// End-to-end latencies (subscriber T3 minus publisher T0) by sample identity.
 ///
-/// Both sides count wrap epochs from their own first sample, so epochs are
-/// not comparable when one side started later. The join therefore matches
-/// (stream, smpCnt) and takes the publisher sample whose `t_tx` is closest
-/// to the subscriber's `t_rx`: the same smpCnt recurs once per second, so
-/// this is unambiguous for latencies under half a second.
+/// The identity of a sample is (stream, wrap epoch, smpCnt). The publisher
+/// numbers epochs from sample 0 of its run (`--first-sample` continues
+/// them); the subscriber numbers them from the first sample *it* saw, so the
+/// two differ by a constant per stream. That constant is found once per
+/// stream, from the stream's first received sample: among the publisher
+/// samples with the same smpCnt, the one whose `t_tx` is closest to the
+/// sample's `t_rx` (this assumes one-way latency plus clock offset under half
+/// a wrap, 0.5 s, for that one sample). Every sample is then joined on the
+/// exact identity, so later samples join correctly whatever their latency
+/// (a frame held 0.7 s in a queue shows as 0.7 s, not as a neighbour's
+/// sample one wrap away), and samples the reference lacks are unmatched.
 #[derive(Debug, Default)]
 pub struct JoinResult {
     pub matched: u64,
     pub unmatched: u64,
     pub end_to_end: SignedHistogram,
+    /// Publisher epoch minus subscriber epoch, per stream (sorted by name).
+    pub epoch_offsets: Vec<(String, i64)>,
+    /// Streams received that the reference does not have.
+    pub unknown_streams: Vec<String>,
 }
 
-/// Join `received` (stream, smp_cnt, t_rx) against the publisher recording.
-pub fn join_reference(reference: &Path, received: &[(String, u16, i64)]) -> Result<JoinResult> {
+/// A received sample to join: stream, subscriber epoch, smpCnt, T3.
+#[derive(Debug, Clone)]
+pub struct JoinKey {
+    pub stream: String,
+    pub epoch: u32,
+    pub smp_cnt: u16,
+    pub t_rx: i64,
+}
+
+/// Join `received` against the publisher recording in `reference`.
+pub fn join_reference(reference: &Path, received: &[JoinKey]) -> Result<JoinResult> {
     let reader = RecordingReader::open(reference)
         .with_context(|| format!("opening reference recording {}", reference.display()))?;
     let meta = reader.meta().clone();
@@ -294,35 +313,140 @@ pub fn join_reference(reference: &Path, received: &[(String, u16, i64)]) -> Resu
         reference.display(),
         meta.producer
     );
-    let mut sent: HashMap<(String, u16), Vec<i64>> = HashMap::new();
+    // (stream, epoch, smpCnt) -> t_tx, and (stream, smpCnt) -> [(t_tx, epoch)].
+    let mut exact: HashMap<(String, u32, u16), i64> = HashMap::new();
+    let mut by_cnt: HashMap<(String, u16), Vec<(i64, u32)>> = HashMap::new();
     for row in reader.rows()? {
         let row = row?;
-        if let (Some(smp), Some(t)) = (row.smp_cnt, row.hop(&meta, "tx")) {
-            sent.entry((row.stream.clone(), smp)).or_default().push(t);
+        if let (Some(smp), Some(ep), Some(t)) = (row.smp_cnt, row.epoch, row.hop(&meta, "tx")) {
+            exact.insert((row.stream.clone(), ep, smp), t);
+            by_cnt
+                .entry((row.stream.clone(), smp))
+                .or_default()
+                .push((t, ep));
         }
     }
-    for v in sent.values_mut() {
-        v.sort_unstable();
-    }
+    let mut offsets: HashMap<String, Option<i64>> = HashMap::new();
     let mut out = JoinResult::default();
-    for (stream, smp, t_rx) in received {
-        let Some(v) = sent.get(&(stream.clone(), *smp)) else {
+    for r in received {
+        let off = offsets.entry(r.stream.clone()).or_insert_with(|| {
+            by_cnt
+                .get(&(r.stream.clone(), r.smp_cnt))
+                .and_then(|v| v.iter().min_by_key(|(t, _)| (r.t_rx - t).abs()))
+                .filter(|(t, _)| (r.t_rx - t).abs() < 500_000_000)
+                .map(|&(_, ep)| ep as i64 - r.epoch as i64)
+        });
+        let Some(off) = *off else {
             out.unmatched += 1;
             continue;
         };
-        let i = v.partition_point(|&t| t <= *t_rx);
-        let candidates = [i.checked_sub(1).map(|j| v[j]), v.get(i).copied()];
-        let best = candidates
-            .into_iter()
-            .flatten()
-            .min_by_key(|t| (t_rx - t).abs());
-        match best {
-            Some(t) if (t_rx - t).abs() < 500_000_000 => {
+        let ep = r.epoch as i64 + off;
+        let t = u32::try_from(ep)
+            .ok()
+            .and_then(|ep| exact.get(&(r.stream.clone(), ep, r.smp_cnt)));
+        match t {
+            Some(&t) => {
                 out.matched += 1;
-                out.end_to_end.record(t_rx - t);
+                out.end_to_end.record(r.t_rx - t);
             }
-            _ => out.unmatched += 1,
+            None => out.unmatched += 1,
+        }
+    }
+    let mut offs: Vec<(String, Option<i64>)> = offsets.into_iter().collect();
+    offs.sort();
+    for (name, o) in offs {
+        match o {
+            Some(o) => out.epoch_offsets.push((name, o)),
+            None => out.unknown_streams.push(name),
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A publisher recording of one stream, 3 wraps at 4000/s, sample `n`
+    /// sent at `base + n * 250 us`.
+    fn reference(dir: &Path, base: i64) {
+        let mut rec = publisher_recorder(Some(dir), 4000).unwrap();
+        for n in 0..12_000u64 {
+            let t = base + n as i64 * 250_000;
+            rec.push(&SentSample {
+                stream: "S".into(),
+                dst_mac: [1, 0x0c, 0xcd, 4, 0, 0],
+                app_id: 0x4000,
+                smp_cnt: (n % 4000) as u16,
+                epoch: (n / 4000) as u32,
+                seq: n,
+                t_sched: t,
+                t_app: t,
+                t_tx: Some(t),
+            });
+        }
+        rec.finish().unwrap();
+    }
+
+    #[test]
+    fn join_uses_the_wrap_epoch_so_late_samples_keep_their_latency() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = 1_763_800_000_000_000_000i64;
+        reference(dir.path(), base);
+        // The subscriber started at sample 4500 (its epoch 0 is the
+        // publisher's epoch 1). Latency 100 us, except 100 samples a queue
+        // held for 700 ms: more than half a wrap, where "closest in time"
+        // would pick the same smpCnt one wrap later (-300 ms).
+        let mut received = Vec::new();
+        for n in 4500..12_000u64 {
+            let lat = if (6000..6100).contains(&n) {
+                700_000_000
+            } else {
+                100_000
+            };
+            received.push(JoinKey {
+                stream: "S".into(),
+                epoch: (n / 4000 - 1) as u32,
+                smp_cnt: (n % 4000) as u16,
+                t_rx: base + n as i64 * 250_000 + lat,
+            });
+        }
+        // A stream the publisher never sent.
+        received.push(JoinKey {
+            stream: "OTHER".into(),
+            epoch: 0,
+            smp_cnt: 1,
+            t_rx: base,
+        });
+        let j = join_reference(dir.path(), &received).unwrap();
+        assert_eq!(j.matched, 7500);
+        assert_eq!(j.unmatched, 1);
+        assert_eq!(j.end_to_end.negative, 0);
+        assert_eq!(j.epoch_offsets, vec![("S".to_string(), 1)]);
+        assert_eq!(j.unknown_streams, vec!["OTHER".to_string()]);
+        let h = &j.end_to_end.positive;
+        assert_eq!(h.count_between(99_000, 101_000), 7400);
+        assert_eq!(h.count_between(690_000_000, 710_000_000), 100);
+    }
+
+    #[test]
+    fn samples_beyond_the_reference_are_unmatched_not_joined_to_a_neighbour() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = 1_763_800_000_000_000_000i64;
+        reference(dir.path(), base);
+        // Subscriber epochs equal the publisher's; its epoch 3 does not exist
+        // in the reference (same smpCnt exists in epochs 0..2).
+        let received: Vec<JoinKey> = (0..16_000u64)
+            .map(|n| JoinKey {
+                stream: "S".into(),
+                epoch: (n / 4000) as u32,
+                smp_cnt: (n % 4000) as u16,
+                t_rx: base + n as i64 * 250_000 + 50_000,
+            })
+            .collect();
+        let j = join_reference(dir.path(), &received).unwrap();
+        assert_eq!(j.matched, 12_000);
+        assert_eq!(j.unmatched, 4000);
+        assert_eq!(j.end_to_end.positive.count_between(49_900, 50_100), 12_000);
+    }
 }

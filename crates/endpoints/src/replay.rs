@@ -2,12 +2,15 @@
 //!
 //! Frames are read with `hoptrace-pcap` (pcap or pcapng). Frame `i` is due
 //! at `origin + (t_i - t_0) + loop * span`, where `span` is the capture's
-//! duration plus its mean frame gap (so the first frame of a loop follows
+//! duration plus its mean gap between groups (so the first frame of a loop follows
 //! the last of the previous one by a normal gap). Frames due within 10 us
 //! of the first frame of a group go out together in one `sendmmsg` (the
 //! streams of one instant). The pacer sleeps with `clock_nanosleep`
-//! TIMER_ABSTIME on CLOCK_TAI; a late group is sent late, never skipped
-//! (a replay must send everything it was given).
+//! TIMER_ABSTIME on CLOCK_TAI; a group sent more than one mean gap late is
+//! counted ("late groups") and the origin moves by its lateness (total in
+//! "slipped"), like the publisher's `slip` policy: a replay sends
+//! everything it was given, in order, and the gaps after a stall keep the
+//! capture's relative timing instead of collapsing into a catch-up burst.
 //!
 //! Across loops smpCnt stays continuous: every ASDU of loop `L` gets
 //! `smpCnt + L * n_s` (mod the stream's rate), where `n_s` is the number of
@@ -42,6 +45,8 @@ pub struct ReplayReport {
     pub frames_sent: u64,
     pub per_stream: Vec<(String, u64)>,
     pub late_groups: u64,
+    /// Total origin shift after late groups, ns.
+    pub slip_ns: i64,
     pub pacing_error: SignedHistogram,
     pub stamp_source: StampSource,
 }
@@ -49,10 +54,11 @@ pub struct ReplayReport {
 impl ReplayReport {
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "replayed {} frames ({} in the capture), late groups {}, TX stamps {} {}\n",
+            "replayed {} frames ({} in the capture), late groups {} (schedule slipped by {} in total), TX stamps {} {}\n",
             self.frames_sent,
             self.frames_in_capture,
             self.late_groups,
+            crate::stats::fmt_ns(self.slip_ns as f64),
             self.stamp_source.schema_source(),
             self.stamp_source.schema_clock()
         );
@@ -140,20 +146,31 @@ pub fn replay(
         }
     }
     let last = frames.last().map(|f| f.offset_ns).unwrap_or(0);
-    let gap = if frames.len() > 1 {
-        last / (frames.len() as i64 - 1)
+    // Mean gap between groups (frames within 10 us of a group's first
+    // frame go out together): the lateness threshold and the loop gap.
+    let mut groups = 0i64;
+    let mut group_start = i64::MIN;
+    for f in &frames {
+        if group_start == i64::MIN || f.offset_ns - group_start > 10_000 {
+            groups += 1;
+            group_start = f.offset_ns;
+        }
+    }
+    let gap = if groups > 1 {
+        group_start / (groups - 1)
     } else {
         1_000_000
     };
     let span = last + gap.max(1);
     let clock = PaceClock::Tai;
     let to_rt = offset_to_realtime(clock);
-    let origin = timestamping::now_ns(clock.id()) + 10_000_000;
+    let mut origin = timestamping::now_ns(clock.id()) + 10_000_000;
     let mut report = ReplayReport {
         frames_in_capture: frames.len(),
         frames_sent: 0,
         per_stream: Vec::new(),
         late_groups: 0,
+        slip_ns: 0,
         pacing_error: SignedHistogram::default(),
         stamp_source: source,
     };
@@ -178,8 +195,13 @@ pub fn replay(
             while timestamping::now_ns(clock.id()) < deadline {
                 std::hint::spin_loop();
             }
-            if timestamping::now_ns(clock.id()) - deadline > gap.max(1) {
+            let lateness = timestamping::now_ns(clock.id()) - deadline;
+            if lateness > gap.max(1) {
+                // Sent late and counted against its own deadline; the
+                // groups after it keep their gaps (no catch-up burst).
                 report.late_groups += 1;
+                report.slip_ns += lateness;
+                origin += lateness;
             }
             let bufs: Vec<Vec<u8>> = frames[i..j]
                 .iter()

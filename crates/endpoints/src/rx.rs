@@ -1,4 +1,8 @@
-//! Batched receive with `recvmmsg(2)` and per-frame kernel timestamps.
+//! Receive paths: batched `recvmmsg(2)` ([`RxBatch`]) or the TPACKET_V3 ring
+//! ([`crate::ring::RxRing`]), behind one [`Receiver`] that hands out frames
+//! with their kernel stamps whichever path is used.
+//!
+//! `recvmmsg` path:
 //!
 //! One call returns up to `capacity` frames; each message has its own data
 //! buffer, control buffer (for the `SCM_TIMESTAMPING` cmsg, see
@@ -10,8 +14,88 @@
 
 use std::io;
 
+use crate::ring::{RingGeometry, RxRing};
 use crate::socket::PacketSocket;
-use crate::timestamping::{parse_cmsgs, Stamps, CONTROL_LEN};
+use crate::timestamping::{parse_cmsgs, StampSource, Stamps, CONTROL_LEN};
+
+/// Which receive path to use (`--rx-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxMode {
+    /// Memory-mapped TPACKET_V3 ring (default).
+    Ring(RingGeometry),
+    /// `recvmmsg(2)` batches of this many frames.
+    Recvmmsg(usize),
+}
+
+impl RxMode {
+    /// Parse `ring` or `recvmmsg`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ring" => Ok(RxMode::Ring(RingGeometry::default())),
+            "recvmmsg" => Ok(RxMode::Recvmmsg(256)),
+            _ => Err(format!(
+                "--rx-mode {s:?}: use `ring` (TPACKET_V3) or `recvmmsg`"
+            )),
+        }
+    }
+}
+
+impl Default for RxMode {
+    fn default() -> Self {
+        RxMode::Ring(RingGeometry::default())
+    }
+}
+
+/// One receive path over a bound socket.
+pub enum Receiver {
+    Ring(RxRing),
+    Batch(RxBatch),
+}
+
+impl Receiver {
+    /// Set up `mode` on `sock` (SO_TIMESTAMPING already enabled with `source`).
+    pub fn new(sock: &PacketSocket, mode: RxMode, source: StampSource) -> io::Result<Self> {
+        Ok(match mode {
+            RxMode::Ring(geo) => Receiver::Ring(RxRing::new(sock, geo, source)?),
+            RxMode::Recvmmsg(n) => Receiver::Batch(RxBatch::new(n)),
+        })
+    }
+
+    /// One line saying which path is in use.
+    pub fn describe(&self) -> String {
+        match self {
+            Receiver::Ring(r) => r.geometry().describe(),
+            Receiver::Batch(b) => format!("recvmmsg batches of up to {} frames", b.data.len()),
+        }
+    }
+
+    /// Frames seen without a kernel skb stamp (ring mode only).
+    pub fn fallback_stamps(&self) -> u64 {
+        match self {
+            Receiver::Ring(r) => r.fallback_stamps,
+            Receiver::Batch(_) => 0,
+        }
+    }
+
+    /// Wait (up to ~100 ms) for frames and hand each to `each`; returns the
+    /// number handed out (0 on timeout or signal).
+    pub fn receive(
+        &mut self,
+        sock: &PacketSocket,
+        mut each: impl FnMut(RxFrame<'_>),
+    ) -> io::Result<usize> {
+        match self {
+            Receiver::Ring(r) => r.next_block(100, each),
+            Receiver::Batch(b) => {
+                let n = b.recv(sock)?;
+                for i in 0..n {
+                    each(b.get(i));
+                }
+                Ok(n)
+            }
+        }
+    }
+}
 
 /// Largest frame we keep (longer ones are truncated, flagged by `truncated`).
 pub const FRAME_CAPACITY: usize = 2048;

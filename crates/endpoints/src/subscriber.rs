@@ -1,8 +1,10 @@
 //! SV subscriber: receive, stamp, decode, account.
 //!
-//! Frames are read in batches with `recvmmsg` (see [`crate::rx`]) from an
-//! AF_PACKET socket bound to ethertype 0x88BA on one interface, with a large
-//! receive buffer. Each frame carries the kernel RX stamp (T3, `t_rx`:
+//! Frames are read from an AF_PACKET socket bound to ethertype 0x88BA on one
+//! interface, through a memory-mapped TPACKET_V3 ring (default, see
+//! [`crate::ring`]) or `recvmmsg` batches with a large receive buffer (see
+//! [`crate::rx`]). Frames the kernel dropped for the socket (ring or buffer
+//! full) are read from `PACKET_STATISTICS` and reported. Each frame carries the kernel RX stamp (T3, `t_rx`:
 //! software stamp taken when the skb entered the stack, CLOCK_REALTIME; raw
 //! hardware stamp when the NIC has a PTP clock). After decoding the frame
 //! the application reads CLOCK_REALTIME once (T4, `t_app`). Per ASDU:
@@ -24,7 +26,8 @@ use anyhow::{Context, Result};
 use hoptrace_sv::{MacAddr, SampleKind, SampleTracker, StreamCounters};
 
 use crate::publisher::refrtm_ns;
-use crate::rx::RxBatch;
+use crate::ring::kernel_stats;
+use crate::rx::{Receiver, RxFrame, RxMode};
 use crate::socket::PacketSocket;
 use crate::stats::{summary, SignedHistogram};
 use crate::timestamping::{self, StampSource};
@@ -42,6 +45,8 @@ pub struct SubscribeConfig {
     pub default_rate: u32,
     /// Print a status line this often (None: never).
     pub status_every: Option<Duration>,
+    /// Receive path (TPACKET_V3 ring by default, or recvmmsg).
+    pub rx_mode: RxMode,
 }
 
 /// One received sample (one ASDU), for the recording.
@@ -90,6 +95,12 @@ pub struct SubscribeReport {
     pub malformed: u64,
     pub filtered_out: u64,
     pub missing_rx_stamp: u64,
+    /// Of those, frames the ring stamped in `tpacket_rcv` (no skb stamp).
+    pub missing_rx_stamp_fallback: u64,
+    /// Frames the kernel dropped for this socket (`PACKET_STATISTICS`).
+    pub kernel_drops: u64,
+    /// Which receive path was used.
+    pub rx_path: String,
     pub stamp_source: StampSource,
     pub t_sub: SignedHistogram,
     pub end_to_end: SignedHistogram,
@@ -104,6 +115,9 @@ impl SubscribeReport {
             malformed: 0,
             filtered_out: 0,
             missing_rx_stamp: 0,
+            missing_rx_stamp_fallback: 0,
+            kernel_drops: 0,
+            rx_path: String::new(),
             stamp_source: source,
             t_sub: SignedHistogram::default(),
             end_to_end: SignedHistogram::default(),
@@ -128,13 +142,14 @@ impl SubscribeReport {
     pub fn status_line(&self) -> String {
         let t = self.totals();
         format!(
-            "streams {} received {} lost {} dup {} reordered {} malformed {} | T_sub {}",
+            "streams {} received {} lost {} dup {} reordered {} malformed {} kernel drops {} | T_sub {}",
             self.streams.len(),
             t.received,
             t.lost,
             t.duplicated,
             t.reordered,
             self.malformed,
+            self.kernel_drops,
             summary(&self.t_sub.positive)
         )
     }
@@ -142,13 +157,19 @@ impl SubscribeReport {
     /// Final summary, per stream.
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "RX stamps: {} {} (T3 = t_rx), application stamps: CLOCK_REALTIME after decode (T4 = t_app)\n",
+            "receive path: {}\nRX stamps: {} {} (T3 = t_rx), application stamps: CLOCK_REALTIME after decode (T4 = t_app)\n",
+            self.rx_path,
             self.stamp_source.schema_source(),
             self.stamp_source.schema_clock()
         );
         s.push_str(&format!(
-            "frames {} samples {} malformed {} filtered out {} without RX stamp {}\n",
-            self.frames, self.samples, self.malformed, self.filtered_out, self.missing_rx_stamp
+            "frames {} samples {} malformed {} filtered out {} without RX stamp {} kernel drops {}\n",
+            self.frames,
+            self.samples,
+            self.malformed,
+            self.filtered_out,
+            self.missing_rx_stamp,
+            self.kernel_drops
         ));
         for st in &self.streams {
             let c = st.counters();
@@ -191,12 +212,12 @@ impl SubscribeReport {
 }
 
 /// Receive until the count, the duration or `stop`. `on_ready` is called
-/// once the socket is bound (frames sent after it are received);
-/// `on_status` once per `status_every`; `on_sample` per ASDU.
+/// once the socket is bound and the receive path set up (frames sent after
+/// it are received); `on_status` once per `status_every`; `on_sample` per ASDU.
 pub fn subscribe(
     cfg: &SubscribeConfig,
     stop: &AtomicBool,
-    on_ready: impl FnOnce(StampSource),
+    on_ready: impl FnOnce(StampSource, &str),
     mut on_status: impl FnMut(&SubscribeReport),
     mut on_sample: impl FnMut(ReceivedSample),
 ) -> Result<SubscribeReport> {
@@ -205,125 +226,156 @@ pub fn subscribe(
     sock.set_recv_timeout(Duration::from_millis(100))?;
     let source = timestamping::enable(sock.raw_fd(), &cfg.iface, false)
         .context("enabling SO_TIMESTAMPING RX stamps")?;
+    let mut rx = Receiver::new(&sock, cfg.rx_mode, source).with_context(|| {
+        format!(
+            "setting up the receive path ({}) on {}",
+            match cfg.rx_mode {
+                RxMode::Ring(_) => "TPACKET_V3 ring; try --rx-mode recvmmsg",
+                RxMode::Recvmmsg(_) => "recvmmsg",
+            },
+            cfg.iface
+        )
+    })?;
+    // Frames counted before the receive path existed are not ours to judge.
+    let _ = kernel_stats(sock.raw_fd());
     let mut report = SubscribeReport::new(source);
-    let mut batch = RxBatch::new(256);
+    report.rx_path = rx.describe();
     let start = std::time::Instant::now();
     let mut next_status = cfg.status_every.map(|d| start + d);
     let mut last = 0usize;
-    on_ready(source);
-    'outer: while !stop.load(Ordering::Relaxed) {
+    on_ready(source, &report.rx_path);
+    while !stop.load(Ordering::Relaxed) {
         if cfg.duration.is_some_and(|d| start.elapsed() >= d) {
             break;
         }
         if let Some(t) = next_status {
             if std::time::Instant::now() >= t {
+                if let Ok((_, drops)) = kernel_stats(sock.raw_fd()) {
+                    report.kernel_drops += drops;
+                }
+                report.missing_rx_stamp_fallback = rx.fallback_stamps();
                 on_status(&report);
                 next_status = cfg.status_every.map(|d| t + d);
             }
         }
-        let n = batch.recv(&sock).context("receiving SV frames")?;
-        for i in 0..n {
-            let f = batch.get(i);
-            if f.pkttype == libc::PACKET_OUTGOING {
-                continue;
-            }
-            report.frames += 1;
-            let t_rx = f.stamps.get(source);
-            if t_rx.is_none() {
-                report.missing_rx_stamp += 1;
-            }
-            let decoded = hoptrace_sv::decode(f.data);
-            let t_app = timestamping::realtime_ns();
-            let frame = match decoded {
-                Ok(fr) => fr,
-                Err(_) => {
-                    report.malformed += 1;
-                    on_sample(ReceivedSample {
-                        stream: String::new(),
-                        dst_mac: f
-                            .data
-                            .get(0..6)
-                            .and_then(|d| d.try_into().ok())
-                            .unwrap_or([0; 6]),
-                        app_id: 0,
-                        smp_cnt: 0,
-                        epoch: 0,
-                        seq: 0,
-                        kind: SampleKind::OutOfRange,
-                        t_rx,
-                        t_app,
-                        refr_tm: None,
-                        malformed: true,
-                    });
-                    continue;
-                }
-            };
-            for a in frame.asdus() {
-                if !cfg.streams.is_empty() && !cfg.streams.iter().any(|s| s.as_bytes() == a.sv_id) {
-                    report.filtered_out += 1;
-                    continue;
-                }
-                let idx = match report.streams.get(last) {
-                    Some(st)
-                        if st.sv_id == a.sv_id
-                            && st.dst == frame.dst
-                            && st.app_id == frame.appid =>
-                    {
-                        last
-                    }
-                    _ => match report.streams.iter().position(|st| {
-                        st.sv_id == a.sv_id && st.dst == frame.dst && st.app_id == frame.appid
-                    }) {
-                        Some(i) => i,
-                        None => {
-                            let wrap = a
-                                .smp_rate
-                                .map(|r| r as u32)
-                                .filter(|&r| r > 0)
-                                .unwrap_or(cfg.default_rate);
-                            report.streams.push(StreamStats {
-                                sv_id: a.sv_id.to_vec(),
-                                dst: frame.dst,
-                                app_id: frame.appid,
-                                tracker: SampleTracker::new(wrap),
-                                t_sub: SignedHistogram::default(),
-                                end_to_end: SignedHistogram::default(),
-                            });
-                            report.streams.len() - 1
-                        }
-                    },
-                };
-                last = idx;
-                let st = &mut report.streams[idx];
-                let obs = st.tracker.observe(a.smp_cnt);
-                report.samples += 1;
-                if let Some(t3) = t_rx {
-                    st.t_sub.record(t_app - t3);
-                    report.t_sub.record(t_app - t3);
-                }
-                let refr = a.refr_tm.map(refrtm_ns);
-                if let Some(r) = refr {
-                    st.end_to_end.record(t_app - r);
-                    report.end_to_end.record(t_app - r);
-                }
-                on_sample(ReceivedSample {
-                    stream: st.name(),
-                    dst_mac: frame.dst.0,
-                    app_id: frame.appid,
-                    smp_cnt: a.smp_cnt,
-                    epoch: obs.epoch,
-                    seq: obs.seq,
-                    kind: obs.kind,
-                    t_rx,
-                    t_app,
-                    refr_tm: refr,
-                    malformed: false,
-                });
-            }
-            if cfg.count.is_some_and(|c| report.samples >= c) {
-                break 'outer;
-            }
+        rx.receive(&sock, |f| {
+            handle_frame(cfg, source, &mut report, &mut last, f, &mut on_sample)
+        })
+        .context("receiving SV frames")?;
+        if cfg.count.is_some_and(|c| report.samples >= c) {
+            break;
         }
     }
+    if let Ok((_, drops)) = kernel_stats(sock.raw_fd()) {
+        report.kernel_drops += drops;
+    }
+    report.missing_rx_stamp_fallback = rx.fallback_stamps();
     Ok(report)
+}
+
+/// Account one received frame (all its ASDUs).
+fn handle_frame(
+    cfg: &SubscribeConfig,
+    source: StampSource,
+    report: &mut SubscribeReport,
+    last: &mut usize,
+    f: RxFrame<'_>,
+    on_sample: &mut impl FnMut(ReceivedSample),
+) {
+    if f.pkttype == libc::PACKET_OUTGOING {
+        return;
+    }
+    // With --count, frames that arrive in the same batch after the count
+    // was reached are left out, so the totals are exactly the count.
+    if cfg.count.is_some_and(|c| report.samples >= c) {
+        return;
+    }
+    report.frames += 1;
+    let t_rx = f.stamps.get(source);
+    if t_rx.is_none() {
+        report.missing_rx_stamp += 1;
+    }
+    let decoded = hoptrace_sv::decode(f.data);
+    let t_app = timestamping::realtime_ns();
+    let frame = match decoded {
+        Ok(fr) => fr,
+        Err(_) => {
+            report.malformed += 1;
+            on_sample(ReceivedSample {
+                stream: String::new(),
+                dst_mac: f
+                    .data
+                    .get(0..6)
+                    .and_then(|d| d.try_into().ok())
+                    .unwrap_or([0; 6]),
+                app_id: 0,
+                smp_cnt: 0,
+                epoch: 0,
+                seq: 0,
+                kind: SampleKind::OutOfRange,
+                t_rx,
+                t_app,
+                refr_tm: None,
+                malformed: true,
+            });
+            return;
+        }
+    };
+    for a in frame.asdus() {
+        if !cfg.streams.is_empty() && !cfg.streams.iter().any(|s| s.as_bytes() == a.sv_id) {
+            report.filtered_out += 1;
+            continue;
+        }
+        let same = |st: &StreamStats| {
+            st.sv_id == a.sv_id && st.dst == frame.dst && st.app_id == frame.appid
+        };
+        let idx = match report.streams.get(*last) {
+            Some(st) if same(st) => *last,
+            _ => match report.streams.iter().position(same) {
+                Some(i) => i,
+                None => {
+                    let wrap = a
+                        .smp_rate
+                        .map(|r| r as u32)
+                        .filter(|&r| r > 0)
+                        .unwrap_or(cfg.default_rate);
+                    report.streams.push(StreamStats {
+                        sv_id: a.sv_id.to_vec(),
+                        dst: frame.dst,
+                        app_id: frame.appid,
+                        tracker: SampleTracker::new(wrap),
+                        t_sub: SignedHistogram::default(),
+                        end_to_end: SignedHistogram::default(),
+                    });
+                    report.streams.len() - 1
+                }
+            },
+        };
+        *last = idx;
+        let st = &mut report.streams[idx];
+        let obs = st.tracker.observe(a.smp_cnt);
+        report.samples += 1;
+        if let Some(t3) = t_rx {
+            st.t_sub.record(t_app - t3);
+            report.t_sub.record(t_app - t3);
+        }
+        let refr = a.refr_tm.map(refrtm_ns);
+        if let Some(r) = refr {
+            st.end_to_end.record(t_app - r);
+            report.end_to_end.record(t_app - r);
+        }
+        on_sample(ReceivedSample {
+            stream: st.name(),
+            dst_mac: frame.dst.0,
+            app_id: frame.appid,
+            smp_cnt: a.smp_cnt,
+            epoch: obs.epoch,
+            seq: obs.seq,
+            kind: obs.kind,
+            t_rx,
+            t_app,
+            refr_tm: refr,
+            malformed: false,
+        });
+    }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod frames;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
