@@ -144,16 +144,28 @@ pub fn check_stats(st: &serde_json::Value, e: &Expect, what: &str) {
     assert_eq!(st["min_ns"], e.min, "{what}: min");
     assert_eq!(st["max_ns"], e.max, "{what}: max");
     let mean = st["mean_ns"].as_f64().unwrap();
-    assert!((mean - e.mean).abs() <= 1e-6 * e.mean.abs() + 1e-6, "{what}: mean {mean} vs {}", e.mean);
+    assert!(
+        (mean - e.mean).abs() <= 1e-6 * e.mean.abs() + 1e-6,
+        "{what}: mean {mean} vs {}",
+        e.mean
+    );
     let sd = st["stddev_ns"].as_f64().unwrap();
-    assert!((sd - e.stddev).abs() <= 1e-6 * e.stddev + 1e-6, "{what}: stddev {sd} vs {}", e.stddev);
+    assert!(
+        (sd - e.stddev).abs() <= 1e-6 * e.stddev + 1e-6,
+        "{what}: stddev {sd} vs {}",
+        e.stddev
+    );
     for p in st["percentiles"].as_array().unwrap() {
         let pf = p["p"].as_f64().unwrap();
         let per100k = (pf * 100_000.0).round() as u64;
         assert_eq!(p["value_ns"], e.pct(per100k), "{what}: p{pf}");
         assert_eq!(p["exact"], true, "{what}: p{pf} exact");
         let need = (10.0 / (1.0 - pf)).round() as u64;
-        assert_eq!(p["meaningful"], e.count >= need, "{what}: p{pf} meaningful flag");
+        assert_eq!(
+            p["meaningful"],
+            e.count >= need,
+            "{what}: p{pf} meaningful flag"
+        );
     }
     for a in st["above"].as_array().unwrap() {
         let t = a["threshold_ns"].as_i64().unwrap();
