@@ -239,16 +239,49 @@ impl Analyzer {
             .or_else(|| self.config.thresholds.iter().min().copied());
         let mut times: Vec<Option<i64>> = vec![None; hop_cols.len()];
         let nstages = self.stages.len();
+        // The accumulators leave the map for the batch: a row finds its
+        // stream through the dictionary key (cached per batch) or the
+        // previous row's name, not through a string-keyed map lookup.
+        let mut accs: Vec<StreamAcc> = std::mem::take(&mut self.streams).into_values().collect();
+        let mut by_name: BTreeMap<String, usize> = accs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (a.name.clone(), i))
+            .collect();
+        let mut key_cache: Vec<Option<usize>> = vec![None; streams.dict_len()];
+        let mut name_cache = NameCache::default();
+        let mut status_counts: Vec<Vec<(&str, u64)>> = Vec::new();
         for row in 0..n {
             self.rows_total += 1;
             let name = streams.get(row);
-            if !self.config.streams.is_empty() && !self.config.streams.iter().any(|s| s == name) {
-                continue;
-            }
-            if !self.streams.contains_key(name) {
-                let acc = self.new_stream(name);
-                self.streams.insert(name.to_string(), acc);
-            }
+            let key = streams.key(row);
+            let cached = match key {
+                Some(k) => key_cache.get(k).copied().flatten(),
+                None => name_cache.find(name),
+            };
+            let ai = match cached {
+                Some(i) => i,
+                None => {
+                    if !self.config.streams.is_empty()
+                        && !self.config.streams.iter().any(|s| s == name)
+                    {
+                        continue;
+                    }
+                    let i = match by_name.get(name) {
+                        Some(&i) => i,
+                        None => {
+                            accs.push(self.new_stream(name));
+                            by_name.insert(name.to_string(), accs.len() - 1);
+                            accs.len() - 1
+                        }
+                    };
+                    if let Some(slot) = key.and_then(|k| key_cache.get_mut(k)) {
+                        *slot = Some(i);
+                    }
+                    name_cache.insert(name, i);
+                    i
+                }
+            };
             for (t, c) in times.iter_mut().zip(&hop_cols) {
                 *t = if c.is_null(row) {
                     None
@@ -262,7 +295,7 @@ impl Analyzer {
                     self.origin_ns = Some(t);
                 }
             }
-            let acc = self.streams.get_mut(name).expect("inserted above");
+            let acc = &mut accs[ai];
             acc.rows += 1;
             let w = &self.config.window;
             let mut excluded = acc.rows <= w.skip_warmup;
@@ -288,10 +321,13 @@ impl Analyzer {
             let seq_v = seq.value(row);
             acc.sequence.observe(seq_v);
             let st = status.as_ref().map(|s| s.get(row)).unwrap_or("ok");
-            if let Some(c) = acc.status.get_mut(st) {
-                *c += 1;
-            } else {
-                acc.status.insert(st.to_string(), 1);
+            // Counted per batch in a short list, folded into the map below.
+            if status_counts.len() <= ai {
+                status_counts.resize_with(ai + 1, Vec::new);
+            }
+            match status_counts[ai].iter_mut().find(|(s, _)| same_str(s, st)) {
+                Some((_, c)) => *c += 1,
+                None => status_counts[ai].push((st, 1)),
             }
             if let Some(t0) = times[0] {
                 if let Some(prev) = acc.last_first_hop {
@@ -341,6 +377,12 @@ impl Analyzer {
                 }
             }
         }
+        for (acc, counts) in accs.iter_mut().zip(&status_counts) {
+            for &(st, c) in counts {
+                *acc.status.entry(st.to_string()).or_insert(0) += c;
+            }
+        }
+        self.streams = accs.into_iter().map(|a| (a.name.clone(), a)).collect();
         Ok(())
     }
 
@@ -377,6 +419,52 @@ impl Analyzer {
     }
 }
 
+/// String equality; short strings are compared inline, without a memcmp call.
+fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() <= 16 {
+        a.iter().zip(b).all(|(x, y)| x == y)
+    } else {
+        a == b
+    }
+}
+
+/// Stream names seen in the current batch (plain string columns). Rows of
+/// several streams usually come in a fixed rotation, so the entry after the
+/// previous hit is tried first, then the others; beyond 64 names the map
+/// lookup takes over.
+#[derive(Default)]
+struct NameCache<'a> {
+    entries: Vec<(&'a str, usize)>,
+    next: usize,
+}
+
+impl<'a> NameCache<'a> {
+    fn find(&mut self, name: &str) -> Option<usize> {
+        let n = self.entries.len();
+        if n == 0 {
+            return None;
+        }
+        let guess = self.next % n;
+        let j = if same_str(self.entries[guess].0, name) {
+            guess
+        } else {
+            self.entries.iter().position(|(e, _)| same_str(e, name))?
+        };
+        self.next = j + 1;
+        Some(self.entries[j].1)
+    }
+    fn insert(&mut self, name: &'a str, i: usize) {
+        if self.entries.len() < 64 {
+            self.entries.push((name, i));
+            self.next = self.entries.len();
+        }
+    }
+}
+
 /// A string column of any of the layouts writers produce.
 enum StringColumn<'a> {
     Utf8(&'a arrow_array::StringArray),
@@ -401,6 +489,22 @@ impl<'a> StringColumn<'a> {
             }
             other => return Err(format!("string column has unsupported type {other}")),
         })
+    }
+
+    /// Dictionary size (0 for plain string columns).
+    fn dict_len(&self) -> usize {
+        match self {
+            StringColumn::Dict(values, _) => values.len(),
+            _ => 0,
+        }
+    }
+
+    /// Dictionary key of the row (None for plain columns and null keys).
+    fn key(&self, row: usize) -> Option<usize> {
+        match self {
+            StringColumn::Dict(_, keys) if !keys.is_null(row) => Some(keys.value(row) as usize),
+            _ => None,
+        }
     }
 
     fn get(&self, row: usize) -> &'a str {

@@ -10,12 +10,13 @@
 //! - [`analyzer`]: one streaming pass over Arrow batches;
 //! - [`report`]: the report model and its views (terminal, Markdown, JSON, HTML, exports);
 //! - [`compare`]: one row per recording (the seed-004 table);
-//! - (`correlate` is not built yet).
+//! - [`correlate`]: join SV captures (pcap/pcapng) by sample identity into a recording.
 //!
 //! Definitions: `docs/report.md`; JSON schema: `docs/report-json.md`.
 
 pub mod analyzer;
 pub mod compare;
+pub mod correlate;
 pub mod duration;
 pub mod load;
 pub mod report;

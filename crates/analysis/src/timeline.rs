@@ -58,6 +58,9 @@ pub struct Envelope {
     width: i64,
     cap: usize,
     buckets: Vec<Acc>,
+    /// Offset range `[lo, hi)` of bucket `idx` of the last add: times mostly
+    /// increase, so most adds skip the division.
+    last: (i64, i64, usize),
 }
 
 impl Envelope {
@@ -68,12 +71,18 @@ impl Envelope {
             width: 1_000_000,
             cap: target.max(2) * 2,
             buckets: Vec::new(),
+            last: (0, 0, 0),
         }
     }
 
     pub fn add(&mut self, time_ns: i64, value: i64) {
         let origin = *self.origin.get_or_insert(time_ns);
         let off = time_ns.saturating_sub(origin).max(0);
+        let (lo, hi, i) = self.last;
+        if off >= lo && off < hi {
+            self.buckets[i].add(value);
+            return;
+        }
         let mut idx = (off / self.width) as usize;
         while idx >= self.cap {
             self.fold();
@@ -83,9 +92,12 @@ impl Envelope {
             self.buckets.resize(idx + 1, Acc::default());
         }
         self.buckets[idx].add(value);
+        let lo = idx as i64 * self.width;
+        self.last = (lo, lo.saturating_add(self.width), idx);
     }
 
     fn fold(&mut self) {
+        self.last = (0, 0, 0);
         self.width = self.width.saturating_mul(2);
         let folded: Vec<Acc> = self
             .buckets

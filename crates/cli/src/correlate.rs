@@ -1,10 +1,105 @@
-//! `hoptrace correlate` (not built yet).
+//! `hoptrace correlate A.pcap B.pcap [C.pcap...] [-o REC]`: join SV frames
+//! captured at several points by sample identity.
+//!
+//! Thin wiring over `hoptrace_analysis::correlate` (decode, epoch
+//! unfolding, join, accounting, recording). Prints the capture/loss summary,
+//! writes the recording (`-o REC`; without it a temporary directory is used
+//! and removed) and prints the report of the joined samples.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use anyhow::Context;
+use hoptrace_analysis::correlate;
+use hoptrace_analysis::report;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("this subcommand is not implemented yet")
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Captures (pcap or pcapng) in path order: upstream first.
+    #[arg(required = true, num_args = 2.., value_name = "CAPTURE")]
+    pub captures: Vec<PathBuf>,
+    /// Hop names of the capture points, in the same order (default a b c ...).
+    #[arg(long, value_name = "N", num_args = 1..)]
+    pub names: Vec<String>,
+    /// Write the joined samples as a recording in this directory.
+    #[arg(short = 'o', long = "output", value_name = "REC")]
+    pub output: Option<PathBuf>,
+    /// smpCnt wrap (samples/s) of streams whose ASDUs carry no smpRate.
+    #[arg(long, default_value_t = 4000)]
+    pub rate: u32,
+    /// Print only the capture/loss summary, not the latency report.
+    #[arg(long)]
+    pub no_report: bool,
+    /// Write the latency report as JSON (docs/report-json.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let names = if args.names.is_empty() {
+        correlate::default_names(args.captures.len())
+    } else {
+        args.names.clone()
+    };
+    if let Some(bad) = names
+        .iter()
+        .find(|n| n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        anyhow::bail!(
+            "--names {bad:?}: use letters, digits and _ only (it becomes the column t_{bad})"
+        );
+    }
+    let c = correlate::correlate_files(&args.captures, &names, args.rate)?;
+    print!("{}", c.summary_text());
+    let cmd: Vec<String> = std::env::args().collect();
+    let tmp;
+    let rec = match &args.output {
+        Some(p) => {
+            if p.exists() {
+                anyhow::bail!(
+                    "{} already exists: choose a new directory for the recording",
+                    p.display()
+                );
+            }
+            p.clone()
+        }
+        None => {
+            tmp = tempdir()?;
+            tmp.0.join("rec")
+        }
+    };
+    let rows = c
+        .write_recording(&rec, cmd.clone())
+        .with_context(|| format!("cannot write the recording {}", rec.display()))?;
+    if args.output.is_some() {
+        eprintln!("wrote {} ({rows} rows)", rec.display());
+    }
+    if !args.no_report || args.json.is_some() {
+        let config = hoptrace_analysis::analyzer::Config::default();
+        let (rep, _) = report::build(std::slice::from_ref(&rec), &config, None, cmd)?;
+        if !args.no_report {
+            println!();
+            print!("{}", report::text::render(&rep, false));
+        }
+        if let Some(p) = &args.json {
+            std::fs::write(p, serde_json::to_vec_pretty(&rep)?)
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A temporary directory removed on drop (no extra crate for the CLI).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> anyhow::Result<TempDir> {
+    let base = std::env::temp_dir().join(format!("hoptrace-correlate-{}", std::process::id()));
+    std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
+    Ok(TempDir(base))
 }

@@ -1,0 +1,332 @@
+//! `hoptrace report` end to end on recordings written by `hoptrace-record`
+//! with known values; every figure is checked against an independent
+//! computation (sort + nearest rank, two-pass mean/stddev) in the test.
+//!
+//! Recording: hops a, b, c. Stream S1: seq 0..999, b-a = 10 us + a
+//! pseudo-random 0..9.99 us, one 3 ms outlier at seq 500, c-b = 5 us + seq
+//! ns. Stream S2: seq 0..199 without 100..109 (10 lost), seq 20 twice
+//! (duplicate), b-a = -2 us at seq 50 (clock problem). t_a = T0 + seq *
+//! 250 us (+1 us for S2).
+
+mod analysis_common;
+
+use analysis_common::*;
+
+fn ab(stream: u8, seq: u64) -> i64 {
+    match (stream, seq) {
+        (1, 500) => 3_000_000,
+        (2, 50) => -2_000,
+        _ => 10_000 + ((seq * 7919 + stream as u64 * 31) % 1000) as i64 * 10,
+    }
+}
+
+fn bc(_stream: u8, seq: u64) -> i64 {
+    5_000 + seq as i64
+}
+
+fn packets() -> Vec<Pkt> {
+    let mut v = Vec::new();
+    let mk = |s: u8, seq: u64| {
+        let ta = T0 + seq as i64 * PERIOD + if s == 2 { 1_000 } else { 0 };
+        let tb = ta + ab(s, seq);
+        Pkt {
+            stream: format!("S{s}"),
+            seq,
+            hops: vec![Some(ta), Some(tb), Some(tb + bc(s, seq))],
+        }
+    };
+    for seq in 0..1000u64 {
+        v.push(mk(1, seq));
+        if seq < 200 && !(100..110).contains(&seq) {
+            v.push(mk(2, seq));
+            if seq == 20 {
+                v.push(mk(2, seq));
+            }
+        }
+    }
+    v
+}
+
+/// Expected values of stage `stage` (0 = a..b, 1 = b..c, 2 = a..c) of
+/// stream `s` over the packets kept by `keep(seq, row index in stream)`.
+fn expect(s: u8, stage: usize, keep: impl Fn(u64, usize) -> bool) -> Expect {
+    let name = format!("S{s}");
+    let vals: Vec<i64> = packets()
+        .iter()
+        .filter(|p| p.stream == name)
+        .enumerate()
+        .filter(|(i, p)| keep(p.seq, *i))
+        .map(|(_, p)| {
+            let h: Vec<i64> = p.hops.iter().map(|x| x.unwrap()).collect();
+            match stage {
+                0 => h[1] - h[0],
+                1 => h[2] - h[1],
+                _ => h[2] - h[0],
+            }
+        })
+        .collect();
+    Expect::of(&vals)
+}
+
+fn setup(tag: &str) -> (TempDir, String) {
+    let d = TempDir::new(tag);
+    let rec = d.path().join("rec");
+    write_recording(&rec, &["a", "b", "c"], &packets());
+    let r = rec.display().to_string();
+    (d, r)
+}
+
+fn stream<'a>(rep: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    rep["runs"][0]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("stream {name} missing"))
+}
+
+#[test]
+fn json_schema_and_every_figure() {
+    let (d, rec) = setup("rep-json");
+    let js = d.path().join("r.json");
+    let o = hoptrace(&["report", &rec, "--json", js.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", show(&o));
+    let rep = read_json(&js);
+    assert_eq!(rep["schema"], "hoptrace-report");
+    assert_eq!(rep["schema_version"], 1);
+    for k in [
+        "tool_version",
+        "command_line",
+        "thresholds_ns",
+        "window",
+        "runs",
+        "gate",
+    ] {
+        assert!(rep.get(k).is_some(), "top-level field {k}");
+    }
+    let run = &rep["runs"][0];
+    for k in [
+        "provenance",
+        "hops",
+        "stages",
+        "rows_total",
+        "streams",
+        "all_streams",
+        "top",
+    ] {
+        assert!(run.get(k).is_some(), "run field {k}");
+    }
+    assert_eq!(run["rows_total"], 1000 + 191);
+    let stages: Vec<&str> = run["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["a..b", "b..c", "a..c"]);
+    for s in [1u8, 2] {
+        let st = stream(&rep, &format!("S{s}"));
+        for (i, stage) in st["stages"].as_array().unwrap().iter().enumerate() {
+            check_stats(
+                &stage["stats"],
+                &expect(s, i, |_, _| true),
+                &format!("S{s} {}", stages[i]),
+            );
+        }
+    }
+    // Max with identity and time.
+    let s1 = stream(&rep, "S1");
+    let mp = &s1["stages"][0]["stats"]["max_packet"];
+    assert_eq!(mp["seq"], 500);
+    assert_eq!(mp["smp_cnt"], 500);
+    assert_eq!(mp["time_ns"], T0 + 500 * PERIOD);
+    // Sequence accounting.
+    let s2 = stream(&rep, "S2");
+    assert_eq!(s2["sequence"]["lost"], 10);
+    assert_eq!(s2["sequence"]["duplicated"], 1);
+    assert_eq!(s2["sequence"]["received"], 191);
+    assert_eq!(s2["stages"][0]["stats"]["negative_count"], 1);
+    assert_eq!(s2["stages"][0]["stats"]["min_packet"]["seq"], 50);
+    // Pacing: first-hop inter-arrival of S1 is exactly 250 us.
+    assert_eq!(s1["pacing"]["min_ns"], PERIOD);
+    assert_eq!(s1["pacing"]["max_ns"], PERIOD);
+    assert_eq!(s1["pacing"]["count"], 999);
+    // The top spike is the 3 ms outlier (a..c = 3 ms + bc(500)).
+    let top = &run["top"][0];
+    assert_eq!(top["value_ns"], 3_000_000 + bc(1, 500));
+    assert_eq!(top["stream"], "S1");
+    assert_eq!(top["seq"], 500);
+}
+
+#[test]
+fn terminal_and_markdown() {
+    let (_d, rec) = setup("rep-text");
+    let o = hoptrace(&["report", &rec]);
+    assert!(o.status.success(), "{}", show(&o));
+    let t = stdout(&o);
+    for needle in ["S1", "S2", "a..b", "b..c", "a..c", "p99.9"] {
+        assert!(t.contains(needle), "terminal lacks {needle}:\n{t}");
+    }
+    assert!(!t.contains("| --- |") && !t.contains("|---|"), "{t}");
+    let o = hoptrace(&["report", &rec, "--markdown"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let m = stdout(&o);
+    assert!(
+        m.lines().any(|l| l.starts_with('|') && l.contains("S1")),
+        "{m}"
+    );
+    assert!(m.contains("---|"), "{m}");
+}
+
+#[test]
+fn html_is_one_self_contained_file() {
+    let (d, rec) = setup("rep-html");
+    let h = d.path().join("r.html");
+    let o = hoptrace(&["report", &rec, "--html", h.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", show(&o));
+    let html = std::fs::read_to_string(&h).unwrap();
+    assert!(
+        html.to_lowercase().starts_with("<!doctype html"),
+        "{}",
+        &html[..80]
+    );
+    assert!(html.contains("<svg"), "no inline plot");
+    for bad in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "@import",
+        "<link ",
+    ] {
+        assert!(!html.contains(bad), "external resource {bad}");
+    }
+    assert!(html.contains("S1") && html.contains("a..c"));
+}
+
+#[test]
+fn max_latency_gate_exit_codes() {
+    let (d, rec) = setup("rep-gate");
+    // End to end max is 3 ms + 5.5 us: 4 ms passes, 1 ms fails with code 2.
+    let o = hoptrace(&["report", &rec, "--max-latency", "4ms"]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    let js = d.path().join("g.json");
+    let o = hoptrace(&[
+        "report",
+        &rec,
+        "--max-latency",
+        "1ms",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let g = &read_json(&js)["gate"];
+    assert_eq!(g["passed"], false);
+    assert_eq!(g["packets_over"], 1);
+    assert_eq!(g["worst_packet"]["seq"], 500);
+    // Gating only b..c (max 5 us + 999 ns) passes at 1 ms.
+    let o = hoptrace(&["report", &rec, "--stage", "b..c", "--max-latency", "1ms"]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    // A bad argument is an error (1), distinct from a failed gate.
+    let o = hoptrace(&["report", &rec, "--stage", "x..c"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no hop named"));
+}
+
+#[test]
+fn stream_and_stage_selection() {
+    let (d, rec) = setup("rep-sel");
+    let js = d.path().join("s.json");
+    let o = hoptrace(&[
+        "report",
+        &rec,
+        "--stream",
+        "S2",
+        "--stage",
+        "b..c",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let rep = read_json(&js);
+    let streams = rep["runs"][0]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1);
+    assert_eq!(streams[0]["name"], "S2");
+    let st = streams[0]["stages"].as_array().unwrap();
+    assert_eq!(st.len(), 1);
+    assert_eq!(st[0]["stage"], "b..c");
+    check_stats(&st[0]["stats"], &expect(2, 1, |_, _| true), "S2 b..c");
+}
+
+#[test]
+fn skip_warmup_and_time_window() {
+    let (d, rec) = setup("rep-win");
+    let js = d.path().join("w.json");
+    let o = hoptrace(&[
+        "report",
+        &rec,
+        "--skip-warmup",
+        "100",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let rep = read_json(&js);
+    for s in [1u8, 2] {
+        let st = stream(&rep, &format!("S{s}"));
+        assert_eq!(st["excluded"], 100);
+        for i in 0..3 {
+            check_stats(
+                &st["stages"][i]["stats"],
+                &expect(s, i, |_, row| row >= 100),
+                &format!("warm-up S{s} stage {i}"),
+            );
+        }
+    }
+    // S2 rows are seq 0..99 plus the duplicate of 20 (101 rows): row 100 is
+    // seq 99, then 110..199, so the 10 lost remain inside the window.
+    assert_eq!(stream(&rep, "S2")["sequence"]["lost"], 10);
+    assert_eq!(stream(&rep, "S2")["sequence"]["duplicated"], 0);
+
+    // [50 ms, 100 ms) after the first packet (S1 seq 0 at T0): S1 seq
+    // 200..399, S2 (1 us later) seq 200..399 too but S2 ends at 199.
+    let o = hoptrace(&[
+        "report",
+        &rec,
+        "--from",
+        "50ms",
+        "--to",
+        "100ms",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let rep = read_json(&js);
+    let in_win = |seq: u64, _| (200..400).contains(&seq);
+    check_stats(
+        &stream(&rep, "S1")["stages"][2]["stats"],
+        &expect(1, 2, in_win),
+        "window S1 a..c",
+    );
+    assert_eq!(stream(&rep, "S1")["excluded"], 800);
+    assert_eq!(stream(&rep, "S2")["stages"][0]["stats"]["count"], 0);
+    // 10 ms .. 30 ms: S2 seq 40..119 minus the 10 lost; the -2 us value is in.
+    let o = hoptrace(&[
+        "report",
+        &rec,
+        "--from",
+        "10ms",
+        "--to",
+        "30ms",
+        "--json",
+        js.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let rep = read_json(&js);
+    // S2 times are T0 + seq*250us + 1us: offset in [10ms, 30ms) <=> seq 40..119.
+    check_stats(
+        &stream(&rep, "S2")["stages"][0]["stats"],
+        &expect(2, 0, |seq, _| (40..120).contains(&seq)),
+        "window S2 a..b",
+    );
+    assert_eq!(stream(&rep, "S2")["sequence"]["lost"], 10);
+}
