@@ -195,13 +195,31 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     let mut tracer = None;
     if let Ok(hyp) = st.namespace("hyp") {
         if has_feature(exe, &["trace"], &["--record"]) {
+            // Only the hypervisor's path devices: ingress, the tap (or
+            // macvtap) and the forwarder's egress (not the host's traffic).
+            let devs: &[&str] = match opts.topology {
+                Topology::Macvtap => &["in0", "mvt0", "out0"],
+                Topology::Bridge | Topology::Ovs => &["in0", "tap0", "out0"],
+                Topology::Vm => &["in0", "tap0"],
+                _ => &["in0", "out0"],
+            };
             let mut args: Vec<String> = vec![
                 "trace".into(),
                 "--record".into(),
                 out.join("trace").to_string_lossy().into(),
+                "--netns".into(),
+                hyp.to_string(),
+                "--rate".into(),
+                opts.rate.to_string(),
             ];
+            for dev in devs {
+                args.extend(["--iface".into(), dev.to_string()]);
+            }
             if help_mentions(exe, &["trace"], "--duration") {
-                args.extend(["--duration".into(), format!("{:.3}s", secs + 3.0)]);
+                // Only a cap: the lab stops the tracer with SIGINT once the
+                // publisher and subscriber are done (a late publisher would
+                // otherwise outlive a tight duration).
+                args.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + 30.0)]);
             }
             match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
                 Ok(c) => {

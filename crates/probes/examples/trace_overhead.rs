@@ -1,9 +1,23 @@
-//! Overhead of `hoptrace trace`, side by side in one run (root needed):
-//! 8 SV streams x 4800 frames/s through publisher veth -> bridge -> tap ->
-//! reader, first with tracing off, then on. Prints the path latency
-//! (application send -> reader read, CLOCK_MONOTONIC) p50/p99 off vs on, the
-//! BPF CPU cost per program run (kernel BPF stats), events/s handled and the
-//! lost events. `bench/trace_overhead.sh` runs it.
+//! Overhead of `hoptrace trace`, side by side in one run (root needed).
+//!
+//! Path: publisher netns veth -> hypervisor netns bridge -> tap -> a reader
+//! of the tap fd (as QEMU). For each load (N streams x 4800 frames/s, N = 8,
+//! 16, 32, ... until the tracer loses events or the sender cannot keep the
+//! rate) two phases of SECS seconds each: tracing off, then on (the tracer is
+//! the library code of `hoptrace trace`, filtered on the hypervisor
+//! namespace like `lab run`). Per load it prints:
+//!
+//! * path latency (application send -> reader read, CLOCK_MONOTONIC, stamped
+//!   into the frame) p50/p99 off and on, and their ratio;
+//! * the BPF cost from the kernel's BPF statistics
+//!   (`kernel.bpf_stats_enabled=1`; `run_time_ns`/`run_cnt` of each of the
+//!   tracer's programs, read with `bpf_prog_get_info_by_fd` while attached):
+//!   ns per program run (every hit of an attached tracepoint on the host,
+//!   filtered or not) and ns per hop event (total BPF time / events sent to
+//!   user space);
+//! * events/s handled and lost events (ring buffer full), timelines.
+//!
+//! Usage: `trace_overhead [SECS] [MAX_STREAMS]` (defaults 20, 64).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -12,7 +26,6 @@ use std::time::{Duration, Instant};
 
 use support::*;
 
-const STREAMS: usize = 8;
 const RATE: u64 = 4800;
 
 fn mono_ns() -> u64 {
@@ -25,14 +38,23 @@ fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Send STREAMS x RATE frames/s for `secs`; the reader stamps arrival. Returns
-/// sorted latencies (ns) and frames sent.
-fn run_phase(bed: &Bed, secs: u64, tag: &str) -> (Vec<u64>, u64) {
+/// Offset of the smpCnt value in a frame built by `sv_frame`.
+fn smp_offset(f: &[u8]) -> usize {
+    f.windows(2)
+        .skip(30)
+        .position(|w| w == [0x82, 0x02])
+        .map(|p| p + 32)
+        .expect("smpCnt TLV in the frame")
+}
+
+/// Send `streams` x RATE frames/s for `secs`; the reader stamps arrival.
+/// Returns sorted latencies (ns), frames sent, and the achieved send rate.
+fn run_phase(bed: &Bed, streams: usize, secs: u64, tag: &str) -> (Vec<u64>, u64, f64) {
     let tap_name = bed.tap.clone();
     let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let reader = std::thread::spawn(move || {
-        let mut lat = Vec::new();
+        let mut lat = Vec::with_capacity(1 << 20);
         while let Some(f) = read_frame(&tap, Duration::from_millis(1000)) {
             let now = mono_ns();
             if f.len() >= 120 && f[12..14] == [0x88, 0xBA] {
@@ -44,13 +66,14 @@ fn run_phase(bed: &Bed, secs: u64, tag: &str) -> (Vec<u64>, u64) {
         lat
     });
     let tag = tag.to_string();
-    let sent = bed
+    let (sent, took) = bed
         .publ
         .run_in(move || {
             let (fd, idx) = packet_socket("pub0");
-            let frames: Vec<Vec<u8>> = (0..STREAMS)
+            let mut frames: Vec<Vec<u8>> = (0..streams)
                 .map(|s| sv_frame(&format!("{tag}{s}"), 0))
                 .collect();
+            let offs: Vec<usize> = frames.iter().map(|f| smp_offset(f)).collect();
             let period = 1_000_000_000 / RATE;
             let start = mono_ns();
             let mut sent = 0u64;
@@ -59,32 +82,20 @@ fn run_phase(bed: &Bed, secs: u64, tag: &str) -> (Vec<u64>, u64) {
                 while mono_ns() < deadline {
                     std::hint::spin_loop();
                 }
-                for f in &frames {
-                    let mut f = f.clone();
-                    let smp = (k % 4000) as u16;
-                    // smpCnt sits right after svID in the ASDU: patch via rebuild
-                    f = patch_smp(&f, smp);
+                let smp = ((k % 4000) as u16).to_be_bytes();
+                for (f, off) in frames.iter_mut().zip(&offs) {
+                    f[*off..*off + 2].copy_from_slice(&smp);
                     f[100..108].copy_from_slice(&mono_ns().to_be_bytes());
-                    send_frame(&fd, idx, &f);
+                    send_frame(&fd, idx, f);
                     sent += 1;
                 }
             }
-            sent
+            (sent, (mono_ns() - start) as f64 / 1e9)
         })
         .unwrap();
     let mut lat = reader.join().unwrap();
     lat.sort_unstable();
-    (lat, sent)
-}
-
-fn patch_smp(f: &[u8], smp: u16) -> Vec<u8> {
-    let mut f = f.to_vec();
-    // find the smpCnt TLV 0x82 0x02 after the svID
-    if let Some(p) = f.windows(2).skip(30).position(|w| w == [0x82, 0x02]) {
-        let p = p + 30 + 2;
-        f[p..p + 2].copy_from_slice(&smp.to_be_bytes());
-    }
-    f
+    (lat, sent, sent as f64 / took)
 }
 
 fn pct(v: &[u64], q: f64) -> u64 {
@@ -94,73 +105,116 @@ fn pct(v: &[u64], q: f64) -> u64 {
     v[((v.len() - 1) as f64 * q) as usize]
 }
 
-/// Run time and count of hoptrace's programs (names `btf_*`/`raw_*`, type tracing/raw_tracepoint).
-fn bpf_stats() -> (u64, u64) {
-    let out = std::process::Command::new("bpftool")
-        .args(["-j", "prog", "show"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    let mut ns = 0;
-    let mut cnt = 0;
-    for p in v.as_array().into_iter().flatten() {
-        let name = p["name"].as_str().unwrap_or("");
-        if name.starts_with("btf_") || name.starts_with("raw_") {
-            ns += p["run_time_ns"].as_u64().unwrap_or(0);
-            cnt += p["run_cnt"].as_u64().unwrap_or(0);
+/// (name, run_time_ns, run_cnt) of each program id, from bpf_prog_info.
+fn bpf_stats(ids: &[u32]) -> Vec<(String, u64, u64)> {
+    use libbpf_rs::libbpf_sys;
+    let mut out = Vec::new();
+    for &id in ids {
+        // SAFETY: plain libbpf calls; the info struct is ours and zeroed.
+        unsafe {
+            let fd = libbpf_sys::bpf_prog_get_fd_by_id(id);
+            if fd < 0 {
+                continue;
+            }
+            let mut info: libbpf_sys::bpf_prog_info = std::mem::zeroed();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            if libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) == 0 {
+                let name = std::ffi::CStr::from_ptr(info.name.as_ptr())
+                    .to_string_lossy()
+                    .into_owned();
+                out.push((name, info.run_time_ns, info.run_cnt));
+            }
+            libc::close(fd);
         }
     }
-    (ns, cnt)
+    out
 }
 
 fn main() {
-    let secs: u64 = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let mut args = std::env::args().skip(1);
+    let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let max_streams: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(64);
     let bed = testbed(1000);
-    let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1");
+    let prev_stats = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+        .unwrap_or_else(|_| "0".into());
+    std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "1")
+        .expect("enabling kernel.bpf_stats_enabled (root needed)");
 
-    let (off, sent_off) = run_phase(&bed, secs, "OFF");
-    let tracer = start_tracer_with(bed.hv.name(), Duration::from_secs(secs + 30));
-    let t0 = Instant::now();
-    let (on, sent_on) = run_phase(&bed, secs, "ON");
-    // programs are still attached: read their stats before stopping
-    let elapsed = t0.elapsed().as_secs_f64();
-    let (run_ns, run_cnt) = bpf_stats();
-    let summary = tracer.finish();
-    let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", "0");
-    let ids = &summary.prog_ids;
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
-    let (ns_mine, cnt_mine) = (run_ns, run_cnt);
     println!(
-        "frames sent: off {sent_off} on {sent_on} ({} streams x {RATE}/s, {secs}s each)",
-        STREAMS
+        "# trace_overhead: {secs} s per phase, streams x {RATE} frames/s, bridge + tap + reader"
     );
-    println!("frames read: off {} on {}", off.len(), on.len());
-    println!(
-        "path latency send->read p50: off {} ns on {} ns ratio {:.2}",
-        pct(&off, 0.5),
-        pct(&on, 0.5),
-        pct(&on, 0.5) as f64 / pct(&off, 0.5).max(1) as f64
-    );
-    println!(
-        "path latency send->read p99: off {} ns on {} ns ratio {:.2}",
-        pct(&off, 0.99),
-        pct(&on, 0.99),
-        pct(&on, 0.99) as f64 / pct(&off, 0.99).max(1) as f64
-    );
-    println!(
-        "bpf: {} program runs, {} ns/run (hoptrace programs {:?}, kernel.bpf_stats_enabled=1)",
-        cnt_mine,
-        ns_mine.checked_div(cnt_mine).unwrap_or(0),
-        ids
-    );
-    println!(
-        "events: {} in {:.1}s = {:.0}/s, timelines {}, lost {lost}",
-        summary.events,
-        elapsed,
-        summary.events as f64 / elapsed,
-        summary.timelines.len()
-    );
+    let mut streams = 8;
+    let mut best_clean: Option<f64> = None;
+    while streams <= max_streams {
+        let target = streams as f64 * RATE as f64;
+        let (off, sent_off, rate_off) = run_phase(&bed, streams, secs, "OFF");
+        let tracer = start_tracer_with(bed.hv.name(), Duration::from_secs(secs + 60));
+        let ids = tracer.prog_ids();
+        let t0 = Instant::now();
+        let (on, sent_on, rate_on) = run_phase(&bed, streams, secs, "ON");
+        // programs are still attached: read their stats before stopping
+        let elapsed = t0.elapsed().as_secs_f64();
+        let stats = bpf_stats(&ids);
+        let summary = tracer.finish();
+        let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+        let run_ns: u64 = stats.iter().map(|s| s.1).sum();
+        let run_cnt: u64 = stats.iter().map(|s| s.2).sum();
+        println!("## {streams} streams x {RATE}/s = {target:.0} frames/s");
+        println!(
+            "frames sent: off {sent_off} ({rate_off:.0}/s) on {sent_on} ({rate_on:.0}/s); read: off {} on {}",
+            off.len(),
+            on.len()
+        );
+        for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+            println!(
+                "path latency send->read {name}: off {} ns on {} ns ratio {:.2}",
+                pct(&off, q),
+                pct(&on, q),
+                pct(&on, q) as f64 / pct(&off, q).max(1) as f64
+            );
+        }
+        for (name, ns, cnt) in &stats {
+            println!(
+                "  bpf {name:<36} runs {cnt:>10} {:>6} ns/run",
+                ns.checked_div(*cnt).unwrap_or(0)
+            );
+        }
+        println!(
+            "bpf: {run_cnt} runs, {} ns/run; {} hop events, {} ns BPF time per hop event",
+            run_ns.checked_div(run_cnt).unwrap_or(0),
+            summary.events,
+            run_ns.checked_div(summary.events).unwrap_or(0)
+        );
+        println!(
+            "events: {} in {elapsed:.1} s = {:.0}/s, timelines {}, lost {lost} {:?}",
+            summary.events,
+            summary.events as f64 / elapsed,
+            summary.timeline_count,
+            summary
+                .lost
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .collect::<Vec<_>>()
+        );
+        let sender_ok = rate_on >= 0.95 * target;
+        if lost == 0 && sender_ok {
+            best_clean = Some(summary.events as f64 / elapsed);
+        }
+        if lost > 0 {
+            println!("-> events lost at {streams} streams: stop");
+            break;
+        }
+        if !sender_ok {
+            println!(
+                "-> the sender reached only {rate_on:.0} of {target:.0} frames/s: stop (sender-bound, not tracer-bound)"
+            );
+            break;
+        }
+        streams *= 2;
+    }
+    match best_clean {
+        Some(r) => println!("highest load sustained without loss: {r:.0} hop events/s"),
+        None => println!("no load was sustained without loss"),
+    }
+    let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", prev_stats.trim());
 }

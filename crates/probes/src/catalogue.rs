@@ -156,6 +156,46 @@ pub fn catalogue() -> Vec<HopSpec> {
     v
 }
 
+const fn bit(tp: TracePoint) -> u32 {
+    1 << tp as u32
+}
+
+/// The tracepoints whose hits the profile's hops use (BPF `emit_mask`).
+pub fn emit_mask(profile: Profile) -> u32 {
+    use TracePoint::*;
+    match profile {
+        Profile::Hypervisor => {
+            bit(NetifReceiveSkb)
+                | bit(NetDevStartXmit)
+                | bit(NetDevXmit)
+                | bit(KfreeSkb)
+                | bit(SkbCopyDatagramIovec)
+        }
+        Profile::Guest | Profile::Host => {
+            bit(NetifReceiveSkb) | bit(ConsumeSkb) | bit(KfreeSkb) | bit(SkbCopyDatagramIovec)
+        }
+    }
+}
+
+/// The device tracepoints that can make a hop on a device of this `kind`
+/// (`ip -d link` info_kind) in this profile (BPF `dev_filter` value).
+/// Hypervisor: a tun/tap only at `fwd`/`tap_xmit`; a macvtap also at its
+/// receive (the macvlan forwarding hands it the frame by `netif_rx`); a
+/// bridge's or OVS's own device never (its receive is local delivery, not
+/// the path); any other device at `rx` and `egress`.
+pub fn device_mask(profile: Profile, kind: &str) -> u32 {
+    use TracePoint::*;
+    match profile {
+        Profile::Hypervisor => match kind {
+            "tun" => bit(NetDevStartXmit) | bit(NetDevXmit),
+            "macvtap" | "ipvtap" => bit(NetifReceiveSkb) | bit(NetDevStartXmit) | bit(NetDevXmit),
+            "bridge" | "openvswitch" => 0,
+            _ => bit(NetifReceiveSkb) | bit(NetDevStartXmit),
+        },
+        Profile::Guest | Profile::Host => bit(NetifReceiveSkb),
+    }
+}
+
 /// Hops that a complete timeline may lack (status stays `ok`).
 pub fn is_optional(hop: &str) -> bool {
     matches!(hop, "egress" | "sock_deliver")

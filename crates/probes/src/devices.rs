@@ -108,6 +108,18 @@ impl DeviceTable {
         self.by_key.insert((netns, ifindex), info);
     }
 
+    /// Every known device of the namespace with inode `ino`: (ifindex, info).
+    pub fn devices_in(&self, ino: u32) -> Vec<(u32, &DeviceInfo)> {
+        let mut v: Vec<(u32, &DeviceInfo)> = self
+            .by_key
+            .iter()
+            .filter(|((n, _), _)| *n == ino)
+            .map(|((_, i), d)| (*i, d))
+            .collect();
+        v.sort_by_key(|(i, _)| *i);
+        v
+    }
+
     pub fn get(&self, netns: u32, ifindex: u32) -> Option<&DeviceInfo> {
         self.by_key.get(&(netns, ifindex))
     }

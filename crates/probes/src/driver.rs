@@ -17,7 +17,7 @@ use hoptrace_record::{
     RotatePolicy, StampSource,
 };
 
-use crate::catalogue::{catalogue, Profile, TracePoint};
+use crate::catalogue::{catalogue, device_mask, emit_mask, Profile, TracePoint};
 use crate::devices::{netns_inode, DeviceTable};
 use crate::drop_reason::DropReasons;
 use crate::event::HopEvent;
@@ -39,7 +39,7 @@ pub struct TraceOptions {
     pub streams: Vec<String>,
     pub filter: Option<OtherFilter>,
     pub duration: Option<Duration>,
-    /// Stop after this many timelines.
+    /// Stop after this many timelines (after the `--stream` selection).
     pub count: Option<u64>,
     pub thresholds_ns: Vec<u64>,
     pub record: Option<PathBuf>,
@@ -49,6 +49,24 @@ pub struct TraceOptions {
     pub linger: Duration,
     /// Print a block every second.
     pub periodic: bool,
+    /// Only these hops in the output (statistics, recording columns);
+    /// `None`: every hop of the profile. Timelines are still assembled (and
+    /// judged complete) on the whole profile.
+    pub hops: Option<Vec<String>>,
+    /// Keep every timeline in [`TraceSummary::timelines`] (tests); the CLI
+    /// only keeps the statistics, so memory stays bounded on long runs.
+    pub keep_timelines: bool,
+}
+
+/// A screen that shows the statistics every second instead of the plain
+/// block (the ratatui view of `hoptrace trace --live` lives in the CLI).
+pub trait LiveView {
+    /// Probes attached, notes and backend printed: take over the terminal.
+    fn start(&mut self) -> Result<()>;
+    /// Redraw; return false to stop the run (the user quit).
+    fn draw(&mut self, stats: &Stats, elapsed: Duration, lost: &LostCounts) -> bool;
+    /// Give the terminal back before the summary is printed.
+    fn finish(&mut self);
 }
 
 /// What the run saw (printed at exit, and returned for tests).
@@ -56,7 +74,11 @@ pub struct TraceOptions {
 pub struct TraceSummary {
     pub backend: String,
     pub clock: String,
+    /// Every timeline selected (only with `keep_timelines`), hops projected
+    /// on the selected hops.
     pub timelines: Vec<Timeline>,
+    /// Timelines selected (always counted).
+    pub timeline_count: u64,
     pub lost: Vec<(TracePoint, u64)>,
     pub events: u64,
     pub incomplete: u64,
@@ -95,16 +117,6 @@ pub fn parse_filter(expr: &str) -> Result<OtherFilter> {
         }
     }
     Ok(f)
-}
-
-fn identity_text(t: &Timeline) -> String {
-    match &t.identity {
-        PacketIdentity::Sv { smp_cnt, .. } => {
-            format!("{} smpCnt {} epoch {}", t.stream, smp_cnt, t.epoch)
-        }
-        PacketIdentity::Ping { seq, .. } => format!("{} seq {seq}", t.stream),
-        _ => format!("{} hash {:#x}", t.stream, t.seq),
-    }
 }
 
 fn print_block(
@@ -187,7 +199,9 @@ fn to_rec_status(s: Status) -> PacketStatus {
 
 struct Run<'a> {
     opts: &'a TraceOptions,
+    /// The selected hops (output), and their index in the profile's hops.
     hops: Vec<&'static str>,
+    live: Option<&'a mut dyn LiveView>,
     assembler: Assembler,
     stats: Stats,
     writer: Option<RecordingWriter>,
@@ -197,10 +211,16 @@ struct Run<'a> {
     count: u64,
     write_err: Option<anyhow::Error>,
     out: &'a mut dyn Write,
+    select: Vec<usize>,
 }
 
+/// Select, project, count and record finished timelines (called from the
+/// session sink and once more for the timelines left at exit, when the
+/// sink's fields are already taken apart: hence the plain arguments).
+#[allow(clippy::too_many_arguments)]
 fn handle(
     opts: &TraceOptions,
+    select: &[usize],
     tls: Vec<Timeline>,
     stats: &mut Stats,
     writer: &mut Option<RecordingWriter>,
@@ -208,9 +228,12 @@ fn handle(
     count: &mut u64,
     write_err: &mut Option<anyhow::Error>,
 ) {
-    for t in tls {
+    for mut t in tls {
         if !opts.streams.is_empty() && !opts.streams.contains(&t.stream) {
             continue;
+        }
+        if select.len() != t.hops.len() {
+            t.hops = select.iter().map(|&i| t.hops[i]).collect();
         }
         stats.add(&t);
         if let Some(w) = writer.as_mut() {
@@ -241,7 +264,10 @@ fn handle(
             }
         }
         *count += 1;
-        summary.timelines.push(t);
+        summary.timeline_count += 1;
+        if opts.keep_timelines {
+            summary.timelines.push(t);
+        }
     }
 }
 
@@ -251,6 +277,22 @@ impl SessionSink for Run<'_> {
         for n in &info.notes {
             let _ = writeln!(out, "note: {n}");
         }
+        let optional: Vec<String> = info.optional.iter().map(|p| p.describe()).collect();
+        let _ = writeln!(
+            out,
+            "backend in use: {}; {}",
+            info.backend.name(),
+            optional.join("; ")
+        );
+        let _ = writeln!(
+            out,
+            "programs {}",
+            info.prog_ids
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         let _ = writeln!(
             out,
             "backend {} clock {} hops {} tracepoints {}",
@@ -303,12 +345,18 @@ impl SessionSink for Run<'_> {
         }
         let _ = writeln!(out, "ready");
         let _ = out.flush();
+        if let Some(v) = self.live.as_mut() {
+            if let Err(e) = v.start() {
+                self.write_err = Some(e.context("starting the live view"));
+            }
+        }
     }
 
     fn event(&mut self, e: HopEvent) {
         let tls = self.assembler.push(e);
         handle(
             self.opts,
+            &self.select,
             tls,
             &mut self.stats,
             &mut self.writer,
@@ -325,9 +373,15 @@ impl SessionSink for Run<'_> {
         if let Some(w) = self.writer.as_mut() {
             let _ = w.rotate_if_due();
         }
-        if self.opts.periodic && self.last_block.elapsed() >= Duration::from_secs(1) {
+        if self.last_block.elapsed() >= Duration::from_secs(1) {
             self.last_block = Instant::now();
-            let _ = print_block(self.out, &self.stats, self.started.elapsed(), lost);
+            if let Some(v) = self.live.as_mut() {
+                if !v.draw(&self.stats, self.started.elapsed(), lost) {
+                    return false;
+                }
+            } else if self.opts.periodic {
+                let _ = print_block(self.out, &self.stats, self.started.elapsed(), lost);
+            }
         }
         if self
             .opts
@@ -341,25 +395,19 @@ impl SessionSink for Run<'_> {
 }
 
 /// Run a trace until `stop`, the duration or the count.
-pub fn run_trace(
-    opts: &TraceOptions,
+pub fn run_trace<'a>(
+    opts: &'a TraceOptions,
     stop: &AtomicBool,
-    out: &mut dyn Write,
+    out: &'a mut dyn Write,
+    live: Option<&'a mut dyn LiveView>,
 ) -> Result<TraceSummary> {
     let devices = DeviceTable::scan()?;
-    let mut filters = Filters {
-        devices: Vec::new(),
-        other: opts.filter.clone(),
-    };
-    for ifname in &opts.ifaces {
-        filters
-            .devices
-            .push(devices.resolve(opts.netns.as_deref(), ifname)?);
-    }
-    if opts.ifaces.is_empty() {
-        if let Some(ns) = &opts.netns {
-            filters.devices.push((netns_inode(Some(ns))?, 0));
-        }
+    let filters = bpf_filters(opts, &devices)?;
+    if filters.devices.is_empty() {
+        writeln!(
+            out,
+            "note: no --iface/--netns: tracing every device of every namespace on this host"
+        )?;
     }
     let reasons = DropReasons::from_kernel();
     let assembler = Assembler::new(
@@ -369,11 +417,31 @@ pub fn run_trace(
         opts.rate,
         opts.linger.as_nanos() as u64,
     );
-    let hops: Vec<&'static str> = assembler.hops().to_vec();
+    let all_hops: Vec<&'static str> = assembler.hops().to_vec();
+    let select: Vec<usize> = match &opts.hops {
+        None => (0..all_hops.len()).collect(),
+        Some(names) => {
+            let mut idx = Vec::new();
+            for n in names {
+                let Some(i) = all_hops.iter().position(|h| h == n) else {
+                    bail!(
+                        "unknown hop `{n}` for this profile: hops are {}",
+                        all_hops.join(",")
+                    );
+                };
+                idx.push(i);
+            }
+            idx.sort_unstable();
+            idx.dedup();
+            idx
+        }
+    };
+    let hops: Vec<&'static str> = select.iter().map(|&i| all_hops[i]).collect();
     let mut run = Run {
         opts,
         stats: Stats::new(&hops, opts.thresholds_ns.clone()),
         hops,
+        live,
         assembler,
         writer: None,
         summary: TraceSummary::default(),
@@ -382,8 +450,13 @@ pub fn run_trace(
         count: 0,
         write_err: None,
         out,
+        select,
     };
-    let (info, lost) = run_session(&filters, stop, Duration::from_millis(200), &mut run)?;
+    let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
+    if let Some(v) = run.live.as_mut() {
+        v.finish();
+    }
+    let (info, lost) = res?;
     let Run {
         mut assembler,
         mut stats,
@@ -393,11 +466,13 @@ pub fn run_trace(
         out,
         mut count,
         mut write_err,
+        select,
         ..
     } = run;
     let rest = assembler.expire(true);
     handle(
         opts,
+        &select,
         rest,
         &mut stats,
         &mut writer,
@@ -426,38 +501,70 @@ pub fn run_trace(
         out,
         "events {} timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
         assembler.counters.events,
-        summary.timelines.len(),
+        summary.timeline_count,
         assembler.counters.incomplete,
         assembler.counters.dropped,
         assembler.counters.duplicates,
         assembler.counters.unmatched
     )?;
+    let dups: Vec<String> = assembler
+        .counters
+        .duplicates_per_hop
+        .iter()
+        .zip(assembler.hops())
+        .filter(|(n, _)| **n > 0)
+        .map(|(n, h)| format!("{h}={n}"))
+        .collect();
+    if !dups.is_empty() {
+        writeln!(out, "duplicates per hop: {}", dups.join(" "))?;
+    }
     let lost_line: Vec<String> = lost
         .iter()
         .map(|(t, n)| format!("{}={n}", t.event()))
         .collect();
     writeln!(out, "lost events per tracepoint: {}", lost_line.join(" "))?;
-    if let Some(worst) = summary
-        .timelines
+    if let Some((stream, w)) = stats
+        .streams
         .iter()
-        .filter(|t| t.status == Status::Ok)
-        .filter_map(|t| {
-            Some((
-                t.hops.iter().flatten().max()? - t.hops.iter().flatten().min()?,
-                t,
-            ))
-        })
-        .max_by_key(|(d, _)| *d)
+        .filter_map(|(name, s)| Some((name, s.stages.get("end_to_end")?.worst.as_ref()?)))
+        .max_by_key(|(_, w)| w.ns)
     {
         writeln!(
             out,
-            "worst end to end: {} ({} dest {})",
-            fmt_ns(worst.0),
-            identity_text(worst.1),
-            worst.1.dest.as_deref().unwrap_or("-")
+            "worst end to end: {} ({stream} seq {} dest {})",
+            fmt_ns(w.ns),
+            w.seq,
+            w.dest.as_deref().unwrap_or("-")
         )?;
     }
     Ok(summary)
+}
+
+/// The BPF filters of a run: the device table entries (with the tracepoints
+/// that count on each device, from its kind) and the tracepoints to emit.
+pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters> {
+    let mut f = Filters {
+        devices: Vec::new(),
+        emit_mask: emit_mask(opts.profile),
+        other: opts.filter.clone(),
+    };
+    for ifname in &opts.ifaces {
+        let (ns, idx) = devices.resolve(opts.netns.as_deref(), ifname)?;
+        let kind = devices.get(ns, idx).map(|d| d.kind.as_str()).unwrap_or("");
+        f.devices.push((ns, idx, device_mask(opts.profile, kind)));
+    }
+    if opts.ifaces.is_empty() {
+        if let Some(name) = &opts.netns {
+            let ns = netns_inode(Some(name))?;
+            for (idx, d) in devices.devices_in(ns) {
+                f.devices
+                    .push((ns, idx, device_mask(opts.profile, &d.kind)));
+            }
+            // devices created after the start: treated as plain devices
+            f.devices.push((ns, 0, device_mask(opts.profile, "")));
+        }
+    }
+    Ok(f)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! packet and destination using the hop [`catalogue`], and [`stats`] keeps
 //! per-stream, per-stage histograms for the live views.
 
+pub mod backends;
 pub mod catalogue;
 pub mod devices;
 pub mod driver;

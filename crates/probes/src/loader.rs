@@ -6,9 +6,9 @@
 //! are not loaded. The object is then loaded with the `tp_btf` programs; when
 //! that load is refused (old kernel, no BTF for tracing) it is reloaded with
 //! the `raw_tp` variants, which read the skb through the same CO-RE reads.
-//! kprobe/fentry variants are not built: on hosts that allow them they would
-//! add nothing the tracepoints miss for the hops in the catalogue, and this
-//! kernel refuses them.
+//! The optional fentry/kprobe backends are probed for real at start (see
+//! [`crate::backends`]) and their result reported; the hops themselves only
+//! use tracepoints.
 //!
 //! The timestamp helper is `bpf_ktime_get_tai_ns` (CLOCK_TAI, kernel >= 6.1);
 //! when the load with it fails the object is reloaded with
@@ -96,9 +96,15 @@ pub fn available_tracepoints() -> Result<Vec<(TracePoint, bool)>> {
 /// What the session should trace.
 #[derive(Debug, Clone, Default)]
 pub struct Filters {
-    /// (netns inode, ifindex); ifindex 0 = every device of the namespace.
-    /// Empty = every device of every namespace.
-    pub devices: Vec<(u32, u32)>,
+    /// (netns inode, ifindex, tracepoint mask); ifindex 0 = the other devices
+    /// of the namespace; the mask has bit `1 << tp` for every device
+    /// tracepoint that counts on that device. Empty = every device of every
+    /// namespace (the whole host: only for small, quiet hosts).
+    pub devices: Vec<(u32, u32, u32)>,
+    /// Bit `1 << tp` for the tracepoints whose hits are sent to user space;
+    /// 0 means all. Programs of tracepoints outside it (other than the
+    /// skb-tracking ones) are not attached.
+    pub emit_mask: u32,
     /// Report frames other than SV and ping that match these.
     pub other: Option<OtherFilter>,
 }
@@ -122,7 +128,12 @@ pub struct SessionInfo {
     pub notes: Vec<String>,
     /// Kernel program ids (for bpftool and BPF stats).
     pub prog_ids: Vec<u32>,
+    /// The optional fentry/kprobe backends, as probed at start.
+    pub optional: Vec<crate::backends::Probe>,
 }
+
+/// How often the ring is drained when no wakeup came.
+const POLL: Duration = Duration::from_millis(5);
 
 /// Events lost because the ring buffer was full, per tracepoint.
 pub type LostCounts = Vec<(TracePoint, u64)>;
@@ -182,8 +193,27 @@ pub fn run_session(
     sink: &mut dyn SessionSink,
 ) -> Result<(SessionInfo, LostCounts)> {
     let avail = available_tracepoints()?;
-    let wanted: Vec<TracePoint> = avail.iter().filter(|(_, p)| *p).map(|(t, _)| *t).collect();
-    let missing: Vec<TracePoint> = avail.iter().filter(|(_, p)| !*p).map(|(t, _)| *t).collect();
+    let emit_mask = if filters.emit_mask == 0 {
+        u32::MAX
+    } else {
+        filters.emit_mask
+    };
+    // consume_skb and kfree_skb always run: they forget tracked skbs, so a
+    // reused skb address never inherits an old frame's identity.
+    let needed = |tp: TracePoint| {
+        emit_mask & (1 << tp as u32) != 0
+            || matches!(tp, TracePoint::ConsumeSkb | TracePoint::KfreeSkb)
+    };
+    let wanted: Vec<TracePoint> = avail
+        .iter()
+        .filter(|(t, p)| *p && needed(*t))
+        .map(|(t, _)| *t)
+        .collect();
+    let missing: Vec<TracePoint> = avail
+        .iter()
+        .filter(|(t, p)| !*p && needed(*t))
+        .map(|(t, _)| *t)
+        .collect();
     let mut notes = Vec::new();
     for tp in &missing {
         notes.push(format!(
@@ -237,7 +267,7 @@ pub fn run_session(
     let skel = open_and_load(&mut storage, backend, use_tai, &wanted)
         .context("reloading the BPF object")?;
 
-    configure(&skel, filters)?;
+    configure(&skel, filters, emit_mask)?;
 
     let mut links = Vec::new();
     let mut prog_ids = Vec::new();
@@ -262,6 +292,7 @@ pub fn run_session(
         missing,
         notes,
         prog_ids,
+        optional: crate::backends::probe_optional(),
     };
 
     let decode_errors = std::cell::Cell::new(0u64);
@@ -278,13 +309,17 @@ pub fn run_session(
     sink.borrow_mut().ready(&info);
     let mut last_tick = std::time::Instant::now();
     loop {
-        ring.poll(Duration::from_millis(100)).or_else(|e| {
+        // The BPF side wakes us only when the ring is 1/8 full; between
+        // wakeups we drain it every POLL (poll() alone does not consume
+        // after a timeout).
+        ring.poll(POLL).or_else(|e| {
             if e.kind() == libbpf_rs::ErrorKind::Interrupted {
                 Ok(())
             } else {
                 Err(e)
             }
         })?;
+        ring.consume()?;
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -332,8 +367,9 @@ impl AsFdRaw for libbpf_rs::ProgramMut<'_> {
     }
 }
 
-fn configure(skel: &HopsSkel<'_>, filters: &Filters) -> Result<()> {
-    let mut cfg = [0u8; 24];
+fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<()> {
+    let mut cfg = [0u8; 32];
+    cfg[24..28].copy_from_slice(&emit_mask.to_ne_bytes());
     let on = u32::from(!filters.devices.is_empty());
     cfg[0..4].copy_from_slice(&on.to_ne_bytes());
     if let Some(o) = &filters.other {
@@ -348,13 +384,13 @@ fn configure(skel: &HopsSkel<'_>, filters: &Filters) -> Result<()> {
         .config_map
         .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
         .context("writing the BPF configuration")?;
-    for (netns, ifindex) in &filters.devices {
+    for (netns, ifindex, mask) in &filters.devices {
         let mut key = [0u8; 8];
         key[0..4].copy_from_slice(&netns.to_ne_bytes());
         key[4..8].copy_from_slice(&ifindex.to_ne_bytes());
         skel.maps
             .dev_filter
-            .update(&key, &[1u8], MapFlags::ANY)
+            .update(&key, &mask.to_ne_bytes(), MapFlags::ANY)
             .context("writing the device filter")?;
     }
     Ok(())
@@ -405,7 +441,8 @@ pub fn describe_backends() -> Result<String> {
         };
         s.push_str(&format!("  {:<8} {state}\n", backend.name()));
     }
-    s.push_str("  kprobe   not built (this kernel has no kprobes; tracepoints cover every hop)\n");
-    s.push_str("  fentry   not built (refused with EPERM on this kernel)\n");
+    for p in crate::backends::probe_optional() {
+        s.push_str(&format!("  {}\n", p.describe()));
+    }
     Ok(s)
 }

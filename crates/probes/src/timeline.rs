@@ -84,6 +84,8 @@ struct Packet {
 pub struct AssemblerCounters {
     pub events: u64,
     pub duplicates: u64,
+    /// Duplicates per hop index (profile order).
+    pub duplicates_per_hop: Vec<u64>,
     /// Events that fit no hop of the profile (e.g. reverse direction).
     pub unmatched: u64,
     pub timelines: u64,
@@ -102,7 +104,12 @@ pub struct Assembler {
     rate: u32,
     linger_ns: u64,
     newest_ts: u64,
+    /// Event time of the last expiry scan (scans run every `linger_ns / 4`).
+    last_scan_ts: u64,
     unknown_refreshes: u32,
+    /// Destinations that are macvtaps: no `tap_xmit` there (the macvtap's
+    /// receive is its `fwd`), so that hop is not required.
+    macvtaps: Vec<String>,
     pub counters: AssemblerCounters,
 }
 
@@ -125,7 +132,9 @@ impl Assembler {
             rate: rate.max(1),
             linger_ns,
             newest_ts: 0,
+            last_scan_ts: 0,
             unknown_refreshes: 0,
+            macvtaps: Vec::new(),
             counters: AssemblerCounters::default(),
         }
     }
@@ -143,9 +152,11 @@ impl Assembler {
             self.unknown_refreshes += 1;
             let _ = self.devices.refresh();
         }
-        self.devices
-            .get(e.netns, e.ifindex)
-            .map(|d| (d.name.clone(), d.is_tap))
+        let d = self.devices.get(e.netns, e.ifindex)?;
+        if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&d.name) {
+            self.macvtaps.push(d.name.clone());
+        }
+        Some((d.name.clone(), d.is_tap))
     }
 
     /// Which hop (index) and destination an event stands for.
@@ -153,11 +164,16 @@ impl Assembler {
         use TracePoint::*;
         match (self.profile, e.tracepoint) {
             (Profile::Hypervisor, NetifReceiveSkb) => {
-                let (_, tap) = self.device(e)?;
-                if tap {
-                    None
-                } else {
+                let (name, tap) = self.device(e)?;
+                if !tap {
                     Some((self.idx("rx")?, None))
+                } else if self.macvtaps.contains(&name) {
+                    // macvlan forwarding hands the clone to the macvtap by
+                    // netif_rx; its rx handler queues it for the reader.
+                    self.skb_dest.insert(e.skb, name.clone());
+                    Some((self.idx("fwd")?, Some(name)))
+                } else {
+                    None
                 }
             }
             (Profile::Hypervisor, NetDevStartXmit) => {
@@ -233,6 +249,15 @@ impl Assembler {
         self.counters.events += 1;
         self.newest_ts = self.newest_ts.max(e.ts);
         let n = self.hops.len();
+        // A device hop starts a new life of this skb address (BPF tracks an
+        // skb only from a device hop): forget which tap an earlier skb at the
+        // same address went to; a tap hop below sets it again.
+        if matches!(
+            e.tracepoint,
+            TracePoint::NetifReceiveSkb | TracePoint::NetDevStartXmit
+        ) {
+            self.skb_dest.remove(&e.skb);
+        }
         match e.tracepoint {
             TracePoint::KfreeSkb => {
                 let dest = self.skb_dest.remove(&e.skb);
@@ -271,6 +296,10 @@ impl Assembler {
                     };
                     if branch.hops[hop].is_some() {
                         self.counters.duplicates += 1;
+                        if self.counters.duplicates_per_hop.len() < n {
+                            self.counters.duplicates_per_hop.resize(n, 0);
+                        }
+                        self.counters.duplicates_per_hop[hop] += 1;
                     } else {
                         branch.hops[hop] = Some(e.ts);
                         branch.last_cpu = e.cpu;
@@ -279,7 +308,14 @@ impl Assembler {
                 }
             },
         }
-        self.expire(false)
+        // A scan visits every packet in flight: run it a few times per
+        // linger period of event time, not per event.
+        if self.newest_ts >= self.last_scan_ts + (self.linger_ns / 4).max(1) {
+            self.last_scan_ts = self.newest_ts;
+            self.expire(false)
+        } else {
+            Vec::new()
+        }
     }
 
     /// Emit packets idle for `linger_ns` (all of them when `all`).
@@ -316,6 +352,10 @@ impl Assembler {
         let st = self.epochs.entry(stream.to_string()).or_insert((smp, 0));
         if (smp as i64) < st.0 as i64 - half {
             st.1 += 1;
+        } else if (smp as i64) > st.0 as i64 + half {
+            // a late sample of the previous epoch (emitted after the wrap):
+            // it neither moves the epoch nor the reference point
+            return st.1.saturating_sub(1);
         }
         st.0 = smp;
         st.1
@@ -357,11 +397,10 @@ impl Assembler {
             // destination; it drops the packet only when no copy went on.
             let drop = if dest.is_some() { b.drop } else { shared.drop };
             let last_seen = hops.iter().rposition(|h| h.is_some());
-            let complete = self
-                .hops
-                .iter()
-                .zip(&hops)
-                .all(|(name, t)| t.is_some() || is_optional(name));
+            let macvtap = dest.as_ref().is_some_and(|d| self.macvtaps.contains(d));
+            let complete = self.hops.iter().zip(&hops).all(|(name, t)| {
+                t.is_some() || is_optional(name) || (macvtap && *name == "tap_xmit")
+            });
             let status = if matches!(id, PacketIdentity::SvMalformed { .. }) {
                 Status::Malformed
             } else if drop.is_some() {
@@ -496,5 +535,7 @@ mod tests {
         assert_eq!(a.epoch("s", 0), 1);
         assert_eq!(a.epoch("s", 1), 1);
         assert_eq!(a.epoch("s", 0), 1, "small reorder is not a wrap");
+        assert_eq!(a.epoch("s", 3990), 0, "late sample of the previous epoch");
+        assert_eq!(a.epoch("s", 2), 1, "and no second wrap after it");
     }
 }

@@ -150,6 +150,8 @@ impl Write for LineSink {
 }
 
 pub struct Tracer {
+    /// Lines printed before "ready" (backend, programs, notes).
+    pub header: Vec<String>,
     stop: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<anyhow::Result<TraceSummary>>,
     lines: mpsc::Receiver<String>,
@@ -160,8 +162,13 @@ pub fn start_tracer(netns: &str) -> Tracer {
 }
 
 pub fn start_tracer_with(netns: &str, duration: Duration) -> Tracer {
+    start_tracer_on(netns, &[], duration)
+}
+
+/// Tracer on `ifaces` of `netns` (all of the namespace when empty).
+pub fn start_tracer_on(netns: &str, ifaces: &[&str], duration: Duration) -> Tracer {
     let opts = TraceOptions {
-        ifaces: vec![],
+        ifaces: ifaces.iter().map(|s| s.to_string()).collect(),
         netns: Some(netns.to_string()),
         profile: Profile::Hypervisor,
         streams: vec![],
@@ -174,18 +181,21 @@ pub fn start_tracer_with(netns: &str, duration: Duration) -> Tracer {
         command_line: vec!["test".into()],
         linger: Duration::from_millis(100),
         periodic: false,
+        hops: None,
+        keep_timelines: true,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, lines) = mpsc::channel();
     let s2 = Arc::clone(&stop);
     let handle = std::thread::spawn(move || {
         let mut out = LineSink(tx, Vec::new());
-        run_trace(&opts, &s2, &mut out)
+        run_trace(&opts, &s2, &mut out, None)
     });
+    let mut header = Vec::new();
     loop {
         match lines.recv_timeout(Duration::from_secs(20)) {
             Ok(l) if l == "ready" => break,
-            Ok(_) => {}
+            Ok(l) => header.push(l),
             Err(e) => panic!(
                 "tracer never printed ready: {e:?} {:?}",
                 handle.is_finished()
@@ -193,6 +203,7 @@ pub fn start_tracer_with(netns: &str, duration: Duration) -> Tracer {
         }
     }
     Tracer {
+        header,
         stop,
         handle,
         lines,
@@ -200,6 +211,15 @@ pub fn start_tracer_with(netns: &str, duration: Duration) -> Tracer {
 }
 
 impl Tracer {
+    /// Kernel ids of the tracer's programs (from its `programs` line).
+    pub fn prog_ids(&self) -> Vec<u32> {
+        self.header
+            .iter()
+            .find_map(|l| l.strip_prefix("programs "))
+            .map(|l| l.split(',').filter_map(|i| i.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
     pub fn finish(self) -> TraceSummary {
         std::thread::sleep(Duration::from_millis(300));
         self.stop.store(true, Ordering::Relaxed);
@@ -263,6 +283,29 @@ pub fn send_sv(bed: &Bed, sv_id: &str, n: u16, gap: Duration) {
             for i in 0..n {
                 send_frame(&fd, idx, &sv_frame(&sv_id, i));
                 std::thread::sleep(gap);
+            }
+        })
+        .unwrap();
+}
+
+/// Send `per_stream` frames on each of `streams` svIDs (`{prefix}{i}`),
+/// paced at `rate` frames/s per stream (all streams at each instant).
+pub fn send_streams(bed: &Bed, prefix: &str, streams: usize, per_stream: u16, rate: u32) {
+    let prefix = prefix.to_string();
+    bed.publ
+        .run_in(move || {
+            let (fd, idx) = packet_socket("pub0");
+            let period = Duration::from_nanos(1_000_000_000 / rate as u64);
+            let start = std::time::Instant::now();
+            for k in 0..per_stream {
+                let due = start + period * k as u32;
+                let now = std::time::Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                for s in 0..streams {
+                    send_frame(&fd, idx, &sv_frame(&format!("{prefix}{s}"), k));
+                }
             }
         })
         .unwrap();

@@ -1,8 +1,12 @@
 //! `hoptrace trace`: per-hop kernel timestamps of every SV / ping frame.
 //!
 //! Thin wiring: arguments -> [`hoptrace_probes::driver::TraceOptions`], then
-//! [`hoptrace_probes::driver::run_trace`] until SIGINT/SIGTERM, `--duration`
-//! or `--count`. Prints "ready" once the probes are attached.
+//! [`hoptrace_probes::driver::run_trace`] until SIGINT/SIGTERM, `--duration`,
+//! `--count` or `q` in the live view. Prints "ready" once the probes are
+//! attached. `--live` (the default on a terminal without `--record`) shows
+//! the ratatui view of [`live`]; `--plain` prints a text block per second.
+
+mod live;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -31,10 +35,12 @@ pub struct Args {
     /// Also trace other frames: `ether proto 0xNNNN`, `ether dst MAC`, joined with `and`.
     #[arg(long)]
     filter: Option<String>,
-    /// Live view (currently the plain view; see docs/hops.md).
+    /// Live terminal view refreshed every second (default on a terminal
+    /// without --record); q quits.
     #[arg(long, conflicts_with_all = ["plain"])]
     live: bool,
-    /// One text block per second (default when stdout is not a terminal).
+    /// One text block per second, for logs and pipes (default when stdout is
+    /// not a terminal).
     #[arg(long)]
     plain: bool,
     /// Write one row per packet into this recording directory.
@@ -100,14 +106,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         })
         .transpose()?;
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
-    if args.live {
-        eprintln!(
-            "note: the ratatui live view is not built yet; printing the plain view every second"
-        );
+    let tty = std::io::stdout().is_terminal();
+    if args.live && !tty {
+        bail!("--live needs a terminal on stdout: use --plain for logs and pipes");
     }
-    // Until the live view exists every mode prints the plain block each second.
-    let periodic =
-        args.plain || args.live || !std::io::stdout().is_terminal() || args.record.is_none();
+    let live = args.live || (tty && !args.plain && args.record.is_none());
+    let periodic = !live && (args.plain || !tty || args.record.is_none());
     let opts = TraceOptions {
         ifaces: args.ifaces,
         netns: args.netns,
@@ -122,12 +126,33 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         command_line: std::env::args().collect(),
         linger: Duration::from_millis(200),
         periodic,
+        hops: args
+            .hops
+            .as_deref()
+            .map(|h| h.split(',').map(str::to_string).collect()),
+        keep_timelines: false,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_record::install_stop_flag()
         .map_err(|e| anyhow::anyhow!("installing the SIGINT/SIGTERM handlers: {e}"))?;
     let mut out = std::io::stdout();
-    let summary = run_trace(&opts, &stop, &mut out)?;
+    let mut view = live.then(|| {
+        live::TermView::new(format!(
+            "hoptrace trace --profile {}{}",
+            args.profile,
+            opts.netns
+                .as_deref()
+                .map(|n| format!(" --netns {n}"))
+                .unwrap_or_default()
+        ))
+    });
+    let summary = run_trace(
+        &opts,
+        &stop,
+        &mut out,
+        view.as_mut()
+            .map(|v| v as &mut dyn hoptrace_probes::driver::LiveView),
+    )?;
     let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
     Ok(if lost > 0 {
         ExitCode::from(2)

@@ -1,0 +1,285 @@
+//! The `hoptrace trace --live` terminal view (ratatui over crossterm).
+//!
+//! The driver calls [`LiveView::draw`] once a second with the running
+//! statistics. The screen is one table: per stream a summary row (ok,
+//! incomplete, malformed, dropped with the kernel's drop reason and the hop
+//! it reached), then one row per stage (consecutive hops, then end_to_end)
+//! with count, min, p50, p99, max, the count above each `--threshold`,
+//! negative differences, and the worst packet (sequence, destination, hop
+//! time, CPU and task). The last line shows the events lost per tracepoint
+//! (ring buffer full), in red when any. `q`, Esc or Ctrl-C quit (raw mode
+//! turns Ctrl-C into a key). Rendering ([`render`]) is a pure function of
+//! the statistics, tested into a ratatui `TestBackend` buffer.
+
+use std::io::Stdout;
+use std::time::Duration;
+
+use crossterm::event::{self, Event, KeyCode, KeyModifiers};
+use crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use hoptrace_probes::driver::LiveView;
+use hoptrace_probes::loader::LostCounts;
+use hoptrace_probes::stats::{fmt_ns, Stats};
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
+use ratatui::{Frame, Terminal};
+
+/// Seconds since the epoch of the clock, as `hh:mm:ss.uuuuuu` (of that clock).
+fn clock_of_day(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:06}",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60,
+        (ns % 1_000_000_000) / 1000
+    )
+}
+
+/// Draw the whole view into `f`.
+pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost: &LostCounts) {
+    let [top, body, bottom] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    f.render_widget(
+        Paragraph::new(format!(
+            "{title}  t={:.0}s  (q: quit)",
+            elapsed.as_secs_f64()
+        ))
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+        top,
+    );
+
+    let mut header = vec!["stream / stage", "n", "min", "p50", "p99", "max"];
+    let thr_names: Vec<String> = stats
+        .thresholds_ns()
+        .iter()
+        .map(|t| format!(">{}", fmt_ns(*t)))
+        .collect();
+    header.extend(thr_names.iter().map(String::as_str));
+    header.extend(["neg", "worst packet (seq dest hop-time cpu task)"]);
+    let mut rows = Vec::new();
+    for (stream, s) in &stats.streams {
+        let drops: u64 = s.drops.values().sum();
+        let mut text = format!(
+            "{stream}: ok {} incomplete {} malformed {} dropped {drops}",
+            s.ok, s.incomplete, s.malformed
+        );
+        for ((reason, hop), n) in &s.drops {
+            text.push_str(&format!(" [{n} at {hop}: {reason}]"));
+        }
+        let style = if drops > 0 || s.incomplete > 0 {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default().fg(Color::Green)
+        };
+        rows.push(Row::new(vec![Cell::from(text)]).style(style));
+        for name in stats.stage_names() {
+            let Some(st) = s.stages.get(&name) else {
+                continue;
+            };
+            let h = &st.hist;
+            let mut cells = vec![
+                format!("  {name}"),
+                h.len().to_string(),
+                fmt_ns(h.min()),
+                fmt_ns(h.value_at_quantile(0.5)),
+                fmt_ns(h.value_at_quantile(0.99)),
+                fmt_ns(h.max()),
+            ];
+            cells.extend(st.above.iter().map(|n| n.to_string()));
+            cells.push(st.negative.to_string());
+            cells.push(
+                st.worst
+                    .as_ref()
+                    .map(|w| {
+                        format!(
+                            "seq {} {} {} cpu {} {}",
+                            w.seq,
+                            w.dest.as_deref().unwrap_or("-"),
+                            clock_of_day(w.at),
+                            w.cpu,
+                            w.comm
+                        )
+                    })
+                    .unwrap_or_default(),
+            );
+            rows.push(Row::new(cells));
+        }
+    }
+    let mut widths = vec![Constraint::Length(28)];
+    widths.extend([Constraint::Length(9)].repeat(5));
+    widths.extend([Constraint::Length(8)].repeat(thr_names.len() + 1));
+    widths.push(Constraint::Min(20));
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title("per stream, per hop stage"),
+        );
+    f.render_widget(table, body);
+
+    let total: u64 = lost.iter().map(|(_, n)| n).sum();
+    let text = if total == 0 {
+        "lost events: 0".to_string()
+    } else {
+        let per: Vec<String> = lost
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(t, n)| format!("{}:{n}", t.name()))
+            .collect();
+        format!(
+            "LOST EVENTS (ring buffer full): {total} [{}]",
+            per.join(" ")
+        )
+    };
+    let style = if total == 0 {
+        Style::default()
+    } else {
+        Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+    };
+    f.render_widget(Paragraph::new(Line::from(text)).style(style), bottom);
+}
+
+/// The terminal view: alternate screen, raw mode, redrawn every second.
+pub struct TermView {
+    title: String,
+    term: Option<Terminal<CrosstermBackend<Stdout>>>,
+}
+
+impl TermView {
+    pub fn new(title: String) -> Self {
+        TermView { title, term: None }
+    }
+}
+
+impl LiveView for TermView {
+    fn start(&mut self) -> anyhow::Result<()> {
+        enable_raw_mode()?;
+        crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
+        self.term = Some(Terminal::new(CrosstermBackend::new(std::io::stdout()))?);
+        Ok(())
+    }
+
+    fn draw(&mut self, stats: &Stats, elapsed: Duration, lost: &LostCounts) -> bool {
+        while event::poll(Duration::ZERO).unwrap_or(false) {
+            if let Ok(Event::Key(k)) = event::read() {
+                let ctrl_c =
+                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) {
+                    return false;
+                }
+            }
+        }
+        if let Some(t) = self.term.as_mut() {
+            let title = &self.title;
+            let _ = t.draw(|f| render(f, title, stats, elapsed, lost));
+        }
+        true
+    }
+
+    fn finish(&mut self) {
+        if self.term.take().is_some() {
+            let _ = disable_raw_mode();
+            let _ = crossterm::execute!(
+                std::io::stdout(),
+                LeaveAlternateScreen,
+                crossterm::cursor::Show
+            );
+        }
+    }
+}
+
+impl Drop for TermView {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoptrace_probes::event::PacketIdentity;
+    use hoptrace_probes::{Status, Timeline, TracePoint};
+    use ratatui::backend::TestBackend;
+
+    fn timeline(seq: u64, hops: Vec<Option<u64>>, status: Status) -> Timeline {
+        Timeline {
+            identity: PacketIdentity::Ping { seq, reply: false },
+            stream: "MU01".into(),
+            dest: Some("tap0".into()),
+            hops,
+            status,
+            drop_reason: (status == Status::Dropped).then(|| "SKB_DROP_REASON_FULL_RING".into()),
+            drop_hop: (status == Status::Dropped).then(|| "fwd".into()),
+            epoch: 0,
+            seq,
+            last_cpu: 1,
+            last_comm: "qemu".into(),
+        }
+    }
+
+    #[test]
+    fn renders_stages_thresholds_drops_and_lost() {
+        let mut stats = Stats::new(&["rx", "fwd", "tap_xmit"], vec![15_000]);
+        stats.add(&timeline(
+            1,
+            vec![Some(0), Some(10_000), Some(12_000)],
+            Status::Ok,
+        ));
+        stats.add(&timeline(
+            2,
+            vec![Some(0), Some(40_000), Some(41_000)],
+            Status::Ok,
+        ));
+        stats.add(&timeline(
+            3,
+            vec![Some(0), Some(5_000), None],
+            Status::Dropped,
+        ));
+        let lost = vec![(TracePoint::NetDevXmit, 7)];
+        let mut term = Terminal::new(TestBackend::new(160, 12)).unwrap();
+        term.draw(|f| render(f, "hoptrace trace", &stats, Duration::from_secs(3), &lost))
+            .unwrap();
+        let buf = term.backend().buffer();
+        let text: Vec<String> = (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect();
+        let all = text.join("\n");
+        assert!(all.contains("t=3s"), "{all}");
+        assert!(all.contains(">15.0us"), "threshold column: {all}");
+        assert!(
+            all.contains("MU01: ok 2 incomplete 0 malformed 0 dropped 1 [1 at fwd: SKB_DROP_REASON_FULL_RING]"),
+            "{all}"
+        );
+        let row = text
+            .iter()
+            .find(|l| l.contains("rx->fwd"))
+            .expect("rx->fwd row");
+        // 3 packets reached fwd; one above 15us; worst is seq 2 (40us)
+        let cells: Vec<&str> = row[row.find("rx->fwd").unwrap()..]
+            .split_whitespace()
+            .collect();
+        assert_eq!(cells[1], "3", "{row}");
+        assert_eq!(cells[2], "5.0us", "{row}");
+        assert_eq!(cells[5], "40.0us", "{row}");
+        assert_eq!(cells[6], "1", "above threshold: {row}");
+        assert!(row.contains("seq 2 tap0"), "{row}");
+        assert!(
+            all.contains("LOST EVENTS (ring buffer full): 7 [net:net_dev_xmit:7]"),
+            "{all}"
+        );
+    }
+}
