@@ -61,7 +61,7 @@ pub fn up(topology: Topology, name: &str, env: &Env) -> Result<LabState> {
             .iter()
             .all(|n| n != &ns)
         {
-            bail!("namespace {ns} already exists (leftover of a killed run?): `hoptrace lab down --all` removes it");
+            bail!("namespace {ns} already exists (leftover of a killed run?): `hoptrace lab down {name}` removes it");
         }
     }
     let mut st = LabState {
@@ -158,8 +158,13 @@ fn build(topology: Topology, st: &mut LabState, env: &Env) -> Result<()> {
             st.daemons.push(d);
         }
         Topology::Xdp => {
-            let d = crate::xdp::attach(st, &hyp)?;
-            st.daemons.extend(d);
+            // Only redirected frames may reach vm0:eth0 (its XDP program
+            // counts deliveries): no IPv6 chatter from the hypervisor's out0.
+            hyp.run_in(|| {
+                std::fs::write("/proc/sys/net/ipv6/conf/out0/disable_ipv6", "1")
+                    .context("disabling IPv6 on hyp:out0")
+            })??;
+            crate::xdp::attach(st, &hyp, &vm)?;
         }
         Topology::Veth | Topology::Vm => unreachable!(),
     }
@@ -366,6 +371,7 @@ pub fn teardown(st: &LabState) {
     for d in st.daemons.iter().rev() {
         kill_daemon(d);
     }
+    crate::xdp::detach(st);
     for (_, ns) in st.namespaces.iter().rev() {
         hoptrace_netns::delete_namespace(ns);
     }
@@ -375,14 +381,49 @@ pub fn teardown(st: &LabState) {
             let _ = std::fs::remove_dir_all(d);
         }
     }
+    if let Err(e) = crate::xdp::check_gone(st) {
+        eprintln!("lab down: {e:#}");
+    }
     let _ = std::fs::remove_file(LabState::file(&st.name));
 }
 
-/// Tear down lab `name`.
+/// Tear down lab `name`. Without a state file (a run killed before it
+/// saved one), remove what carries the lab's name: namespaces
+/// `ht-<name>-*`, processes started for it, its run directory; an error
+/// only when nothing of the lab exists at all.
 pub fn down(name: &str) -> Result<LabState> {
-    let st = LabState::load(name)?;
-    teardown(&st);
-    Ok(st)
+    check_name(name)?;
+    if LabState::file(name).exists() {
+        let st = LabState::load(name)?;
+        teardown(&st);
+        return Ok(st);
+    }
+    let prefix = format!("{}{name}-", hoptrace_netns::PREFIX);
+    let orphans: Vec<String> = hoptrace_netns::list_namespaces(&prefix)
+        .into_iter()
+        .filter(|n| is_lab_namespace(n))
+        .collect();
+    let killed = kill_orphan_processes(Some(name));
+    let run_dir = LabState::run_dir(name);
+    let had_dir = run_dir.exists();
+    if orphans.is_empty() && killed.is_empty() && !had_dir {
+        // The usual "no lab named ..." error.
+        LabState::load(name)?;
+    }
+    for ns in &orphans {
+        hoptrace_netns::delete_namespace(ns);
+    }
+    let _ = std::fs::remove_dir_all(&run_dir);
+    Ok(LabState {
+        name: name.to_string(),
+        topology: format!(
+            "no state file; removed {} orphan namespace(s), {} process(es){}",
+            orphans.len(),
+            killed.len(),
+            if had_dir { ", its run directory" } else { "" }
+        ),
+        ..Default::default()
+    })
 }
 
 /// Whether a namespace name has the shape of a lab's (`ht-<lab>-<role>`).
@@ -534,6 +575,29 @@ pub fn status() -> Vec<String> {
                     },
                     st.path.join("; ")
                 ));
+                if !st.xdp.is_empty() {
+                    let progs: Vec<String> = st
+                        .xdp
+                        .iter()
+                        .map(|a| {
+                            let alive = crate::xdp::prog_exists(a.prog_id);
+                            format!(
+                                "{} id {} on {}:{}{}",
+                                a.prog_name,
+                                a.prog_id,
+                                a.role,
+                                a.iface,
+                                if alive { "" } else { " (gone!)" }
+                            )
+                        })
+                        .collect();
+                    lines.push(format!("    xdp: {}", progs.join(", ")));
+                    match crate::xdp::counters(&st) {
+                        Ok(Some(c)) => lines.push(format!("    {c}")),
+                        Ok(None) => {}
+                        Err(e) => lines.push(format!("    XDP counters unreadable: {e:#}")),
+                    }
+                }
             }
             Err(e) => lines.push(format!("{name}: unreadable state ({e:#})")),
         }
