@@ -321,3 +321,52 @@ fn down_name_removes_orphans_without_state_file() {
     assert!(text(&o).contains("2 orphan namespace(s)"), "{}", text(&o));
     assert_nothing_left("tor", &[], "orphans");
 }
+
+#[test]
+fn udp_load_crosses_the_same_switch() {
+    if !hoptrace_netns::require_privileges("udp_load_crosses_the_same_switch") {
+        return;
+    }
+    for topo in ["veth", "bridge", "macvtap", "xdp", "ovs"] {
+        let out_dir = std::env::temp_dir().join(format!(
+            "hoptrace-labtest-{}-udp-{topo}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let o = hoptrace(&[
+            "lab",
+            "run",
+            topo,
+            "--name",
+            "tud",
+            "--rate",
+            "1000",
+            "--duration",
+            "1s",
+            "--load",
+            "udp",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        let t = text(&o);
+        assert!(o.status.success(), "{topo}: {t}");
+        let count = |what: &str| {
+            t.lines()
+                .find(|l| l.contains(what))
+                .and_then(|l| number_after(l, "lab run: load: "))
+                .unwrap_or_else(|| panic!("{topo}: no `{what}` line: {t}"))
+        };
+        let sent = count("UDP datagrams sent");
+        let got = count("UDP datagrams received by the consumer");
+        // The consumer's socket only sees datagrams that crossed the switch.
+        assert!(
+            got > 0 && got <= sent,
+            "{topo}: sent {sent} received {got}: {t}"
+        );
+        // SV still arrives, one row per sample (the load may delay or drop some).
+        let sv = number_after(&t, "total: received ").expect("subscriber total");
+        assert!(sv > 0 && sv <= 1000, "{topo}: {t}");
+        assert_nothing_left("tud", &xdp_prog_ids(&t), topo);
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+}

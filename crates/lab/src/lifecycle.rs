@@ -199,7 +199,13 @@ fn bridge_with_tap(hyp: &Netns) -> Result<()> {
 
 /// IPv4 addresses for the background UDP load, with a static neighbour
 /// entry (the paths are one-way: ARP replies could not come back).
+/// Checksum offload is turned off on the publisher's veth: a veth leaves
+/// UDP checksums to be completed later (CHECKSUM_PARTIAL), which a switch
+/// that reads frames from user space (OVS netdev datapath) forwards as
+/// wrong checksums; frames from a real wire always carry complete ones.
 fn addresses(publ: &Netns, vm: &Netns) -> Result<()> {
+    publ.exec("ethtool", &["-K", "eth0", "tx", "off"])
+        .context("turning off checksum offload on pub:eth0 (ethtool: run scripts/setup.sh)")?;
     publ.ip(&["addr", "add", &format!("{PUB_IP}/24"), "dev", "eth0"])?;
     vm.ip(&["addr", "add", &format!("{VM_IP}/24"), "dev", "eth0"])?;
     publ.ip(&[
