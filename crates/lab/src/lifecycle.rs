@@ -619,7 +619,10 @@ pub fn status() -> Vec<String> {
         .collect();
     for o in orphans {
         lines.push(format!(
-            "orphan namespace {o} (no state file): `hoptrace lab down --all` removes it"
+            "orphan namespace {o} (no state file): `hoptrace lab down {}` removes it",
+            o.strip_prefix(hoptrace_netns::PREFIX)
+                .and_then(|r| r.split_once('-'))
+                .map_or("NAME", |(lab, _)| lab)
         ));
     }
     lines

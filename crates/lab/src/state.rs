@@ -3,7 +3,7 @@
 //! `hoptrace lab up` returns while the lab lives on (namespaces, daemons such
 //! as the tap forwarder, Open vSwitch, QEMU). Everything it creates is written
 //! to `/run/hoptrace/labs/<name>.json` *before* the next component starts, so
-//! that `hoptrace lab down` (or `lab down --all` after a `kill -9`) knows what
+//! that `hoptrace lab down NAME` (also after a `kill -9`) knows what
 //! to remove: namespaces (deleting a namespace kills the processes inside it
 //! and destroys its links), daemon pids (killed by pid, and only when the
 //! process still runs the program that was recorded, so a recycled pid is
