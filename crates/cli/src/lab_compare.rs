@@ -175,3 +175,96 @@ pub fn write_html(
     table.push_str(&compare::html_table(rows));
     hoptrace_analysis::report::html::write_comparison(path, &table, &series)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoptrace_record::{ClockDomain, PacketRow, StampSource};
+
+    fn write(dir: &Path, producer: &str, hops: &[&str], rows: &[(u16, Vec<Option<i64>>)]) {
+        let hops = hops
+            .iter()
+            .map(|h| HopColumn::new(*h, ClockDomain::Realtime, StampSource::Software, "test"))
+            .collect();
+        let meta = RecordingMeta::for_this_host(producer, hops);
+        let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default()).unwrap();
+        for (smp, t) in rows {
+            w.append(&PacketRow {
+                stream: "S".into(),
+                smp_cnt: Some(*smp),
+                epoch: Some(0),
+                seq: u64::from(*smp),
+                hops: t.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+        }
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn join_matches_rows_by_stream_epoch_smpcnt() {
+        let base = std::env::temp_dir().join(format!("ht-labjoin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (p, s, o) = (base.join("pub"), base.join("sub"), base.join("e2e"));
+        // Publisher sent 0..4; the subscriber got 0, 1 and 3 (2 lost), plus
+        // 9 that the publisher never recorded.
+        write(
+            &p,
+            "sv-publish",
+            &["tx"],
+            &(0..4)
+                .map(|i| (i, vec![Some(1000 * i64::from(i))]))
+                .collect::<Vec<_>>(),
+        );
+        let sub: Vec<(u16, Vec<Option<i64>>)> = [0u16, 1, 3, 9]
+            .iter()
+            .map(|&i| {
+                (
+                    i,
+                    vec![
+                        Some(1000 * i64::from(i) + 50),
+                        Some(1000 * i64::from(i) + 70),
+                    ],
+                )
+            })
+            .collect();
+        write(&s, "sv-subscribe", &["rx", "app"], &sub);
+        let c = join_end_to_end(&p, &s, &o).unwrap();
+        assert_eq!((c.sub_rows, c.matched), (4, 3));
+        let r = RecordingReader::open(&o).unwrap();
+        assert_eq!(r.meta().hop_names(), vec!["tx", "rx", "app"]);
+        let rows: Vec<PacketRow> = r.rows().unwrap().map(|x| x.unwrap()).collect();
+        let got: Vec<(u16, Vec<Option<i64>>)> = rows
+            .iter()
+            .map(|x| (x.smp_cnt.unwrap(), x.hops.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, vec![Some(0), Some(50), Some(70)]),
+                (1, vec![Some(1000), Some(1050), Some(1070)]),
+                (3, vec![Some(3000), Some(3050), Some(3070)]),
+                (9, vec![None, Some(9050), Some(9070)]),
+            ]
+        );
+        // The analysis sees tx..rx = 50 ns on the three matched rows.
+        let (rows, _) = compare::compare(
+            std::slice::from_ref(&o),
+            &["t".to_string()],
+            &Config {
+                stages: vec![("tx".into(), "rx".into())],
+                top_n: 0,
+                ..Config::default()
+            },
+            &Window::default(),
+        )
+        .unwrap();
+        assert_eq!(rows[0].all.count, 3);
+        assert_eq!(
+            (rows[0].all.min_ns, rows[0].all.max_ns),
+            (Some(50), Some(50))
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
