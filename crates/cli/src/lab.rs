@@ -252,19 +252,22 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                     }
                 }
             }
-            let (table, curves, problems) = lab_compare::rows(&runs);
+            let t = lab_compare::rows(&runs);
             println!("\nseed-004 comparison, per stage and end to end (e2e tx..app):");
-            print!("{}", hoptrace_analysis::compare::render(&table, false));
-            for p in &problems {
-                eprintln!("lab compare: {p}");
+            print!("{}", hoptrace_analysis::compare::render(&t.rows, false));
+            for n in &t.notes {
+                println!("lab compare: not in the table (hop not on this path): {n}");
             }
-            failed |= !problems.is_empty() || table.is_empty();
+            for p in &t.problems {
+                eprintln!("lab compare: FAILED: {p}");
+            }
+            failed |= !t.problems.is_empty() || t.rows.is_empty();
             if !rows.is_empty() {
                 println!("\nbuilt-in measurement (user-space send -> user-space receive), µs:");
                 print!("{}", hoptrace_lab::run::table(&rows));
             }
             if let Some(h) = html {
-                lab_compare::write_html(&h, &table, &curves)?;
+                lab_compare::write_html(&h, &t.rows, &t.curves)?;
                 println!("HTML comparison (table and overlaid CDFs): {}", h.display());
             }
             Ok(if failed {

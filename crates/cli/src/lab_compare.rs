@@ -105,10 +105,25 @@ fn stages_of(path: &Path) -> Result<Vec<(String, String)>> {
         .collect())
 }
 
-/// The table rows (grouped by recording kind and stage) and, for the
-/// overlaid curves, the end-to-end distribution of each topology.
-pub fn rows(runs: &[RunRecordings]) -> (Vec<CompareRow>, Vec<(String, LatencyStats)>, Vec<String>) {
+/// The comparison of several runs.
+#[derive(Default)]
+pub struct Table {
+    /// Grouped by recording kind and stage, one row per topology.
+    pub rows: Vec<CompareRow>,
+    /// End-to-end (`e2e` tx..app) distribution of each topology.
+    pub curves: Vec<(String, LatencyStats)>,
+    /// What failed: unreadable recordings, end-to-end stages without samples.
+    pub problems: Vec<String>,
+    /// Tracer stages without samples on a topology (left out of the table):
+    /// a hop of the tracer's catalogue that is not on that path, e.g. the tap
+    /// hops on `xdp`, whose redirect happens before any skb exists.
+    pub notes: Vec<String>,
+}
+
+/// Analyze every run's recordings into the table.
+pub fn rows(runs: &[RunRecordings]) -> Table {
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
     // (kind, stage) in order of first appearance, with (topology, path).
     let mut groups: Vec<(GroupKey, Vec<(String, PathBuf)>)> = Vec::new();
     for r in runs {
@@ -145,7 +160,12 @@ pub fn rows(runs: &[RunRecordings]) -> (Vec<CompareRow>, Vec<(String, LatencySta
             ) {
                 Ok((mut r, mut d)) => {
                     if r.iter().any(|x| x.all.count == 0) {
-                        problems.push(format!("{name}: no sample on stage {from}..{to}"));
+                        let msg = format!("{name}: no sample on stage {from}..{to}");
+                        if kind == "trace" {
+                            notes.push(msg);
+                            continue;
+                        }
+                        problems.push(msg);
                     }
                     if kind == "e2e" && from == "tx" && to == "app" {
                         curves.append(&mut d);
@@ -156,7 +176,12 @@ pub fn rows(runs: &[RunRecordings]) -> (Vec<CompareRow>, Vec<(String, LatencySta
             }
         }
     }
-    (out, curves, problems)
+    Table {
+        rows: out,
+        curves,
+        problems,
+        notes,
+    }
 }
 
 /// Write the HTML comparison: the table and the overlaid end-to-end curves.
