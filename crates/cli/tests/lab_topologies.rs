@@ -370,3 +370,53 @@ fn udp_load_crosses_the_same_switch() {
         let _ = std::fs::remove_dir_all(&out_dir);
     }
 }
+
+#[test]
+fn compare_gives_a_row_per_topology_and_stage() {
+    if !hoptrace_netns::require_privileges("compare_gives_a_row_per_topology_and_stage") {
+        return;
+    }
+    let out_dir = std::env::temp_dir().join(format!("hoptrace-labtest-{}-cmp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let html = out_dir.join("compare.html");
+    let o = hoptrace(&[
+        "lab",
+        "compare",
+        "--name",
+        "tcm",
+        "--topologies",
+        "veth,xdp",
+        "--rate",
+        "1000",
+        "--duration",
+        "1s",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // One row per topology and stage of the joined pub+sub recording, each
+    // counting the 1000 samples sent (1 stream x 1000/s x 1 s).
+    for topo in ["veth", "xdp"] {
+        for stage in ["tx..rx", "rx..app", "tx..app"] {
+            let row = t
+                .lines()
+                .find(|l| {
+                    let mut w = l.split_whitespace();
+                    w.next() == Some(topo) && w.next() == Some("e2e") && w.next() == Some(stage)
+                })
+                .unwrap_or_else(|| panic!("no row for {topo} {stage}: {t}"));
+            let count: u64 = row.split_whitespace().nth(3).unwrap().parse().unwrap();
+            assert_eq!(count, 1000, "{row}");
+        }
+    }
+    let page = std::fs::read_to_string(&html).expect("HTML comparison written");
+    assert!(
+        page.contains("<svg") && page.contains("xdp e2e"),
+        "HTML lacks the curves"
+    );
+    assert_nothing_left("tcm", &xdp_prog_ids(&t), "compare");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
