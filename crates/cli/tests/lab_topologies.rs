@@ -420,3 +420,53 @@ fn compare_gives_a_row_per_topology_and_stage() {
     assert_nothing_left("tcm", &xdp_prog_ids(&t), "compare");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn interrupted_run_tears_its_lab_down() {
+    if !hoptrace_netns::require_privileges("interrupted_run_tears_its_lab_down") {
+        return;
+    }
+    let lab = "tci";
+    let out_dir =
+        std::env::temp_dir().join(format!("hoptrace-labtest-{}-{lab}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let child = Command::new(H)
+        .args([
+            "lab",
+            "run",
+            "xdp",
+            "--name",
+            lab,
+            "--duration",
+            "30s",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !out_dir.join("subscribe.log").exists() {
+        assert!(Instant::now() < deadline, "lab {lab} never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st = text(&hoptrace(&["lab", "status"]));
+    let progs = xdp_prog_ids(&st);
+    assert_eq!(progs.len(), 2, "{st}");
+    // Ctrl-C: the run stops its processes and removes the lab by itself.
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let o = child.wait_with_output().unwrap();
+    let t = text(&o);
+    assert!(
+        !o.status.success(),
+        "an interrupted run must not report success: {t}"
+    );
+    assert!(t.contains("interrupted"), "{t}");
+    assert_nothing_left(lab, &progs, "interrupted xdp run");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
