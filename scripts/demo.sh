@@ -1,29 +1,48 @@
 #!/usr/bin/env bash
-# The main demo: setup, build, then a bridge lab with SV published, traced
-# (when the tracer exists), subscribed, reported, and torn down.
+# The main demo, on the namespace lab (docs/lab.md):
+#   1. setup and build;
+#   2. `hoptrace lab run bridge`: a bridge + tap lab comes up (health-checked),
+#      the tracer runs live in the hypervisor namespace, SV is published and
+#      subscribed with kernel timestamps, the recordings are joined end to end
+#      and reported (terminal report + HTML report), and the lab is removed;
+#   3. `hoptrace lab compare`: the same measurement on every topology (veth,
+#      bridge, macvtap, xdp, ovs) and the seed-004 table per stage and end to
+#      end, with an HTML page of overlaid CDFs.
 #
-#   scripts/demo.sh [DURATION]      (default 5s)
+#   scripts/demo.sh [DURATION] [COMPARE_DURATION]     (defaults 5s and 3s)
 #
-# `hoptrace lab run` says what ran and what this build lacks; it exits
-# non-zero when something that exists failed, and so does this script.
+# HOPTRACE_DEMO_OUT: output directory (default ./demo-out);
+# HOPTRACE_DEMO_LAB: lab name (1-5 characters a-z0-9, default demo; the
+# comparison uses it with a `c` appended).
+# Exits non-zero when anything that ran failed; `lab run` says what this build
+# lacks (e.g. a tracer that lost its recording) without hiding it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-5s}"
+CMP_DURATION="${2:-3s}"
+LAB="${HOPTRACE_DEMO_LAB:-demo}"
 scripts/setup.sh
 cargo build --release --locked --bin hoptrace
 H="$PWD/target/release/hoptrace"
 [ -n "${CARGO_TARGET_DIR:-}" ] && H="$CARGO_TARGET_DIR/release/hoptrace"
 OUT="${HOPTRACE_DEMO_OUT:-$PWD/demo-out}"
 rm -rf "$OUT"
+mkdir -p "$OUT"
+# Leftovers of an earlier demo that was killed (CI: nothing else runs here).
 "$H" lab down --all >/dev/null 2>&1 || true
-echo "demo: hoptrace lab run bridge --streams 8 --duration $DURATION --out $OUT"
-"$H" lab run bridge --streams 8 --duration "$DURATION" --out "$OUT/bridge"
-echo "demo: recordings and logs in $OUT/bridge"
-if ls "$OUT"/bridge/*.html >/dev/null 2>&1; then
-  echo "demo: HTML report: $(ls "$OUT"/bridge/*.html)"
+
+echo "demo: hoptrace lab run bridge --name $LAB --streams 8 --duration $DURATION --out $OUT/bridge"
+"$H" lab run bridge --name "$LAB" --streams 8 --duration "$DURATION" --out "$OUT/bridge"
+echo "demo: recordings and logs in $OUT/bridge (pub, sub, e2e = pub+sub joined, trace when the tracer recorded)"
+if [ -f "$OUT/bridge/report.html" ]; then
+  echo "demo: HTML report: $OUT/bridge/report.html"
 else
-  echo "demo: no HTML report produced by this build"
+  echo "demo: FAILED: no HTML report in $OUT/bridge" >&2
+  exit 1
 fi
-echo "demo: seed-004 comparison (2 s per topology):"
-"$H" lab compare --topologies veth,bridge,macvtap,ovs --duration 2s --out "$OUT/compare" --html "$OUT/compare.html"
-echo "demo: comparison table as HTML: $OUT/compare.html"
+
+echo "demo: seed-004 comparison ($CMP_DURATION per topology):"
+"$H" lab compare --name "${LAB}c" --topologies veth,bridge,macvtap,xdp,ovs \
+  --duration "$CMP_DURATION" --out "$OUT/compare" --html "$OUT/compare.html"
+echo "demo: comparison as HTML (table and overlaid CDFs): $OUT/compare.html"
+echo "demo: done"

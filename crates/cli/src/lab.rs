@@ -8,6 +8,8 @@ use anyhow::{bail, Result};
 use hoptrace_lab::run::{parse_duration, Load, RunOptions};
 use hoptrace_lab::{Env, Topology};
 
+use crate::lab_compare::{self, RunRecordings};
+
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Bring up a lab: veth, bridge, macvtap, xdp, ovs or vm.
@@ -54,7 +56,7 @@ pub enum Command {
     },
     /// Run several topologies in turn and print the comparison table.
     Compare {
-        #[arg(long, default_value = "veth,bridge,macvtap,ovs")]
+        #[arg(long, default_value = "veth,bridge,macvtap,xdp,ovs")]
         topologies: String,
         #[arg(long, default_value = "3s")]
         duration: String,
@@ -66,9 +68,23 @@ pub enum Command {
         rate: u32,
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Also write the table as an HTML page.
+        /// Also write the table and the overlaid CDFs as an HTML page.
         #[arg(long)]
         html: Option<PathBuf>,
+        /// Lab name used for each run (1-6 characters a-z0-9).
+        #[arg(long, default_value = "cmp")]
+        name: String,
+    },
+    /// (internal) Join a run's publisher and subscriber recordings into one
+    /// recording with hops tx -> rx -> app (matched by stream, epoch, smpCnt).
+    #[command(hide = true)]
+    Join {
+        #[arg(value_name = "PUB_REC")]
+        pub_rec: PathBuf,
+        #[arg(value_name = "SUB_REC")]
+        sub_rec: PathBuf,
+        #[arg(value_name = "OUT")]
+        out: PathBuf,
     },
     /// (internal) Read a tap/macvtap like QEMU and forward frames into a veth.
     #[command(hide = true)]
@@ -184,12 +200,14 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             rate,
             out,
             html,
+            name,
         } => {
             let stop = hoptrace_lab::run::interrupt_flag()?;
             let list = hoptrace_lab::topology::parse_list(&topologies)?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
             let env = Env::current()?;
             let mut rows = Vec::new();
+            let mut runs = Vec::new();
             let mut failed = false;
             for t in list {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {
@@ -197,7 +215,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                 }
                 let opts = RunOptions {
                     topology: t,
-                    name: "cmp".into(),
+                    name: name.clone(),
                     streams,
                     rate,
                     duration: parse_duration(&duration)?,
@@ -211,29 +229,66 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                         for f in &r.failures {
                             eprintln!("lab compare: {t}: FAILED: {f}");
                         }
-                        rows.push((t.name().to_string(), r.stats));
+                        let mut recs = Vec::new();
+                        for kind in ["e2e", "trace"] {
+                            match r.recordings.iter().find(|p| p.ends_with(kind)) {
+                                Some(p) if p.exists() => recs.push((kind.to_string(), p.clone())),
+                                _ => eprintln!(
+                                    "lab compare: {t}: no {kind} recording from this run (see the run's output above)"
+                                ),
+                            }
+                        }
+                        runs.push(RunRecordings {
+                            topology: t.name().to_string(),
+                            recordings: recs,
+                        });
+                        if r.stats.is_some() {
+                            rows.push((t.name().to_string(), r.stats));
+                        }
                     }
                     Err(e) => {
                         eprintln!("lab compare: {t}: {e:#}");
                         failed = true;
-                        rows.push((t.name().to_string(), None));
                     }
                 }
             }
-            println!("\nend to end (user-space send -> user-space receive), µs:");
-            print!("{}", hoptrace_lab::run::table(&rows));
+            let t = lab_compare::rows(&runs);
+            println!("\nseed-004 comparison, per stage and end to end (e2e tx..app):");
+            print!("{}", hoptrace_analysis::compare::render(&t.rows, false));
+            for n in &t.notes {
+                println!("lab compare: not in the table (hop not on this path): {n}");
+            }
+            for p in &t.problems {
+                eprintln!("lab compare: FAILED: {p}");
+            }
+            failed |= !t.problems.is_empty() || t.rows.is_empty();
+            if !rows.is_empty() {
+                println!("\nbuilt-in measurement (user-space send -> user-space receive), µs:");
+                print!("{}", hoptrace_lab::run::table(&rows));
+            }
             if let Some(h) = html {
-                std::fs::write(
-                    &h,
-                    hoptrace_lab::run::table_html(&rows, "hoptrace lab compare"),
-                )?;
-                println!("HTML: {}", h.display());
+                lab_compare::write_html(&h, &t.rows, &t.curves)?;
+                println!("HTML comparison (table and overlaid CDFs): {}", h.display());
             }
             Ok(if failed {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS
             })
+        }
+        Command::Join {
+            pub_rec,
+            sub_rec,
+            out,
+        } => {
+            let c = lab_compare::join_end_to_end(&pub_rec, &sub_rec, &out)?;
+            println!(
+                "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app)",
+                c.matched,
+                c.sub_rows,
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
         }
         Command::Forward {
             tap,

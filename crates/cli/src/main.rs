@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod compare;
 mod correlate;
 mod lab;
+mod lab_compare;
 mod ping;
 mod reflect;
 mod report;

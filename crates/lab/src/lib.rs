@@ -19,6 +19,7 @@ pub mod packet;
 pub mod raw;
 pub mod run;
 pub mod state;
+pub mod teardown;
 pub mod topology;
 pub mod vm;
 pub mod xdp;

@@ -5,13 +5,8 @@
 //! any point leaves a state file from which [`down`] removes exactly what was
 //! made. On failure `up` tears down what it built before returning the error.
 //! A lab is "up" only after [`health_check`] saw probe frames sent on the
-//! publisher's `eth0` arrive on the consumer's `eth0`.
-//!
-//! [`down_all`] also removes orphans of runs that died before saving their
-//! state: namespaces named like a lab's (`ht-<lab>-pub|hyp|vmN`, never the
-//! `ht-` namespaces of tests, which have no second dash pattern of that form)
-//! and processes whose command line points into `/run/hoptrace/labs/` (OVS
-//! daemons, QEMU) or is a `hoptrace lab forward`.
+//! publisher's `eth0` arrive on the consumer's `eth0`. Teardown lives in
+//! [`crate::teardown`] (re-exported here).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -24,7 +19,8 @@ use anyhow::{bail, Context, Result};
 use hoptrace_netns::{veth_pair, Netns};
 
 use crate::packet::{probe_frame, probe_seq, RawSocket};
-use crate::state::{check_name, comm_of, kill_daemon, ns_name, Daemon, LabState, STATE_DIR};
+use crate::state::{check_name, comm_of, ns_name, Daemon, LabState};
+pub use crate::teardown::{down, down_all, is_lab_namespace, kill_orphan_processes, teardown};
 use crate::topology::{Topology, PUB_IP, PUB_MAC, VM_IP, VM_MAC};
 
 /// How to start the lab's helper processes.
@@ -61,7 +57,7 @@ pub fn up(topology: Topology, name: &str, env: &Env) -> Result<LabState> {
             .iter()
             .all(|n| n != &ns)
         {
-            bail!("namespace {ns} already exists (leftover of a killed run?): `hoptrace lab down --all` removes it");
+            bail!("namespace {ns} already exists (leftover of a killed run?): `hoptrace lab down {name}` removes it");
         }
     }
     let mut st = LabState {
@@ -158,8 +154,13 @@ fn build(topology: Topology, st: &mut LabState, env: &Env) -> Result<()> {
             st.daemons.push(d);
         }
         Topology::Xdp => {
-            let d = crate::xdp::attach(st, &hyp)?;
-            st.daemons.extend(d);
+            // Only redirected frames may reach vm0:eth0 (its XDP program
+            // counts deliveries): no IPv6 chatter from the hypervisor's out0.
+            hyp.run_in(|| {
+                std::fs::write("/proc/sys/net/ipv6/conf/out0/disable_ipv6", "1")
+                    .context("disabling IPv6 on hyp:out0")
+            })??;
+            crate::xdp::attach(st, &hyp, &vm)?;
         }
         Topology::Veth | Topology::Vm => unreachable!(),
     }
@@ -194,7 +195,13 @@ fn bridge_with_tap(hyp: &Netns) -> Result<()> {
 
 /// IPv4 addresses for the background UDP load, with a static neighbour
 /// entry (the paths are one-way: ARP replies could not come back).
+/// Checksum offload is turned off on the publisher's veth: a veth leaves
+/// UDP checksums to be completed later (CHECKSUM_PARTIAL), which a switch
+/// that reads frames from user space (OVS netdev datapath) forwards as
+/// wrong checksums; frames from a real wire always carry complete ones.
 fn addresses(publ: &Netns, vm: &Netns) -> Result<()> {
+    publ.exec("ethtool", &["-K", "eth0", "tx", "off"])
+        .context("turning off checksum offload on pub:eth0 (ethtool: run scripts/setup.sh)")?;
     publ.ip(&["addr", "add", &format!("{PUB_IP}/24"), "dev", "eth0"])?;
     vm.ip(&["addr", "add", &format!("{VM_IP}/24"), "dev", "eth0"])?;
     publ.ip(&[
@@ -361,125 +368,6 @@ pub fn health_check(st: &LabState, n: u32) -> Result<(u32, u32)> {
     Ok((sent, got.load(Ordering::SeqCst)))
 }
 
-/// Remove everything recorded in `st` (errors ignored: best effort, idempotent).
-pub fn teardown(st: &LabState) {
-    for d in st.daemons.iter().rev() {
-        kill_daemon(d);
-    }
-    for (_, ns) in st.namespaces.iter().rev() {
-        hoptrace_netns::delete_namespace(ns);
-    }
-    kill_orphan_processes(Some(&st.name));
-    for d in &st.dirs {
-        if d.starts_with(STATE_DIR) {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-    let _ = std::fs::remove_file(LabState::file(&st.name));
-}
-
-/// Tear down lab `name`.
-pub fn down(name: &str) -> Result<LabState> {
-    let st = LabState::load(name)?;
-    teardown(&st);
-    Ok(st)
-}
-
-/// Whether a namespace name has the shape of a lab's (`ht-<lab>-<role>`).
-pub fn is_lab_namespace(ns: &str) -> bool {
-    let Some(rest) = ns.strip_prefix(hoptrace_netns::PREFIX) else {
-        return false;
-    };
-    let Some((lab, role)) = rest.split_once('-') else {
-        return false;
-    };
-    check_name(lab).is_ok()
-        && (role == "pub"
-            || role == "hyp"
-            || (role.starts_with("vm")
-                && role.len() > 2
-                && role[2..].bytes().all(|b| b.is_ascii_digit())))
-}
-
-/// Tear down every lab, then orphans. Returns what was removed (for printing).
-pub fn down_all() -> Vec<String> {
-    let mut removed = Vec::new();
-    for name in LabState::list() {
-        if let Ok(st) = LabState::load(&name) {
-            teardown(&st);
-            removed.push(format!("lab {name} ({})", st.topology));
-        } else {
-            let _ = std::fs::remove_file(LabState::file(&name));
-            removed.push(format!("unreadable state file of lab {name}"));
-        }
-    }
-    for ns in hoptrace_netns::list_namespaces(hoptrace_netns::PREFIX) {
-        if is_lab_namespace(&ns) {
-            hoptrace_netns::delete_namespace(&ns);
-            removed.push(format!("orphan namespace {ns}"));
-        }
-    }
-    for p in kill_orphan_processes(None) {
-        removed.push(format!("orphan process {p}"));
-    }
-    if let Ok(dir) = std::fs::read_dir(STATE_DIR) {
-        for e in dir.flatten() {
-            if e.path().is_dir() {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
-    removed
-}
-
-/// Kill processes started by a lab (of `lab`, or of any lab) that survived
-/// their namespace: their command line names the lab's run directory or is
-/// a `hoptrace lab forward`. Returns "pid comm" of each.
-pub fn kill_orphan_processes(lab: Option<&str>) -> Vec<String> {
-    let me = std::process::id() as i32;
-    let mut killed = Vec::new();
-    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
-        return killed;
-    };
-    let marker = match lab {
-        Some(l) => format!("{STATE_DIR}/{l}"),
-        None => format!("{STATE_DIR}/"),
-    };
-    for e in proc_dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let forwarder = args.windows(2).any(|w| w[0] == "lab" && w[1] == "forward")
-            && match lab {
-                Some(l) => args.windows(2).any(|w| w[0] == "--lab" && w[1] == l),
-                None => true,
-            };
-        let in_run_dir = args.iter().any(|a| a.contains(&marker));
-        if forwarder || in_run_dir {
-            let comm = comm_of(pid).unwrap_or_default();
-            if comm == "ip" {
-                continue;
-            }
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            killed.push(format!("{pid} {comm}"));
-        }
-    }
-    killed
-}
-
 /// Run `cmd` in the namespace of `role` of lab `name`, with the terminal.
 pub fn exec(name: &str, role: &str, cmd: &[String]) -> Result<i32> {
     let st = LabState::load(name)?;
@@ -534,6 +422,29 @@ pub fn status() -> Vec<String> {
                     },
                     st.path.join("; ")
                 ));
+                if !st.xdp.is_empty() {
+                    let progs: Vec<String> = st
+                        .xdp
+                        .iter()
+                        .map(|a| {
+                            let alive = crate::xdp::prog_exists(a.prog_id);
+                            format!(
+                                "{} id {} on {}:{}{}",
+                                a.prog_name,
+                                a.prog_id,
+                                a.role,
+                                a.iface,
+                                if alive { "" } else { " (gone!)" }
+                            )
+                        })
+                        .collect();
+                    lines.push(format!("    xdp: {}", progs.join(", ")));
+                    match crate::xdp::counters(&st) {
+                        Ok(Some(c)) => lines.push(format!("    {c}")),
+                        Ok(None) => {}
+                        Err(e) => lines.push(format!("    XDP counters unreadable: {e:#}")),
+                    }
+                }
             }
             Err(e) => lines.push(format!("{name}: unreadable state ({e:#})")),
         }
@@ -549,24 +460,11 @@ pub fn status() -> Vec<String> {
         .collect();
     for o in orphans {
         lines.push(format!(
-            "orphan namespace {o} (no state file): `hoptrace lab down --all` removes it"
+            "orphan namespace {o} (no state file): `hoptrace lab down {}` removes it",
+            o.strip_prefix(hoptrace_netns::PREFIX)
+                .and_then(|r| r.split_once('-'))
+                .map_or("NAME", |(lab, _)| lab)
         ));
     }
     lines
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lab_namespace_shape() {
-        assert!(is_lab_namespace("ht-demo-pub"));
-        assert!(is_lab_namespace("ht-a1-vm0"));
-        assert!(is_lab_namespace("ht-a1-hyp"));
-        assert!(!is_lab_namespace("ht-ta12340"));
-        assert!(!is_lab_namespace("ht-demo-vm"));
-        assert!(!is_lab_namespace("other-demo-pub"));
-        assert!(!is_lab_namespace("ht-Demo-pub"));
-    }
 }

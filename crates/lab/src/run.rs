@@ -15,11 +15,13 @@
 //!    (real SV frames, user-space send to user-space receive latency);
 //! 4. optional background UDP load (`--load udp`): a bounded blaster from the
 //!    publisher's 10.203.0.1 to the consumer's 10.203.0.2, through the same
-//!    switch, nowhere else;
-//! 5. `hoptrace report` on the recordings, when available;
+//!    switch, nowhere else; a socket on the consumer counts what arrived;
+//! 5. `hoptrace lab join` of the publisher and subscriber recordings into an
+//!    end-to-end recording `e2e` (hops tx -> rx -> app), then `hoptrace
+//!    report --html report.html` on it and on the tracer's recording;
 //! 6. teardown, always: on success, on error and on Ctrl-C (SIGINT/SIGTERM
 //!    set a flag that every wait loop checks). After a SIGKILL,
-//!    `hoptrace lab down --all` removes what is left.
+//!    `hoptrace lab down NAME` removes what is left (XDP programs included).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -98,6 +100,10 @@ pub struct RunResult {
     pub notes: Vec<String>,
     /// Things that exist in this build and failed.
     pub failures: Vec<String>,
+    /// Counters of the `xdp` topology's programs at the end of the run.
+    pub xdp: Option<crate::xdp::XdpCounters>,
+    /// The HTML report of the run, when `hoptrace report --html` made one.
+    pub html: Option<PathBuf>,
 }
 
 /// Whether `hoptrace ARGS --help` works and mentions every flag.
@@ -185,6 +191,14 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         &mut res,
         format!("lab `{}` up: {}", st.name, opts.topology.path()),
     );
+    if !st.xdp.is_empty() {
+        let progs: Vec<String> = st
+            .xdp
+            .iter()
+            .map(|a| format!("{} id {} on {}:{}", a.prog_name, a.prog_id, a.role, a.iface))
+            .collect();
+        note(&mut res, format!("xdp programs: {}", progs.join(", ")));
+    }
     if opts.topology == Topology::Vm {
         bail!("`lab run vm` is not available yet (the vm topology is not built)");
     }
@@ -253,6 +267,21 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
 
     // 4. background load
     let load_stop = Arc::new(AtomicBool::new(false));
+    let sink_stop = Arc::new(AtomicBool::new(false));
+    let sink = if opts.load == Load::Udp {
+        // The consumer counts the datagrams that crossed the switch.
+        let ns = Netns::adopt(st.namespace("vm0")?).keep();
+        let ss = sink_stop.clone();
+        let bound = Arc::new(AtomicBool::new(false));
+        let b = bound.clone();
+        let h = std::thread::spawn(move || ns.run_in(move || udp_sink(&ss, &b)));
+        while !bound.load(Ordering::SeqCst) && !h.is_finished() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(h)
+    } else {
+        None
+    };
     let load = if opts.load == Load::Udp {
         let ns = Netns::adopt(st.namespace("pub")?).keep();
         let dur = opts.duration;
@@ -279,7 +308,10 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             sub_rec.to_string_lossy().into(),
         ];
         if help_mentions(exe, &["sv", "subscribe"], "--duration") {
-            sargs.extend(["--duration".into(), format!("{:.3}s", secs + 6.0)]);
+            // A safety cap only: the subscriber is stopped (SIGINT, it closes
+            // its recording) 1 s after the publisher ends, however late a
+            // loaded machine made the publisher.
+            sargs.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + 60.0)]);
         }
         let mut pargs: Vec<String> = vec![
             "sv".into(),
@@ -314,7 +346,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             opts.duration + Duration::from_secs(20),
             &stop,
         );
-        let sc = wait_child(&mut sub, Duration::from_secs(10), &stop);
+        let sc = wait_child(&mut sub, Duration::from_secs(1), &stop);
         for (what, code, log) in [
             ("sv publish", pc, "publish.log"),
             ("sv subscribe", sc, "subscribe.log"),
@@ -326,6 +358,28 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                     "{what} exited with {code:?} (log: {})",
                     out.join(log).display()
                 ));
+            }
+        }
+        // End to end: the publisher's TX stamps joined to the subscriber's rows.
+        let e2e = out.join("e2e");
+        if pc == Some(0) && sc == Some(0) && has_feature(exe, &["lab", "join"], &[]) {
+            let o = Command::new(exe)
+                .args(["lab", "join"])
+                .args([&pub_rec, &sub_rec, &e2e])
+                .output();
+            match o {
+                Ok(o) if o.status.success() => {
+                    note(
+                        &mut res,
+                        String::from_utf8_lossy(&o.stdout).trim().to_string(),
+                    );
+                    res.recordings.push(e2e);
+                }
+                Ok(o) => res.failures.push(format!(
+                    "joining the publisher and subscriber recordings: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )),
+                Err(e) => res.failures.push(format!("hoptrace lab join: {e}")),
             }
         }
         res.recordings.extend([pub_rec, sub_rec]);
@@ -353,12 +407,43 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         )?;
         res.stats = Some(s);
     }
+    match crate::xdp::counters(&st) {
+        Ok(Some(c)) => {
+            note(&mut res, c.to_string());
+            res.xdp = Some(c);
+        }
+        Ok(None) => {}
+        Err(e) => res
+            .failures
+            .push(format!("reading the XDP counters: {e:#}")),
+    }
     load_stop.store(true, Ordering::SeqCst);
     if let Some(l) = load {
         match l.join() {
             Ok(Ok(Ok(n))) => note(&mut res, format!("load: {n} UDP datagrams sent")),
             Ok(Ok(Err(e))) | Ok(Err(e)) => res.failures.push(format!("UDP load: {e:#}")),
             Err(_) => res.failures.push("UDP load thread panicked".into()),
+        }
+    }
+    if let Some(h) = sink {
+        // Let the last datagrams drain through the switch.
+        std::thread::sleep(Duration::from_millis(500));
+        sink_stop.store(true, Ordering::SeqCst);
+        match h.join() {
+            Ok(Ok(Ok(n))) => {
+                note(
+                    &mut res,
+                    format!(
+                        "load: {n} UDP datagrams received by the consumer (vm0 10.203.0.2:9000)"
+                    ),
+                );
+                if n == 0 {
+                    res.failures
+                        .push("UDP load: no datagram crossed the switch".into());
+                }
+            }
+            Ok(Ok(Err(e))) | Ok(Err(e)) => res.failures.push(format!("UDP load sink: {e:#}")),
+            Err(_) => res.failures.push("UDP load sink thread panicked".into()),
         }
     }
     if let Some(mut t) = tracer {
@@ -382,10 +467,13 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     }
 
     // 5. report
+    // The joined e2e recording replaces pub and sub (it holds their hops).
+    let has_e2e = res.recordings.iter().any(|p| p.ends_with("e2e"));
     let recs: Vec<PathBuf> = res
         .recordings
         .iter()
         .filter(|p| p.exists())
+        .filter(|p| !(has_e2e && (p.ends_with("pub") || p.ends_with("sub"))))
         .cloned()
         .collect();
     if !recs.is_empty()
@@ -394,6 +482,11 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     {
         let mut c = Command::new(exe);
         c.arg("report").args(&recs);
+        if help_mentions(exe, &["report"], "--html") {
+            let html = out.join("report.html");
+            c.arg("--html").arg(&html);
+            res.html = Some(html);
+        }
         note(
             &mut res,
             format!(
@@ -405,7 +498,11 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             ),
         );
         match c.status() {
-            Ok(s) if s.success() => {}
+            Ok(s) if s.success() => {
+                if let Some(h) = res.html.clone() {
+                    note(&mut res, format!("HTML report: {}", h.display()));
+                }
+            }
             Ok(s) => res
                 .failures
                 .push(format!("hoptrace report exited with {s}")),
@@ -430,6 +527,22 @@ fn help_is_placeholder(exe: &Path, args: &[&str]) -> bool {
         .lines()
         .any(|l| l.trim_start().starts_with("--") && !l.contains("--help"))
         && !text.contains("Arguments:")
+}
+
+/// Count UDP datagrams arriving on the consumer's 10.203.0.2:9000 until `stop`.
+fn udp_sink(stop: &AtomicBool, bound: &AtomicBool) -> Result<u64> {
+    let sock = std::net::UdpSocket::bind((VM_IP, 9000))
+        .context("binding the UDP load sink on 10.203.0.2:9000")?;
+    sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    bound.store(true, Ordering::SeqCst);
+    let mut buf = vec![0u8; 2048];
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        if sock.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Send UDP datagrams to the consumer at `pps` for `dur` (calling thread's namespace).

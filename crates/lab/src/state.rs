@@ -3,11 +3,12 @@
 //! `hoptrace lab up` returns while the lab lives on (namespaces, daemons such
 //! as the tap forwarder, Open vSwitch, QEMU). Everything it creates is written
 //! to `/run/hoptrace/labs/<name>.json` *before* the next component starts, so
-//! that `hoptrace lab down` (or `lab down --all` after a `kill -9`) knows what
+//! that `hoptrace lab down NAME` (also after a `kill -9`) knows what
 //! to remove: namespaces (deleting a namespace kills the processes inside it
 //! and destroys its links), daemon pids (killed by pid, and only when the
 //! process still runs the program that was recorded, so a recycled pid is
-//! never hit), and directories (OVS database, sockets, device nodes).
+//! never hit), directories (OVS database, sockets, device nodes), and XDP
+//! programs (detached by interface, then checked gone by kernel id).
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,17 @@ pub struct Daemon {
     pub comm: String,
 }
 
+/// An XDP program attached by the lab (the `xdp` topology), detached on teardown.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct XdpAttachment {
+    /// Role of the namespace holding the interface ("hyp", "vm0").
+    pub role: String,
+    pub iface: String,
+    /// Kernel id of the program (`bpftool prog show id N`).
+    pub prog_id: u32,
+    pub prog_name: String,
+}
+
 /// A lab as persisted on disk.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LabState {
@@ -42,6 +54,12 @@ pub struct LabState {
     /// Interface on which the publisher sends / the subscriber listens (per role).
     pub ifaces: Vec<(String, String)>,
     pub created_unix: u64,
+    /// XDP programs attached to the lab's interfaces (`xdp` topology).
+    #[serde(default)]
+    pub xdp: Vec<XdpAttachment>,
+    /// Kernel id of the XDP counters map (`xdp` topology).
+    #[serde(default)]
+    pub xdp_stats_map: Option<u32>,
 }
 
 impl LabState {
