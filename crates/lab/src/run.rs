@@ -125,12 +125,12 @@ impl Drop for Teardown<'_> {
     }
 }
 
-fn note(res: &mut RunResult, s: String) {
+pub(crate) fn note(res: &mut RunResult, s: String) {
     println!("lab run: {s}");
     res.notes.push(s);
 }
 
-fn spawn_in(ns: &str, exe: &Path, args: &[String], log: &Path) -> Result<Child> {
+pub(crate) fn spawn_in(ns: &str, exe: &Path, args: &[String], log: &Path) -> Result<Child> {
     let f = std::fs::File::create(log)?;
     Command::new("ip")
         .args(["netns", "exec", ns])
@@ -144,7 +144,7 @@ fn spawn_in(ns: &str, exe: &Path, args: &[String], log: &Path) -> Result<Child> 
 }
 
 /// Wait for `child` up to `timeout` (or interruption); kill it after that.
-fn wait_child(child: &mut Child, timeout: Duration, stop: &AtomicBool) -> Option<i32> {
+pub(crate) fn wait_child(child: &mut Child, timeout: Duration, stop: &AtomicBool) -> Option<i32> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(Some(st)) = child.try_wait() {
@@ -185,9 +185,6 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         &mut res,
         format!("lab `{}` up: {}", st.name, opts.topology.path()),
     );
-    if opts.topology == Topology::Vm {
-        bail!("`lab run vm` is not available yet (the vm topology is not built)");
-    }
     let exe = &env.exe;
     let secs = opts.duration.as_secs_f64();
 
@@ -200,8 +197,19 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                 "--record".into(),
                 out.join("trace").to_string_lossy().into(),
             ];
+            // vm: the guest subscriber starts slowly (TCG); the tracer is
+            // stopped with SIGINT after the publisher anyway. Only the lab's
+            // hypervisor namespace is traced.
+            let margin = if opts.topology == Topology::Vm {
+                180.0
+            } else {
+                3.0
+            };
             if help_mentions(exe, &["trace"], "--duration") {
-                args.extend(["--duration".into(), format!("{:.3}s", secs + 3.0)]);
+                args.extend(["--duration".into(), format!("{:.3}s", secs + margin)]);
+            }
+            if opts.topology == Topology::Vm && help_mentions(exe, &["trace"], "--netns") {
+                args.extend(["--netns".into(), hyp.to_string()]);
             }
             match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
                 Ok(c) => {
@@ -247,7 +255,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         None
     };
 
-    if external {
+    if opts.topology == Topology::Vm {
+        crate::vm_run::sv_through_guest(&st, opts, exe, &out, &stop, &mut res)?;
+    } else if external {
         let vm = st.namespace("vm0")?.to_string();
         let publ = st.namespace("pub")?.to_string();
         let sub_rec = out.join("sub");
