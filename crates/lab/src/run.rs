@@ -198,8 +198,8 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                 out.join("trace").to_string_lossy().into(),
             ];
             // vm: the guest subscriber starts slowly (TCG); the tracer is
-            // stopped with SIGINT after the publisher anyway. Only the lab's
-            // hypervisor namespace is traced.
+            // stopped with SIGINT after the publisher anyway. Only in0 and
+            // tap0 of the lab's hypervisor namespace are traced.
             let margin = if opts.topology == Topology::Vm {
                 180.0
             } else {
@@ -209,7 +209,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                 args.extend(["--duration".into(), format!("{:.3}s", secs + margin)]);
             }
             if opts.topology == Topology::Vm && help_mentions(exe, &["trace"], "--netns") {
-                args.extend(["--netns".into(), hyp.to_string()]);
+                for a in ["--netns", hyp, "--iface", "in0", "--iface", "tap0"] {
+                    args.push(a.to_string());
+                }
             }
             match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
                 Ok(c) => {

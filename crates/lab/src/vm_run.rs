@@ -2,7 +2,7 @@
 //!
 //! [`crate::run::run`] brings the lab up and starts the hypervisor-side
 //! tracer as for every topology; for `vm` it then calls [`sv_through_guest`]:
-//! 1. when `HOPTRACE_VM_GUEST_TRACE=1`, the guest tracer, `hoptrace trace --profile guest --iface eth0`, as a guest job
+//! 1. unless `HOPTRACE_VM_GUEST_TRACE=0`, the guest tracer, `hoptrace trace --profile guest --iface eth0`, as a guest job
 //!    recording into the 9p share;
 //! 2. `hoptrace sv subscribe --iface eth0 --record /mnt/host/out/sub` as a
 //!    guest job, waited for until it says it is ready (TCG is slow to start
@@ -55,7 +55,7 @@ pub fn sv_through_guest(
     let secs = opts.duration.as_secs_f64();
     let guest_out = share_dir(&st.name).join("out");
     let mut guest_tracer = None;
-    if std::env::var("HOPTRACE_VM_GUEST_TRACE").as_deref() == Ok("1") {
+    if std::env::var("HOPTRACE_VM_GUEST_TRACE").as_deref() != Ok("0") {
         let script =
             "exec hoptrace trace --profile guest --iface eth0 --record /mnt/host/out/guest-trace\n";
         let job = GuestJob::spawn(&st.name, script)?;
@@ -63,16 +63,13 @@ pub fn sv_through_guest(
             res,
             "guest tracer: hoptrace trace --profile guest --iface eth0 (in the guest)".into(),
         );
-        // Loading the BPF programs under TCG takes a while; no readiness line
-        // is promised by the tracer, so give it time and check it still runs.
-        std::thread::sleep(Duration::from_secs(8));
-        if let Some(rc) = job.rc() {
-            res.failures.push(format!(
-                "guest tracer exited with {rc} before the run: {}",
-                job.log().trim()
-            ));
-        } else {
+        // Loading the BPF programs under TCG takes seconds: wait for `ready`.
+        if job.wait_for("ready", Duration::from_secs(90), stop) && job.rc().is_none() {
             guest_tracer = Some(job);
+        } else {
+            let _ = job.stop();
+            res.failures
+                .push(format!("guest tracer did not start: {}", job.log().trim()));
         }
     }
     let sub_script = format!(
@@ -140,9 +137,15 @@ pub fn sv_through_guest(
         let log = t.log();
         std::fs::write(out.join("guest-trace.log"), &log)?;
         print!("guest tracer:\n{log}");
-        if !matches!(tc, Some(0) | Some(130) | Some(143)) {
-            res.failures
-                .push(format!("guest tracer exited with {tc:?}"));
+        match tc {
+            Some(0) | Some(130) | Some(143) => {}
+            Some(2) => note(
+                res,
+                "guest tracer: exit 2, it lost events (ring buffer full under TCG): its recording is partial".into(),
+            ),
+            _ => res
+                .failures
+                .push(format!("guest tracer exited with {tc:?}")),
         }
     }
     for (name, what) in [("sub", "guest subscriber"), ("guest-trace", "guest tracer")] {
