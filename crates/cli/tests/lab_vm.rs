@@ -115,9 +115,16 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     assert!(text.contains("guest ready in"), "{text}");
     assert!(text.contains("20 of 20 probe frames"), "{text}");
     assert!(o.status.success(), "{text}");
+    for l in text
+        .lines()
+        .filter(|l| l.contains("guest ready in") || l.contains("accel"))
+    {
+        eprintln!("{l}");
+    }
     // The guest subscriber saw every published sample: 2 streams x 1000/s x 3 s.
     let sub = std::fs::read_to_string(out.join("subscribe.log")).unwrap();
-    assert_eq!(received_lost(&sub), Some((6000, 0)), "{sub}");
+    let sub_counts = received_lost(&sub);
+    assert_eq!(sub_counts, Some((6000, 0)), "{sub}");
     // Its recording was brought back through the 9p share.
     let seg = std::fs::read_dir(out.join("sub"))
         .unwrap()
@@ -129,6 +136,7 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     let (n, line) =
         stage_count(&trace, "tap_xmit->consumer_copy").unwrap_or_else(|| panic!("{trace}"));
     assert!(n > 0, "{line}");
+    eprintln!("guest subscriber: {sub_counts:?} (received, lost); host: {line}");
     assert!(trace.contains("qemu-system-x86"), "{trace}");
     assert_gone("vmt");
     let _ = std::fs::remove_dir_all(&out);

@@ -424,3 +424,41 @@ pub fn probe_guest(st: &LabState, n: u32) -> Result<(u32, u64)> {
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_reads_the_bridge_tap_with_virtio_net() {
+        let st = LabState {
+            name: "vx".into(),
+            ..Default::default()
+        };
+        let a = qemu_args(&st, Accel::Tcg, Path::new("/k"), Path::new("/i"));
+        let j = a.join(" ");
+        assert!(
+            j.contains("-netdev tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off"),
+            "{j}"
+        );
+        assert!(
+            j.contains(&format!("-device virtio-net-pci,netdev=n0,mac={VM_MAC}")),
+            "{j}"
+        );
+        assert!(j.contains("-accel tcg"), "{j}");
+        assert!(!j.contains("-cpu host"), "{j}");
+        assert!(
+            j.contains("/run/hoptrace/labs/vx/share,mount_tag=host"),
+            "{j}"
+        );
+        assert!(j.contains("file:/run/hoptrace/labs/vx/serial.log"), "{j}");
+        let k = qemu_args(&st, Accel::Kvm, Path::new("/k"), Path::new("/i")).join(" ");
+        assert!(k.contains("-accel kvm -cpu host"), "{k}");
+    }
+
+    #[test]
+    fn serial_tail_skips_blank_lines() {
+        assert_eq!(tail("a\n\nb\nc\n", 2), " [..] b | c");
+        assert_eq!(tail("", 2), "");
+    }
+}
