@@ -11,7 +11,9 @@
 //!    duration, through in0 -> br0 -> tap0 -> QEMU -> virtio-net -> guest;
 //! 4. a grace of 2 s for frames still in QEMU or the guest, then SIGTERM to
 //!    the guest jobs (they close their recordings), and the recordings are
-//!    copied from the share into the run's output directory.
+//!    copied from the share into the run's output directory. The tap's
+//!    tx_packets/tx_dropped and the guest eth0's rx_packets/rx_dropped,
+//!    read before and after the publisher, say where frames were lost.
 //!
 //! The guest's clock is its own (set from the emulated RTC at boot), so
 //! latencies between a host recording and a guest recording are not
@@ -108,6 +110,8 @@ pub fn sv_through_guest(
         res,
         format!("publisher: hoptrace {} (in {publ})", pargs.join(" ")),
     );
+    let hyp = st.namespace("hyp")?.to_string();
+    let before = counters(&st.name, &hyp);
     let mut publisher = spawn_in(&publ, exe, &pargs, &out.join("publish.log"))?;
     let pc = wait_child(
         &mut publisher,
@@ -122,6 +126,19 @@ pub fn sv_through_guest(
         res.failures.push(format!("sv publish exited with {pc:?}"));
     }
     std::thread::sleep(Duration::from_secs(2));
+    let after = counters(&st.name, &hyp);
+    let delta: Vec<String> = COUNTERS
+        .iter()
+        .zip(before.iter().zip(after.iter()))
+        .map(|((what, _, _), (b, a))| match (b, a) {
+            (Some(b), Some(a)) => format!("{what} {}", a.saturating_sub(*b)),
+            _ => format!("{what} ?"),
+        })
+        .collect();
+    note(
+        res,
+        format!("frame counters during the run: {}", delta.join(", ")),
+    );
     let _ = sub.stop();
     let sc = sub.wait(Duration::from_secs(30), stop);
     let sub_log = sub.log();
@@ -173,4 +190,42 @@ pub fn sv_through_guest(
         "the guest's clock is not the host's: compare counts across host and guest, latencies only within one side".into(),
     );
     Ok(())
+}
+
+/// Interface counters read around the run, to locate losses:
+/// (label, "hyp" or "guest", sysfs statistics file).
+const COUNTERS: [(&str, &str, &str); 4] = [
+    ("tap0 tx_packets", "hyp", "tap0/statistics/tx_packets"),
+    ("tap0 tx_dropped", "hyp", "tap0/statistics/tx_dropped"),
+    (
+        "guest eth0 rx_packets",
+        "guest",
+        "eth0/statistics/rx_packets",
+    ),
+    (
+        "guest eth0 rx_dropped",
+        "guest",
+        "eth0/statistics/rx_dropped",
+    ),
+];
+
+fn counters(lab: &str, hyp: &str) -> Vec<Option<u64>> {
+    COUNTERS
+        .iter()
+        .map(|(_, side, file)| {
+            let path = format!("/sys/class/net/{file}");
+            let text = if *side == "hyp" {
+                std::process::Command::new("ip")
+                    .args(["netns", "exec", hyp, "cat", &path])
+                    .output()
+                    .ok()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            } else {
+                let job = GuestJob::spawn(lab, &format!("cat {path}\n")).ok()?;
+                job.wait(Duration::from_secs(30), &AtomicBool::new(false))?;
+                Some(job.log())
+            };
+            text?.trim().parse().ok()
+        })
+        .collect()
 }
