@@ -48,7 +48,7 @@ fi
 # installed on this host), with modules.dep written by `depmod -b`. Same layout
 # as crates/lab/src/guest/kernel.rs, which does this itself when it is missing.
 GUEST_CACHE=/var/cache/hoptrace/guest
-if ! ls -d "$GUEST_CACHE"/kernel-*/root/boot 2>/dev/null | grep -qv '\.tmp/'; then
+if ! ls -d "$GUEST_CACHE"/kernel-*/root/boot 2>/dev/null | grep -qv '\.tmp'; then
   echo "setup: fetching the vm lab's guest kernel into $GUEST_CACHE"
   mkdir -p "$GUEST_CACHE/download"
   (

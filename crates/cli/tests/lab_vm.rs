@@ -113,7 +113,10 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(text.contains("guest ready in"), "{text}");
-    assert!(text.contains("20 of 20 probe frames"), "{text}");
+    assert!(
+        text.contains("health check: 20 probe frames sent"),
+        "{text}"
+    );
     assert!(o.status.success(), "{text}");
     for l in text
         .lines()

@@ -243,7 +243,7 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
                 let secs = boot.elapsed().as_secs_f64();
                 println!("lab up: guest ready in {secs:.1} s: {line}");
                 let (sent, got) = probe_guest(st, 20)?;
-                println!("lab up: health check: {got} of {sent} probe frames sent on pub:eth0 counted on the guest's eth0");
+                println!("lab up: health check: {sent} probe frames sent on pub:eth0, the guest's eth0 rx_packets rose by {got} (other frames may add to it)");
                 if got < sent as u64 {
                     bail!("health check failed: only {got} of {sent} probe frames sent on pub:eth0 reached the guest's eth0 (rx_packets)");
                 }

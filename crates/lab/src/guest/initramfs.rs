@@ -43,7 +43,7 @@ pub fn ensure(cache: &Path, kernel: &Kernel, exe: &Path) -> Result<(PathBuf, boo
     if let Ok(dir) = std::fs::read_dir(cache) {
         for e in dir.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
-            if n.starts_with("initramfs-") && e.path() != path {
+            if n.starts_with("initramfs-") && n.ends_with(".cpio") && e.path() != path {
                 let _ = std::fs::remove_file(e.path());
             }
         }

@@ -5,8 +5,9 @@
 //! that one is fetched too and unpacked with `dpkg -x` (nothing is installed
 //! on the host). `depmod -b` then writes `modules.dep`, which the package does
 //! not ship (the host's postinst would have made it). The unpacked tree goes
-//! to `kernel-<release>.tmp` and is renamed to `kernel-<release>` only when
-//! complete, so a half-done fetch is never used.
+//! to `kernel-<release>.tmp-<pid>` and is renamed to `kernel-<release>` only
+//! when complete, so a half-done fetch is never used and two concurrent
+//! fetches do not mix.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,7 +44,7 @@ pub fn cached(cache: &Path) -> Option<Kernel> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let rel = name.strip_prefix("kernel-")?;
-            if rel.ends_with(".tmp") {
+            if rel.contains(".tmp") {
                 return None;
             }
             Kernel::at(&e.path(), rel)
@@ -59,7 +60,8 @@ pub fn ensure(cache: &Path) -> Result<Kernel> {
         return Ok(k);
     }
     std::fs::create_dir_all(cache).with_context(|| format!("creating {}", cache.display()))?;
-    let dl = cache.join("download");
+    let pid = std::process::id();
+    let dl = cache.join(format!("download-{pid}"));
     let _ = std::fs::remove_dir_all(&dl);
     std::fs::create_dir_all(&dl)?;
     let meta = download(&dl, "linux-image-amd64")?;
@@ -72,7 +74,7 @@ pub fn ensure(cache: &Path) -> Result<Kernel> {
     })?;
     let deb = download(&dl, &image)?;
     let release = image.trim_start_matches("linux-image-").to_string();
-    let tmp = cache.join(format!("kernel-{release}.tmp"));
+    let tmp = cache.join(format!("kernel-{release}.tmp-{pid}"));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
     run(Command::new("dpkg")
@@ -86,8 +88,10 @@ pub fn ensure(cache: &Path) -> Result<Kernel> {
         .arg(&release))
     .context("writing modules.dep of the guest kernel with depmod -b (package kmod)")?;
     let dir = cache.join(format!("kernel-{release}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&tmp, &dir)?;
+    // Another hoptrace may have finished the same fetch first: keep its copy.
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
     let _ = std::fs::remove_dir_all(&dl);
     Kernel::at(&dir, &release).with_context(|| {
         format!(
