@@ -45,6 +45,30 @@ if command -v python3 >/dev/null; then
   fi
 fi
 
+# The vm lab's guest kernel: a Debian linux-image package fetched with
+# `apt-get download` and unpacked with `dpkg -x` into the cache (never
+# installed on this host), with modules.dep written by `depmod -b`. Same layout
+# as crates/lab/src/guest/kernel.rs, which does this itself when it is missing.
+GUEST_CACHE=/var/cache/hoptrace/guest
+if ! ls -d "$GUEST_CACHE"/kernel-*/root/boot 2>/dev/null | grep -qv '\.tmp'; then
+  echo "setup: fetching the vm lab's guest kernel into $GUEST_CACHE"
+  mkdir -p "$GUEST_CACHE/download"
+  (
+    cd "$GUEST_CACHE/download"
+    rm -f ./*.deb
+    apt-get download -q linux-image-amd64 >/dev/null 2>&1 || { apt-get update -qq && apt-get download -q linux-image-amd64 >/dev/null 2>&1; }
+    image=$(dpkg-deb -f linux-image-amd64_*.deb Depends | tr ',|' '\n\n' | awk '{print $1}' | grep -E '^linux-image-[0-9]' | head -1)
+    apt-get download -q "$image" >/dev/null 2>&1
+    release=${image#linux-image-}
+    rm -rf "$GUEST_CACHE/kernel-$release.tmp"
+    mkdir -p "$GUEST_CACHE/kernel-$release.tmp"
+    dpkg -x "$image"_*.deb "$GUEST_CACHE/kernel-$release.tmp/root"
+    depmod -b "$GUEST_CACHE/kernel-$release.tmp/root" "$release"
+    mv "$GUEST_CACHE/kernel-$release.tmp" "$GUEST_CACHE/kernel-$release"
+  )
+  rm -rf "$GUEST_CACHE/download"
+fi
+
 # tracefs is needed for tracepoints and trace_marker; bpffs for pinned maps.
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
 echo "setup: system packages ready"

@@ -123,7 +123,11 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                     .unwrap_or_default();
                 println!("  {role:<4} {ns}{iface}");
             }
-            println!("health check passed: probe frames sent on pub:eth0 arrived on vm0:eth0");
+            if st.topology == "vm" {
+                println!("health check passed: the guest said it is ready on its serial console (`lab exec {} vm -- CMD` runs CMD in it)", st.name);
+            } else {
+                println!("health check passed: probe frames sent on pub:eth0 arrived on vm0:eth0");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Down { name, all } => {

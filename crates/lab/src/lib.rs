@@ -13,6 +13,7 @@
 //! keeps the lab independent of those crates' library APIs.
 
 pub mod forward;
+pub mod guest;
 pub mod lifecycle;
 pub mod ovs;
 pub mod packet;
@@ -22,6 +23,7 @@ pub mod state;
 pub mod teardown;
 pub mod topology;
 pub mod vm;
+pub mod vm_run;
 pub mod xdp;
 
 pub use lifecycle::{down, down_all, exec, health_check, status, up, Env};

@@ -371,10 +371,13 @@ pub fn health_check(st: &LabState, n: u32) -> Result<(u32, u32)> {
 /// Run `cmd` in the namespace of `role` of lab `name`, with the terminal.
 pub fn exec(name: &str, role: &str, cmd: &[String]) -> Result<i32> {
     let st = LabState::load(name)?;
-    let ns = st.namespace(role)?;
     if cmd.is_empty() {
         bail!("no command given: hoptrace lab exec {name} {role} -- COMMAND [ARGS...]");
     }
+    if st.topology == "vm" && (role == "vm" || role == "vm0") {
+        return crate::vm::exec_in_guest(name, cmd, Duration::from_secs(600));
+    }
+    let ns = st.namespace(role)?;
     let status = Command::new("ip")
         .args(["netns", "exec", ns])
         .args(cmd)

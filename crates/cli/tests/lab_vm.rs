@@ -1,0 +1,189 @@
+//! Privileged tests of the `vm` lab topology (a real QEMU guest, TCG here).
+//!
+//! 1. `lab run vm` boots the guest (within `HOPTRACE_VM_BOOT_TIMEOUT`, set
+//!    generously for TCG on a loaded 2-core machine), publishes 2 streams of
+//!    SV from the publisher namespace through br0 and tap0 into QEMU, and
+//!    the guest subscriber's count must equal what was published; the
+//!    hypervisor-side tracer must show the tap_xmit -> consumer_copy stage
+//!    with QEMU as the reader; the guest's recording must be on the host;
+//!    and nothing of the lab may remain afterwards.
+//! 2. `lab up vm` killed with SIGKILL once QEMU runs: `lab down` removes
+//!    QEMU, the namespaces and the state.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const H: &str = env!("CARGO_BIN_EXE_hoptrace");
+
+fn hoptrace(args: &[&str]) -> std::process::Output {
+    Command::new(H)
+        .args(args)
+        .env("HOPTRACE_VM_BOOT_TIMEOUT", "240")
+        .output()
+        .expect("run hoptrace")
+}
+
+/// Removes the lab whatever happens to the test.
+struct Down(&'static str);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(H).args(["lab", "down", self.0]).output();
+    }
+}
+
+fn lab_namespaces(lab: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("ht-{lab}-")))
+        .map(String::from)
+        .collect()
+}
+
+fn lab_processes(lab: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let s = String::from_utf8_lossy(&c).replace('\0', " ");
+            if s.contains(&format!("/run/hoptrace/labs/{lab}/")) {
+                v.push(s);
+            }
+        }
+    }
+    v
+}
+
+fn assert_gone(lab: &str) {
+    assert!(
+        lab_namespaces(lab).is_empty(),
+        "namespaces left: {:?}",
+        lab_namespaces(lab)
+    );
+    assert!(
+        lab_processes(lab).is_empty(),
+        "processes left: {:?}",
+        lab_processes(lab)
+    );
+    assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}.json")).exists());
+    assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}")).exists());
+}
+
+/// `total: received N lost L` of a subscriber summary.
+fn received_lost(log: &str) -> Option<(u64, u64)> {
+    let l = log.lines().find(|l| l.starts_with("total: received "))?;
+    let w: Vec<&str> = l.split_whitespace().collect();
+    Some((w.get(2)?.parse().ok()?, w.get(4)?.parse().ok()?))
+}
+
+/// `n` of the first summary line of a tracer stage.
+fn stage_count(log: &str, stage: &str) -> Option<(u64, String)> {
+    let l = log.lines().find(|l| l.trim_start().starts_with(stage))?;
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let n = w.iter().position(|x| *x == "n")?;
+    Some((w.get(n + 1)?.parse().ok()?, l.to_string()))
+}
+
+#[test]
+fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
+    if !hoptrace_netns::require_privileges("vm_lab_boots_carries_sv_into_the_guest_and_goes_down") {
+        return;
+    }
+    let _down = Down("vmt");
+    let out = std::env::temp_dir().join(format!("hoptrace-vmtest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = hoptrace(&[
+        "lab",
+        "run",
+        "vm",
+        "--name",
+        "vmt",
+        "--streams",
+        "2",
+        "--rate",
+        "1000",
+        "--duration",
+        "3s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("guest ready in"), "{text}");
+    assert!(
+        text.contains("health check: 20 probe frames sent"),
+        "{text}"
+    );
+    assert!(o.status.success(), "{text}");
+    for l in text
+        .lines()
+        .filter(|l| l.contains("guest ready in") || l.contains("accel"))
+    {
+        eprintln!("{l}");
+    }
+    // The guest subscriber saw every published sample: 2 streams x 1000/s x 3 s.
+    let sub = std::fs::read_to_string(out.join("subscribe.log")).unwrap();
+    let sub_counts = received_lost(&sub);
+    assert_eq!(sub_counts, Some((6000, 0)), "{sub}");
+    // Its recording was brought back through the 9p share.
+    let seg = std::fs::read_dir(out.join("sub"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".parquet"));
+    assert!(seg, "no Parquet segment in {}", out.join("sub").display());
+    // The hypervisor-side timeline reaches QEMU reading the tap.
+    let trace = std::fs::read_to_string(out.join("trace.log")).unwrap();
+    let (n, line) =
+        stage_count(&trace, "tap_xmit->consumer_copy").unwrap_or_else(|| panic!("{trace}"));
+    assert!(n > 0, "{line}");
+    eprintln!("guest subscriber: {sub_counts:?} (received, lost); host: {line}");
+    assert!(trace.contains("qemu-system-x86"), "{trace}");
+    assert_gone("vmt");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn vm_lab_is_removed_after_kill_9() {
+    if !hoptrace_netns::require_privileges("vm_lab_is_removed_after_kill_9") {
+        return;
+    }
+    let _down = Down("vmk");
+    let mut child = Command::new(H)
+        .args(["lab", "up", "vm", "--name", "vmk"])
+        .env("HOPTRACE_VM_ACCEL", "tcg")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let state = std::path::Path::new("/run/hoptrace/labs/vmk.json");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = std::fs::read_to_string(state).unwrap_or_default();
+        if s.contains("\"qemu\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "QEMU never recorded in {}",
+            state.display()
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "lab up ended before QEMU ran"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        !lab_processes("vmk").is_empty(),
+        "QEMU should outlive the killed hoptrace"
+    );
+    let o = hoptrace(&["lab", "down", "vmk"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_gone("vmk");
+}

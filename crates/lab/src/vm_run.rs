@@ -1,0 +1,231 @@
+//! `hoptrace lab run vm`: the guest side of a measurement.
+//!
+//! [`crate::run::run`] brings the lab up and starts the hypervisor-side
+//! tracer as for every topology; for `vm` it then calls [`sv_through_guest`]:
+//! 1. unless `HOPTRACE_VM_GUEST_TRACE=0`, the guest tracer, `hoptrace trace --profile guest --iface eth0`, as a guest job
+//!    recording into the 9p share;
+//! 2. `hoptrace sv subscribe --iface eth0 --record /mnt/host/out/sub` as a
+//!    guest job, waited for until it says it is ready (TCG is slow to start
+//!    a 16 MB binary);
+//! 3. `hoptrace sv publish` in the publisher namespace for the run's
+//!    duration, through in0 -> br0 -> tap0 -> QEMU -> virtio-net -> guest;
+//! 4. a grace of 2 s for frames still in QEMU or the guest, then SIGTERM to
+//!    the guest jobs (they close their recordings), and the recordings are
+//!    copied from the share into the run's output directory. The tap's
+//!    tx_packets/tx_dropped and the guest eth0's rx_packets/rx_dropped,
+//!    read before and after the publisher, say where frames were lost.
+//!
+//! The guest's clock is its own (set from the emulated RTC at boot), so
+//! latencies between a host recording and a guest recording are not
+//! meaningful; counts and per-side figures are.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::run::{note, spawn_in, wait_child, RunOptions, RunResult};
+use crate::state::LabState;
+use crate::vm::{share_dir, GuestJob};
+
+/// Copy a directory tree (recordings are a few flat files).
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)?.flatten() {
+        let dst = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_tree(&e.path(), &dst)?;
+        } else {
+            std::fs::copy(e.path(), &dst)
+                .with_context(|| format!("copying {}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Publish from the publisher namespace into the guest and bring the
+/// guest's recordings back into `out`.
+pub fn sv_through_guest(
+    st: &LabState,
+    opts: &RunOptions,
+    exe: &Path,
+    out: &Path,
+    stop: &AtomicBool,
+    res: &mut RunResult,
+) -> Result<()> {
+    let secs = opts.duration.as_secs_f64();
+    let guest_out = share_dir(&st.name).join("out");
+    let mut guest_tracer = None;
+    if std::env::var("HOPTRACE_VM_GUEST_TRACE").as_deref() != Ok("0") {
+        let script =
+            "exec hoptrace trace --profile guest --iface eth0 --record /mnt/host/out/guest-trace\n";
+        let job = GuestJob::spawn(&st.name, script)?;
+        note(
+            res,
+            "guest tracer: hoptrace trace --profile guest --iface eth0 (in the guest)".into(),
+        );
+        // Loading the BPF programs under TCG takes seconds: wait for `ready`.
+        if job.wait_for("ready", Duration::from_secs(90), stop) && job.rc().is_none() {
+            guest_tracer = Some(job);
+        } else {
+            let _ = job.stop();
+            res.failures
+                .push(format!("guest tracer did not start: {}", job.log().trim()));
+        }
+    }
+    let sub_script = format!(
+        "exec hoptrace sv subscribe --iface eth0 --record /mnt/host/out/sub --duration {:.0}s --quiet\n",
+        secs + 300.0
+    );
+    let sub = GuestJob::spawn(&st.name, &sub_script)?;
+    note(
+        res,
+        format!("subscriber (in the guest): {}", sub_script.trim()),
+    );
+    if !sub.wait_for("ready on eth0", Duration::from_secs(120), stop) {
+        let _ = sub.stop();
+        anyhow::bail!(
+            "the guest subscriber did not become ready within 120 s: {}",
+            sub.log().trim()
+        );
+    }
+    let publ = st.namespace("pub")?.to_string();
+    let pub_rec = out.join("pub");
+    let pargs: Vec<String> = vec![
+        "sv".into(),
+        "publish".into(),
+        "--iface".into(),
+        "eth0".into(),
+        "--streams".into(),
+        opts.streams.to_string(),
+        "--rate".into(),
+        opts.rate.to_string(),
+        "--duration".into(),
+        format!("{secs:.3}s"),
+        "--record".into(),
+        pub_rec.to_string_lossy().into(),
+    ];
+    note(
+        res,
+        format!("publisher: hoptrace {} (in {publ})", pargs.join(" ")),
+    );
+    let hyp = st.namespace("hyp")?.to_string();
+    let before = counters(&st.name, &hyp);
+    let mut publisher = spawn_in(&publ, exe, &pargs, &out.join("publish.log"))?;
+    let pc = wait_child(
+        &mut publisher,
+        opts.duration + Duration::from_secs(20),
+        stop,
+    );
+    print!(
+        "{}",
+        std::fs::read_to_string(out.join("publish.log")).unwrap_or_default()
+    );
+    if pc != Some(0) {
+        res.failures.push(format!("sv publish exited with {pc:?}"));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let after = counters(&st.name, &hyp);
+    let delta: Vec<String> = COUNTERS
+        .iter()
+        .zip(before.iter().zip(after.iter()))
+        .map(|((what, _, _), (b, a))| match (b, a) {
+            (Some(b), Some(a)) => format!("{what} {}", a.saturating_sub(*b)),
+            _ => format!("{what} ?"),
+        })
+        .collect();
+    note(
+        res,
+        format!("frame counters during the run: {}", delta.join(", ")),
+    );
+    let _ = sub.stop();
+    let sc = sub.wait(Duration::from_secs(30), stop);
+    let sub_log = sub.log();
+    std::fs::write(out.join("subscribe.log"), &sub_log)?;
+    print!("guest subscriber:\n{sub_log}");
+    if !matches!(sc, Some(0) | Some(130) | Some(143)) {
+        res.failures
+            .push(format!("guest sv subscribe exited with {sc:?}"));
+    }
+    if let Some(t) = guest_tracer {
+        let _ = t.stop();
+        let tc = t.wait(Duration::from_secs(30), stop);
+        let log = t.log();
+        std::fs::write(out.join("guest-trace.log"), &log)?;
+        print!("guest tracer:\n{log}");
+        match tc {
+            Some(0) | Some(130) | Some(143) => {}
+            Some(2) => note(
+                res,
+                "guest tracer: exit 2, it lost events (ring buffer full under TCG): its recording is partial".into(),
+            ),
+            _ => res
+                .failures
+                .push(format!("guest tracer exited with {tc:?}")),
+        }
+    }
+    for (name, what) in [("sub", "guest subscriber"), ("guest-trace", "guest tracer")] {
+        let src = guest_out.join(name);
+        if src.is_dir() {
+            copy_tree(&src, &out.join(name))?;
+            if name == "guest-trace" {
+                res.recordings.push(out.join(name));
+            }
+            note(
+                res,
+                format!(
+                    "{what} recording brought back to {}",
+                    out.join(name).display()
+                ),
+            );
+        }
+    }
+    let serial = LabState::run_dir(&st.name).join("serial.log");
+    let _ = std::fs::copy(&serial, out.join("guest-serial.log"));
+    res.recordings.push(pub_rec);
+    res.recordings.push(out.join("sub"));
+    note(
+        res,
+        "the guest's clock is not the host's: compare counts across host and guest, latencies only within one side".into(),
+    );
+    Ok(())
+}
+
+/// Interface counters read around the run, to locate losses:
+/// (label, "hyp" or "guest", sysfs statistics file).
+const COUNTERS: [(&str, &str, &str); 4] = [
+    ("tap0 tx_packets", "hyp", "tap0/statistics/tx_packets"),
+    ("tap0 tx_dropped", "hyp", "tap0/statistics/tx_dropped"),
+    (
+        "guest eth0 rx_packets",
+        "guest",
+        "eth0/statistics/rx_packets",
+    ),
+    (
+        "guest eth0 rx_dropped",
+        "guest",
+        "eth0/statistics/rx_dropped",
+    ),
+];
+
+fn counters(lab: &str, hyp: &str) -> Vec<Option<u64>> {
+    COUNTERS
+        .iter()
+        .map(|(_, side, file)| {
+            let path = format!("/sys/class/net/{file}");
+            let text = if *side == "hyp" {
+                std::process::Command::new("ip")
+                    .args(["netns", "exec", hyp, "cat", &path])
+                    .output()
+                    .ok()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            } else {
+                let job = GuestJob::spawn(lab, &format!("cat {path}\n")).ok()?;
+                job.wait(Duration::from_secs(30), &AtomicBool::new(false))?;
+                Some(job.log())
+            };
+            text?.trim().parse().ok()
+        })
+        .collect()
+}
