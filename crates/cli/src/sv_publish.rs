@@ -103,9 +103,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
             cfg.loops,
             PaceClock::Tai.name()
         );
-        let mut rec = recording::publisher_recorder(record.as_deref(), rate)?;
-        let report = replay::replay(&cfg, &stop, |s| rec.push(&s))?;
-        rec.finish()?;
+        let rec = std::cell::RefCell::new(None);
+        let report = replay::replay(
+            &cfg,
+            &stop,
+            |src| open_recorder(&rec, record.as_deref(), rate, src),
+            |s| push(&rec, &s),
+        )?;
+        if let Some(r) = rec.into_inner() {
+            r.finish()?;
+        }
         print!("{}", report.summary());
         return Ok(ExitCode::SUCCESS);
     }
@@ -157,9 +164,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
         cfg.clock.name(),
         if busy_margin_ns > 0 { ", busy-wait margin" } else { "" }
     );
-    let mut rec = recording::publisher_recorder(record.as_deref(), rate)?;
-    let report = publisher::publish(&cfg, &stop, |s| rec.push(&s))?;
-    rec.finish()?;
+    let rec = std::cell::RefCell::new(None);
+    let report = publisher::publish(
+        &cfg,
+        &stop,
+        |src| open_recorder(&rec, record.as_deref(), rate, src),
+        |s| push(&rec, &s),
+    )?;
+    if let Some(r) = rec.into_inner() {
+        r.finish()?;
+    }
     print!("{}", report.summary());
     Ok(ExitCode::SUCCESS)
+}
+
+type Recorder = std::cell::RefCell<Option<recording::PublisherRecorder>>;
+
+/// Open the recording once the TX stamp source is known (its metadata
+/// names the clock domain of `t_tx`).
+fn open_recorder(
+    rec: &Recorder,
+    dir: Option<&std::path::Path>,
+    rate: u32,
+    source: hoptrace_endpoints::timestamping::StampSource,
+) -> Result<()> {
+    *rec.borrow_mut() = Some(recording::publisher_recorder(dir, rate, source)?);
+    Ok(())
+}
+
+fn push(rec: &Recorder, s: &publisher::SentSample) {
+    if let Some(r) = rec.borrow_mut().as_mut() {
+        r.push(s);
+    }
 }

@@ -41,6 +41,11 @@ pub struct Args {
     /// Receive path: `ring` (memory-mapped TPACKET_V3, default) or `recvmmsg`.
     #[arg(long)]
     pub rx_mode: Option<String>,
+    /// Ring mode: number of 64 KiB blocks (default 1024; each block is
+    /// handed over after 2 ms at the latest, so the ring absorbs a stall of
+    /// at least blocks x 2 ms).
+    #[arg(long)]
+    pub ring_blocks: Option<u32>,
     /// Do not print the per-second status line.
     #[arg(long)]
     pub quiet: bool,
@@ -74,9 +79,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
         duration,
         default_rate: rate,
         status_every: (!args.quiet).then_some(Duration::from_secs(1)),
-        rx_mode: match args.rx_mode.clone().or(file.rx_mode.clone()) {
-            Some(m) => RxMode::parse(&m).map_err(|e| anyhow::anyhow!(e))?,
-            None => RxMode::default(),
+        rx_mode: match (
+            RxMode::parse(
+                args.rx_mode
+                    .as_deref()
+                    .or(file.rx_mode.as_deref())
+                    .unwrap_or("ring"),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
+            args.ring_blocks.or(file.ring_blocks),
+        ) {
+            (RxMode::Ring(mut geo), Some(n)) => {
+                anyhow::ensure!((2..=65536).contains(&n), "--ring-blocks {n}: use 2..65536");
+                geo.block_nr = n;
+                RxMode::Ring(geo)
+            }
+            (mode, _) => mode,
         },
     };
     let record = args

@@ -110,6 +110,7 @@ pub struct SubscribeSection {
     pub reference: Option<String>,
     pub rate: Option<u32>,
     pub rx_mode: Option<String>,
+    pub ring_blocks: Option<u32>,
 }
 
 /// Read and parse a configuration file, naming the file in errors.

@@ -148,11 +148,14 @@ pub fn refrtm_ns(t: [u8; 8]) -> i64 {
     secs * 1_000_000_000 + ((frac as i128 * 1_000_000_000) >> 24) as i64
 }
 
-/// Publish until the plan's samples are sent or `stop` is set. `on_sample`
-/// receives every sent sample (with its TX stamp) for the recording.
+/// Publish until the plan's samples are sent or `stop` is set. `on_ready`
+/// is told the TX stamp source once the socket is set up (before the first
+/// frame; an error stops the run); `on_sample` receives every sent sample
+/// (with its TX stamp) for the recording.
 pub fn publish(
     cfg: &PublishConfig,
     stop: &AtomicBool,
+    on_ready: impl FnOnce(StampSource) -> Result<()>,
     mut on_sample: impl FnMut(SentSample),
 ) -> Result<PublishReport> {
     let mut plan = cfg.plan.clone();
@@ -170,6 +173,7 @@ pub fn publish(
     sock.set_recv_buffer(16 << 20);
     let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)
         .context("enabling SO_TIMESTAMPING TX stamps")?;
+    on_ready(source)?;
     let streams = plan.streams as usize;
     let k = plan.asdu_per_frame as u64;
     let frames_total = cfg.samples.map(|n| n.div_ceil(k));

@@ -45,18 +45,26 @@ pub struct PublisherRecorder {
     error: Option<anyhow::Error>,
 }
 
-/// Open the publisher's recording in `dir` (no-op when `None`). The TX
-/// stamp is software CLOCK_REALTIME on every interface without a PHC; with
-/// hardware stamps the metadata would say so (see `timestamping`).
-pub fn publisher_recorder(dir: Option<&Path>, rate: u32) -> Result<PublisherRecorder> {
+/// Open the publisher's recording in `dir` (no-op when `None`). The `tx`
+/// hop's clock domain and source are those of the TX stamps in use:
+/// software CLOCK_REALTIME on every interface without a PHC, the NIC's PHC
+/// (TAI when PTP-disciplined) with hardware stamps.
+pub fn publisher_recorder(
+    dir: Option<&Path>,
+    rate: u32,
+    source: StampSource,
+) -> Result<PublisherRecorder> {
     let writer = match dir {
         None => None,
         Some(d) => {
             let hops = vec![HopColumn::new(
                 "tx",
-                ClockDomain::Realtime,
-                RecSource::Software,
-                "SO_TIMESTAMPING TX software stamp (skb_tx_timestamp in the driver xmit), read from the AF_PACKET error queue, matched by OPT_ID",
+                rec_clock(source),
+                rec_source(source),
+                format!(
+                    "SO_TIMESTAMPING TX {} stamp (software: skb_tx_timestamp in the driver xmit), read from the AF_PACKET error queue, matched by OPT_ID",
+                    source.schema_source()
+                ),
             )];
             let mut meta = RecordingMeta::for_this_host("sv-publish", hops);
             meta.rate = Some(rate);
@@ -370,7 +378,7 @@ mod tests {
     /// A publisher recording of one stream, 3 wraps at 4000/s, sample `n`
     /// sent at `base + n * 250 us`.
     fn reference(dir: &Path, base: i64) {
-        let mut rec = publisher_recorder(Some(dir), 4000).unwrap();
+        let mut rec = publisher_recorder(Some(dir), 4000, StampSource::Software).unwrap();
         for n in 0..12_000u64 {
             let t = base + n as i64 * 250_000;
             rec.push(&SentSample {

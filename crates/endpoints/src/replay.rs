@@ -129,6 +129,7 @@ fn shift_smp_cnt(
 pub fn replay(
     cfg: &ReplayConfig,
     stop: &AtomicBool,
+    on_ready: impl FnOnce(StampSource) -> Result<()>,
     mut on_sample: impl FnMut(SentSample),
 ) -> Result<ReplayReport> {
     let frames = read_capture(&cfg.capture)?;
@@ -136,6 +137,7 @@ pub fn replay(
     sock.set_send_buffer(4 << 20);
     sock.set_recv_buffer(16 << 20);
     let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)?;
+    on_ready(source)?;
     // Samples per stream in the capture (for continuous smpCnt).
     let mut per_stream: HashMap<Vec<u8>, u64> = HashMap::new();
     for f in &frames {
