@@ -123,6 +123,12 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                     .unwrap_or_default();
                 println!("  {role:<4} {ns}{iface}");
             }
+            for a in &st.xdp {
+                println!(
+                    "  xdp  {} id {} on {}:{} (`hoptrace lab status` shows its counters)",
+                    a.prog_name, a.prog_id, a.role, a.iface
+                );
+            }
             println!("health check passed: probe frames sent on pub:eth0 arrived on vm0:eth0");
             Ok(ExitCode::SUCCESS)
         }
