@@ -123,6 +123,12 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                     .unwrap_or_default();
                 println!("  {role:<4} {ns}{iface}");
             }
+            for a in &st.xdp {
+                println!(
+                    "  xdp  {} id {} on {}:{} (`hoptrace lab status` shows its counters)",
+                    a.prog_name, a.prog_id, a.role, a.iface
+                );
+            }
             if st.topology == "vm" {
                 println!("health check passed: the guest said it is ready on its serial console (`lab exec {} vm -- CMD` runs CMD in it)", st.name);
             } else {

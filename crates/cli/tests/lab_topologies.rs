@@ -5,7 +5,10 @@
 //! bind mount of its namespaces, no process, no run directory, no XDP
 //! program (checked by kernel id, and the xdp counters must match the
 //! frames). A `lab run` killed with SIGKILL is cleaned by `lab down NAME`
-//! (never `--all`: other labs may run on the same machine).
+//! (never `--all`: other labs may run on the same machine); one stopped
+//! with Ctrl-C (SIGINT) removes its lab by itself. `--load udp` datagrams
+//! cross every switch to a socket in the consumer, and `lab compare` gives
+//! one row per topology and stage with every sample, plus the HTML curves.
 //! Lab names here start with `t` and are used by no other test.
 
 use std::process::Command;
