@@ -38,7 +38,10 @@ pub struct Args {
     /// smpCnt wrap for streams whose ASDUs carry no smpRate.
     #[arg(long)]
     pub rate: Option<u32>,
-    /// Receive path: `ring` (memory-mapped TPACKET_V3, default) or `recvmmsg`.
+    /// Receive path: `recvmmsg` (default: wakes on the first frame, so T4-T3
+    /// is the application's own latency) or `ring` (memory-mapped TPACKET_V3:
+    /// no system call per frame, absorbs long stalls, but a frame waits for
+    /// its block to be handed over, up to 2 ms, and that wait is in T4-T3).
     #[arg(long)]
     pub rx_mode: Option<String>,
     /// Ring mode: number of 64 KiB blocks (default 1024; each block is
@@ -84,7 +87,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 args.rx_mode
                     .as_deref()
                     .or(file.rx_mode.as_deref())
-                    .unwrap_or("ring"),
+                    .unwrap_or("recvmmsg"),
             )
             .map_err(|e| anyhow::anyhow!(e))?,
             args.ring_blocks.or(file.ring_blocks),

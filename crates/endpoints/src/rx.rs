@@ -21,9 +21,10 @@ use crate::timestamping::{parse_cmsgs, StampSource, Stamps, CONTROL_LEN};
 /// Which receive path to use (`--rx-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RxMode {
-    /// Memory-mapped TPACKET_V3 ring (default).
+    /// Memory-mapped TPACKET_V3 ring.
     Ring(RingGeometry),
-    /// `recvmmsg(2)` batches of this many frames.
+    /// `recvmmsg(2)` batches of this many frames (default: the first frame
+    /// wakes the reader, so no batching delay is added to T4).
     Recvmmsg(usize),
 }
 
@@ -42,7 +43,7 @@ impl RxMode {
 
 impl Default for RxMode {
     fn default() -> Self {
-        RxMode::Ring(RingGeometry::default())
+        RxMode::Recvmmsg(256)
     }
 }
 
