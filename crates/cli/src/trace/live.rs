@@ -25,7 +25,7 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::{Frame, Terminal};
 
 /// Seconds since the epoch of the clock, as `hh:mm:ss.uuuuuu` (of that clock).
@@ -271,7 +271,10 @@ mod tests {
         let all = text.join("\n");
         assert!(all.contains("t=3s"), "{all}");
         assert!(all.contains(">15.0us"), "threshold column: {all}");
-        let srow = text.iter().find(|l| l.contains("MU01")).expect("stream row");
+        let srow = text
+            .iter()
+            .find(|l| l.contains("MU01"))
+            .expect("stream row");
         let scells: Vec<&str> = srow[srow.find("MU01").unwrap()..]
             .split_whitespace()
             .collect();
