@@ -170,3 +170,53 @@ fn trace_hops_and_stream_restrict_the_output() {
         "{summary}"
     );
 }
+
+/// `--filter` follows other traffic along the path: UDP datagrams sent by
+/// the kernel's UDP stack (checksum offloaded, filled in before the tap)
+/// keep one identity from `rx` to `consumer_copy`: one complete timeline
+/// per datagram.
+#[test]
+fn trace_filter_follows_udp_datagrams() {
+    if !hoptrace_netns::require_privileges("trace_filter_follows_udp_datagrams") {
+        return;
+    }
+    let up = hoptrace(&["lab", "up", "bridge", "--name", "trflt"]);
+    let _lab = Lab("trflt");
+    assert!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let exe = env!("CARGO_BIN_EXE_hoptrace");
+    let tracer = Command::new("ip")
+        .args(["netns", "exec", "ht-trflt-hyp", exe, "trace", "--plain"])
+        .args([
+            "--netns",
+            "ht-trflt-hyp",
+            "--iface",
+            "in0",
+            "--iface",
+            "tap0",
+        ])
+        .args(["--filter", "ether proto 0x0800", "--duration", "6s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tracer");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let send = Command::new("ip")
+        .args(["netns", "exec", "ht-trflt-pub", "bash", "-c"])
+        .arg("for i in 1 2 3 4 5; do echo x$i > /dev/udp/10.203.0.2/9999; sleep 0.1; done")
+        .status()
+        .expect("send UDP");
+    assert!(send.success());
+    let out = tracer.wait_with_output().expect("tracer output");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    let summary = &s[s.find("=== summary").expect("summary")..];
+    assert!(
+        summary.contains("stream ether 0x0800 dst 02:68:74:00:00:02: ok 5 incomplete 0"),
+        "{summary}"
+    );
+    assert!(summary.contains("rx->fwd"), "{summary}");
+}
