@@ -60,3 +60,163 @@ fn trace_list_backends_and_wrong_iface() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported --filter"));
 }
+
+#[test]
+fn trace_list_backends_reports_fentry_and_kprobe_probes() {
+    if !hoptrace_netns::require_privileges("trace_list_backends_reports_fentry_and_kprobe_probes") {
+        return;
+    }
+    let out = hoptrace(&["trace", "--list-backends"]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    for backend in ["fentry", "kprobe"] {
+        let line = s
+            .lines()
+            .find(|l| l.trim_start().starts_with(backend))
+            .unwrap_or_else(|| panic!("no {backend} line in:\n{s}"));
+        assert!(
+            line.contains("usable") || line.contains("refused at"),
+            "{backend}: neither usable nor refused with a reason: {line}"
+        );
+    }
+}
+
+/// Tears the lab down even when the test fails.
+struct Lab(&'static str);
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = hoptrace(&["lab", "down", self.0]);
+    }
+}
+
+/// `--hops` and `--stream` restrict the output: on the bridge lab with two
+/// streams, tracing `--stream HOPTRACE_SV1 --hops rx,consumer_copy` shows
+/// only that stream and only the rx->consumer_copy stage (plus end_to_end),
+/// with one timeline per published frame of it and no lost event.
+#[test]
+fn trace_hops_and_stream_restrict_the_output() {
+    if !hoptrace_netns::require_privileges("trace_hops_and_stream_restrict_the_output") {
+        return;
+    }
+    let up = hoptrace(&["lab", "up", "bridge", "--name", "trcli"]);
+    let _lab = Lab("trcli");
+    assert!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let exe = env!("CARGO_BIN_EXE_hoptrace");
+    let tracer = Command::new("ip")
+        .args(["netns", "exec", "ht-trcli-hyp", exe, "trace", "--plain"])
+        .args([
+            "--netns",
+            "ht-trcli-hyp",
+            "--iface",
+            "in0",
+            "--iface",
+            "tap0",
+        ])
+        .args(["--hops", "rx,consumer_copy", "--stream", "HOPTRACE_SV1"])
+        .args(["--duration", "8s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tracer");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let publ = hoptrace(&[
+        "lab",
+        "exec",
+        "trcli",
+        "pub",
+        "--",
+        exe,
+        "sv",
+        "publish",
+        "--iface",
+        "eth0",
+        "--streams",
+        "2",
+        "--rate",
+        "1000",
+        "--samples",
+        "500",
+    ]);
+    assert!(
+        publ.status.success(),
+        "publish: {}",
+        String::from_utf8_lossy(&publ.stderr)
+    );
+    let out = tracer.wait_with_output().expect("tracer output");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = &s[s.find("=== summary").expect("summary")..];
+    assert!(summary.contains("stream HOPTRACE_SV1: ok 500"), "{summary}");
+    assert!(!summary.contains("HOPTRACE_SV0"), "--stream: {summary}");
+    assert!(summary.contains("rx->consumer_copy"), "{summary}");
+    for hidden in ["rx->fwd", "fwd->", "tap_xmit", "->egress"] {
+        assert!(
+            !summary.contains(hidden),
+            "--hops shows {hidden}: {summary}"
+        );
+    }
+    assert!(summary.contains("timelines 500 "), "{summary}");
+    assert!(
+        summary.contains(
+            "lost events per tracepoint: netif_receive_skb=0 net_dev_start_xmit=0 net_dev_xmit=0"
+        ),
+        "{summary}"
+    );
+}
+
+/// `--filter` follows other traffic along the path: UDP datagrams sent by
+/// the kernel's UDP stack (checksum offloaded, filled in before the tap)
+/// keep one identity from `rx` to `consumer_copy`: one complete timeline
+/// per datagram.
+#[test]
+fn trace_filter_follows_udp_datagrams() {
+    if !hoptrace_netns::require_privileges("trace_filter_follows_udp_datagrams") {
+        return;
+    }
+    let up = hoptrace(&["lab", "up", "bridge", "--name", "trflt"]);
+    let _lab = Lab("trflt");
+    assert!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let exe = env!("CARGO_BIN_EXE_hoptrace");
+    let tracer = Command::new("ip")
+        .args(["netns", "exec", "ht-trflt-hyp", exe, "trace", "--plain"])
+        .args([
+            "--netns",
+            "ht-trflt-hyp",
+            "--iface",
+            "in0",
+            "--iface",
+            "tap0",
+        ])
+        .args(["--filter", "ether proto 0x0800", "--duration", "6s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tracer");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let send = Command::new("ip")
+        .args(["netns", "exec", "ht-trflt-pub", "bash", "-c"])
+        .arg("for i in 1 2 3 4 5; do echo x$i > /dev/udp/10.203.0.2/9999; sleep 0.1; done")
+        .status()
+        .expect("send UDP");
+    assert!(send.success());
+    let out = tracer.wait_with_output().expect("tracer output");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}");
+    let summary = &s[s.find("=== summary").expect("summary")..];
+    assert!(
+        summary.contains("stream ether 0x0800 dst 02:68:74:00:00:02: ok 5 incomplete 0"),
+        "{summary}"
+    );
+    assert!(summary.contains("rx->fwd"), "{summary}");
+}

@@ -5,7 +5,7 @@
 //! rather than transmuted, so a short or foreign record is an error, never
 //! undefined behaviour. The identity of the frame comes with every record:
 //! SV (dst MAC, APPID, svID, smpCnt of the first ASDU), hoptrace ping
-//! (sequence) or another frame (FNV-1a hash of its first 64 bytes).
+//! (sequence) or another frame (FNV-1a hash of its first 40 bytes).
 
 use crate::catalogue::TracePoint;
 

@@ -65,7 +65,23 @@ fn trace_bridge_tap_consumer_path() {
         assert_eq!(t.hops[4], None, "no egress on this path");
     }
     drop(bed);
-    let after = bpf_prog_ids();
+    // The kernel frees detached tracing programs after an RCU grace period
+    // (deferred, slow on a busy machine): give it up to 10 s.
+    let mine = |ids: &[u32]| {
+        summary
+            .prog_ids
+            .iter()
+            .filter(|id| !before.contains(id) && ids.contains(id))
+            .count()
+    };
+    let mut after = bpf_prog_ids();
+    for _ in 0..100 {
+        if mine(&after) == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        after = bpf_prog_ids();
+    }
     for id in &summary.prog_ids {
         assert!(
             before.contains(id) || !after.contains(id),

@@ -25,7 +25,7 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table};
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
 use ratatui::{Frame, Terminal};
 
 /// Seconds since the epoch of the clock, as `hh:mm:ss.uuuuuu` (of that clock).
@@ -68,19 +68,30 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
     let mut rows = Vec::new();
     for (stream, s) in &stats.streams {
         let drops: u64 = s.drops.values().sum();
-        let mut text = format!(
-            "{stream}: ok {} incomplete {} malformed {} dropped {drops}",
-            s.ok, s.incomplete, s.malformed
-        );
-        for ((reason, hop), n) in &s.drops {
-            text.push_str(&format!(" [{n} at {hop}: {reason}]"));
-        }
+        // A table has no column spans: the stream's counts go in the
+        // numeric columns, its drop reasons in the wide last one.
+        let reasons: Vec<String> = s
+            .drops
+            .iter()
+            .map(|((reason, hop), n)| format!("dropped {n} at {hop}: {reason}"))
+            .collect();
+        let mut cells = vec![
+            stream.clone(),
+            format!("ok {}", s.ok),
+            format!("inc {}", s.incomplete),
+            format!("mal {}", s.malformed),
+            format!("drop {drops}"),
+            String::new(),
+        ];
+        cells.extend(thr_names.iter().map(|_| String::new()));
+        cells.push(String::new());
+        cells.push(reasons.join("; "));
         let style = if drops > 0 || s.incomplete > 0 {
             Style::default().fg(Color::Yellow)
         } else {
             Style::default().fg(Color::Green)
         };
-        rows.push(Row::new(vec![Cell::from(text)]).style(style));
+        rows.push(Row::new(cells).style(style));
         for name in stats.stage_names() {
             let Some(st) = s.stages.get(&name) else {
                 continue;
@@ -260,9 +271,21 @@ mod tests {
         let all = text.join("\n");
         assert!(all.contains("t=3s"), "{all}");
         assert!(all.contains(">15.0us"), "threshold column: {all}");
+        let srow = text
+            .iter()
+            .find(|l| l.contains("MU01"))
+            .expect("stream row");
+        let scells: Vec<&str> = srow[srow.find("MU01").unwrap()..]
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            scells[..9],
+            ["MU01", "ok", "2", "inc", "0", "mal", "0", "drop", "1"],
+            "{srow}"
+        );
         assert!(
-            all.contains("MU01: ok 2 incomplete 0 malformed 0 dropped 1 [1 at fwd: SKB_DROP_REASON_FULL_RING]"),
-            "{all}"
+            srow.contains("dropped 1 at fwd: SKB_DROP_REASON_FULL_RING"),
+            "{srow}"
         );
         let row = text
             .iter()

@@ -16,7 +16,7 @@
  *      APPID, BER savPdu/seqASDU/first ASDU: svID and smpCnt, short and long
  *      BER lengths), hoptrace ping (0x88B5, magic "HTPG", kind byte, 3 pad, u64 BE sequence:
  *      the layout of crates/endpoints/src/ping.rs) or any
- *      other frame (FNV-1a hash of its first 64 bytes) when the user gave a
+ *      other frame (FNV-1a hash of its first 40 bytes) when the user gave a
  *      --filter that accepts it;
  *   4. reserve a ring buffer record, fill it and submit it; a failed reserve
  *      is counted per hop in the per-CPU `lost_events` array.
@@ -36,7 +36,13 @@ char LICENSE[] SEC("license") = "GPL";
 #define FRAME_MAX 256
 #define FRAME_MASK 0xff
 #define SVID_MAX 64
-#define HASH_BYTES 64
+/* Identity hash of other frames: the first 40 bytes, i.e. Ethernet, an
+ * IPv4 header without options and the UDP ports and length (TCP: ports and
+ * half the sequence number). It stops before the UDP/TCP checksum, which the
+ * kernel may fill in between two hops (checksum offload resolved when the
+ * frame is sent to a device without it, e.g. a tap), so one frame keeps one
+ * identity along its path. */
+#define HASH_BYTES 40
 /* 32 MiB: about 200000 records, several seconds of an 8 x 4800/s path. */
 #define RING_BYTES (32 << 20)
 /* Wake the reader only when this much is waiting; it also polls every few
@@ -279,7 +285,7 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 	return 1;
 }
 
-/* FNV-1a over the first 64 bytes of the frame (identity of other traffic). */
+/* FNV-1a over the first HASH_BYTES bytes of the frame (identity of other traffic). */
 __noinline int hash_frame(struct scratch *s, __u32 avail)
 {
 	__u32 h = 2166136261u;
