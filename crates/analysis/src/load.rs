@@ -1,4 +1,7 @@
 //! Open recordings with `hoptrace-record` and run the analyzer over them.
+//!
+//! Only the columns the analyzer uses are read (projection); batches are
+//! decoded on a reader thread and analyzed on the calling thread.
 
 use std::path::Path;
 
@@ -67,12 +70,27 @@ pub fn analyze_recording(path: &Path, config: Config) -> anyhow::Result<(Analyze
     let batches = reader
         .batches_sized(Some(&columns), 65536)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    for b in batches {
-        let b = b.with_context(|| format!("reading {}", path.display()))?;
-        analyzer
-            .ingest(&b)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    }
+    // Pipeline: one thread reads and decompresses the Parquet pages (a
+    // quarter of the work), this one analyzes; at most 4 batches in flight,
+    // so memory stays bounded. Dropping the receiver on error stops the reader.
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for b in batches {
+                if tx.send(b).is_err() {
+                    break;
+                }
+            }
+        });
+        let result = rx.iter().try_for_each(|b| {
+            let b = b.with_context(|| format!("reading {}", path.display()))?;
+            analyzer
+                .ingest(&b)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        });
+        drop(rx);
+        result
+    })?;
     analyzer.finish();
     let prov = provenance_of(path, &reader);
     Ok((analyzer, prov))

@@ -6,7 +6,9 @@
 //! `sv0` (B, subscriber side) while `hoptrace sv publish` sends 2 streams x
 //! 4000/s x 6 s. In the middle of the run the bridge port `mv1` is taken
 //! down for 2.5 s, so B misses (on an idle machine) more than a full smpCnt
-//! wrap (4000) of samples per stream while A sees everything.
+//! wrap (4000) of samples per stream while A sees everything. A is captured
+//! with nanosecond stamps and converted to pcapng (editcap), B is a
+//! microsecond pcap: mixed formats and resolutions.
 //!
 //! Checks are on counts, never on timing:
 //! - A holds exactly what the publisher says it sent (its own count);
@@ -65,7 +67,12 @@ fn must(o: std::io::Result<std::process::Output>, what: &str) -> String {
 }
 
 /// tcpdump in `ns` on `iface`, nanosecond stamps, SV only; returns once it listens.
-fn tcpdump(ns: &Netns, iface: &str, out: &Path) -> (Child, std::thread::JoinHandle<String>) {
+fn tcpdump(
+    ns: &Netns,
+    iface: &str,
+    precision: &str,
+    out: &Path,
+) -> (Child, std::thread::JoinHandle<String>) {
     let mut c = Command::new("ip")
         .args([
             "netns",
@@ -78,7 +85,7 @@ fn tcpdump(ns: &Netns, iface: &str, out: &Path) -> (Child, std::thread::JoinHand
             "--immediate-mode",
         ])
         .args(["-B", "16384"])
-        .args(["--time-stamp-precision", "nano", "-w"])
+        .args(["--time-stamp-precision", precision, "-w"])
         .arg(out)
         .args(["ether", "proto", "0x88ba"])
         .stderr(Stdio::piped())
@@ -169,8 +176,9 @@ fn correlate_two_tcpdump_captures_with_a_drop() {
     m.ip(&["link", "set", "dev", "br0", "up"]).unwrap();
     let dir = TempDir::new("corr");
     let (a_pcap, b_pcap) = (dir.path().join("a.pcap"), dir.path().join("b.pcap"));
-    let ta = tcpdump(&p, "pv0", &a_pcap);
-    let tb = tcpdump(&s, "sv0", &b_pcap);
+    // A: nanosecond pcap (converted to pcapng below); B: microsecond pcap.
+    let ta = tcpdump(&p, "pv0", "nano", &a_pcap);
+    let tb = tcpdump(&s, "sv0", "micro", &b_pcap);
     std::thread::sleep(Duration::from_millis(300));
     let publisher = Command::new("ip")
         .args([
@@ -221,6 +229,15 @@ fn correlate_two_tcpdump_captures_with_a_drop() {
     );
     let b_counts = tshark_counts(&b_pcap);
 
+    let a_ng = dir.path().join("a.pcapng");
+    must(
+        Command::new("editcap")
+            .args(["-F", "pcapng"])
+            .arg(&a_pcap)
+            .arg(&a_ng)
+            .output(),
+        "editcap",
+    );
     let rec = dir.path().join("rec");
     let json = dir.path().join("rep.json");
     let o = Command::new(BIN)
@@ -228,7 +245,7 @@ fn correlate_two_tcpdump_captures_with_a_drop() {
         .arg(&rec)
         .arg("--json")
         .arg(&json)
-        .arg(&a_pcap)
+        .arg(&a_ng)
         .arg(&b_pcap)
         .output()
         .unwrap();
@@ -243,6 +260,12 @@ fn correlate_two_tcpdump_captures_with_a_drop() {
         r.meta().extra.clone()
     };
     let rep: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let caps = &meta["captures"];
+    assert_eq!(caps[0]["format"], "pcapng", "{caps}");
+    assert_eq!(caps[0]["resolution"], "ns", "{caps}");
+    assert_eq!(caps[1]["format"], "pcap", "{caps}");
+    assert_eq!(caps[1]["resolution"], "us", "{caps}");
+    assert_eq!(caps[1]["malformed"], 0, "{caps}");
     let streams = meta["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 2, "{text}");
     let mut total_lost = 0;

@@ -330,3 +330,72 @@ fn skip_warmup_and_time_window() {
     );
     assert_eq!(stream(&rep, "S2")["sequence"]["lost"], 10);
 }
+
+#[test]
+fn exports_csv_hdr_log_rt_json() {
+    let (d, rec) = setup("rep-exp");
+    let csv = d.path().join("p.csv");
+    let hdr = d.path().join("h.hlog");
+    let rt = d.path().join("rt.json");
+    let o = hoptrace(&[
+        "report",
+        &rec,
+        "--skip-warmup",
+        "10",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--hdr-log",
+        hdr.to_str().unwrap(),
+        "--rt-json",
+        rt.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    // CSV: one line per packet in the window, stage values as written.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "stream,smp_cnt,epoch,seq,time_ns,a..b_ns,b..c_ns,a..c_ns"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 1000 - 10 + 191 - 10);
+    for r in &rows {
+        let s: u8 = r[0][1..].parse().unwrap();
+        let seq: u64 = r[3].parse().unwrap();
+        assert_eq!(r[5].parse::<i64>().unwrap(), ab(s, seq), "{r:?}");
+        assert_eq!(r[6].parse::<i64>().unwrap(), bc(s, seq), "{r:?}");
+    }
+    // HdrHistogram interval log: header and one tagged interval per stream/stage.
+    let log = std::fs::read_to_string(&hdr).unwrap();
+    assert!(
+        log.contains("#[StartTime:") || log.contains("#[BaseTime:"),
+        "{log}"
+    );
+    let tagged = log.lines().filter(|l| l.starts_with("Tag=")).count();
+    assert_eq!(tagged, 2 * 3, "{log}");
+    // rt-tests JSON: one "thread" per stream/stage, 1 us histogram.
+    let j = read_json(&rt);
+    assert_eq!(j["num_threads"], 6);
+    assert_eq!(j["resolution_in_ns"], 1000);
+    for (_, t) in j["thread"].as_object().unwrap() {
+        let cycles = t["cycles"].as_u64().unwrap();
+        let expected = if t["hoptrace_stream"] == "S1" {
+            990
+        } else {
+            181
+        };
+        assert_eq!(cycles, expected, "{t}");
+        let in_bins: u64 = t["histogram"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        let overflow = t["hoptrace_overflow"].as_u64().unwrap_or(0);
+        // Only S2 a..b has a negative value (-2 us at seq 50).
+        let negative = t["hoptrace_negative"].as_u64().unwrap();
+        let s2_ab = t["hoptrace_stream"] == "S2" && t["hoptrace_stage"] == "a..b";
+        assert_eq!(negative, u64::from(s2_ab), "{t}");
+        assert_eq!(in_bins + overflow + negative, cycles, "{t}");
+    }
+}

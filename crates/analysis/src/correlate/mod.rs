@@ -66,6 +66,9 @@ pub struct CaptureCounts {
     pub out_of_range: u64,
     pub first_time_ns: Option<i64>,
     pub last_time_ns: Option<i64>,
+    /// Timestamp resolution seen: `us` when every stamp is a whole
+    /// microsecond (microsecond pcap, or pcapng with `if_tsresol` 6), else `ns`.
+    pub resolution: String,
     /// Why reading stopped early (truncated or corrupt file), if it did.
     pub cut: Option<String>,
 }
@@ -203,6 +206,9 @@ impl Correlator {
         c.frames += 1;
         c.first_time_ns = Some(c.first_time_ns.map_or(time_ns, |x| x.min(time_ns)));
         c.last_time_ns = Some(c.last_time_ns.map_or(time_ns, |x| x.max(time_ns)));
+        if time_ns % 1000 != 0 || c.frames == 1 {
+            c.resolution = if time_ns % 1000 == 0 { "us" } else { "ns" }.into();
+        }
         let frame = match hoptrace_sv::decode(data) {
             Ok(f) => f,
             Err(e) if e.is_not_sv() => {

@@ -72,7 +72,7 @@ impl Correlation {
                     c.name.clone(),
                     ClockDomain::Realtime,
                     StampSource::Capture,
-                    format!("{} capture {}", c.format, c.path),
+                    format!("{} capture {} ({} stamps)", c.format, c.path, c.resolution),
                 )
             })
             .collect();
@@ -185,10 +185,11 @@ impl Correlation {
         for c in &self.captures {
             let _ = writeln!(
                 s,
-                "  {:<6} {} ({}): {} frames, {} SV frames, {} ASDUs, {} other, {} malformed{}{}",
+                "  {:<6} {} ({}, {} stamps): {} frames, {} SV frames, {} ASDUs, {} other, {} malformed{}{}",
                 c.name,
                 c.path,
                 c.format,
+                c.resolution,
                 c.frames,
                 c.sv_frames,
                 c.asdus,
