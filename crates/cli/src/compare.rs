@@ -15,7 +15,7 @@ pub struct Args {
     #[arg(required = true, value_name = "REC")]
     pub recordings: Vec<PathBuf>,
     /// Row names, in the order of the recordings.
-    #[arg(long, value_name = "N", num_args = 1..)]
+    #[arg(long, value_name = "N", num_args = 1.., value_delimiter = ',')]
     pub names: Vec<String>,
     /// Compare this stage (FROM..TO) instead of end to end.
     #[arg(long, value_name = "A..B", value_parser = parse_stage)]

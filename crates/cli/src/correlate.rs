@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(required = true, num_args = 2.., value_name = "CAPTURE")]
     pub captures: Vec<PathBuf>,
     /// Hop names of the capture points, in the same order (default a b c ...).
-    #[arg(long, value_name = "N", num_args = 1..)]
+    #[arg(long, value_name = "N", num_args = 1.., value_delimiter = ',')]
     pub names: Vec<String>,
     /// Write the joined samples as a recording in this directory.
     #[arg(short = 'o', long = "output", value_name = "REC")]

@@ -15,6 +15,7 @@
 pub mod forward;
 pub mod guest;
 pub mod lifecycle;
+mod load;
 pub mod ovs;
 pub mod packet;
 pub mod raw;

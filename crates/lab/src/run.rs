@@ -36,7 +36,7 @@ use hoptrace_sv::generate::StreamPlan;
 use crate::lifecycle::{teardown, up, Env};
 use crate::raw::{self, Stats};
 use crate::state::LabState;
-use crate::topology::{Topology, VM_IP};
+use crate::topology::Topology;
 
 /// Background load during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,7 +277,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         let ss = sink_stop.clone();
         let bound = Arc::new(AtomicBool::new(false));
         let b = bound.clone();
-        let h = std::thread::spawn(move || ns.run_in(move || udp_sink(&ss, &b)));
+        let h = std::thread::spawn(move || ns.run_in(move || crate::load::udp_sink(&ss, &b)));
         while !bound.load(Ordering::SeqCst) && !h.is_finished() {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -291,7 +291,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         let ls = load_stop.clone();
         note(&mut res, "load: UDP 1000-byte datagrams at 10000/s from 10.203.0.1 to 10.203.0.2:9000 (lab only)".into());
         Some(std::thread::spawn(move || {
-            ns.run_in(move || udp_blast(dur, 10_000, &ls))
+            ns.run_in(move || crate::load::udp_blast(dur, 10_000, &ls))
         }))
     } else {
         None
@@ -532,42 +532,6 @@ fn help_is_placeholder(exe: &Path, args: &[&str]) -> bool {
         .lines()
         .any(|l| l.trim_start().starts_with("--") && !l.contains("--help"))
         && !text.contains("Arguments:")
-}
-
-/// Count UDP datagrams arriving on the consumer's 10.203.0.2:9000 until `stop`.
-fn udp_sink(stop: &AtomicBool, bound: &AtomicBool) -> Result<u64> {
-    let sock = std::net::UdpSocket::bind((VM_IP, 9000))
-        .context("binding the UDP load sink on 10.203.0.2:9000")?;
-    sock.set_read_timeout(Some(Duration::from_millis(50)))?;
-    bound.store(true, Ordering::SeqCst);
-    let mut buf = vec![0u8; 2048];
-    let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        if sock.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-    }
-    Ok(n)
-}
-
-/// Send UDP datagrams to the consumer at `pps` for `dur` (calling thread's namespace).
-fn udp_blast(dur: Duration, pps: u32, stop: &AtomicBool) -> Result<u64> {
-    let sock = std::net::UdpSocket::bind("10.203.0.1:0")
-        .context("binding the UDP load socket on 10.203.0.1")?;
-    let payload = vec![0x55u8; 1000];
-    let gap = Duration::from_secs_f64(1.0 / pps as f64);
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < dur && !stop.load(Ordering::Relaxed) {
-        let _ = sock.send_to(&payload, (VM_IP, 9000));
-        n += 1;
-        let due = start + gap * n as u32;
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
-    }
-    Ok(n)
 }
 
 /// The seed-004 table: one row per topology, latencies in µs.
