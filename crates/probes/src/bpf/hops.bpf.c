@@ -4,8 +4,9 @@
  *
  * One small program per kernel tracepoint. Every program does the same thing:
  *   1. find the frame of the skb (skb->head + skb->mac_header when the MAC
- *      header offset is set, else skb->data) and copy up to 256 bytes of the
- *      linear part into a per-CPU scratch buffer;
+ *      header offset is set, else skb->data) and copy up to 128 bytes of the
+ *      linear part into a per-CPU scratch buffer (up to 256 when an SV
+ *      header with a long svID/datSet needs them);
  *   2. decide whether the packet is interesting: device hops (receive and
  *      transmit) pass when their (netns inode, ifindex) or (netns inode, 0) is
  *      in the `dev_filter` map (or the filter is off); socket/free hops
@@ -42,6 +43,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define FRAME_MAX 256
 #define FRAME_MASK 0xff
+/* Bytes copied first; the rest of FRAME_MAX only for a long SV header. */
+#define FRAME_FIRST 128
 #define SVID_MAX 64
 /* Identity hash of other frames: the first 40 bytes, i.e. Ethernet, an
  * IPv4 header without options and the UDP ports and length (TCP: ports and
@@ -408,7 +411,12 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	__u32 avail = avail64 > FRAME_MAX ? FRAME_MAX : (__u32)avail64;
 	if (avail < 14)
 		return 0;
-	if (bpf_probe_read_kernel(s->frame, avail, frame))
+	/* Copy the first FRAME_FIRST bytes: Ethernet, VLAN tags, the ping
+	 * header, the hash bytes and, for usual svIDs, the SV header up to the
+	 * first smpCnt. The rest is copied only when the SV parse runs out of
+	 * bytes (long svID/datSet). */
+	__u32 got = avail > FRAME_FIRST ? FRAME_FIRST : avail;
+	if (bpf_probe_read_kernel(s->frame, got, frame))
 		return 0;
 	const __u8 *f = s->frame;
 
@@ -425,7 +433,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	off += 2;
 
 	/* Reject other traffic before reserving ring buffer space. */
-	int is_ping = etype == 0x88B5 && off + 16 <= avail && byte_at(f, off) == 'H' &&
+	int is_ping = etype == 0x88B5 && off + 16 <= got && byte_at(f, off) == 'H' &&
 		      byte_at(f, off + 1) == 'T' && byte_at(f, off + 2) == 'P' &&
 		      byte_at(f, off + 3) == 'G';
 	if (etype != 0x88BA && !is_ping) {
@@ -454,7 +462,16 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	if (etype == 0x88BA) {
 		s->svid_len = 0;
 		s->smp_cnt = 0;
-		if (parse_sv(s, off, avail) == 0) {
+		int bad = parse_sv(s, off, got);
+		if (bad && got < avail) {
+			s->svid_len = 0;
+			s->smp_cnt = 0;
+			if (bpf_probe_read_kernel(s->frame, avail, frame) == 0) {
+				got = avail;
+				bad = parse_sv(s, off, got);
+			}
+		}
+		if (!bad) {
 			__u32 n = s->svid_len;
 			e->kind = KIND_SV;
 			e->app_id = s->app_id;
@@ -467,7 +484,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			}
 		} else {
 			e->kind = KIND_SV_MALFORMED;
-			hash_frame(s, avail);
+			hash_frame(s, got);
 			e->flow_hash = s->flow_hash;
 		}
 	} else if (is_ping) {
@@ -480,7 +497,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		e->kind = KIND_PING;
 	} else {
 		e->kind = KIND_OTHER;
-		hash_frame(s, avail);
+		hash_frame(s, got);
 		e->flow_hash = s->flow_hash;
 	}
 	if (use_tai)
