@@ -288,3 +288,88 @@ fn trace_filtered_eight_streams_loses_nothing() {
         "every frame is ok or dropped with a reason"
     );
 }
+
+/// BER TLV with a short or 0x81 long-form length.
+fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut v = vec![tag];
+    if content.len() < 0x80 {
+        v.push(content.len() as u8);
+    } else {
+        v.extend([0x81, content.len() as u8]);
+    }
+    v.extend(content);
+    v
+}
+
+/// An SV frame whose first smpCnt lies past byte 128 (64-byte svID, 60-byte
+/// datSet): the probes copy 128 bytes first and must fetch the rest.
+fn long_header_frame(sv_id: &str, smp: u16) -> Vec<u8> {
+    let mut asdu = tlv(0x80, sv_id.as_bytes());
+    asdu.extend(tlv(0x81, &[b'D'; 60]));
+    asdu.extend(tlv(0x82, &smp.to_be_bytes()));
+    asdu.extend(tlv(0x83, &[0, 0, 0, 1]));
+    asdu.extend(tlv(0x85, &[2]));
+    asdu.extend(tlv(0x87, &[0u8; 16]));
+    let mut pdu = tlv(0x80, &[1]);
+    pdu.extend(tlv(0xA2, &tlv(0x30, &asdu)));
+    let sav = tlv(0x60, &pdu);
+    let mut f = Vec::new();
+    f.extend(SV_DST);
+    f.extend([0x02, 0, 0, 0, 0, 0x10, 0x88, 0xBA, 0x40, 0x01]);
+    f.extend(((8 + sav.len()) as u16).to_be_bytes());
+    f.extend([0, 0, 0, 0]);
+    f.extend(sav);
+    f
+}
+
+#[test]
+fn trace_sv_header_longer_than_first_copy() {
+    if !require_privileges("trace_sv_header_longer_than_first_copy") {
+        return;
+    }
+    let bed = testbed(500);
+    let tap_name = bed.tap.clone();
+    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let tracer = start_tracer(bed.hv.name());
+    let sv_id = format!("{:X<64}", format!("HTLONG{}", std::process::id()));
+    const N: u16 = 20;
+    let frame0 = long_header_frame(&sv_id, 0);
+    let smp_at = frame0
+        .windows(4)
+        .position(|w| w == [0x82, 2, 0, 0])
+        .unwrap();
+    assert!(smp_at > 128, "smpCnt at byte {smp_at}, past the first copy");
+    let consumer = std::thread::spawn(move || {
+        let mut got = 0;
+        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
+            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
+                got += 1;
+            }
+        }
+        got
+    });
+    let id = sv_id.clone();
+    bed.publ
+        .run_in(move || {
+            let (fd, idx) = packet_socket("pub0");
+            for i in 0..N {
+                send_frame(&fd, idx, &long_header_frame(&id, i));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .unwrap();
+    let consumed = consumer.join().unwrap();
+    let summary = tracer.finish();
+    assert_eq!(consumed, N as usize, "the consumer read every frame");
+    let mine: Vec<_> = summary
+        .timelines
+        .iter()
+        .filter(|t| t.stream == sv_id)
+        .collect();
+    assert_eq!(mine.len(), N as usize, "one timeline per frame, full svID");
+    let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
+    seqs.sort();
+    assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>());
+    assert!(mine.iter().all(|t| t.status == Status::Ok), "{mine:?}");
+}

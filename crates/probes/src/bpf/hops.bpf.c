@@ -4,8 +4,9 @@
  *
  * One small program per kernel tracepoint. Every program does the same thing:
  *   1. find the frame of the skb (skb->head + skb->mac_header when the MAC
- *      header offset is set, else skb->data) and copy up to 256 bytes of the
- *      linear part into a per-CPU scratch buffer;
+ *      header offset is set, else skb->data) and copy up to 128 bytes of the
+ *      linear part into a per-CPU scratch buffer (up to 256 when an SV
+ *      header with a long svID/datSet needs them);
  *   2. decide whether the packet is interesting: device hops (receive and
  *      transmit) pass when their (netns inode, ifindex) or (netns inode, 0) is
  *      in the `dev_filter` map (or the filter is off); socket/free hops
@@ -23,8 +24,15 @@
  * All buffer accesses are masked (& 0xff) into a 256-byte buffer, so the
  * verifier sees every access in bounds; the logical bounds are checked
  * against the number of bytes actually copied.
- * Every skb field is read with BPF_CORE_READ, so the same body serves the
- * tp_btf and the raw_tp variants of each program.
+ * The same body serves the tp_btf and the raw_tp variant of each program:
+ * tp_btf programs read skb and device fields with plain loads through their
+ * typed BTF pointers (checked by the verifier, no helper call), raw_tp
+ * programs with BPF_CORE_READ (bpf_probe_read_kernel).
+ * Cost (kernel BPF stats, docs/hops.md "Overhead"): the cheap rejections
+ * come first (emit mask, tracked-skb lookup of socket/free hops before any
+ * skb read, device filter before the frame copy, other traffic before the
+ * ring buffer reserve), and a frame is inserted into `tracked_skbs` once, by
+ * its first device hop, not by every one.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -35,6 +43,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define FRAME_MAX 256
 #define FRAME_MASK 0xff
+/* Bytes copied first; the rest of FRAME_MAX only for a long SV header. */
+#define FRAME_FIRST 128
 #define SVID_MAX 64
 /* Identity hash of other frames: the first 40 bytes, i.e. Ethernet, an
  * IPv4 header without options and the UDP ports and length (TCP: ports and
@@ -316,7 +326,13 @@ static __always_inline int is_device_hop(__u32 tp)
 	return tp <= TP_NAPI_GRO_RECEIVE_ENTRY;
 }
 
-static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
+/* Read an skb (or net_device) field. tp_btf programs (btf = 1) get typed
+ * BTF pointers and read with plain loads (the verifier checks them, no
+ * helper call); raw_tp programs (btf = 0) go through bpf_probe_read_kernel
+ * (BPF_CORE_READ). `btf` is a constant in every caller, so each program
+ * keeps only one of the two. */
+
+static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, int btf)
 {
 	__u32 zero = 0;
 	__u64 skb_addr = (__u64)skb;
@@ -329,24 +345,12 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 	cfg = bpf_map_lookup_elem(&config_map, &zero);
 	if (!cfg)
 		return 0;
-	dev = BPF_CORE_READ(skb, dev);
-	if (dev) {
-		ifindex = BPF_CORE_READ(dev, ifindex);
-		netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
-	}
+	/* Cheapest rejections first: the emit mask of device hops, and for
+	 * socket/free hops (which run on every free of the host) the
+	 * tracked-skb lookup, before any skb field is read. */
 	if (is_device_hop(tp)) {
 		if (!(cfg->emit_mask & (1U << tp)))
 			return 0;
-		if (cfg->dev_filter_on) {
-			struct dev_key k = { .netns = netns, .ifindex = ifindex };
-			__u32 *mask = bpf_map_lookup_elem(&dev_filter, &k);
-			if (!mask) {
-				k.ifindex = 0;
-				mask = bpf_map_lookup_elem(&dev_filter, &k);
-			}
-			if (!mask || !(*mask & (1U << tp)))
-				return 0;
-		}
 	} else {
 		if (!bpf_map_lookup_elem(&tracked_skbs, &skb_addr))
 			return 0;
@@ -355,15 +359,49 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 		if (!(cfg->emit_mask & (1U << tp)))
 			return 0;
 	}
+	if (btf) {
+		dev = skb->dev;
+		if (dev) {
+			ifindex = dev->ifindex;
+			netns = dev->nd_net.net->ns.inum;
+		}
+	} else {
+		dev = BPF_CORE_READ(skb, dev);
+		if (dev) {
+			ifindex = BPF_CORE_READ(dev, ifindex);
+			netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+		}
+	}
+	if (is_device_hop(tp) && cfg->dev_filter_on) {
+		struct dev_key k = { .netns = netns, .ifindex = ifindex };
+		__u32 *mask = bpf_map_lookup_elem(&dev_filter, &k);
+		if (!mask) {
+			k.ifindex = 0;
+			mask = bpf_map_lookup_elem(&dev_filter, &k);
+		}
+		if (!mask || !(*mask & (1U << tp)))
+			return 0;
+	}
 
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
 		return 0;
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u16 mac = BPF_CORE_READ(skb, mac_header);
-	__u32 len = BPF_CORE_READ(skb, len);
-	__u32 data_len = BPF_CORE_READ(skb, data_len);
+	unsigned char *head, *data;
+	__u16 mac;
+	__u32 len, data_len;
+	if (btf) {
+		head = skb->head;
+		data = skb->data;
+		mac = skb->mac_header;
+		len = skb->len;
+		data_len = skb->data_len;
+	} else {
+		head = BPF_CORE_READ(skb, head);
+		data = BPF_CORE_READ(skb, data);
+		mac = BPF_CORE_READ(skb, mac_header);
+		len = BPF_CORE_READ(skb, len);
+		data_len = BPF_CORE_READ(skb, data_len);
+	}
 	unsigned char *frame = data;
 	if (mac != (__u16)~0U && head + mac <= data)
 		frame = head + mac;
@@ -373,7 +411,12 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 	__u32 avail = avail64 > FRAME_MAX ? FRAME_MAX : (__u32)avail64;
 	if (avail < 14)
 		return 0;
-	if (bpf_probe_read_kernel(s->frame, avail, frame))
+	/* Copy the first FRAME_FIRST bytes: Ethernet, VLAN tags, the ping
+	 * header, the hash bytes and, for usual svIDs, the SV header up to the
+	 * first smpCnt. The rest is copied only when the SV parse runs out of
+	 * bytes (long svID/datSet). */
+	__u32 got = avail > FRAME_FIRST ? FRAME_FIRST : avail;
+	if (bpf_probe_read_kernel(s->frame, got, frame))
 		return 0;
 	const __u8 *f = s->frame;
 
@@ -389,6 +432,24 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 	}
 	off += 2;
 
+	/* Reject other traffic before reserving ring buffer space. */
+	int is_ping = etype == 0x88B5 && off + 16 <= got && byte_at(f, off) == 'H' &&
+		      byte_at(f, off + 1) == 'T' && byte_at(f, off + 2) == 'P' &&
+		      byte_at(f, off + 3) == 'G';
+	if (etype != 0x88BA && !is_ping) {
+		int ok = cfg->accept_other;
+		if (ok && cfg->other_ethertype && cfg->other_ethertype != etype)
+			ok = 0;
+		if (ok && cfg->other_dst_mac_on) {
+			__u32 i;
+			for (i = 0; i < 6; i++)
+				if (byte_at(f, i) != cfg->other_dst_mac[i])
+					ok = 0;
+		}
+		if (!ok)
+			return 0;
+	}
+
 	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		__u64 *lost = bpf_map_lookup_elem(&lost_events, &tp);
@@ -401,7 +462,16 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 	if (etype == 0x88BA) {
 		s->svid_len = 0;
 		s->smp_cnt = 0;
-		if (parse_sv(s, off, avail) == 0) {
+		int bad = parse_sv(s, off, got);
+		if (bad && got < avail) {
+			s->svid_len = 0;
+			s->smp_cnt = 0;
+			if (bpf_probe_read_kernel(s->frame, avail, frame) == 0) {
+				got = avail;
+				bad = parse_sv(s, off, got);
+			}
+		}
+		if (!bad) {
 			__u32 n = s->svid_len;
 			e->kind = KIND_SV;
 			e->app_id = s->app_id;
@@ -414,12 +484,10 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 			}
 		} else {
 			e->kind = KIND_SV_MALFORMED;
-			hash_frame(s, avail);
+			hash_frame(s, got);
 			e->flow_hash = s->flow_hash;
 		}
-	} else if (etype == 0x88B5 && off + 16 <= avail && byte_at(f, off) == 'H' &&
-		   byte_at(f, off + 1) == 'T' && byte_at(f, off + 2) == 'P' &&
-		   byte_at(f, off + 3) == 'G') {
+	} else if (is_ping) {
 		__u64 seq = 0;
 		__u32 i;
 		for (i = 0; i < 8; i++)
@@ -428,21 +496,8 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 		e->ping_kind = byte_at(f, off + 4);
 		e->kind = KIND_PING;
 	} else {
-		int ok = cfg->accept_other;
-		if (ok && cfg->other_ethertype && cfg->other_ethertype != etype)
-			ok = 0;
-		if (ok && cfg->other_dst_mac_on) {
-			__u32 i;
-			for (i = 0; i < 6; i++)
-				if (byte_at(f, i) != cfg->other_dst_mac[i])
-					ok = 0;
-		}
-		if (!ok) {
-			bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
-			return 0;
-		}
 		e->kind = KIND_OTHER;
-		hash_frame(s, avail);
+		hash_frame(s, got);
 		e->flow_hash = s->flow_hash;
 	}
 	if (use_tai)
@@ -469,7 +524,9 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 	else
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 
-	if (is_device_hop(tp)) {
+	/* A frame passes several device hops: only the first one inserts it
+	 * (an LRU update allocates and links a node; a lookup does not). */
+	if (is_device_hop(tp) && !bpf_map_lookup_elem(&tracked_skbs, &skb_addr)) {
 		__u8 one = 1;
 		bpf_map_update_elem(&tracked_skbs, &skb_addr, &one, BPF_ANY);
 	}
@@ -480,98 +537,98 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason)
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(btf_netif_receive_skb, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RECEIVE_SKB, skb, 0);
+	return handle(TP_NETIF_RECEIVE_SKB, skb, 0, 1);
 }
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(btf_net_dev_start_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	return handle(TP_NET_DEV_START_XMIT, skb, 0);
+	return handle(TP_NET_DEV_START_XMIT, skb, 0, 1);
 }
 
 SEC("tp_btf/net_dev_xmit")
 int BPF_PROG(btf_net_dev_xmit, struct sk_buff *skb, int rc)
 {
-	return handle(TP_NET_DEV_XMIT, skb, 0);
+	return handle(TP_NET_DEV_XMIT, skb, 0, 1);
 }
 
 SEC("tp_btf/netif_rx")
 int BPF_PROG(btf_netif_rx, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RX, skb, 0);
+	return handle(TP_NETIF_RX, skb, 0, 1);
 }
 
 SEC("tp_btf/napi_gro_receive_entry")
 int BPF_PROG(btf_napi_gro_receive_entry, struct sk_buff *skb)
 {
-	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0);
+	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0, 1);
 }
 
 SEC("tp_btf/consume_skb")
 int BPF_PROG(btf_consume_skb, struct sk_buff *skb)
 {
-	return handle(TP_CONSUME_SKB, skb, 0);
+	return handle(TP_CONSUME_SKB, skb, 0, 1);
 }
 
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(btf_kfree_skb, struct sk_buff *skb, void *location, int reason)
 {
-	return handle(TP_KFREE_SKB, skb, (__u32)reason);
+	return handle(TP_KFREE_SKB, skb, (__u32)reason, 1);
 }
 
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(btf_skb_copy_datagram_iovec, struct sk_buff *skb)
 {
-	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0);
+	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0, 1);
 }
 
 /* raw_tp: untyped arguments, same bodies (every read goes through CO-RE). */
 SEC("raw_tp/netif_receive_skb")
 int BPF_PROG(raw_netif_receive_skb, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RECEIVE_SKB, skb, 0);
+	return handle(TP_NETIF_RECEIVE_SKB, skb, 0, 0);
 }
 
 SEC("raw_tp/net_dev_start_xmit")
 int BPF_PROG(raw_net_dev_start_xmit, struct sk_buff *skb)
 {
-	return handle(TP_NET_DEV_START_XMIT, skb, 0);
+	return handle(TP_NET_DEV_START_XMIT, skb, 0, 0);
 }
 
 SEC("raw_tp/net_dev_xmit")
 int BPF_PROG(raw_net_dev_xmit, struct sk_buff *skb)
 {
-	return handle(TP_NET_DEV_XMIT, skb, 0);
+	return handle(TP_NET_DEV_XMIT, skb, 0, 0);
 }
 
 SEC("raw_tp/netif_rx")
 int BPF_PROG(raw_netif_rx, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RX, skb, 0);
+	return handle(TP_NETIF_RX, skb, 0, 0);
 }
 
 SEC("raw_tp/napi_gro_receive_entry")
 int BPF_PROG(raw_napi_gro_receive_entry, struct sk_buff *skb)
 {
-	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0);
+	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0, 0);
 }
 
 SEC("raw_tp/consume_skb")
 int BPF_PROG(raw_consume_skb, struct sk_buff *skb)
 {
-	return handle(TP_CONSUME_SKB, skb, 0);
+	return handle(TP_CONSUME_SKB, skb, 0, 0);
 }
 
 SEC("raw_tp/kfree_skb")
 int BPF_PROG(raw_kfree_skb, struct sk_buff *skb, void *location, long reason)
 {
-	return handle(TP_KFREE_SKB, skb, (__u32)reason);
+	return handle(TP_KFREE_SKB, skb, (__u32)reason, 0);
 }
 
 SEC("raw_tp/skb_copy_datagram_iovec")
 int BPF_PROG(raw_skb_copy_datagram_iovec, struct sk_buff *skb)
 {
-	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0);
+	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0, 0);
 }
 
 /*
