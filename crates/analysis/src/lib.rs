@@ -18,6 +18,7 @@ pub mod analyzer;
 pub mod compare;
 pub mod correlate;
 pub mod duration;
+mod fine;
 pub mod load;
 pub mod report;
 pub mod sequence;

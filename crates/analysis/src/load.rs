@@ -69,6 +69,7 @@ pub fn analyze_recording(path: &Path, config: Config) -> anyhow::Result<(Analyze
     columns.extend(hop_cols.iter().copied());
     let batches = reader
         .batches_sized(Some(&columns), 65536)
+        .map(|b| b.with_dictionary(&["stream", "status"]))
         .with_context(|| format!("cannot read {}", path.display()))?;
     // Pipeline: one thread reads and decompresses the Parquet pages (a
     // quarter of the work), this one analyzes; at most 4 batches in flight,

@@ -23,6 +23,8 @@
 //!   a negative count, exact (not derived from the HDR buckets).
 
 use hdrhistogram::Histogram;
+
+use crate::fine::FineCounts;
 use serde::Serialize;
 
 /// Up to this many values per accumulator, percentiles are exact.
@@ -86,6 +88,9 @@ pub struct LatencyStats {
     exact: Option<Vec<i64>>,
     sorted: bool,
     positive: Histogram<u64>,
+    /// Non-negative values counted in `positive`'s buckets, not yet recorded
+    /// into it (flushed by `finish` and `merge`, see [`crate::fine`]).
+    fine: FineCounts,
     negative: Histogram<u64>,
     linear: Vec<u64>,
     linear_overflow: u64,
@@ -110,6 +115,7 @@ impl LatencyStats {
             exact: Some(Vec::new()),
             sorted: true,
             positive: new_histogram(),
+            fine: FineCounts::default(),
             negative: new_histogram(),
             linear: vec![0; LINEAR_BINS],
             linear_overflow: 0,
@@ -147,7 +153,7 @@ impl LatencyStats {
             // saturating: HdrHistogram holds up to u64 range with auto-resize
             let _ = self.negative.record(value.unsigned_abs());
         } else {
-            let _ = self.positive.record(value as u64);
+            self.fine.record(value as u64);
             let bin = (value / 1000) as usize;
             if bin < LINEAR_BINS {
                 self.linear[bin] += 1;
@@ -205,7 +211,9 @@ impl LatencyStats {
                 None => other.count_above_quantized(*t),
             };
         }
+        self.fine.flush_into(&mut self.positive);
         let _ = self.positive.add(&other.positive);
+        other.fine.clone().flush_into(&mut self.positive);
         let _ = self.negative.add(&other.negative);
         for (a, b) in self.linear.iter_mut().zip(&other.linear) {
             *a += b;
@@ -232,6 +240,11 @@ impl LatencyStats {
     }
 
     fn count_above_quantized(&self, t: i64) -> u64 {
+        if self.fine.pending() > 0 {
+            let mut flushed = self.clone();
+            flushed.fine.flush_into(&mut flushed.positive);
+            return flushed.count_above_quantized(t);
+        }
         if let Some(v) = &self.exact {
             return v.iter().filter(|x| **x > t).count() as u64;
         }
@@ -290,9 +303,16 @@ impl LatencyStats {
     pub fn is_exact(&self) -> bool {
         self.exact.is_some()
     }
-    /// Histogram of the non-negative values (ns).
-    pub fn histogram(&self) -> &Histogram<u64> {
-        &self.positive
+    /// Histogram of the non-negative values (ns). Borrowed once
+    /// [`finish`](Self::finish)ed; before, a flushed copy.
+    pub fn histogram(&self) -> std::borrow::Cow<'_, Histogram<u64>> {
+        if self.fine.pending() == 0 {
+            std::borrow::Cow::Borrowed(&self.positive)
+        } else {
+            let mut h = self.positive.clone();
+            self.fine.clone().flush_into(&mut h);
+            std::borrow::Cow::Owned(h)
+        }
     }
     /// Histogram of the magnitudes of the negative values (ns).
     pub fn negative_histogram(&self) -> &Histogram<u64> {
@@ -305,6 +325,7 @@ impl LatencyStats {
 
     /// Sort the exact values once (called before many percentile queries).
     pub fn finish(&mut self) {
+        self.fine.flush_into(&mut self.positive);
         if let Some(v) = self.exact.as_mut() {
             if !self.sorted {
                 v.sort_unstable();
@@ -322,6 +343,12 @@ impl LatencyStats {
     /// Like [`percentile`](Self::percentile) on an accumulator already
     /// [`finish`](Self::finish)ed.
     pub fn percentile_sorted(&self, p: f64) -> Percentile {
+        if self.fine.pending() > 0 {
+            // not finished: answer from a finished copy
+            let mut done = self.clone();
+            done.finish();
+            return done.percentile_sorted(p);
+        }
         let meaningful = self.count >= min_samples_for(p);
         if self.count == 0 {
             return Percentile {

@@ -14,8 +14,13 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 
 use crate::error::{io_err, pq_err, RecordError, Result};
@@ -209,6 +214,7 @@ impl RecordingReader {
             current: None,
             projection,
             batch_rows: batch_rows.max(1),
+            dictionary: Vec::new(),
         })
     }
 
@@ -231,16 +237,51 @@ pub struct RecordBatches {
     current: Option<(PathBuf, ParquetRecordBatchReader)>,
     projection: Option<Vec<usize>>,
     batch_rows: usize,
+    dictionary: Vec<String>,
 }
 
 impl RecordBatches {
+    /// Decode these string columns as `Dictionary(Int32, Utf8)` arrays (the
+    /// Parquet dictionary pages become the Arrow dictionary, no string is
+    /// copied per row); other columns and string columns of other types are
+    /// unchanged. Readers must accept both layouts.
+    pub fn with_dictionary(mut self, columns: &[&str]) -> Self {
+        self.dictionary = columns.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
     fn open_next(&mut self) -> Option<Result<()>> {
         let path = self.paths.get(self.next)?.clone();
         self.next += 1;
         let r = (|| {
             let file = File::open(&path).map_err(io_err(&path))?;
-            let mut b = ParquetRecordBatchReaderBuilder::try_new(file)
-                .map_err(pq_err(&path))?
+            let mut meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+                .map_err(pq_err(&path))?;
+            if !self.dictionary.is_empty() {
+                let fields: Vec<_> = meta
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| {
+                        if self.dictionary.iter().any(|d| d == f.name())
+                            && f.data_type() == &DataType::Utf8
+                        {
+                            let dict = DataType::Dictionary(
+                                Box::new(DataType::Int32),
+                                Box::new(DataType::Utf8),
+                            );
+                            Arc::new(f.as_ref().clone().with_data_type(dict))
+                        } else {
+                            f.clone()
+                        }
+                    })
+                    .collect();
+                let schema = Schema::new_with_metadata(fields, meta.schema().metadata().clone());
+                let options = ArrowReaderOptions::new().with_schema(Arc::new(schema));
+                meta = ArrowReaderMetadata::try_new(meta.metadata().clone(), options)
+                    .map_err(pq_err(&path))?;
+            }
+            let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(file, meta)
                 .with_batch_size(self.batch_rows);
             if let Some(p) = &self.projection {
                 let mask = ProjectionMask::roots(b.parquet_schema(), p.iter().copied());

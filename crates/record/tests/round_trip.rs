@@ -119,6 +119,29 @@ fn round_trip_many_segments_by_rows() {
         n += b.num_rows();
     }
     assert_eq!(n, 10_500);
+    // String columns decoded as dictionaries: dictionary layout, same values,
+    // over every segment; the other columns are unchanged.
+    {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Int32Type, UInt64Type};
+        use arrow_schema::DataType;
+        let mut i = 0usize;
+        let batches = r.batches(Some(&["stream", "seq"])).unwrap();
+        for b in batches.with_dictionary(&["stream"]) {
+            let b = b.unwrap();
+            assert!(matches!(b.column(0).data_type(), DataType::Dictionary(..)));
+            assert_eq!(b.column(1).data_type(), &DataType::UInt64);
+            let d = b.column(0).as_dictionary::<Int32Type>();
+            let values = d.values().as_string::<i32>();
+            let seq = b.column(1).as_primitive::<UInt64Type>();
+            for (j, k) in d.keys().iter().enumerate() {
+                assert_eq!(values.value(k.unwrap() as usize), rows[i].stream);
+                assert_eq!(seq.value(j), rows[i].seq);
+                i += 1;
+            }
+        }
+        assert_eq!(i, rows.len());
+    }
     assert_eq!(back[4].hop(m, "tap"), Some(4010));
     assert_eq!(back[3].hop(m, "tap"), None);
     assert_eq!(back[5].extra_value(m, "len"), Some(5));

@@ -48,7 +48,7 @@ pub fn write_hdr_log(path: &Path, a: &Analyzer) -> anyhow::Result<()> {
                     .context("writing the HdrHistogram log")?;
                 let tag = Tag::new(&tag_text);
                 w.write_histogram(
-                    st.stats.histogram(),
+                    &st.stats.histogram(),
                     Duration::ZERO,
                     Duration::from_nanos(span),
                     tag,

@@ -266,13 +266,14 @@ fn percentile_curve(s: &LatencyStats) -> Vec<(f64, f64)> {
     }
     let mut pts = Vec::new();
     let mut cum = s.negatives();
-    for b in s.histogram().iter_recorded() {
+    let hist = s.histogram();
+    for b in hist.iter_recorded() {
         cum += b.count_at_value();
         let p = cum as f64 / n as f64;
         let x = if p >= 1.0 { n as f64 } else { 1.0 / (1.0 - p) };
         pts.push((
             x.min(n as f64),
-            s.histogram().highest_equivalent(b.value_iterated_to()) as f64 / 1e3,
+            hist.highest_equivalent(b.value_iterated_to()) as f64 / 1e3,
         ));
     }
     pts
