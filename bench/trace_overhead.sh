@@ -1,11 +1,22 @@
 #!/bin/sh
-# Overhead of `hoptrace trace` (root): N SV streams x 4800/s through
-# veth -> bridge -> tap -> reader, tracing off then on, side by side in one
-# run, for N = 8, 16, 32, ... until events are lost or the sender saturates.
+# Overhead of `hoptrace trace` (root): 8 SV streams x 4800/s through
+# veth -> bridge -> tap -> reader, tracing off then on, side by side in one run.
 # Prints path latency p50/p99 off/on with their ratio, BPF ns per program run
-# and per hop event (kernel BPF stats, bpf_prog_info run_time_ns/run_cnt),
-# events/s handled and lost events.
-# Usage: bench/trace_overhead.sh [seconds-per-phase [max-streams]]
+# (kernel BPF stats), events/s handled and lost events; and, as the floor of a
+# BPF run on this host, the ns per run of empty programs attached to the same
+# tracepoints at the same time (crates/probes/examples/bpf_floor.bpf.c).
+# Usage: bench/trace_overhead.sh [seconds-per-phase] [max-streams]
 set -eu
 cd "$(dirname "$0")/.."
-exec cargo run --release -q -p hoptrace-probes --example trace_overhead -- "${1:-20}" "${2:-64}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+bpftool btf dump file /sys/kernel/btf/vmlinux format c > "$work/vmlinux.h"
+# bpf_helpers.h: libbpf's headers as built by libbpf-sys for this workspace.
+inc="$(dirname "$(dirname "$(ls target/release/build/libbpf-sys-*/out/include/bpf/bpf_helpers.h 2>/dev/null | head -1)")" 2>/dev/null || true)"
+if [ -n "$inc" ] && clang -target bpf -O2 -g -I"$work" -I"$inc" \
+    -c crates/probes/examples/bpf_floor.bpf.c -o "$work/floor.o"; then
+  export HOPTRACE_BPF_FLOOR_OBJ="$work/floor.o"
+else
+  echo "trace_overhead.sh: floor programs not built (run cargo build --release first); measuring the tracer only" >&2
+fi
+cargo run --release -q -p hoptrace-probes --example trace_overhead -- "${1:-3}" "${2:-64}"

@@ -15,7 +15,11 @@
 //!   ns per program run (every hit of an attached tracepoint on the host,
 //!   filtered or not) and ns per hop event (total BPF time / events sent to
 //!   user space);
-//! * events/s handled and lost events (ring buffer full), timelines.
+//! * events/s handled and lost events (ring buffer full), timelines;
+//! * with `HOPTRACE_BPF_FLOOR_OBJ=empty.o` (built by bench/trace_overhead.sh
+//!   from `examples/bpf_floor.bpf.c`): empty programs attached to the same
+//!   tracepoints during the ON phase, on the same traffic, and their ns per
+//!   run: the fixed cost of a BPF run on this host, next to the tracer's.
 //!
 //! Usage: `trace_overhead [SECS] [MAX_STREAMS]` (defaults 20, 64).
 
@@ -130,7 +134,49 @@ fn bpf_stats(ids: &[u32]) -> Vec<(String, u64, u64)> {
     out
 }
 
+/// The empty floor programs, loaded and attached; dropped = detached.
+struct Floor {
+    _obj: libbpf_rs::Object,
+    _links: Vec<libbpf_rs::Link>,
+    ids: Vec<u32>,
+}
+
+fn attach_floor(path: &str) -> Floor {
+    use std::os::fd::{AsFd, AsRawFd};
+    let obj = libbpf_rs::ObjectBuilder::default()
+        .open_file(path)
+        .and_then(|o| o.load())
+        .unwrap_or_else(|e| panic!("loading the floor programs {path}: {e}"));
+    let mut links = Vec::new();
+    let mut ids = Vec::new();
+    for prog in obj.progs_mut() {
+        links.push(
+            prog.attach()
+                .unwrap_or_else(|e| panic!("attaching floor program {:?}: {e}", prog.name())),
+        );
+        // SAFETY: plain libbpf call on the program's own fd; the info struct is ours.
+        unsafe {
+            let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = std::mem::zeroed();
+            let mut len = std::mem::size_of_val(&info) as u32;
+            if libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            ) == 0
+            {
+                ids.push(info.id);
+            }
+        }
+    }
+    Floor {
+        _obj: obj,
+        _links: links,
+        ids,
+    }
+}
+
 fn main() {
+    let floor_obj = std::env::var("HOPTRACE_BPF_FLOOR_OBJ").ok();
     let mut args = std::env::args().skip(1);
     let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     let max_streams: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(64);
@@ -150,11 +196,14 @@ fn main() {
         let (off, sent_off, rate_off) = run_phase(&bed, streams, secs, "OFF");
         let tracer = start_tracer_with(bed.hv.name(), Duration::from_secs(secs + 60));
         let ids = tracer.prog_ids();
+        let floor = floor_obj.as_deref().map(attach_floor);
         let t0 = Instant::now();
         let (on, sent_on, rate_on) = run_phase(&bed, streams, secs, "ON");
         // programs are still attached: read their stats before stopping
         let elapsed = t0.elapsed().as_secs_f64();
         let stats = bpf_stats(&ids);
+        let floor_stats = floor.as_ref().map(|f| bpf_stats(&f.ids));
+        drop(floor);
         let summary = tracer.finish();
         let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
         let run_ns: u64 = stats.iter().map(|s| s.1).sum();
@@ -177,6 +226,23 @@ fn main() {
             println!(
                 "  bpf {name:<36} runs {cnt:>10} {:>6} ns/run",
                 ns.checked_div(*cnt).unwrap_or(0)
+            );
+        }
+        if let Some(fs) = &floor_stats {
+            for (name, ns, cnt) in fs {
+                println!(
+                    "  floor {name:<34} runs {cnt:>10} {:>6} ns/run",
+                    ns.checked_div(*cnt).unwrap_or(0)
+                );
+            }
+            let f_ns: u64 = fs.iter().map(|s| s.1).sum();
+            let f_cnt: u64 = fs.iter().map(|s| s.2).sum();
+            println!(
+                "floor: empty programs on the same tracepoints: {f_cnt} runs, {} ns/run (the tracer's programs: {} ns/run, ratio {:.2})",
+                f_ns.checked_div(f_cnt).unwrap_or(0),
+                run_ns.checked_div(run_cnt).unwrap_or(0),
+                run_ns.checked_div(run_cnt).unwrap_or(0) as f64
+                    / f_ns.checked_div(f_cnt).unwrap_or(1).max(1) as f64
             );
         }
         println!(
