@@ -250,8 +250,9 @@ fn a_publisher_gap_shows_as_equal_losses_on_every_stream() {
     // The publisher (`--late skip`, like a merging unit whose sampling
     // clock keeps running) is stopped with SIGSTOP for 400 ms in the middle
     // of a 3 s run: the instants it slept through are skipped. Whatever the
-    // stop instant, every stream must show received + lost = 12000, the same
-    // loss on every stream, nothing duplicated or reordered. (A 1 s gap at
+    // stop instant, every stream must show received + skipped = 12000 and
+    // the same loss (at most the skipped instants), nothing duplicated or
+    // reordered. (A 1 s gap at
     // 4000/s would be exactly one smpCnt wrap, invisible in smpCnt.)
     let p = pair("svg");
     let sub = start(
