@@ -12,6 +12,7 @@
 //! inside the lab's namespaces (publisher, subscriber, tracer, report), which
 //! keeps the lab independent of those crates' library APIs.
 
+mod follow;
 pub mod forward;
 pub mod guest;
 pub mod lifecycle;

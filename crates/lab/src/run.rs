@@ -33,6 +33,7 @@ use anyhow::{bail, Context, Result};
 use hoptrace_netns::Netns;
 use hoptrace_sv::generate::StreamPlan;
 
+use crate::follow::LogFollower;
 use crate::lifecycle::{teardown, up, Env};
 use crate::raw::{self, Stats};
 use crate::state::LabState;
@@ -244,7 +245,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                         &mut res,
                         format!("tracer: hoptrace {} (in {hyp})", args.join(" ")),
                     );
-                    tracer = Some(c);
+                    // The tracer's per-second blocks, shown as they come.
+                    let live = LogFollower::start(out.join("trace.log"), "trace | ");
+                    tracer = Some((c, live));
                     std::thread::sleep(Duration::from_secs(1));
                 }
                 Err(e) => note(
@@ -451,10 +454,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             Err(_) => res.failures.push("UDP load sink thread panicked".into()),
         }
     }
-    if let Some(mut t) = tracer {
+    if let Some((mut t, live)) = tracer {
         let code = wait_child(&mut t, Duration::from_secs(5), &AtomicBool::new(true));
-        let text = std::fs::read_to_string(out.join("trace.log")).unwrap_or_default();
-        print!("{text}");
+        live.finish();
         if matches!(code, Some(0) | Some(130)) || code.is_none() {
             res.recordings.push(out.join("trace"));
         } else {
