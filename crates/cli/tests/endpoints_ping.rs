@@ -31,17 +31,7 @@ fn every_ping_is_answered_once() {
     let _r = start_reflector(&p, &[]);
     let out = run(
         &p.a,
-        &[
-            "ping",
-            "--iface",
-            "va",
-            "--peer",
-            "02:00:00:00:00:0b",
-            "--count",
-            "2000",
-            "--interval",
-            "500us",
-        ],
+        &args("ping --iface va --peer 02:00:00:00:00:0b --count 2000 --interval 500us"),
     );
     assert!(
         out.status.success(),
@@ -117,18 +107,7 @@ fn injected_delay_is_measured_and_break_exits_3() {
     let p = pair("pgd");
     // The reflector holds each reply 20 ms (netem is not available here).
     let _r = start_reflector(&p, &["--delay", "20ms"]);
-    let out = run(
-        &p.a,
-        &[
-            "ping",
-            "--iface",
-            "va",
-            "--count",
-            "20",
-            "--interval",
-            "50ms",
-        ],
-    );
+    let out = run(&p.a, &args("ping --iface va --count 20 --interval 50ms"));
     assert!(
         out.status.success(),
         "{}",
@@ -156,18 +135,7 @@ fn injected_delay_is_measured_and_break_exits_3() {
 
     let out = run(
         &p.a,
-        &[
-            "ping",
-            "--iface",
-            "va",
-            "--count",
-            "100",
-            "--interval",
-            "50ms",
-            "--max-latency",
-            "10ms",
-            "--break",
-        ],
+        &args("ping --iface va --count 100 --interval 50ms --max-latency 10ms --break"),
     );
     assert_eq!(
         out.status.code(),

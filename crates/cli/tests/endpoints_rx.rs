@@ -33,18 +33,7 @@ fn eight_at_4800(tag: &str, mode: &str) -> String {
     sub.wait_for(READY, Duration::from_secs(20));
     let publ = run(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--streams",
-            "8",
-            "--rate",
-            "4800",
-            "--samples",
-            "24000",
-        ],
+        &args("sv publish --iface va --streams 8 --rate 4800 --samples 24000"),
     );
     assert!(
         publ.status.success(),
@@ -104,33 +93,12 @@ fn frames_dropped_while_the_subscriber_is_stopped_are_reported() {
     let p = pair("svk");
     let sub = start(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--duration",
-            "60s",
-            "--quiet",
-            "--rx-mode",
-            "ring",
-            "--ring-blocks",
-            "16",
-        ],
+        &args("sv subscribe --iface vb --duration 60s --quiet --rx-mode ring --ring-blocks 16"),
     );
     sub.wait_for(READY, Duration::from_secs(20));
     let publ = start(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--streams",
-            "4",
-            "--samples",
-            "12000",
-        ],
+        &args("sv publish --iface va --streams 4 --samples 12000"),
     );
     std::thread::sleep(Duration::from_millis(1000));
     sub.signal("STOP");

@@ -19,33 +19,12 @@ fn eight_streams_at_4000_for_10s_arrive_complete() {
     let p = pair("svf");
     let sub = start(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--count",
-            "320000",
-            "--duration",
-            "90s",
-            "--quiet",
-        ],
+        &args("sv subscribe --iface vb --count 320000 --duration 90s --quiet"),
     );
     sub.wait_for(READY, Duration::from_secs(20));
     let publ = run(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--streams",
-            "8",
-            "--rate",
-            "4000",
-            "--samples",
-            "40000",
-        ],
+        &args("sv publish --iface va --streams 8 --rate 4000 --samples 40000"),
     );
     assert!(
         publ.status.success(),
@@ -252,36 +231,17 @@ fn a_publisher_gap_shows_as_equal_losses_on_every_stream() {
     // of a 3 s run: the instants it slept through are skipped. Whatever the
     // stop instant, every stream must show received + skipped = 12000 and
     // the same loss (at most the skipped instants), nothing duplicated or
-    // reordered. (A 1 s gap at
-    // 4000/s would be exactly one smpCnt wrap, invisible in smpCnt.)
+    // reordered. (A 1 s gap at 4000/s would be exactly one smpCnt wrap,
+    // invisible in smpCnt.)
     let p = pair("svg");
     let sub = start(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--duration",
-            "60s",
-            "--quiet",
-        ],
+        &args("sv subscribe --iface vb --duration 60s --quiet"),
     );
     sub.wait_for(READY, Duration::from_secs(20));
     let publ = start(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--streams",
-            "4",
-            "--samples",
-            "12000",
-            "--late",
-            "skip",
-        ],
+        &args("sv publish --iface va --streams 4 --samples 12000 --late skip"),
     );
     std::thread::sleep(Duration::from_millis(1200));
     publ.signal("STOP");
@@ -344,19 +304,7 @@ fn published_frames_decode_in_tshark() {
     std::thread::sleep(Duration::from_millis(1500));
     let publ = run(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--streams",
-            "2",
-            "--asdu",
-            "2",
-            "--samples",
-            "200",
-            "--refrtm",
-        ],
+        &args("sv publish --iface va --streams 2 --asdu 2 --samples 200 --refrtm"),
     );
     assert!(
         publ.status.success(),
@@ -417,17 +365,7 @@ fn subscriber_decodes_frames_of_another_stack_replayed_in_a_loop() {
     let p = pair("svo");
     let sub = start(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--count",
-            "300",
-            "--duration",
-            "30s",
-            "--quiet",
-        ],
+        &args("sv subscribe --iface vb --count 300 --duration 30s --quiet"),
     );
     sub.wait_for(READY, Duration::from_secs(20));
     let publ = run(

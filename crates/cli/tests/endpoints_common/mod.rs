@@ -20,6 +20,12 @@ pub struct Pair {
     pub b: Netns,
 }
 
+/// Command-line words from one string (`"sv subscribe --iface vb"`): the
+/// tests' argument lists have no word with a space in it.
+pub fn args(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 pub fn pair(tag: &str) -> Pair {
     let a = Netns::create(&unique_name(&format!("{tag}a"))).unwrap();
     let b = Netns::create(&unique_name(&format!("{tag}b"))).unwrap();
