@@ -22,6 +22,7 @@ use crate::devices::{netns_inode, DeviceTable};
 use crate::drop_reason::DropReasons;
 use crate::event::HopEvent;
 use crate::event::PacketIdentity;
+use crate::khist::KernelHists;
 use crate::loader::{
     run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
 };
@@ -84,6 +85,8 @@ pub struct TraceSummary {
     pub incomplete: u64,
     pub dropped: u64,
     pub prog_ids: Vec<u32>,
+    /// The in-kernel per-stage histograms at exit.
+    pub kernel: KernelHists,
 }
 
 /// Parse the minimal `--filter` language: `ether proto N`, `ether dst MAC`,
@@ -173,6 +176,22 @@ fn print_block(
                 fmt_ns(h.max()),
                 st.negative,
                 above.join(" ")
+            )?;
+        }
+    }
+    if !stats.kernel.stages.is_empty() {
+        writeln!(
+            out,
+            "in-kernel per tracepoint pair (every traced frame; p50/p99: bucket upper bounds, approximate):"
+        )?;
+        for k in &stats.kernel.stages {
+            writeln!(
+                out,
+                "  k {:<48} n {:>7} p50 <={:>10} p99 <={:>10}",
+                k.name(),
+                k.count(),
+                fmt_ns(k.quantile_upper(0.5)),
+                fmt_ns(k.quantile_upper(0.99))
             )?;
         }
     }
@@ -366,6 +385,10 @@ impl SessionSink for Run<'_> {
         );
     }
 
+    fn kernel_hists(&mut self, hists: KernelHists) {
+        self.stats.kernel = hists;
+    }
+
     fn tick(&mut self, lost: &LostCounts) -> bool {
         if self.write_err.is_some() {
             return false;
@@ -491,6 +514,7 @@ pub fn run_trace<'a>(
     summary.clock = info.clock.schema_name().into();
     summary.prog_ids = info.prog_ids.clone();
     summary.lost = lost.clone();
+    summary.kernel = stats.kernel.clone();
     summary.events = assembler.counters.events;
     summary.incomplete = assembler.counters.incomplete;
     summary.dropped = assembler.counters.dropped;

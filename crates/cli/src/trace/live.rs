@@ -6,7 +6,13 @@
 //! it reached), then one row per stage (consecutive hops, then end_to_end)
 //! with count, min, p50, p99, max, the count above each `--threshold`,
 //! negative differences, and the worst packet (sequence, destination, hop
-//! time, CPU and task). The last line shows the events lost per tracepoint
+//! time, CPU and task). Below the streams, the in-kernel histograms (read
+//! from the BPF `khist` map once a second, see hoptrace_probes::khist): one
+//! row per tracepoint pair of the same skb, with its count and the upper
+//! bounds of the p50/p99 buckets (approximate by design: 4 buckets per
+//! power of two), over every traced frame of every stream, so the kernel
+//! and user-space counts of the same events can be compared. The last line
+//! shows the events lost per tracepoint
 //! (ring buffer full), in red when any. `q`, Esc or Ctrl-C quit (raw mode
 //! turns Ctrl-C into a key). Rendering ([`render`]) is a pure function of
 //! the statistics, tested into a ratatui `TestBackend` buffer.
@@ -125,7 +131,28 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
             rows.push(Row::new(cells));
         }
     }
-    let mut widths = vec![Constraint::Length(28)];
+    if !stats.kernel.stages.is_empty() {
+        rows.push(
+            Row::new(vec![
+                "in-kernel (all frames)".to_string(),
+                String::new(),
+                String::new(),
+                "p50 <=".into(),
+                "p99 <=".into(),
+            ])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        );
+        for k in &stats.kernel.stages {
+            rows.push(Row::new(vec![
+                format!("  k {}", k.name()),
+                k.count().to_string(),
+                String::new(),
+                fmt_ns(k.quantile_upper(0.5)),
+                fmt_ns(k.quantile_upper(0.99)),
+            ]));
+        }
+    }
+    let mut widths = vec![Constraint::Length(44)];
     widths.extend([Constraint::Length(9)].repeat(5));
     widths.extend([Constraint::Length(8)].repeat(thr_names.len() + 1));
     widths.push(Constraint::Min(20));
@@ -219,6 +246,7 @@ impl Drop for TermView {
 mod tests {
     use super::*;
     use hoptrace_probes::event::PacketIdentity;
+    use hoptrace_probes::khist;
     use hoptrace_probes::{Status, Timeline, TracePoint};
     use ratatui::backend::TestBackend;
 
@@ -257,7 +285,12 @@ mod tests {
             Status::Dropped,
         ));
         let lost = vec![(TracePoint::NetDevXmit, 7)];
-        let mut term = Terminal::new(TestBackend::new(160, 12)).unwrap();
+        let mut counts = vec![0u64; khist::TPS * khist::TPS * khist::BUCKETS];
+        let stage =
+            TracePoint::NetDevStartXmit as usize * khist::TPS + TracePoint::NetDevXmit as usize;
+        counts[stage * khist::BUCKETS + khist::bucket_of(2_000)] = 3;
+        stats.kernel = khist::KernelHists::from_counts(&counts);
+        let mut term = Terminal::new(TestBackend::new(160, 14)).unwrap();
         term.draw(|f| render(f, "hoptrace trace", &stats, Duration::from_secs(3), &lost))
             .unwrap();
         let buf = term.backend().buffer();
@@ -300,6 +333,15 @@ mod tests {
         assert_eq!(cells[5], "40.0us", "{row}");
         assert_eq!(cells[6], "1", "above threshold: {row}");
         assert!(row.contains("seq 2 tap0"), "{row}");
+        let krow = text
+            .iter()
+            .find(|l| l.contains("k net_dev_start_xmit->net_dev_"))
+            .expect("in-kernel row");
+        let kcells: Vec<&str> = krow[krow.find("k net_dev").unwrap()..]
+            .split_whitespace()
+            .collect();
+        // 2000 ns lands in the bucket 1792..=2047
+        assert_eq!(kcells[2..5], ["3", "2.0us", "2.0us"], "{krow}");
         assert!(
             all.contains("LOST EVENTS (ring buffer full): 7 [net:net_dev_xmit:7]"),
             "{all}"
