@@ -187,11 +187,11 @@ fn print_block(
         for k in &stats.kernel.stages {
             writeln!(
                 out,
-                "  k {:<48} n {:>7} p50 <={:>10} p99 <={:>10}",
+                "  k {:<48} n {:>7} p50 {:>12} p99 {:>12}",
                 k.name(),
                 k.count(),
-                fmt_ns(k.quantile_upper(0.5)),
-                fmt_ns(k.quantile_upper(0.99))
+                k.fmt_quantile(0.5),
+                k.fmt_quantile(0.99)
             )?;
         }
     }

@@ -86,6 +86,14 @@ impl StageHist {
         u64::MAX
     }
 
+    /// `quantile_upper` for display: `<=` bound, or `>=1.074s` (overflow).
+    pub fn fmt_quantile(&self, q: f64) -> String {
+        match self.quantile_upper(q) {
+            u64::MAX => format!(">={}", crate::stats::fmt_ns(1 << 30)),
+            v => format!("<={}", crate::stats::fmt_ns(v)),
+        }
+    }
+
     /// Range of the bucket holding quantile `q`.
     pub fn quantile_bucket(&self, q: f64) -> (u64, u64) {
         bucket_range(bucket_of(self.quantile_upper(q)))
@@ -153,6 +161,15 @@ mod tests {
     }
 
     #[test]
+    fn overflow_is_shown_as_a_lower_bound() {
+        let mut counts = vec![0u64; TPS * TPS * BUCKETS];
+        counts[OVERFLOW] = 1; // stage 0 -> 0
+        let k = KernelHists::from_counts(&counts);
+        assert_eq!(k.stages[0].quantile_upper(0.5), u64::MAX);
+        assert!(k.stages[0].fmt_quantile(0.5).starts_with(">="));
+    }
+
+    #[test]
     fn quantiles_are_bucket_upper_bounds() {
         let mut counts = vec![0u64; TPS * TPS * BUCKETS];
         let stage = TPS + 7; // NetDevStartXmit(1) -> SkbCopyDatagramIovec(7)
@@ -173,6 +190,10 @@ mod tests {
         assert!(lo <= 5_000_000 && 5_000_000 <= hi);
         assert_eq!(s.quantile_upper(0.5), hi);
         assert!(s.quantile_upper(1.0) >= 900_000_000);
+        assert_eq!(
+            s.fmt_quantile(0.5),
+            format!("<={}", crate::stats::fmt_ns(hi))
+        );
         assert_eq!(s.name(), "net_dev_start_xmit->skb_copy_datagram_iovec");
     }
 }

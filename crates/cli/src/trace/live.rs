@@ -137,8 +137,8 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
                 "in-kernel (all frames)".to_string(),
                 String::new(),
                 String::new(),
-                "p50 <=".into(),
-                "p99 <=".into(),
+                "p50".into(),
+                "p99".into(),
             ])
             .style(Style::default().add_modifier(Modifier::BOLD)),
         );
@@ -147,13 +147,13 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
                 format!("  k {}", k.name()),
                 k.count().to_string(),
                 String::new(),
-                fmt_ns(k.quantile_upper(0.5)),
-                fmt_ns(k.quantile_upper(0.99)),
+                k.fmt_quantile(0.5),
+                k.fmt_quantile(0.99),
             ]));
         }
     }
     let mut widths = vec![Constraint::Length(44)];
-    widths.extend([Constraint::Length(9)].repeat(5));
+    widths.extend([Constraint::Length(11)].repeat(5));
     widths.extend([Constraint::Length(8)].repeat(thr_names.len() + 1));
     widths.push(Constraint::Min(20));
     let table = Table::new(rows, widths)
@@ -341,7 +341,7 @@ mod tests {
             .split_whitespace()
             .collect();
         // 2000 ns lands in the bucket 1792..=2047
-        assert_eq!(kcells[2..5], ["3", "2.0us", "2.0us"], "{krow}");
+        assert_eq!(kcells[2..5], ["3", "<=2.0us", "<=2.0us"], "{krow}");
         assert!(
             all.contains("LOST EVENTS (ring buffer full): 7 [net:net_dev_xmit:7]"),
             "{all}"
