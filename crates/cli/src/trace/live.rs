@@ -25,6 +25,7 @@ use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
 };
 use hoptrace_probes::driver::LiveView;
+use hoptrace_probes::khist::StageHist;
 use hoptrace_probes::loader::LostCounts;
 use hoptrace_probes::stats::{fmt_ns, Stats};
 use ratatui::backend::CrosstermBackend;
@@ -44,6 +45,14 @@ fn clock_of_day(ns: u64) -> String {
         s % 60,
         (ns % 1_000_000_000) / 1000
     )
+}
+
+/// Upper bound of an in-kernel quantile's bucket (the header says `<=`).
+fn upper(k: &StageHist, q: f64) -> String {
+    match k.quantile_upper(q) {
+        u64::MAX => format!(">={}", fmt_ns(1 << 30)),
+        v => fmt_ns(v),
+    }
 }
 
 /// Draw the whole view into `f`.
@@ -137,23 +146,23 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
                 "in-kernel (all frames)".to_string(),
                 String::new(),
                 String::new(),
-                "p50".into(),
-                "p99".into(),
+                "p50 <=".into(),
+                "p99 <=".into(),
             ])
             .style(Style::default().add_modifier(Modifier::BOLD)),
         );
         for k in &stats.kernel.stages {
             rows.push(Row::new(vec![
-                format!("  k {}", k.name()),
+                format!("  {}", k.name()),
                 k.count().to_string(),
                 String::new(),
-                k.fmt_quantile(0.5),
-                k.fmt_quantile(0.99),
+                upper(k, 0.5),
+                upper(k, 0.99),
             ]));
         }
     }
-    let mut widths = vec![Constraint::Length(44)];
-    widths.extend([Constraint::Length(11)].repeat(5));
+    let mut widths = vec![Constraint::Length(42)];
+    widths.extend([Constraint::Length(9)].repeat(5));
     widths.extend([Constraint::Length(8)].repeat(thr_names.len() + 1));
     widths.push(Constraint::Min(20));
     let table = Table::new(rows, widths)
@@ -335,13 +344,13 @@ mod tests {
         assert!(row.contains("seq 2 tap0"), "{row}");
         let krow = text
             .iter()
-            .find(|l| l.contains("k net_dev_start_xmit->net_dev_"))
+            .find(|l| l.contains("net_dev_start_xmit->net_dev_xmit"))
             .expect("in-kernel row");
-        let kcells: Vec<&str> = krow[krow.find("k net_dev").unwrap()..]
+        let kcells: Vec<&str> = krow[krow.find("net_dev_start").unwrap()..]
             .split_whitespace()
             .collect();
         // 2000 ns lands in the bucket 1792..=2047
-        assert_eq!(kcells[2..5], ["3", "<=2.0us", "<=2.0us"], "{krow}");
+        assert_eq!(kcells[1..4], ["3", "2.0us", "2.0us"], "{krow}");
         assert!(
             all.contains("LOST EVENTS (ring buffer full): 7 [net:net_dev_xmit:7]"),
             "{all}"
