@@ -1,6 +1,8 @@
 //! One tracing run: resolve the options into BPF filters, run the session,
 //! assemble timelines, keep statistics, print a plain text block every
-//! second, optionally write a recording, and summarise at exit.
+//! second, optionally write a recording, and summarise at exit. The
+//! in-kernel histograms (src/khist.rs), read by the session before every
+//! tick and at the end, are kept in [`Stats::kernel`] and shown with them.
 //!
 //! The CLI (`hoptrace trace`) only parses arguments into [`TraceOptions`] and
 //! calls [`run_trace`]. The "ready" line is printed once every program is
@@ -179,22 +181,7 @@ fn print_block(
             )?;
         }
     }
-    if !stats.kernel.stages.is_empty() {
-        writeln!(
-            out,
-            "in-kernel per tracepoint pair (every traced frame; p50/p99: bucket upper bounds, approximate):"
-        )?;
-        for k in &stats.kernel.stages {
-            writeln!(
-                out,
-                "  k {:<48} n {:>7} p50 {:>12} p99 {:>12}",
-                k.name(),
-                k.count(),
-                k.fmt_quantile(0.5),
-                k.fmt_quantile(0.99)
-            )?;
-        }
-    }
+    stats.kernel.write_text(out)?;
     let lost_total: u64 = lost.iter().map(|(_, n)| n).sum();
     if lost_total > 0 {
         let l: Vec<String> = lost

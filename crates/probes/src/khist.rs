@@ -132,6 +132,28 @@ impl KernelHists {
     pub fn get(&self, from: TracePoint, to: TracePoint) -> Option<&StageHist> {
         self.stages.iter().find(|s| s.from == from && s.to == to)
     }
+
+    /// The lines of the plain block and the exit summary (none when empty).
+    pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        if self.stages.is_empty() {
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "in-kernel per tracepoint pair (every traced frame; p50/p99: bucket upper bounds, approximate):"
+        )?;
+        for k in &self.stages {
+            writeln!(
+                out,
+                "  k {:<48} n {:>7} p50 {:>12} p99 {:>12}",
+                k.name(),
+                k.count(),
+                k.fmt_quantile(0.5),
+                k.fmt_quantile(0.99)
+            )?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -167,6 +189,16 @@ mod tests {
         let k = KernelHists::from_counts(&counts);
         assert_eq!(k.stages[0].quantile_upper(0.5), u64::MAX);
         assert!(k.stages[0].fmt_quantile(0.5).starts_with(">="));
+        let mut text = Vec::new();
+        k.write_text(&mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("k netif_receive_skb->netif_receive_skb") && text.contains("n       1"),
+            "{text}"
+        );
+        let mut none = Vec::new();
+        KernelHists::default().write_text(&mut none).unwrap();
+        assert!(none.is_empty());
     }
 
     #[test]

@@ -20,7 +20,10 @@
  *      other frame (FNV-1a hash of its first 40 bytes) when the user gave a
  *      --filter that accepts it;
  *   4. reserve a ring buffer record, fill it and submit it; a failed reserve
- *      is counted per hop in the per-CPU `lost_events` array.
+ *      is counted per hop in the per-CPU `lost_events` array;
+ *   5. after a submit, count the delta from the previous reported hop of the
+ *      same skb (kept in the `tracked_skbs` value) in the per-CPU `khist`
+ *      histogram of that tracepoint pair (src/khist.rs).
  * All buffer accesses are masked (& 0xff) into a 256-byte buffer, so the
  * verifier sees every access in bounds; the logical bounds are checked
  * against the number of bytes actually copied.
