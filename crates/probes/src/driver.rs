@@ -1,6 +1,8 @@
 //! One tracing run: resolve the options into BPF filters, run the session,
 //! assemble timelines, keep statistics, print a plain text block every
-//! second, optionally write a recording, and summarise at exit.
+//! second, optionally write a recording, and summarise at exit. The
+//! in-kernel histograms (src/khist.rs), read by the session before every
+//! tick and at the end, are kept in [`Stats::kernel`] and shown with them.
 //!
 //! The CLI (`hoptrace trace`) only parses arguments into [`TraceOptions`] and
 //! calls [`run_trace`]. The "ready" line is printed once every program is
@@ -22,6 +24,7 @@ use crate::devices::{netns_inode, DeviceTable};
 use crate::drop_reason::DropReasons;
 use crate::event::HopEvent;
 use crate::event::PacketIdentity;
+use crate::khist::KernelHists;
 use crate::loader::{
     run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
 };
@@ -84,6 +87,8 @@ pub struct TraceSummary {
     pub incomplete: u64,
     pub dropped: u64,
     pub prog_ids: Vec<u32>,
+    /// The in-kernel per-stage histograms at exit.
+    pub kernel: KernelHists,
 }
 
 /// Parse the minimal `--filter` language: `ether proto N`, `ether dst MAC`,
@@ -176,6 +181,7 @@ fn print_block(
             )?;
         }
     }
+    stats.kernel.write_text(out)?;
     let lost_total: u64 = lost.iter().map(|(_, n)| n).sum();
     if lost_total > 0 {
         let l: Vec<String> = lost
@@ -366,6 +372,10 @@ impl SessionSink for Run<'_> {
         );
     }
 
+    fn kernel_hists(&mut self, hists: KernelHists) {
+        self.stats.kernel = hists;
+    }
+
     fn tick(&mut self, lost: &LostCounts) -> bool {
         if self.write_err.is_some() {
             return false;
@@ -491,6 +501,7 @@ pub fn run_trace<'a>(
     summary.clock = info.clock.schema_name().into();
     summary.prog_ids = info.prog_ids.clone();
     summary.lost = lost.clone();
+    summary.kernel = stats.kernel.clone();
     summary.events = assembler.counters.events;
     summary.incomplete = assembler.counters.incomplete;
     summary.dropped = assembler.counters.dropped;

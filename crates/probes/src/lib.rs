@@ -15,6 +15,7 @@ pub mod devices;
 pub mod driver;
 pub mod drop_reason;
 pub mod event;
+pub mod khist;
 pub mod loader;
 pub mod stats;
 pub mod timeline;

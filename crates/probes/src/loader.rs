@@ -28,6 +28,7 @@ use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
 use crate::catalogue::TracePoint;
 use crate::event::HopEvent;
+use crate::khist::KernelHists;
 use crate::skel::{HopsSkel, HopsSkelBuilder, OpenHopsSkel};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -181,6 +182,9 @@ pub trait SessionSink {
     fn event(&mut self, event: HopEvent);
     /// Called about every `tick`; return false to stop.
     fn tick(&mut self, lost: &LostCounts) -> bool;
+    /// The in-kernel histograms, summed over the CPUs: before every `tick`
+    /// and once more at the end of the session.
+    fn kernel_hists(&mut self, _hists: KernelHists) {}
 }
 
 /// Load, attach, run `on_event` for every event until `stop` is set (or
@@ -326,6 +330,7 @@ pub fn run_session(
         if last_tick.elapsed() >= tick {
             last_tick = std::time::Instant::now();
             let lost = read_lost(&skel)?;
+            sink.borrow_mut().kernel_hists(read_khist(&skel)?);
             if !sink.borrow_mut().tick(&lost) {
                 break;
             }
@@ -335,6 +340,7 @@ pub fn run_session(
     let _ = ring.consume();
     drop(ring);
     let lost = read_lost(&skel)?;
+    sink.borrow_mut().kernel_hists(read_khist(&skel)?);
     drop(links);
     if decode_errors.get() > 0 {
         bail!(
@@ -411,6 +417,64 @@ fn read_lost(skel: &HopsSkel<'_>) -> Result<LostCounts> {
         out.push((tp, total));
     }
     Ok(out)
+}
+
+/// Sum the per-CPU in-kernel histograms. One `BPF_MAP_LOOKUP_BATCH` call
+/// reads the whole array (8192 keys, every CPU), so a read a second costs
+/// one or two system calls, not one per key (libbpf-rs refuses batch
+/// lookups of per-CPU maps, hence the direct libbpf call).
+fn read_khist(skel: &HopsSkel<'_>) -> Result<KernelHists> {
+    use libbpf_rs::libbpf_sys;
+    use std::os::fd::{AsFd, AsRawFd};
+    let n = crate::khist::TPS * crate::khist::TPS * crate::khist::BUCKETS;
+    let cpus = libbpf_rs::num_possible_cpus().context("counting the possible CPUs")?;
+    let fd = skel.maps.khist.as_fd().as_raw_fd();
+    let mut keys = vec![0u32; n];
+    let mut vals = vec![0u64; n * cpus];
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        ..Default::default()
+    };
+    let mut counts = vec![0u64; n];
+    let mut in_batch: Option<u32> = None;
+    let mut out_batch: u32 = 0;
+    let mut done = 0usize;
+    while done < n {
+        let mut count = (n - done) as u32;
+        let in_ptr = in_batch
+            .as_mut()
+            .map_or(std::ptr::null_mut(), |b| b as *mut u32 as *mut libc::c_void);
+        // SAFETY: keys/vals hold `count` more keys and per-CPU values from
+        // `done`; in/out batch tokens are u32 (array map keys).
+        let rc = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                fd,
+                in_ptr,
+                &mut out_batch as *mut u32 as *mut libc::c_void,
+                keys[done..].as_mut_ptr() as *mut libc::c_void,
+                vals[done * cpus..].as_mut_ptr() as *mut libc::c_void,
+                &mut count,
+                &opts,
+            )
+        };
+        if rc != 0 && rc != -libc::ENOENT {
+            bail!(
+                "reading the in-kernel histograms: {}",
+                std::io::Error::from_raw_os_error(-rc)
+            );
+        }
+        done += count as usize;
+        if rc == -libc::ENOENT || count == 0 {
+            break;
+        }
+        in_batch = Some(out_batch);
+    }
+    for i in 0..done {
+        if let Some(c) = counts.get_mut(keys[i] as usize) {
+            *c = vals[i * cpus..(i + 1) * cpus].iter().sum();
+        }
+    }
+    Ok(KernelHists::from_counts(&counts))
 }
 
 /// Text for `--list-backends`: what loads here.

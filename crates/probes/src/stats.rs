@@ -60,6 +60,9 @@ pub struct Stats {
     hops: Vec<String>,
     thresholds_ns: Vec<u64>,
     pub streams: BTreeMap<String, StreamStats>,
+    /// The in-kernel per-stage histograms, as last read (src/khist.rs):
+    /// every traced frame, per tracepoint pair, approximate buckets.
+    pub kernel: crate::khist::KernelHists,
 }
 
 impl Stats {
@@ -68,6 +71,7 @@ impl Stats {
             hops: hops.iter().map(|s| s.to_string()).collect(),
             thresholds_ns,
             streams: BTreeMap::new(),
+            kernel: Default::default(),
         }
     }
 

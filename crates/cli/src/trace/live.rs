@@ -6,7 +6,13 @@
 //! it reached), then one row per stage (consecutive hops, then end_to_end)
 //! with count, min, p50, p99, max, the count above each `--threshold`,
 //! negative differences, and the worst packet (sequence, destination, hop
-//! time, CPU and task). The last line shows the events lost per tracepoint
+//! time, CPU and task). Below the streams, the in-kernel histograms (read
+//! from the BPF `khist` map once a second, see hoptrace_probes::khist): one
+//! row per tracepoint pair of the same skb, with its count and the upper
+//! bounds of the p50/p99 buckets (approximate by design: 4 buckets per
+//! power of two), over every traced frame of every stream, so the kernel
+//! and user-space counts of the same events can be compared. The last line
+//! shows the events lost per tracepoint
 //! (ring buffer full), in red when any. `q`, Esc or Ctrl-C quit (raw mode
 //! turns Ctrl-C into a key). Rendering ([`render`]) is a pure function of
 //! the statistics, tested into a ratatui `TestBackend` buffer.
@@ -19,6 +25,7 @@ use crossterm::terminal::{
     disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
 };
 use hoptrace_probes::driver::LiveView;
+use hoptrace_probes::khist::StageHist;
 use hoptrace_probes::loader::LostCounts;
 use hoptrace_probes::stats::{fmt_ns, Stats};
 use ratatui::backend::CrosstermBackend;
@@ -38,6 +45,14 @@ fn clock_of_day(ns: u64) -> String {
         s % 60,
         (ns % 1_000_000_000) / 1000
     )
+}
+
+/// Upper bound of an in-kernel quantile's bucket (the header says `<=`).
+fn upper(k: &StageHist, q: f64) -> String {
+    match k.quantile_upper(q) {
+        u64::MAX => format!(">={}", fmt_ns(1 << 30)),
+        v => fmt_ns(v),
+    }
 }
 
 /// Draw the whole view into `f`.
@@ -125,7 +140,28 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
             rows.push(Row::new(cells));
         }
     }
-    let mut widths = vec![Constraint::Length(28)];
+    if !stats.kernel.stages.is_empty() {
+        rows.push(
+            Row::new(vec![
+                "in-kernel (all frames)".to_string(),
+                String::new(),
+                String::new(),
+                "p50 <=".into(),
+                "p99 <=".into(),
+            ])
+            .style(Style::default().add_modifier(Modifier::BOLD)),
+        );
+        for k in &stats.kernel.stages {
+            rows.push(Row::new(vec![
+                format!("  {}", k.name()),
+                k.count().to_string(),
+                String::new(),
+                upper(k, 0.5),
+                upper(k, 0.99),
+            ]));
+        }
+    }
+    let mut widths = vec![Constraint::Length(42)];
     widths.extend([Constraint::Length(9)].repeat(5));
     widths.extend([Constraint::Length(8)].repeat(thr_names.len() + 1));
     widths.push(Constraint::Min(20));
@@ -219,6 +255,7 @@ impl Drop for TermView {
 mod tests {
     use super::*;
     use hoptrace_probes::event::PacketIdentity;
+    use hoptrace_probes::khist;
     use hoptrace_probes::{Status, Timeline, TracePoint};
     use ratatui::backend::TestBackend;
 
@@ -257,7 +294,12 @@ mod tests {
             Status::Dropped,
         ));
         let lost = vec![(TracePoint::NetDevXmit, 7)];
-        let mut term = Terminal::new(TestBackend::new(160, 12)).unwrap();
+        let mut counts = vec![0u64; khist::TPS * khist::TPS * khist::BUCKETS];
+        let stage =
+            TracePoint::NetDevStartXmit as usize * khist::TPS + TracePoint::NetDevXmit as usize;
+        counts[stage * khist::BUCKETS + khist::bucket_of(2_000)] = 3;
+        stats.kernel = khist::KernelHists::from_counts(&counts);
+        let mut term = Terminal::new(TestBackend::new(160, 14)).unwrap();
         term.draw(|f| render(f, "hoptrace trace", &stats, Duration::from_secs(3), &lost))
             .unwrap();
         let buf = term.backend().buffer();
@@ -300,6 +342,15 @@ mod tests {
         assert_eq!(cells[5], "40.0us", "{row}");
         assert_eq!(cells[6], "1", "above threshold: {row}");
         assert!(row.contains("seq 2 tap0"), "{row}");
+        let krow = text
+            .iter()
+            .find(|l| l.contains("net_dev_start_xmit->net_dev_xmit"))
+            .expect("in-kernel row");
+        let kcells: Vec<&str> = krow[krow.find("net_dev_start").unwrap()..]
+            .split_whitespace()
+            .collect();
+        // 2000 ns lands in the bucket 1792..=2047
+        assert_eq!(kcells[1..4], ["3", "2.0us", "2.0us"], "{krow}");
         assert!(
             all.contains("LOST EVENTS (ring buffer full): 7 [net:net_dev_xmit:7]"),
             "{all}"

@@ -20,7 +20,10 @@
  *      other frame (FNV-1a hash of its first 40 bytes) when the user gave a
  *      --filter that accepts it;
  *   4. reserve a ring buffer record, fill it and submit it; a failed reserve
- *      is counted per hop in the per-CPU `lost_events` array.
+ *      is counted per hop in the per-CPU `lost_events` array;
+ *   5. after a submit, count the delta from the previous reported hop of the
+ *      same skb (kept in the `tracked_skbs` value) in the per-CPU `khist`
+ *      histogram of that tracepoint pair (src/khist.rs).
  * All buffer accesses are masked (& 0xff) into a 256-byte buffer, so the
  * verifier sees every access in bounds; the logical bounds are checked
  * against the number of bytes actually copied.
@@ -154,12 +157,69 @@ struct {
 	__type(value, __u32);
 } dev_filter SEC(".maps");
 
+/* value: timestamp and tracepoint of the last hop reported for this skb
+ * (the start of the next in-kernel histogram stage). */
+struct tracked {
+	__u64 ts;
+	__u32 tp;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
-	__type(value, __u8);
+	__type(value, struct tracked);
 } tracked_skbs SEC(".maps");
+
+/* In-kernel per-stage latency histograms (live mode without per-event work
+ * in user space). Stage = (tracepoint of the previous hop of the same skb)
+ * * TP_COUNT + (this tracepoint); key = stage * HIST_BUCKETS + bucket.
+ * Buckets are log2-linear (4 per power of two, see hist_add); user space
+ * sums the per-CPU values (src/khist.rs keeps the same bucket layout). */
+#define HIST_BUCKETS 128
+#define HIST_OVERFLOW (HIST_BUCKETS - 1)
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TP_COUNT * TP_COUNT * HIST_BUCKETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} khist SEC(".maps");
+
+/* Bucket of a delta in ns (hist_add): 0-3 exact; then for the top bit p
+ * (2..29) the two bits below it pick one of 4 sub-buckets: 4 * (p - 1) + sub
+ * (4..115); 2^30 ns (about 1.07 s) and above: HIST_OVERFLOW. */
+static __always_inline __u32 fls64_floor(__u64 d)
+{
+	__u32 p = 0;
+	if (d >> 32) { p += 32; d >>= 32; }
+	if (d >> 16) { p += 16; d >>= 16; }
+	if (d >> 8) { p += 8; d >>= 8; }
+	if (d >> 4) { p += 4; d >>= 4; }
+	if (d >> 2) { p += 2; d >>= 2; }
+	if (d >> 1) { p += 1; }
+	return p;
+}
+
+static __always_inline void hist_add(__u32 prev_tp, __u32 tp, __u64 prev_ts, __u64 ts)
+{
+	__u32 b, key;
+	if (prev_tp >= TP_COUNT || tp >= TP_COUNT || ts < prev_ts)
+		return;
+	__u64 d = ts - prev_ts;
+	if (d < 4) {
+		b = (__u32)d;
+	} else if (d >> 30) {
+		b = HIST_OVERFLOW;
+	} else {
+		__u32 p = fls64_floor(d);
+		b = 4 * (p - 1) + ((d >> (p - 2)) & 3);
+	}
+	key = (prev_tp * TP_COUNT + tp) * HIST_BUCKETS + (b & (HIST_BUCKETS - 1));
+	__u64 *n = bpf_map_lookup_elem(&khist, &key);
+	if (n)
+		*n += 1;
+}
 
 /* Per-CPU work area: the copied frame and the identity parsed from it. */
 struct scratch {
@@ -339,6 +399,9 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	struct net_device *dev;
 	__u32 ifindex = 0, netns = 0;
 	struct config *cfg;
+	__u64 prev_ts = 0, ts;
+	__u32 prev_tp = 0;
+	int have_prev = 0;
 
 	if (!skb)
 		return 0;
@@ -352,8 +415,12 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		if (!(cfg->emit_mask & (1U << tp)))
 			return 0;
 	} else {
-		if (!bpf_map_lookup_elem(&tracked_skbs, &skb_addr))
+		struct tracked *tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
+		if (!tr)
 			return 0;
+		prev_ts = tr->ts;
+		prev_tp = tr->tp;
+		have_prev = 1;
 		if (tp != TP_SKB_COPY_DATAGRAM_IOVEC)
 			bpf_map_delete_elem(&tracked_skbs, &skb_addr);
 		if (!(cfg->emit_mask & (1U << tp)))
@@ -501,9 +568,10 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		e->flow_hash = s->flow_hash;
 	}
 	if (use_tai)
-		e->ts = bpf_ktime_get_tai_ns();
+		ts = bpf_ktime_get_tai_ns();
 	else
-		e->ts = bpf_ktime_get_ns();
+		ts = bpf_ktime_get_ns();
+	e->ts = ts;
 	{
 		__u32 i;
 		for (i = 0; i < 6; i++)
@@ -525,10 +593,28 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 
 	/* A frame passes several device hops: only the first one inserts it
-	 * (an LRU update allocates and links a node; a lookup does not). */
-	if (is_device_hop(tp) && !bpf_map_lookup_elem(&tracked_skbs, &skb_addr)) {
-		__u8 one = 1;
-		bpf_map_update_elem(&tracked_skbs, &skb_addr, &one, BPF_ANY);
+	 * (an LRU update allocates and links a node; a lookup does not), the
+	 * next ones update the last hop in place. Each hop after the first
+	 * counts its delta in the in-kernel histogram of its stage. */
+	if (is_device_hop(tp)) {
+		struct tracked *tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
+		if (!tr) {
+			struct tracked t = { .ts = ts, .tp = tp };
+			bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+		} else {
+			hist_add(tr->tp, tp, tr->ts, ts);
+			tr->ts = ts;
+			tr->tp = tp;
+		}
+	} else if (have_prev) {
+		hist_add(prev_tp, tp, prev_ts, ts);
+		if (tp == TP_SKB_COPY_DATAGRAM_IOVEC) {
+			struct tracked *tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
+			if (tr) {
+				tr->ts = ts;
+				tr->tp = tp;
+			}
+		}
 	}
 	return 0;
 }

@@ -1,0 +1,154 @@
+//! Privileged test of the in-kernel per-stage histograms (src/khist.rs) on
+//! the bridge -> tap -> consumer path of trace_path.rs: the consumer holds
+//! every frame HOLD_NS in the tap queue before reading it, so the
+//! net_dev_xmit -> skb_copy_datagram_iovec stage (same skb: tap_xmit ->
+//! consumer_copy) carries a known injected delay. Checks counts and
+//! identities, not timing: the in-kernel count of each same-skb stage equals
+//! the user-space count of the matching stage, the in-kernel p50/p99 buckets
+//! contain the user-space p50/p99 of the same events, and the p50 bucket of
+//! the held stage contains the injected delay.
+
+mod support;
+
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use hoptrace_netns::require_privileges;
+use hoptrace_probes::TracePoint;
+use support::*;
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock call on a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn sleep_until_ns(t: i64) {
+    let ts = libc::timespec {
+        tv_sec: t / 1_000_000_000,
+        tv_nsec: t % 1_000_000_000,
+    };
+    // SAFETY: absolute sleep on a timespec we own.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// The `rank`-th smallest (quantile `q`, same rank rule as khist).
+fn quantile(sorted: &[u64], q: f64) -> u64 {
+    let n = sorted.len() as u64;
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    sorted[rank as usize - 1]
+}
+
+#[test]
+fn kernel_histograms_match_user_space_counts() {
+    if !require_privileges("kernel_histograms_match_user_space_counts") {
+        return;
+    }
+    let bed = testbed(500);
+    let tap_name = bed.tap.clone();
+    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let tracer = start_tracer(bed.hv.name());
+    let sv_id = format!("HTKHIST{}", std::process::id());
+    const N: u16 = 40;
+    // Mid sub-bucket [5242880, 6291455] ns, so scheduling noise of a few
+    // hundred microseconds stays in the same bucket.
+    const HOLD_NS: i64 = 5_500_000;
+    let consumer = std::thread::spawn(move || {
+        let mut got = 0;
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: tap.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on an fd we own.
+            if unsafe { libc::poll(&mut pfd, 1, 1500) } <= 0 {
+                break;
+            }
+            // the frame is queued on the tap: leave it there HOLD_NS
+            sleep_until_ns(monotonic_ns() + HOLD_NS);
+            match read_frame(&tap, Duration::from_millis(100)) {
+                Some(f) if f.len() > 14 && f[12..14] == [0x88, 0xBA] => got += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        got
+    });
+    send_sv(&bed, &sv_id, N, Duration::from_millis(12));
+    let consumed = consumer.join().unwrap();
+    let summary = tracer.finish();
+    drop(bed);
+    assert_eq!(consumed, N as usize, "the consumer read every frame");
+    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
+    let mine: Vec<_> = summary
+        .timelines
+        .iter()
+        .filter(|t| t.stream == sv_id)
+        .collect();
+    assert_eq!(mine.len(), N as usize, "one timeline per frame");
+    // hypervisor hops: rx, fwd (start_xmit on tap), tap_xmit (xmit on tap),
+    // consumer_copy, egress
+    let stages = [
+        (1, 2, TracePoint::NetDevStartXmit, TracePoint::NetDevXmit),
+        (
+            2,
+            3,
+            TracePoint::NetDevXmit,
+            TracePoint::SkbCopyDatagramIovec,
+        ),
+    ];
+    for (a, b, from, to) in stages {
+        let mut user: Vec<u64> = mine
+            .iter()
+            .filter_map(|t| Some(t.hops[b]?.checked_sub(t.hops[a]?).expect("ordered hops")))
+            .collect();
+        user.sort_unstable();
+        let k = summary
+            .kernel
+            .get(from, to)
+            .unwrap_or_else(|| panic!("no in-kernel stage {from:?}->{to:?}: {:?}", summary.kernel));
+        println!(
+            "{}: kernel n {} p50 <= {} p99 <= {}; user n {} p50 {} p99 {}",
+            k.name(),
+            k.count(),
+            k.quantile_upper(0.5),
+            k.quantile_upper(0.99),
+            user.len(),
+            quantile(&user, 0.5),
+            quantile(&user, 0.99)
+        );
+        assert_eq!(user.len(), N as usize);
+        assert_eq!(k.count(), user.len() as u64, "same events counted");
+        for q in [0.5, 0.99] {
+            let (lo, hi) = k.quantile_bucket(q);
+            let v = quantile(&user, q);
+            assert!(
+                lo <= v && v <= hi,
+                "q{q}: user-space {v} ns outside the in-kernel bucket {lo}..={hi}"
+            );
+        }
+    }
+    let held = summary
+        .kernel
+        .get(TracePoint::NetDevXmit, TracePoint::SkbCopyDatagramIovec)
+        .unwrap();
+    let (lo, hi) = held.quantile_bucket(0.5);
+    assert!(
+        lo <= HOLD_NS as u64 && HOLD_NS as u64 <= hi,
+        "injected {HOLD_NS} ns outside the in-kernel p50 bucket {lo}..={hi}"
+    );
+}
