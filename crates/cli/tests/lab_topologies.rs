@@ -28,14 +28,9 @@ fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// The lab's namespaces (`ht-<lab>-*`) that still exist.
 fn lab_namespaces(lab: &str) -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with(&format!("ht-{lab}-")))
-        .map(String::from)
-        .collect()
+    hoptrace_netns::list_namespaces(&format!("ht-{lab}-"))
 }
 
 fn lab_processes(lab: &str) -> Vec<String> {
