@@ -291,7 +291,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             sub_rec,
             out,
         } => {
-            let c = lab_compare::join_end_to_end(&pub_rec, &sub_rec, &out)?;
+            let c = hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out)?;
             println!(
                 "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app)",
                 c.matched,

@@ -5,7 +5,7 @@
 //! (`sub`, hops `rx` and `app` on vm0:eth0) and, when the tracer worked, a
 //! tracer recording (`trace`, the hypervisor hops). The publisher and the
 //! subscriber stamp with CLOCK_REALTIME of the same kernel, so their rows can
-//! be joined: [`join_end_to_end`] matches each subscriber row to the
+//! be joined: `hoptrace_endpoints::e2e_join::join_end_to_end` matches each subscriber row to the
 //! publisher row of the same (stream, epoch, smpCnt) and writes a recording
 //! `e2e` with hops `tx -> rx -> app` next to the others (a normal recording:
 //! `hoptrace report DIR/e2e` works on it). Its stages are `tx..rx` (what the
@@ -20,68 +20,12 @@
 //! one under the other. The HTML page overlays the percentile curves (CDFs)
 //! and histograms of the end-to-end stage of every topology.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use hoptrace_analysis::analyzer::{Config, Window};
 use hoptrace_analysis::compare::{self, CompareRow};
 use hoptrace_analysis::stats::LatencyStats;
-use hoptrace_record::{HopColumn, RecordingMeta, RecordingReader, RecordingWriter, RotatePolicy};
-
-/// What the join found.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct JoinCounts {
-    pub sub_rows: u64,
-    pub matched: u64,
-}
-
-/// Join the publisher and subscriber recordings of one run into `out`
-/// (hops tx, rx, app). Subscriber rows without a publisher row keep `tx` empty.
-pub fn join_end_to_end(pub_rec: &Path, sub_rec: &Path, out: &Path) -> Result<JoinCounts> {
-    let p = RecordingReader::open(pub_rec)
-        .with_context(|| format!("opening the publisher recording {}", pub_rec.display()))?;
-    let s = RecordingReader::open(sub_rec)
-        .with_context(|| format!("opening the subscriber recording {}", sub_rec.display()))?;
-    let tx_idx = p.meta().hop_index("tx").with_context(|| {
-        format!(
-            "{} has no `tx` hop: not an sv publish recording",
-            pub_rec.display()
-        )
-    })?;
-    let mut tx: HashMap<(String, Option<u32>, Option<u16>), i64> = HashMap::new();
-    for row in p.rows()? {
-        let row = row?;
-        if let Some(t) = row.hops.get(tx_idx).copied().flatten() {
-            tx.insert((row.stream, row.epoch, row.smp_cnt), t);
-        }
-    }
-    let mut hops: Vec<HopColumn> = vec![p.meta().hops[tx_idx].clone()];
-    hops.extend(s.meta().hops.iter().cloned());
-    let mut meta = RecordingMeta::for_this_host("lab-join", hops);
-    meta.rate = s.meta().rate.or(p.meta().rate);
-    meta.extra = serde_json::json!({
-        "joined": [pub_rec.display().to_string(), sub_rec.display().to_string()],
-        "key": "stream, epoch, smp_cnt",
-    });
-    let _ = std::fs::remove_dir_all(out);
-    let mut w = RecordingWriter::create(out, meta, RotatePolicy::default())
-        .with_context(|| format!("creating {}", out.display()))?;
-    let mut c = JoinCounts::default();
-    for row in s.rows()? {
-        let mut row = row?;
-        c.sub_rows += 1;
-        let t = tx
-            .get(&(row.stream.clone(), row.epoch, row.smp_cnt))
-            .copied();
-        c.matched += u64::from(t.is_some());
-        row.hops.insert(0, t);
-        row.extra.clear();
-        w.append(&row)?;
-    }
-    w.close()?;
-    Ok(c)
-}
 
 /// The recordings of one topology's run, by kind (`e2e`, `trace`, ...).
 pub struct RunRecordings {
@@ -204,7 +148,11 @@ pub fn write_html(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hoptrace_endpoints::e2e_join::join_end_to_end;
     use hoptrace_record::{ClockDomain, PacketRow, StampSource};
+    use hoptrace_record::{
+        HopColumn, RecordingMeta, RecordingReader, RecordingWriter, RotatePolicy,
+    };
 
     fn write(dir: &Path, producer: &str, hops: &[&str], rows: &[(u16, Vec<Option<i64>>)]) {
         let hops = hops

@@ -13,6 +13,7 @@
 //! * [`config`]: TOML configuration files equivalent to the flags.
 
 pub mod config;
+pub mod e2e_join;
 pub mod pacing;
 pub mod ping;
 pub mod publisher;
