@@ -25,11 +25,14 @@ use crate::drop_reason::DropReasons;
 use crate::event::HopEvent;
 use crate::event::PacketIdentity;
 use crate::khist::KernelHists;
+use crate::kstats::KernelStreams;
 use crate::loader::{
     run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
 };
 use crate::stats::{fmt_ns, Stats};
 use crate::timeline::{Assembler, Status, Timeline};
+
+pub use crate::filter::parse_filter;
 
 #[derive(Debug, Clone)]
 pub struct TraceOptions {
@@ -59,6 +62,10 @@ pub struct TraceOptions {
     /// Keep every timeline in [`TraceSummary::timelines`] (tests); the CLI
     /// only keeps the statistics, so memory stays bounded on long runs.
     pub keep_timelines: bool,
+    /// `--kernel-stats`: no per-packet events; per-stream, per-stage
+    /// statistics kept in the kernel (src/kstats.rs). No timelines, no
+    /// recording.
+    pub kernel_stats: bool,
 }
 
 /// A screen that shows the statistics every second instead of the plain
@@ -89,39 +96,8 @@ pub struct TraceSummary {
     pub prog_ids: Vec<u32>,
     /// The in-kernel per-stage histograms at exit.
     pub kernel: KernelHists,
-}
-
-/// Parse the minimal `--filter` language: `ether proto N`, `ether dst MAC`,
-/// joined with `and`.
-pub fn parse_filter(expr: &str) -> Result<OtherFilter> {
-    let mut f = OtherFilter::default();
-    let words: Vec<&str> = expr.split_whitespace().collect();
-    let mut i = 0;
-    while i < words.len() {
-        match (words.get(i), words.get(i + 1), words.get(i + 2)) {
-            (Some(&"and"), _, _) => i += 1,
-            (Some(&"ether"), Some(&"proto"), Some(v)) => {
-                let v = v.trim_start_matches("0x");
-                f.ethertype = Some(u16::from_str_radix(v, 16).with_context(|| format!("bad ethertype `{v}` in --filter (hex, e.g. 0x88ba)"))?);
-                i += 3;
-            }
-            (Some(&"ether"), Some(&"dst"), Some(v)) => {
-                let parts: Vec<u8> = v.split(':').filter_map(|p| u8::from_str_radix(p, 16).ok()).collect();
-                if parts.len() != 6 {
-                    bail!("bad MAC `{v}` in --filter (use aa:bb:cc:dd:ee:ff)");
-                }
-                let mut m = [0u8; 6];
-                m.copy_from_slice(&parts);
-                f.dst_mac = Some(m);
-                i += 3;
-            }
-            _ => bail!(
-                "unsupported --filter `{expr}` at `{}`: supported: `ether proto 0xNNNN`, `ether dst MAC`, joined with `and` (interfaces: --iface, namespaces: --netns)",
-                words[i..].join(" ")
-            ),
-        }
-    }
-    Ok(f)
+    /// `--kernel-stats`: the per-stream figures at exit.
+    pub kernel_streams: Option<KernelStreams>,
 }
 
 fn print_block(
@@ -182,6 +158,9 @@ fn print_block(
         }
     }
     stats.kernel.write_text(out)?;
+    if let Some(k) = &stats.kstreams {
+        k.write_text(out)?;
+    }
     let lost_total: u64 = lost.iter().map(|(_, n)| n).sum();
     if lost_total > 0 {
         let l: Vec<String> = lost
@@ -218,6 +197,8 @@ struct Run<'a> {
     write_err: Option<anyhow::Error>,
     out: &'a mut dyn Write,
     select: Vec<usize>,
+    /// `--kernel-stats`: names of the drop records' devices and reasons.
+    ks_names: Option<(DeviceTable, DropReasons)>,
 }
 
 /// Select, project, count and record finished timelines (called from the
@@ -359,6 +340,22 @@ impl SessionSink for Run<'_> {
     }
 
     fn event(&mut self, e: HopEvent) {
+        if let Some((devices, reasons)) = &self.ks_names {
+            // --kernel-stats: only a drop sends a record
+            self.summary.events += 1;
+            let stream = e.identity.stream();
+            let wanted = self.opts.streams.is_empty() || self.opts.streams.contains(&stream);
+            if let (Some(k), true) = (self.stats.kstreams.as_mut(), wanted) {
+                if e.tracepoint == TracePoint::KfreeSkb {
+                    let dev = devices
+                        .get(e.netns, e.ifindex)
+                        .map(|d| d.name.clone())
+                        .unwrap_or_else(|| format!("ifindex {}", e.ifindex));
+                    k.add_drop(stream, reasons.name(e.drop_reason), dev);
+                }
+            }
+            return;
+        }
         let tls = self.assembler.push(e);
         handle(
             self.opts,
@@ -374,6 +371,15 @@ impl SessionSink for Run<'_> {
 
     fn kernel_hists(&mut self, hists: KernelHists) {
         self.stats.kernel = hists;
+    }
+
+    fn kernel_streams(&mut self, snap: crate::kstats::Snapshot) {
+        if let Some(k) = self.stats.kstreams.as_mut() {
+            k.update(&snap);
+            if !self.opts.streams.is_empty() {
+                k.streams.retain(|n, _| self.opts.streams.contains(n));
+            }
+        }
     }
 
     fn tick(&mut self, lost: &LostCounts) -> bool {
@@ -411,6 +417,7 @@ pub fn run_trace<'a>(
     out: &'a mut dyn Write,
     live: Option<&'a mut dyn LiveView>,
 ) -> Result<TraceSummary> {
+    check_kernel_stats(opts)?;
     let devices = DeviceTable::scan()?;
     let filters = bpf_filters(opts, &devices)?;
     if filters.devices.is_empty() {
@@ -420,6 +427,15 @@ pub fn run_trace<'a>(
         )?;
     }
     let reasons = DropReasons::from_kernel();
+    let ks_names = opts
+        .kernel_stats
+        .then(|| (devices.clone(), reasons.clone()));
+    if opts.kernel_stats {
+        writeln!(
+            out,
+            "note: --kernel-stats: no per-packet events; per-stream, per-stage statistics are kept in the kernel"
+        )?;
+    }
     let assembler = Assembler::new(
         opts.profile,
         devices,
@@ -449,7 +465,13 @@ pub fn run_trace<'a>(
     let hops: Vec<&'static str> = select.iter().map(|&i| all_hops[i]).collect();
     let mut run = Run {
         opts,
-        stats: Stats::new(&hops, opts.thresholds_ns.clone()),
+        stats: {
+            let mut s = Stats::new(&hops, opts.thresholds_ns.clone());
+            s.kstreams = opts
+                .kernel_stats
+                .then(|| KernelStreams::new(opts.profile, filters.emit_mask, &opts.thresholds_ns));
+            s
+        },
         hops,
         live,
         assembler,
@@ -461,6 +483,7 @@ pub fn run_trace<'a>(
         write_err: None,
         out,
         select,
+        ks_names,
     };
     let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
     if let Some(v) = run.live.as_mut() {
@@ -502,7 +525,10 @@ pub fn run_trace<'a>(
     summary.prog_ids = info.prog_ids.clone();
     summary.lost = lost.clone();
     summary.kernel = stats.kernel.clone();
-    summary.events = assembler.counters.events;
+    summary.kernel_streams = stats.kstreams.clone();
+    if !opts.kernel_stats {
+        summary.events = assembler.counters.events;
+    }
     summary.incomplete = assembler.counters.incomplete;
     summary.dropped = assembler.counters.dropped;
 
@@ -551,6 +577,30 @@ pub fn run_trace<'a>(
     Ok(summary)
 }
 
+/// Options that `--kernel-stats` cannot honour, refused with what to do.
+fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
+    if !opts.kernel_stats {
+        return Ok(());
+    }
+    if opts.record.is_some() {
+        bail!("--kernel-stats sends no per-packet record to user space, so there is nothing to --record: use --record without --kernel-stats to record every packet, or --kernel-stats without --record for live statistics");
+    }
+    if opts.count.is_some() {
+        bail!("--kernel-stats assembles no timelines, so --count has nothing to count: use --duration");
+    }
+    if opts.hops.is_some() {
+        bail!("--kernel-stats reports stages (tracepoint pairs of one skb), not the profile's hops: leave out --hops");
+    }
+    if opts.thresholds_ns.len() > crate::kstats::THRESHOLDS {
+        bail!(
+            "--kernel-stats counts at most {} --threshold values in the kernel, {} given: drop some",
+            crate::kstats::THRESHOLDS,
+            opts.thresholds_ns.len()
+        );
+    }
+    Ok(())
+}
+
 /// The BPF filters of a run: the device table entries (with the tracepoints
 /// that count on each device, from its kind) and the tracepoints to emit.
 pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters> {
@@ -558,6 +608,10 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         devices: Vec::new(),
         emit_mask: emit_mask(opts.profile),
         other: opts.filter.clone(),
+        kernel_stats: opts.kernel_stats.then(|| crate::kstats::KsConfig {
+            thresholds_ns: opts.thresholds_ns.clone(),
+            quiet_rx_free: opts.profile == Profile::Hypervisor,
+        }),
     };
     for ifname in &opts.ifaces {
         let (ns, idx) = devices.resolve(opts.netns.as_deref(), ifname)?;
@@ -576,18 +630,4 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         }
     }
     Ok(f)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn filter_language() {
-        let f = parse_filter("ether proto 0x0800 and ether dst 01:0c:cd:04:00:01").unwrap();
-        assert_eq!(f.ethertype, Some(0x0800));
-        assert_eq!(f.dst_mac, Some([1, 0x0c, 0xcd, 4, 0, 1]));
-        assert!(parse_filter("tcp port 80").is_err());
-        assert!(parse_filter("ether dst 01:02").is_err());
-    }
 }

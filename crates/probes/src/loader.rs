@@ -108,6 +108,9 @@ pub struct Filters {
     pub emit_mask: u32,
     /// Report frames other than SV and ping that match these.
     pub other: Option<OtherFilter>,
+    /// `--kernel-stats`: normal hops send no record, the statistics stay
+    /// in the kernel (src/kstats.rs).
+    pub kernel_stats: Option<crate::kstats::KsConfig>,
 }
 
 /// The minimal `--filter` expression set.
@@ -160,6 +163,7 @@ fn open_and_load<'o>(
     backend: Backend,
     use_tai: bool,
     wanted: &[TracePoint],
+    kernel_stats: Option<&crate::kstats::KsConfig>,
 ) -> Result<HopsSkel<'o>> {
     quiet_libbpf();
     let builder = HopsSkelBuilder::default();
@@ -167,6 +171,7 @@ fn open_and_load<'o>(
     if let Some(ro) = open.maps.rodata_data.as_mut() {
         ro.use_tai = u32::from(use_tai);
     }
+    crate::kstats_read::set_rodata(&mut open, kernel_stats);
     for mut prog in open.open_object_mut().progs_mut() {
         let name = prog.name().to_string_lossy().into_owned();
         let keep = wanted.iter().any(|tp| prog_name(backend, *tp) == name);
@@ -185,6 +190,9 @@ pub trait SessionSink {
     /// The in-kernel histograms, summed over the CPUs: before every `tick`
     /// and once more at the end of the session.
     fn kernel_hists(&mut self, _hists: KernelHists) {}
+    /// `--kernel-stats`: the statistics maps, about once a second and once
+    /// more at the end of the session.
+    fn kernel_streams(&mut self, _snap: crate::kstats::Snapshot) {}
 }
 
 /// Load, attach, run `on_event` for every event until `stop` is set (or
@@ -231,6 +239,7 @@ pub fn run_session(
         bail!("this kernel has neither net:netif_receive_skb nor net:net_dev_start_xmit: nothing to trace");
     }
 
+    let ks = filters.kernel_stats.as_ref();
     let mut storage: MaybeUninit<OpenObject>;
     let mut chosen = None;
     let mut errors = Vec::new();
@@ -238,7 +247,7 @@ pub fn run_session(
         for use_tai in [true, false] {
             // Each attempt needs fresh storage; the failed skeleton is dropped.
             storage = MaybeUninit::uninit();
-            match open_and_load(&mut storage, backend, use_tai, &wanted) {
+            match open_and_load(&mut storage, backend, use_tai, &wanted, ks) {
                 Ok(_) => {
                     chosen = Some((backend, use_tai));
                     break 'outer;
@@ -268,10 +277,13 @@ pub fn run_session(
     }
     // Load for real (the probe load above was dropped with its skeleton).
     storage = MaybeUninit::uninit();
-    let skel = open_and_load(&mut storage, backend, use_tai, &wanted)
+    let skel = open_and_load(&mut storage, backend, use_tai, &wanted, ks)
         .context("reloading the BPF object")?;
 
     configure(&skel, filters, emit_mask)?;
+    if ks.is_some() {
+        crate::kstats_read::configure(&skel, emit_mask)?;
+    }
 
     let mut links = Vec::new();
     let mut prog_ids = Vec::new();
@@ -312,6 +324,7 @@ pub fn run_session(
     let ring = builder.build()?;
     sink.borrow_mut().ready(&info);
     let mut last_tick = std::time::Instant::now();
+    let mut last_ks = std::time::Instant::now();
     loop {
         // The BPF side wakes us only when the ring is 1/8 full; between
         // wakeups we drain it every POLL (poll() alone does not consume
@@ -331,6 +344,11 @@ pub fn run_session(
             last_tick = std::time::Instant::now();
             let lost = read_lost(&skel)?;
             sink.borrow_mut().kernel_hists(read_khist(&skel)?);
+            if ks.is_some() && last_ks.elapsed() >= Duration::from_secs(1) {
+                last_ks = std::time::Instant::now();
+                sink.borrow_mut()
+                    .kernel_streams(crate::kstats_read::read(&skel)?);
+            }
             if !sink.borrow_mut().tick(&lost) {
                 break;
             }
@@ -341,6 +359,10 @@ pub fn run_session(
     drop(ring);
     let lost = read_lost(&skel)?;
     sink.borrow_mut().kernel_hists(read_khist(&skel)?);
+    if ks.is_some() {
+        sink.borrow_mut()
+            .kernel_streams(crate::kstats_read::read(&skel)?);
+    }
     drop(links);
     if decode_errors.get() > 0 {
         bail!(
@@ -493,9 +515,9 @@ pub fn describe_backends() -> Result<String> {
     s.push_str("backends:\n");
     for backend in [Backend::TpBtf, Backend::RawTp] {
         let mut storage = MaybeUninit::<OpenObject>::uninit();
-        let tai = open_and_load(&mut storage, backend, true, &wanted).map(|_| ());
+        let tai = open_and_load(&mut storage, backend, true, &wanted, None).map(|_| ());
         let mut storage = MaybeUninit::<OpenObject>::uninit();
-        let mono = open_and_load(&mut storage, backend, false, &wanted).map(|_| ());
+        let mono = open_and_load(&mut storage, backend, false, &wanted, None).map(|_| ());
         let state = match (&tai, &mono) {
             (Ok(()), _) => "loads (clock TAI via bpf_ktime_get_tai_ns)".to_string(),
             (Err(_), Ok(())) => "loads (clock MONOTONIC; bpf_ktime_get_tai_ns refused)".to_string(),

@@ -63,6 +63,9 @@ pub struct Stats {
     /// The in-kernel per-stage histograms, as last read (src/khist.rs):
     /// every traced frame, per tracepoint pair, approximate buckets.
     pub kernel: crate::khist::KernelHists,
+    /// `--kernel-stats`: the per-stream, per-stage figures kept in the
+    /// kernel (src/kstats.rs); `None` in event mode.
+    pub kstreams: Option<crate::kstats::KernelStreams>,
 }
 
 impl Stats {
@@ -72,6 +75,7 @@ impl Stats {
             thresholds_ns,
             streams: BTreeMap::new(),
             kernel: Default::default(),
+            kstreams: None,
         }
     }
 

@@ -6,7 +6,10 @@
 //! it reached), then one row per stage (consecutive hops, then end_to_end)
 //! with count, min, p50, p99, max, the count above each `--threshold`,
 //! negative differences, and the worst packet (sequence, destination, hop
-//! time, CPU and task). Below the streams, the in-kernel histograms (read
+//! time, CPU and task). With `--kernel-stats` the same table holds the
+//! per-stream, per-stage figures kept in the kernel (no timelines exist):
+//! exact count/min/max/threshold counts, p50/p99 as bucket upper bounds, the
+//! last second and the worst packet (identity and hop time). Below the streams, the in-kernel histograms (read
 //! from the BPF `khist` map once a second, see hoptrace_probes::khist): one
 //! row per tracepoint pair of the same skb, with its count and the upper
 //! bounds of the p50/p99 buckets (approximate by design: 4 buckets per
@@ -26,6 +29,7 @@ use crossterm::terminal::{
 };
 use hoptrace_probes::driver::LiveView;
 use hoptrace_probes::khist::StageHist;
+use hoptrace_probes::kstats::{fmt_upper, KernelStreams};
 use hoptrace_probes::loader::LostCounts;
 use hoptrace_probes::stats::{fmt_ns, Stats};
 use ratatui::backend::CrosstermBackend;
@@ -53,6 +57,82 @@ fn upper(k: &StageHist, q: f64) -> String {
         u64::MAX => format!(">={}", fmt_ns(1 << 30)),
         v => fmt_ns(v),
     }
+}
+
+/// `--kernel-stats` rows: per stream its kernel-counted drops (with the
+/// reasons of the drop records), then per stage the cumulative count, exact
+/// min/max, p50/p99 bucket upper bounds, counts above each threshold, and in
+/// the last column the last second and the worst packet of the run.
+fn kernel_stream_rows(k: &KernelStreams, n_thr: usize) -> Vec<Row<'static>> {
+    let mut rows = vec![Row::new(vec![
+        "kernel stats (no events)".to_string(),
+        String::new(),
+        String::new(),
+        "p50 <=".into(),
+        "p99 <=".into(),
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD))];
+    for (name, s) in &k.streams {
+        let reasons: Vec<String> = s
+            .drop_reasons
+            .iter()
+            .map(|((reason, dev), n)| format!("dropped {n} at {dev}: {reason}"))
+            .collect();
+        let mut cells = vec![
+            name.clone(),
+            format!("drop {}", s.dropped),
+            format!("rxfree {}", s.rx_freed),
+        ];
+        cells.extend(std::iter::repeat_n(String::new(), 3 + n_thr + 1));
+        cells.push(reasons.join("; "));
+        let color = if s.dropped > 0 {
+            Color::Yellow
+        } else {
+            Color::Green
+        };
+        rows.push(Row::new(cells).style(Style::default().fg(color)));
+        for st in &s.stages {
+            let t = &st.total;
+            let mut cells = vec![
+                format!("  {}", st.label),
+                t.count.to_string(),
+                fmt_ns(t.min),
+                fmt_upper(&t.buckets, 0.5),
+                fmt_upper(&t.buckets, 0.99),
+                fmt_ns(t.max),
+            ];
+            cells.extend(t.above.iter().take(n_thr).map(|n| n.to_string()));
+            cells.push(String::new());
+            let worst = st
+                .worst
+                .as_ref()
+                .map(|w| format!("; worst {} {} {}", w.id, clock_of_day(w.at), fmt_ns(w.ns)))
+                .unwrap_or_default();
+            cells.push(format!(
+                "1s: n {} max {}{worst}",
+                st.last_count,
+                if st.last.count > 0 {
+                    fmt_ns(st.last.max)
+                } else {
+                    "-".into()
+                }
+            ));
+            rows.push(Row::new(cells));
+        }
+    }
+    if k.stream_overflow + k.unmapped + k.negative > 0 {
+        rows.push(
+            Row::new(vec![format!(
+                "NOT COUNTED: {} frames beyond {} streams, {} unmapped, {} negative",
+                k.stream_overflow,
+                hoptrace_probes::kstats::STREAMS,
+                k.unmapped,
+                k.negative
+            )])
+            .style(Style::default().fg(Color::Red)),
+        );
+    }
+    rows
 }
 
 /// Draw the whole view into `f`.
@@ -139,6 +219,9 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
             );
             rows.push(Row::new(cells));
         }
+    }
+    if let Some(k) = &stats.kstreams {
+        rows.extend(kernel_stream_rows(k, thr_names.len()));
     }
     if !stats.kernel.stages.is_empty() {
         rows.push(

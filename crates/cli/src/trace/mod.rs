@@ -5,6 +5,8 @@
 //! `--count` or `q` in the live view. Prints "ready" once the probes are
 //! attached. `--live` (the default on a terminal without `--record`) shows
 //! the ratatui view of [`live`]; `--plain` prints a text block per second.
+//! `--kernel-stats` keeps the statistics in the kernel instead of sending
+//! every hop to user space (hoptrace_probes::kstats); both views show them.
 
 mod live;
 
@@ -46,6 +48,13 @@ pub struct Args {
     /// Write one row per packet into this recording directory.
     #[arg(long)]
     record: Option<PathBuf>,
+    /// Event-less live mode: the BPF programs send no per-packet record
+    /// (only drops); per-stream, per-stage count, min, p50/p99 (bucket
+    /// bounds), max, counts above each --threshold (at most 4) and the worst
+    /// packet are kept in the kernel and read once a second. Lowest observer
+    /// effect; no --record, --count or --hops.
+    #[arg(long)]
+    kernel_stats: bool,
     /// Stop after this long (e.g. 10s, 500ms).
     #[arg(long)]
     duration: Option<String>,
@@ -131,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map(|h| h.split(',').map(str::to_string).collect()),
         keep_timelines: false,
+        kernel_stats: args.kernel_stats,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_record::install_stop_flag()

@@ -162,7 +162,11 @@ struct {
 struct tracked {
 	__u64 ts;
 	__u32 tp;
-	__u32 pad;
+	/* --kernel-stats (live_stats.bpf.h): stream slot + 1 (0: none), the
+	 * packet's identity number and skb->head at the first hop. */
+	__u32 stream_slot;
+	__u64 ks_id;
+	__u64 ks_head;
 };
 
 struct {
@@ -386,6 +390,8 @@ static __always_inline int is_device_hop(__u32 tp)
 	return tp <= TP_NAPI_GRO_RECEIVE_ENTRY;
 }
 
+#include "live_stats.bpf.h"
+
 /* Read an skb (or net_device) field. tp_btf programs (btf = 1) get typed
  * BTF pointers and read with plain loads (the verifier checks them, no
  * helper call); raw_tp programs (btf = 0) go through bpf_probe_read_kernel
@@ -418,6 +424,20 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		struct tracked *tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
 		if (!tr)
 			return 0;
+		if (kernel_stats) {
+			/* --kernel-stats: no record, except a drop's (reason) */
+			if (tp != TP_KFREE_SKB) {
+				if (cfg->emit_mask & (1U << tp))
+					ks_hop(tr, tp, ks_now());
+				if (tp != TP_SKB_COPY_DATAGRAM_IOVEC)
+					bpf_map_delete_elem(&tracked_skbs, &skb_addr);
+				return 0;
+			}
+			if (ks_drop(tr)) {
+				bpf_map_delete_elem(&tracked_skbs, &skb_addr);
+				return 0;
+			}
+		}
 		prev_ts = tr->ts;
 		prev_tp = tr->tp;
 		have_prev = 1;
@@ -449,6 +469,8 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		if (!mask || !(*mask & (1U << tp)))
 			return 0;
 	}
+	if (kernel_stats && ks_later_device_hop(skb, skb_addr, tp, btf))
+		return 0;
 
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!s)
@@ -515,6 +537,12 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		}
 		if (!ok)
 			return 0;
+	}
+
+	if (kernel_stats && is_device_hop(tp)) {
+		ks_first_device_hop(s, etype, is_ping, off, got, avail, frame, skb_addr,
+				    (__u64)head, tp);
+		return 0;
 	}
 
 	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);

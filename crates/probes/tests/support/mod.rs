@@ -167,7 +167,12 @@ pub fn start_tracer_with(netns: &str, duration: Duration) -> Tracer {
 
 /// Tracer on `ifaces` of `netns` (all of the namespace when empty).
 pub fn start_tracer_on(netns: &str, ifaces: &[&str], duration: Duration) -> Tracer {
-    let opts = TraceOptions {
+    start_tracer_opts(trace_options(netns, ifaces, duration))
+}
+
+/// The options of [`start_tracer_on`] (tests change a few fields).
+pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceOptions {
+    TraceOptions {
         ifaces: ifaces.iter().map(|s| s.to_string()).collect(),
         netns: Some(netns.to_string()),
         profile: Profile::Hypervisor,
@@ -183,7 +188,12 @@ pub fn start_tracer_on(netns: &str, ifaces: &[&str], duration: Duration) -> Trac
         periodic: false,
         hops: None,
         keep_timelines: true,
-    };
+        kernel_stats: false,
+    }
+}
+
+/// Start `run_trace` with `opts` in a thread and wait for "ready".
+pub fn start_tracer_opts(opts: TraceOptions) -> Tracer {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, lines) = mpsc::channel();
     let s2 = Arc::clone(&stop);

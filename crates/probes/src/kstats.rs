@@ -1,0 +1,620 @@
+//! Event-less live statistics: `hoptrace trace --kernel-stats`.
+//!
+//! Mechanism (BPF side: src/bpf/live_stats.bpf.h): normal hops submit no
+//! ring buffer record. The first device hop of an skb parses its identity
+//! and finds its stream slot (hash map keyed by the full identity: kind,
+//! APPID, svID bytes and length); later hops of the skb add their delta to
+//! per-CPU figures of (slot, stage), where a stage is a tracepoint pair of
+//! the same skb mapped to a small index by user space ([`stage_pairs`]):
+//! count, sum, exact min/max, exact counts above each `--threshold`,
+//! log-linear buckets (the khist rule: 4 per power of two, so p50/p99 are
+//! bucket upper bounds, at most 25% above the true value), and a window
+//! with the worst packet's identity and time. A drop of a tracked skb still
+//! submits one record, for its reason.
+//!
+//! User space ([`crate::kstats_read`]) reads the maps once a second into a
+//! [`Snapshot`] (summed over CPUs); [`KernelStreams::update`] turns it into
+//! per-second figures (differences of the cumulative buckets, the window's
+//! min/max/worst) and cumulative ones, named per stream and per stage.
+
+use std::collections::BTreeMap;
+
+use crate::catalogue::{Profile, TracePoint};
+use crate::event::PacketIdentity;
+use crate::khist::{bucket_range, BUCKETS};
+use crate::stats::fmt_ns;
+
+/// What the BPF side of `--kernel-stats` is configured with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KsConfig {
+    /// Counted above (ns, at most [`THRESHOLDS`]).
+    pub thresholds_ns: Vec<u64>,
+    /// Hypervisor profile: an skb freed right after its first hop at
+    /// netif_receive_skb is a bridge's pre-clone skb (its local copy freed),
+    /// counted apart without a record; elsewhere it is a drop.
+    pub quiet_rx_free: bool,
+}
+
+/// Stream slots (mirrors KS_STREAMS).
+pub const STREAMS: usize = 64;
+/// Stage indices (mirrors KS_STAGES).
+pub const STAGES: usize = 16;
+/// Thresholds counted in the kernel (mirrors KS_THRESHOLDS).
+pub const THRESHOLDS: usize = 4;
+
+/// The tracepoint pairs that get a stage index, in index order: every
+/// (from, to) of the tracepoints that report hops (the emit mask, without
+/// kfree_skb, which ends a chain as a drop; consume_skb ends it too, so it
+/// is never a `from`). At most [`STAGES`]; the rest is counted as unmapped.
+pub fn stage_pairs(emit_mask: u32) -> Vec<(TracePoint, TracePoint)> {
+    let hop = |t: TracePoint| emit_mask & (1 << t as u32) != 0 && t != TracePoint::KfreeSkb;
+    let mut v = Vec::new();
+    for from in TracePoint::ALL {
+        for to in TracePoint::ALL {
+            if hop(from) && hop(to) && from != TracePoint::ConsumeSkb {
+                v.push((from, to));
+            }
+        }
+    }
+    v.truncate(STAGES);
+    v
+}
+
+/// Stage name: the profile's hop names where the tracepoint pair maps to
+/// exactly one pair of hops (see docs/hops.md), else the tracepoint events.
+pub fn stage_label(profile: Profile, from: TracePoint, to: TracePoint) -> String {
+    use TracePoint::*;
+    let named = match (profile, from, to) {
+        // net_dev_xmit counts only on taps: its start_xmit is `fwd`
+        (Profile::Hypervisor, NetDevStartXmit, NetDevXmit) => Some("fwd->tap_xmit"),
+        (Profile::Hypervisor, NetDevXmit, SkbCopyDatagramIovec) => Some("tap_xmit->consumer_copy"),
+        (Profile::Guest | Profile::Host, NetifReceiveSkb, ConsumeSkb) => {
+            Some("nic_rx->sock_deliver")
+        }
+        (Profile::Guest | Profile::Host, NetifReceiveSkb, SkbCopyDatagramIovec) => {
+            Some("nic_rx->app_copy")
+        }
+        _ => None,
+    };
+    named
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}->{}", from.event(), to.event()))
+}
+
+/// The identity of a stream slot, as the kernel keyed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamKey {
+    pub kind: u8,
+    pub app_id: u16,
+    /// svID bytes (SV) or the destination MAC (other, malformed SV).
+    pub id: Vec<u8>,
+}
+
+impl StreamKey {
+    /// The stream name, as event mode names it ([`PacketIdentity::stream`]).
+    pub fn name(&self) -> String {
+        let mut mac = [0u8; 6];
+        let n = self.id.len().min(6);
+        mac[..n].copy_from_slice(&self.id[..n]);
+        let ident = match self.kind {
+            1 => PacketIdentity::Sv {
+                dst_mac: [0; 6],
+                app_id: self.app_id,
+                sv_id: self.id.clone(),
+                smp_cnt: 0,
+            },
+            2 => PacketIdentity::Ping {
+                seq: 0,
+                reply: self.app_id == 1,
+            },
+            3 => PacketIdentity::SvMalformed {
+                dst_mac: mac,
+                flow_hash: 0,
+            },
+            _ => PacketIdentity::Other {
+                dst_mac: mac,
+                ethertype: self.app_id,
+                flow_hash: 0,
+            },
+        };
+        ident.stream()
+    }
+
+    /// How the identity number of a packet of this stream reads.
+    pub fn id_label(&self, id: u64) -> String {
+        match self.kind {
+            1 => format!("smpCnt {id}"),
+            2 => format!("seq {id}"),
+            _ => format!("hash {id:#010x}"),
+        }
+    }
+}
+
+/// Cumulative figures of one (slot, stage), summed over CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figures {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+    pub above: [u64; THRESHOLDS],
+    pub buckets: Vec<u64>,
+}
+
+impl Default for Figures {
+    fn default() -> Self {
+        Figures {
+            count: 0,
+            sum: 0,
+            min: 0,
+            max: 0,
+            above: [0; THRESHOLDS],
+            buckets: vec![0; BUCKETS],
+        }
+    }
+}
+
+impl Figures {
+    /// Add another CPU's (or slot's) figures.
+    pub fn merge(&mut self, o: &Figures) {
+        if o.count == 0 {
+            return;
+        }
+        self.min = if self.count == 0 {
+            o.min
+        } else {
+            self.min.min(o.min)
+        };
+        self.max = self.max.max(o.max);
+        self.count += o.count;
+        self.sum += o.sum;
+        for (a, b) in self.above.iter_mut().zip(&o.above) {
+            *a += b;
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            *a += b;
+        }
+    }
+}
+
+/// The window of one (slot, stage) since the last read, merged over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub max_ts: u64,
+    pub max_id: u64,
+}
+
+impl Window {
+    pub fn merge(&mut self, o: &Window) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 || o.min < self.min {
+            self.min = o.min;
+        }
+        if self.count == 0 || o.max > self.max {
+            self.max = o.max;
+            self.max_ts = o.max_ts;
+            self.max_id = o.max_id;
+        }
+        self.count += o.count;
+    }
+}
+
+/// One read of the kernel maps (summed over CPUs).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// slot -> its key (slots in use).
+    pub slots: Vec<(usize, StreamKey)>,
+    /// index slot * STAGES + stage.
+    pub figures: Vec<Figures>,
+    pub windows: Vec<Window>,
+    /// per slot: tracked skbs freed by kfree_skb.
+    pub drops: Vec<u64>,
+    /// per slot: skbs freed right after their first hop at
+    /// netif_receive_skb (quiet rx frees, see [`KsConfig`]).
+    pub rx_freed: Vec<u64>,
+    pub stream_overflow: u64,
+    pub unmapped: u64,
+    pub negative: u64,
+}
+
+/// Upper bound of the bucket holding quantile `q` of `buckets`.
+pub fn quantile_upper(buckets: &[u64], q: f64) -> Option<u64> {
+    let n: u64 = buckets.iter().sum();
+    if n == 0 {
+        return None;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut seen = 0;
+    for (b, c) in buckets.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return Some(bucket_range(b).1);
+        }
+    }
+    None
+}
+
+/// `<=bound` (or `>=1.074ms` for the overflow bucket), `-` when empty.
+pub fn fmt_upper(buckets: &[u64], q: f64) -> String {
+    match quantile_upper(buckets, q) {
+        None => "-".into(),
+        Some(u64::MAX) => format!(">={}", fmt_ns(1 << 30)),
+        Some(v) => format!("<={}", fmt_ns(v)),
+    }
+}
+
+/// The worst packet of a stage: its delta, identity and hop time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KWorst {
+    pub ns: u64,
+    pub id: String,
+    /// Timestamp of the stage's end hop (the trace clock).
+    pub at: u64,
+}
+
+/// One stage of one stream.
+#[derive(Debug, Clone)]
+pub struct KStage {
+    pub label: String,
+    pub total: Figures,
+    /// Last interval: count, buckets (differences), window min/max.
+    pub last_count: u64,
+    pub last_buckets: Vec<u64>,
+    pub last: Window,
+    /// Worst packet of the run (over every window read).
+    pub worst: Option<KWorst>,
+}
+
+/// One stream: its stages in stage-index order, its drops.
+#[derive(Debug, Clone, Default)]
+pub struct KStream {
+    pub stages: Vec<KStage>,
+    /// Tracked skbs freed by kfree_skb (exact, counted in the kernel).
+    pub dropped: u64,
+    /// Pre-clone skbs freed after the rx hop (hypervisor profile): the
+    /// bridge's local copy; a drop only if no copy went on (then the
+    /// stages after rx have fewer frames than this).
+    pub rx_freed: u64,
+    /// (reason, device) -> count, from the drop records.
+    pub drop_reasons: BTreeMap<(String, String), u64>,
+}
+
+/// The `--kernel-stats` figures of every stream.
+#[derive(Debug, Clone)]
+pub struct KernelStreams {
+    pub profile: Profile,
+    pub pairs: Vec<(TracePoint, TracePoint)>,
+    pub thresholds_ns: Vec<u64>,
+    pub streams: BTreeMap<String, KStream>,
+    pub stream_overflow: u64,
+    pub unmapped: u64,
+    pub negative: u64,
+}
+
+impl KernelStreams {
+    pub fn new(profile: Profile, emit_mask: u32, thresholds_ns: &[u64]) -> Self {
+        KernelStreams {
+            profile,
+            pairs: stage_pairs(emit_mask),
+            thresholds_ns: thresholds_ns.iter().take(THRESHOLDS).copied().collect(),
+            streams: BTreeMap::new(),
+            stream_overflow: 0,
+            unmapped: 0,
+            negative: 0,
+        }
+    }
+
+    /// Take a new read: cumulative figures replace the old ones, the
+    /// difference is the last interval; the window's worst updates the run's.
+    pub fn update(&mut self, snap: &Snapshot) {
+        self.stream_overflow = snap.stream_overflow;
+        self.unmapped = snap.unmapped;
+        self.negative = snap.negative;
+        // merge slots of the same name (two CPUs racing on a new stream)
+        type Merged<'k> = (Vec<Figures>, Vec<Window>, [u64; 2], &'k StreamKey);
+        let mut named: BTreeMap<String, Merged<'_>> = BTreeMap::new();
+        for (slot, key) in &snap.slots {
+            let e = named.entry(key.name()).or_insert_with(|| {
+                (
+                    vec![Figures::default(); STAGES],
+                    vec![Window::default(); STAGES],
+                    [0, 0],
+                    key,
+                )
+            });
+            for st in 0..STAGES {
+                if let Some(f) = snap.figures.get(slot * STAGES + st) {
+                    e.0[st].merge(f);
+                }
+                if let Some(w) = snap.windows.get(slot * STAGES + st) {
+                    e.1[st].merge(w);
+                }
+            }
+            e.2[0] += snap.drops.get(*slot).copied().unwrap_or(0);
+            e.2[1] += snap.rx_freed.get(*slot).copied().unwrap_or(0);
+        }
+        for (name, (figs, wins, drops, key)) in named {
+            let s = self.streams.entry(name).or_default();
+            s.dropped = drops[0];
+            s.rx_freed = drops[1];
+            for (st, f) in figs.into_iter().enumerate() {
+                if f.count == 0 {
+                    continue;
+                }
+                let Some(&(from, to)) = self.pairs.get(st) else {
+                    continue;
+                };
+                let label = stage_label(self.profile, from, to);
+                let i = match s.stages.iter().position(|k| k.label == label) {
+                    Some(i) => i,
+                    None => {
+                        s.stages.push(KStage {
+                            label,
+                            total: Figures::default(),
+                            last_count: 0,
+                            last_buckets: vec![0; BUCKETS],
+                            last: Window::default(),
+                            worst: None,
+                        });
+                        s.stages.len() - 1
+                    }
+                };
+                let k = &mut s.stages[i];
+                k.last_count = f.count - k.total.count.min(f.count);
+                k.last_buckets = f
+                    .buckets
+                    .iter()
+                    .zip(&k.total.buckets)
+                    .map(|(a, b)| a.saturating_sub(*b))
+                    .collect();
+                k.last = wins[st];
+                if k.last.count > 0 && k.worst.as_ref().is_none_or(|w| k.last.max > w.ns) {
+                    k.worst = Some(KWorst {
+                        ns: k.last.max,
+                        id: key.id_label(k.last.max_id),
+                        at: k.last.max_ts,
+                    });
+                }
+                k.total = f;
+            }
+        }
+    }
+
+    /// A drop record (kfree_skb of a tracked skb): its reason and device.
+    pub fn add_drop(&mut self, stream: String, reason: String, device: String) {
+        *self
+            .streams
+            .entry(stream)
+            .or_default()
+            .drop_reasons
+            .entry((reason, device))
+            .or_default() += 1;
+    }
+
+    /// The plain block (and the exit summary) lines.
+    pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "kernel stats (no per-packet events; p50/p99: bucket upper bounds, at most 25% above; min/max/above: exact)"
+        )?;
+        for (name, s) in &self.streams {
+            writeln!(
+                out,
+                "stream {name}: dropped {} freed-after-rx {}",
+                s.dropped, s.rx_freed
+            )?;
+            for ((reason, dev), n) in &s.drop_reasons {
+                writeln!(out, "  dropped {n} at {dev}: {reason}")?;
+            }
+            for k in &s.stages {
+                let t = &k.total;
+                let above: Vec<String> = self
+                    .thresholds_ns
+                    .iter()
+                    .zip(&t.above)
+                    .map(|(th, n)| format!(">{}:{n}", fmt_ns(*th)))
+                    .collect();
+                let worst = k
+                    .worst
+                    .as_ref()
+                    .map(|w| format!(" worst {} {} at {}", fmt_ns(w.ns), w.id, w.at))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "  {:<26} 1s: n {:>6} min {:>9} p50 {:>11} p99 {:>11} max {:>9} | all: n {:>8} min {:>9} p50 {:>11} p99 {:>11} max {:>9} {}{worst}",
+                    k.label,
+                    k.last_count,
+                    if k.last.count > 0 { fmt_ns(k.last.min) } else { "-".into() },
+                    fmt_upper(&k.last_buckets, 0.5),
+                    fmt_upper(&k.last_buckets, 0.99),
+                    if k.last.count > 0 { fmt_ns(k.last.max) } else { "-".into() },
+                    t.count,
+                    fmt_ns(t.min),
+                    fmt_upper(&t.buckets, 0.5),
+                    fmt_upper(&t.buckets, 0.99),
+                    fmt_ns(t.max),
+                    above.join(" ")
+                )?;
+            }
+        }
+        if self.stream_overflow + self.unmapped + self.negative > 0 {
+            writeln!(
+                out,
+                "NOT COUNTED: {} frames of streams beyond {STREAMS}, {} hops of unmapped stages, {} negative deltas",
+                self.stream_overflow, self.unmapped, self.negative
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::khist::bucket_of;
+
+    fn figs(ds: &[u64], thr: u64) -> Figures {
+        let mut f = Figures::default();
+        for &d in ds {
+            let one = Figures {
+                count: 1,
+                sum: d,
+                min: d,
+                max: d,
+                above: [u64::from(d > thr), 0, 0, 0],
+                buckets: {
+                    let mut b = vec![0; BUCKETS];
+                    b[bucket_of(d)] = 1;
+                    b
+                },
+            };
+            f.merge(&one);
+        }
+        f
+    }
+
+    #[test]
+    fn hypervisor_pairs_fit_and_are_named_like_hops() {
+        let pairs = stage_pairs(crate::catalogue::emit_mask(Profile::Hypervisor));
+        assert_eq!(pairs.len(), 16, "{pairs:?}");
+        let i = pairs
+            .iter()
+            .position(|p| *p == (TracePoint::NetDevStartXmit, TracePoint::NetDevXmit))
+            .unwrap();
+        assert_eq!(
+            stage_label(Profile::Hypervisor, pairs[i].0, pairs[i].1),
+            "fwd->tap_xmit"
+        );
+        assert_eq!(
+            stage_label(
+                Profile::Hypervisor,
+                TracePoint::NetifReceiveSkb,
+                TracePoint::NetDevStartXmit
+            ),
+            "netif_receive_skb->net_dev_start_xmit"
+        );
+        let guest = stage_pairs(crate::catalogue::emit_mask(Profile::Guest));
+        assert!(guest
+            .iter()
+            .all(|(f, t)| *f != TracePoint::ConsumeSkb && *t != TracePoint::KfreeSkb));
+    }
+
+    #[test]
+    fn update_gives_interval_and_cumulative_figures_per_stream() {
+        let pairs = stage_pairs(crate::catalogue::emit_mask(Profile::Hypervisor));
+        let st = pairs
+            .iter()
+            .position(|p| *p == (TracePoint::NetDevXmit, TracePoint::SkbCopyDatagramIovec))
+            .unwrap();
+        let mut ks = KernelStreams::new(
+            Profile::Hypervisor,
+            crate::catalogue::emit_mask(Profile::Hypervisor),
+            &[5_000],
+        );
+        let key = |s: &str| StreamKey {
+            kind: 1,
+            app_id: 0x4000,
+            id: s.as_bytes().to_vec(),
+        };
+        let mut snap = Snapshot {
+            // slots 0 and 2 race on the same stream: merged by name
+            slots: vec![(0, key("A")), (2, key("A")), (1, key("B"))],
+            figures: vec![Figures::default(); STREAMS * STAGES],
+            windows: vec![Window::default(); STREAMS * STAGES],
+            drops: vec![0; STREAMS],
+            rx_freed: vec![0; STREAMS],
+            ..Default::default()
+        };
+        snap.figures[st] = figs(&[1_000, 2_000], 5_000);
+        snap.figures[2 * STAGES + st] = figs(&[9_000], 5_000);
+        snap.windows[st] = Window {
+            count: 2,
+            min: 1_000,
+            max: 2_000,
+            max_ts: 77,
+            max_id: 12,
+        };
+        snap.windows[2 * STAGES + st] = Window {
+            count: 1,
+            min: 9_000,
+            max: 9_000,
+            max_ts: 88,
+            max_id: 13,
+        };
+        snap.drops[1] = 3;
+        ks.update(&snap);
+        let a = &ks.streams["A"].stages[0];
+        assert_eq!(a.label, "tap_xmit->consumer_copy");
+        assert_eq!((a.total.count, a.total.min, a.total.max), (3, 1_000, 9_000));
+        assert_eq!(a.total.above[0], 1);
+        assert_eq!(a.last_count, 3);
+        let w = a.worst.as_ref().unwrap();
+        assert_eq!((w.ns, w.id.as_str(), w.at), (9_000, "smpCnt 13", 88));
+        assert_eq!(ks.streams["B"].dropped, 3);
+        assert!(ks.streams["B"].stages.is_empty());
+        // second read: one more packet; the interval is the difference
+        snap.figures[st] = figs(&[1_000, 2_000, 600_000], 5_000);
+        snap.windows[st] = Window {
+            count: 1,
+            min: 600_000,
+            max: 600_000,
+            max_ts: 99,
+            max_id: 14,
+        };
+        snap.windows[2 * STAGES + st] = Window::default();
+        ks.update(&snap);
+        let a = &ks.streams["A"].stages[0];
+        assert_eq!(a.total.count, 4);
+        assert_eq!(a.last_count, 1);
+        let (lo, hi) = bucket_range(bucket_of(600_000));
+        assert!(lo <= 600_000 && quantile_upper(&a.last_buckets, 0.5) == Some(hi));
+        assert_eq!(a.worst.as_ref().unwrap().id, "smpCnt 14");
+        ks.add_drop(
+            "B".into(),
+            "SKB_DROP_REASON_FULL_RING".into(),
+            "tap0".into(),
+        );
+        let mut text = Vec::new();
+        ks.write_text(&mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.contains("stream A: dropped 0 freed-after-rx 0"),
+            "{text}"
+        );
+        assert!(text.contains("tap_xmit->consumer_copy"), "{text}");
+        assert!(text.contains(">5.0us:2"), "{text}");
+        assert!(text.contains("worst 600.0us smpCnt 14 at 99"), "{text}");
+        assert!(
+            text.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
+            "{text}"
+        );
+        assert!(!text.contains("NOT COUNTED"));
+    }
+
+    #[test]
+    fn stream_keys_are_named_as_in_event_mode() {
+        let sv = StreamKey {
+            kind: 1,
+            app_id: 0x4000,
+            id: b"MU01".to_vec(),
+        };
+        assert_eq!(sv.name(), "MU01");
+        let other = StreamKey {
+            kind: 0,
+            app_id: 0x0800,
+            id: vec![1, 2, 3, 4, 5, 6],
+        };
+        assert_eq!(other.name(), "ether 0x0800 dst 01:02:03:04:05:06");
+        let ping = StreamKey {
+            kind: 2,
+            app_id: 1,
+            id: vec![],
+        };
+        assert_eq!(ping.name(), "ping-reply");
+    }
+}
