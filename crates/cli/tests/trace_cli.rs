@@ -220,3 +220,112 @@ fn trace_filter_follows_udp_datagrams() {
     );
     assert!(summary.contains("rx->fwd"), "{summary}");
 }
+
+/// `--kernel-stats` cannot record (no per-packet records reach user space)
+/// nor count timelines: refused with what to do instead, before any probe
+/// is loaded.
+#[test]
+fn trace_kernel_stats_refuses_record_and_count() {
+    let dir = std::env::temp_dir().join(format!("ht-ks-refused-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    let out = hoptrace(&["trace", "--kernel-stats", "--plain", "--record", d]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--kernel-stats sends no per-packet record")
+            && err.contains("nothing to --record"),
+        "{err}"
+    );
+    assert!(!dir.exists(), "no recording directory created");
+    let out = hoptrace(&["trace", "--kernel-stats", "--plain", "--count", "10"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("use --duration"), "{err}");
+}
+
+/// `--kernel-stats --plain` on the bridge lab with two streams of 500
+/// frames: one block per stream with its fwd->tap_xmit and
+/// tap_xmit->consumer_copy stages counting every frame, and no event sent
+/// to user space.
+#[test]
+fn trace_kernel_stats_plain_prints_per_stream_rows() {
+    if !hoptrace_netns::require_privileges("trace_kernel_stats_plain_prints_per_stream_rows") {
+        return;
+    }
+    let up = hoptrace(&["lab", "up", "bridge", "--name", "trks"]);
+    let _lab = Lab("trks");
+    assert!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let exe = env!("CARGO_BIN_EXE_hoptrace");
+    let tracer = Command::new("ip")
+        .args(["netns", "exec", "ht-trks-hyp", exe, "trace", "--plain"])
+        .args(["--kernel-stats", "--threshold", "1s"])
+        .args([
+            "--netns",
+            "ht-trks-hyp",
+            "--iface",
+            "in0",
+            "--iface",
+            "tap0",
+        ])
+        .args(["--duration", "8s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tracer");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let publ = hoptrace(&[
+        "lab",
+        "exec",
+        "trks",
+        "pub",
+        "--",
+        exe,
+        "sv",
+        "publish",
+        "--iface",
+        "eth0",
+        "--streams",
+        "2",
+        "--rate",
+        "1000",
+        "--samples",
+        "500",
+    ]);
+    assert!(
+        publ.status.success(),
+        "publish: {}",
+        String::from_utf8_lossy(&publ.stderr)
+    );
+    let out = tracer.wait_with_output().expect("tracer output");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = &s[s.find("=== summary").expect("summary")..];
+    assert!(
+        summary.contains("kernel stats (no per-packet events"),
+        "{summary}"
+    );
+    for stream in ["HOPTRACE_SV0", "HOPTRACE_SV1"] {
+        let at = summary
+            .find(&format!("stream {stream}: dropped 0"))
+            .unwrap_or_else(|| panic!("no row of {stream}: {summary}"));
+        let block: Vec<&str> = summary[at..].lines().skip(1).take(2).collect();
+        for stage in ["fwd->tap_xmit", "tap_xmit->consumer_copy"] {
+            let row = block
+                .iter()
+                .find(|l| l.trim_start().starts_with(stage))
+                .unwrap_or_else(|| panic!("{stream}: no {stage} row: {summary}"));
+            assert!(row.contains("all: n      500 "), "{stream} {stage}: {row}");
+            assert!(row.contains(">1000.000ms:0"), "{row}");
+            assert!(row.contains(" worst ") && row.contains("smpCnt"), "{row}");
+        }
+    }
+    assert!(summary.contains("events 0 timelines 0"), "{summary}");
+}
