@@ -220,6 +220,8 @@ pub struct Snapshot {
     pub stream_overflow: u64,
     pub unmapped: u64,
     pub negative: u64,
+    /// Socket/free hops of a tracked entry that no longer describes its skb.
+    pub stale: u64,
 }
 
 /// Upper bound of the bucket holding quantile `q` of `buckets`.
@@ -294,6 +296,7 @@ pub struct KernelStreams {
     pub stream_overflow: u64,
     pub unmapped: u64,
     pub negative: u64,
+    pub stale: u64,
 }
 
 impl KernelStreams {
@@ -306,6 +309,7 @@ impl KernelStreams {
             stream_overflow: 0,
             unmapped: 0,
             negative: 0,
+            stale: 0,
         }
     }
 
@@ -315,6 +319,7 @@ impl KernelStreams {
         self.stream_overflow = snap.stream_overflow;
         self.unmapped = snap.unmapped;
         self.negative = snap.negative;
+        self.stale = snap.stale;
         // merge slots of the same name (two CPUs racing on a new stream)
         type Merged<'k> = (Vec<Figures>, Vec<Window>, [u64; 2], &'k StreamKey);
         let mut named: BTreeMap<String, Merged<'_>> = BTreeMap::new();
@@ -385,6 +390,11 @@ impl KernelStreams {
         }
     }
 
+    /// Frames or hops the kernel could not count (shown, never silent).
+    pub fn not_counted(&self) -> u64 {
+        self.stream_overflow + self.unmapped + self.negative + self.stale
+    }
+
     /// A drop record (kfree_skb of a tracked skb): its reason and device.
     pub fn add_drop(&mut self, stream: String, reason: String, device: String) {
         *self
@@ -442,11 +452,11 @@ impl KernelStreams {
                 )?;
             }
         }
-        if self.stream_overflow + self.unmapped + self.negative > 0 {
+        if self.not_counted() > 0 {
             writeln!(
                 out,
-                "NOT COUNTED: {} frames of streams beyond {STREAMS}, {} hops of unmapped stages, {} negative deltas",
-                self.stream_overflow, self.unmapped, self.negative
+                "NOT COUNTED: {} frames of streams beyond {STREAMS}, {} hops of unmapped stages, {} negative deltas, {} socket hops of stale entries",
+                self.stream_overflow, self.unmapped, self.negative, self.stale
             )?;
         }
         Ok(())

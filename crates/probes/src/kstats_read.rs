@@ -243,5 +243,6 @@ pub(crate) fn read(skel: &HopsSkel<'_>) -> Result<Snapshot> {
     snap.stream_overflow = sum_percpu_u64(&skel.maps.ks_counters, 0)?;
     snap.unmapped = sum_percpu_u64(&skel.maps.ks_counters, 1)?;
     snap.negative = sum_percpu_u64(&skel.maps.ks_counters, 2)?;
+    snap.stale = sum_percpu_u64(&skel.maps.ks_counters, 3)?;
     Ok(snap)
 }

@@ -27,7 +27,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
 use crate::catalogue::TracePoint;
-use crate::event::HopEvent;
+use crate::event::{HopEvent, Record};
+use crate::identity::SkbIdentities;
 use crate::khist::KernelHists;
 use crate::skel::{HopsSkel, HopsSkelBuilder, OpenHopsSkel};
 
@@ -139,7 +140,8 @@ pub struct SessionInfo {
 /// How often the ring is drained when no wakeup came.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Events lost because the ring buffer was full, per tracepoint.
+/// Events lost per tracepoint: ring buffer full, plus compact records whose
+/// skb had no known identity ([`SkbIdentities`]).
 pub type LostCounts = Vec<(TracePoint, u64)>;
 
 fn prog_name(backend: Backend, tp: TracePoint) -> String {
@@ -313,10 +315,17 @@ pub fn run_session(
 
     let decode_errors = std::cell::Cell::new(0u64);
     let sink = std::cell::RefCell::new(sink);
+    // Compact records get the identity of their skb's full record here, so
+    // the sink sees the same events as with full records only.
+    let identities = std::cell::RefCell::new(SkbIdentities::default());
     let mut builder = RingBufferBuilder::new();
     builder.add(&skel.maps.events, |data: &[u8]| {
-        match HopEvent::decode(data) {
-            Ok(e) => sink.borrow_mut().event(e),
+        match Record::decode(data) {
+            Ok(r) => {
+                if let Some(e) = identities.borrow_mut().resolve(r) {
+                    sink.borrow_mut().event(e)
+                }
+            }
             Err(_) => decode_errors.set(decode_errors.get() + 1),
         }
         0
@@ -342,7 +351,8 @@ pub fn run_session(
         }
         if last_tick.elapsed() >= tick {
             last_tick = std::time::Instant::now();
-            let lost = read_lost(&skel)?;
+            let mut lost = read_lost(&skel)?;
+            identities.borrow().add_lost(&mut lost);
             sink.borrow_mut().kernel_hists(read_khist(&skel)?);
             if ks.is_some() && last_ks.elapsed() >= Duration::from_secs(1) {
                 last_ks = std::time::Instant::now();
@@ -357,7 +367,8 @@ pub fn run_session(
     // Drain what is left.
     let _ = ring.consume();
     drop(ring);
-    let lost = read_lost(&skel)?;
+    let mut lost = read_lost(&skel)?;
+    identities.borrow().add_lost(&mut lost);
     sink.borrow_mut().kernel_hists(read_khist(&skel)?);
     if ks.is_some() {
         sink.borrow_mut()

@@ -120,14 +120,15 @@ fn kernel_stream_rows(k: &KernelStreams, n_thr: usize) -> Vec<Row<'static>> {
             rows.push(Row::new(cells));
         }
     }
-    if k.stream_overflow + k.unmapped + k.negative > 0 {
+    if k.not_counted() > 0 {
         rows.push(
             Row::new(vec![format!(
-                "NOT COUNTED: {} frames beyond {} streams, {} unmapped, {} negative",
+                "NOT COUNTED: {} frames beyond {} streams, {} unmapped, {} negative, {} stale",
                 k.stream_overflow,
                 hoptrace_probes::kstats::STREAMS,
                 k.unmapped,
-                k.negative
+                k.negative,
+                k.stale
             )])
             .style(Style::default().fg(Color::Red)),
         );

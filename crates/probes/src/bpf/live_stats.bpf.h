@@ -13,8 +13,9 @@
  *      counted in `ks_counters[KS_CTR_STREAM_OVERFLOW]` and not tracked. User
  *      space names the slots from `ks_slot_owner`.
  *   2. The slot (plus one; 0: untracked) and the packet's identity number
- *      (SV smpCnt, ping sequence, flow hash) go into the `tracked_skbs` entry
- *      with the timestamp and tracepoint, as in event mode.
+ *      (SV smpCnt, ping sequence, flow hash: `ks_id`) go into the
+ *      `tracked_skbs` entry with the timestamp, tracepoint and validation,
+ *      as in event mode.
  *   3. Each later reported hop of the skb maps (previous tracepoint, this
  *      tracepoint) to a small stage index through `ks_stage_of`, filled by
  *      user space (at most KS_STAGES pairs; a pair without index is counted in
@@ -30,9 +31,12 @@
  *      netif_receive_skb is the pre-clone skb of a bridge (its local copy
  *      freed as UNHANDLED_PROTO for every frame): counted apart in
  *      `ks_drops[KS_STREAMS + slot]`, without record.
- * A tracked entry also keeps skb->head of its first hop: an entry whose head
- * differs is a stale one (an skb freed without a traced free, its address
- * reused) and the hop is treated as a first hop.
+ * The first hop's identity is parsed by the same code as in event mode
+ * (emit_full of records.bpf.h), into the per-CPU `ks_event_buf` instead of
+ * a ring record; a later hop counts only while the tracked entry's
+ * validation holds (identity_holds: same head, same identity bytes, within
+ * STALE_NS), else a device hop starts anew and a socket hop is counted in
+ * KS_CTR_STALE.
  */
 #ifndef HOPTRACE_LIVE_STATS_BPF_H
 #define HOPTRACE_LIVE_STATS_BPF_H
@@ -46,6 +50,7 @@ enum ks_counter {
 	KS_CTR_STREAM_OVERFLOW = 0, /* frames of streams beyond KS_STREAMS */
 	KS_CTR_UNMAPPED = 1,        /* hops of a tracepoint pair without stage */
 	KS_CTR_NEGATIVE = 2,        /* hops earlier than the previous hop */
+	KS_CTR_STALE = 3,           /* socket hops of an entry that no longer holds */
 	KS_CTR_COUNT = 4,
 };
 
@@ -233,27 +238,38 @@ static __always_inline int ks_drop(struct tracked *tr)
 	return quiet;
 }
 
-/* The first device hop of an skb (identity in `s`, `kind`, `id`): find or
- * create its stream slot and start tracking the skb. No record. */
-static __always_inline void ks_first(struct scratch *s, __u32 kind, __u32 app_id, __u8 *mac,
-				     __u64 id, __u64 skb_addr, __u64 head, __u32 tp, __u64 ts)
+/* The first device hop of an skb, its identity parsed by emit_full into
+ * the per-CPU `ks_event_buf` record `e` (no ring buffer record): find or
+ * create its stream slot and start tracking the skb with the validation
+ * emit_full computed (`id_addr`, `id_val`). */
+static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, __u64 head,
+				     __u64 id_addr, __u64 id_val, __u32 tp, __u64 ts)
 {
 	__u32 zero = 0;
 	struct ks_stream_key *k = bpf_map_lookup_elem(&ks_key_buf, &zero);
 	if (!k)
 		return;
 	__builtin_memset(k, 0, sizeof(*k));
+	__u32 kind = e->kind;
+	__u64 id;
 	k->kind = kind;
-	k->app_id = app_id;
 	if (kind == KIND_SV) {
-		__u32 n = s->svid_len;
+		__u32 n = e->svid_len;
 		asm volatile("%0 &= 0x7f" : "+r"(n));
 		if (n > SVID_MAX)
 			return;
 		k->svid_len = n;
-		__builtin_memcpy(k->id, s->svid, SVID_MAX);
-	} else if (kind != KIND_PING) {
-		__builtin_memcpy(k->id, mac, 6);
+		k->app_id = e->app_id;
+		__builtin_memcpy(k->id, e->svid, SVID_MAX);
+		id = e->smp_cnt;
+	} else if (kind == KIND_PING) {
+		k->app_id = e->ping_kind;
+		id = e->ping_seq;
+	} else {
+		if (kind == KIND_OTHER)
+			k->app_id = e->ethertype;
+		__builtin_memcpy(k->id, e->dst_mac, 6);
+		id = e->flow_hash;
 	}
 	__u32 slot;
 	__u32 *sp = bpf_map_lookup_elem(&ks_streams, k);
@@ -292,77 +308,57 @@ static __always_inline void ks_first(struct scratch *s, __u32 kind, __u32 app_id
 		}
 	}
 	struct tracked t = {
-		.ts = ts, .tp = tp, .stream_slot = slot + 1, .ks_id = id, .ks_head = head,
+		.ts = ts,
+		.head = head,
+		.id_addr = id_addr,
+		.id_val = id_val,
+		.tp = tp,
+		.stream_slot = slot + 1,
+		.ks_id = id,
 	};
 	bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
 }
 
-static __always_inline __u64 ks_now(void)
+/* Whether the tracked entry still describes the skb (identity_holds; other
+ * traffic and malformed SV, which have no identity address: the same head
+ * within STALE_NS). */
+static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u64 ts)
 {
-	return use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
+	if (!prev->id_addr)
+		return prev->head == head && ts - prev->ts <= STALE_NS;
+	return identity_holds(prev, head, ts);
 }
 
-/* A device hop of an skb already tracked (same head): count its stage and
- * return 1 (no frame copy, no parse, no record); 0: a first hop. */
-static __always_inline int ks_later_device_hop(struct sk_buff *skb, __u64 skb_addr, __u32 tp,
-					       int btf)
+/* --kernel-stats part of handle(), after the rejections and the tracked
+ * lookup (`prev`, `tr` as in handle). Never submits a record except for a
+ * drop (full record: identity and reason). */
+static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifindex, __u32 netns,
+				      __u32 reason, __u64 ts, __u64 head, struct config *cfg,
+				      int btf, struct tracked *prev, int have_prev,
+				      struct tracked *tr)
 {
-	struct tracked *tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
-	if (!tr)
-		return 0;
-	__u64 head = btf ? (__u64)skb->head : (__u64)BPF_CORE_READ(skb, head);
-	if (tr->ks_head != head)
-		return 0;
-	ks_hop(tr, tp, ks_now());
-	return 1;
-}
-
-/* The first device hop of an skb: the identity as in event mode (SV with
- * the long-header retry, ping, other/malformed by flow hash), then
- * ks_first. `s->frame` holds the first `got` of `avail` bytes at `frame`. */
-static __always_inline void ks_first_device_hop(struct scratch *s, __u32 etype, int is_ping,
-						__u32 off, __u32 got, __u32 avail,
-						unsigned char *frame, __u64 skb_addr,
-						__u64 head, __u32 tp)
-{
-	__u32 kind, app = 0;
-	__u64 id = 0;
-	if (etype == 0x88BA) {
-		__builtin_memset(s->svid, 0, SVID_MAX);
-		s->svid_len = 0;
-		s->smp_cnt = 0;
-		int bad = parse_sv(s, off, got);
-		if (bad && got < avail) {
-			__builtin_memset(s->svid, 0, SVID_MAX);
-			s->svid_len = 0;
-			s->smp_cnt = 0;
-			if (bpf_probe_read_kernel(s->frame, avail, frame) == 0) {
-				got = avail;
-				bad = parse_sv(s, off, got);
-			}
+	__u64 id_addr = 0, id_val = 0;
+	if (have_prev && ks_holds(prev, head, ts)) {
+		if (tp != TP_KFREE_SKB) {
+			ks_hop(tr ? tr : prev, tp, ts);
+			return;
 		}
-		if (!bad) {
-			kind = KIND_SV;
-			app = s->app_id;
-			id = s->smp_cnt;
-		} else {
-			kind = KIND_SV_MALFORMED;
-			hash_frame(s, got);
-			id = s->flow_hash;
-		}
-	} else if (is_ping) {
-		__u32 i;
-		for (i = 0; i < 8; i++)
-			id = (id << 8) | byte_at(s->frame, off + 8 + i);
-		app = byte_at(s->frame, off + 4);
-		kind = KIND_PING;
-	} else {
-		kind = KIND_OTHER;
-		app = etype;
-		hash_frame(s, got);
-		id = s->flow_hash;
+		if (ks_drop(prev))
+			return;
+		emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &id_addr, &id_val, 0);
+		return;
 	}
-	ks_first(s, kind, app, s->frame, id, skb_addr, head, tp, ks_now());
+	if (!is_device_hop(tp)) {
+		if (have_prev)
+			ks_count(KS_CTR_STALE);
+		return;
+	}
+	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &id_addr, &id_val, 1))
+		return;
+	__u32 zero = 0;
+	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
+	if (e)
+		ks_first(e, (__u64)skb, head, id_addr, id_val, tp, ts);
 }
 
 #endif
