@@ -33,6 +33,7 @@ use crate::stats::{fmt_ns, Stats};
 use crate::timeline::{Assembler, Status, Timeline};
 
 pub use crate::filter::parse_filter;
+use crate::plain::print_block;
 
 #[derive(Debug, Clone)]
 pub struct TraceOptions {
@@ -98,79 +99,6 @@ pub struct TraceSummary {
     pub kernel: KernelHists,
     /// `--kernel-stats`: the per-stream figures at exit.
     pub kernel_streams: Option<KernelStreams>,
-}
-
-fn print_block(
-    out: &mut dyn Write,
-    stats: &Stats,
-    elapsed: Duration,
-    lost: &[(TracePoint, u64)],
-) -> std::io::Result<()> {
-    writeln!(out, "--- t={:.1}s", elapsed.as_secs_f64())?;
-    for (stream, s) in &stats.streams {
-        writeln!(
-            out,
-            "stream {stream}: ok {} incomplete {} malformed {} dropped {}",
-            s.ok,
-            s.incomplete,
-            s.malformed,
-            s.drops.values().sum::<u64>()
-        )?;
-        for ((reason, hop), n) in &s.drops {
-            writeln!(out, "  dropped {n} at {hop}: {reason}")?;
-        }
-        for name in stats.stage_names() {
-            let Some(st) = s.stages.get(&name) else {
-                continue;
-            };
-            let h = &st.hist;
-            let above: Vec<String> = stats
-                .thresholds_ns()
-                .iter()
-                .zip(&st.above)
-                .map(|(t, n)| format!(">{}:{n}", fmt_ns(*t)))
-                .collect();
-            let worst = st
-                .worst
-                .as_ref()
-                .map(|w| {
-                    format!(
-                        " worst seq {} dest {} at {} cpu {} {}",
-                        w.seq,
-                        w.dest.as_deref().unwrap_or("-"),
-                        w.at,
-                        w.cpu,
-                        w.comm
-                    )
-                })
-                .unwrap_or_default();
-            writeln!(
-                out,
-                "  {name:<26} n {:>7} min {:>10} p50 {:>10} p99 {:>10} max {:>10} neg {} {}{worst}",
-                h.len(),
-                fmt_ns(h.min()),
-                fmt_ns(h.value_at_quantile(0.5)),
-                fmt_ns(h.value_at_quantile(0.99)),
-                fmt_ns(h.max()),
-                st.negative,
-                above.join(" ")
-            )?;
-        }
-    }
-    stats.kernel.write_text(out)?;
-    if let Some(k) = &stats.kstreams {
-        k.write_text(out)?;
-    }
-    let lost_total: u64 = lost.iter().map(|(_, n)| n).sum();
-    if lost_total > 0 {
-        let l: Vec<String> = lost
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(t, n)| format!("{}:{n}", t.name()))
-            .collect();
-        writeln!(out, "LOST EVENTS (ring buffer full): {}", l.join(" "))?;
-    }
-    out.flush()
 }
 
 fn to_rec_status(s: Status) -> PacketStatus {

@@ -21,8 +21,10 @@ pub mod filter;
 pub mod identity;
 pub mod khist;
 pub mod kstats;
+mod kstats_names;
 mod kstats_read;
 pub mod loader;
+mod plain;
 pub mod stats;
 pub mod timeline;
 
