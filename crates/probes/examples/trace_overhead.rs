@@ -21,6 +21,11 @@
 //!   tracepoints during the ON phase, on the same traffic, and their ns per
 //!   run: the fixed cost of a BPF run on this host, next to the tracer's.
 //!
+//! * the same with `--kernel-stats` (a third phase, unless
+//!   `HOPTRACE_BENCH_KSTATS=0`): ns per program run, per frame sent and per
+//!   stage observation, ring records (drops only), and path latency, next to
+//!   the events mode's.
+//!
 //! Usage: `trace_overhead [SECS] [MAX_STREAMS]` (defaults 20, 64).
 
 #[path = "../tests/support/mod.rs"]
@@ -175,11 +180,119 @@ fn attach_floor(path: &str) -> Floor {
     }
 }
 
+/// What one traced phase measured.
+struct Traced {
+    lat: Vec<u64>,
+    sent: u64,
+    rate: f64,
+    lost: u64,
+    events: u64,
+    elapsed: f64,
+}
+
+/// One phase with the tracer attached: `kernel_stats` false = events
+/// through the ring buffer (`hoptrace trace`), true = `--kernel-stats`.
+fn traced_phase(
+    bed: &Bed,
+    streams: usize,
+    secs: u64,
+    kernel_stats: bool,
+    floor_obj: Option<&str>,
+) -> Traced {
+    let mode = if kernel_stats { "kstats" } else { "events" };
+    let mut opts = trace_options(bed.hv.name(), &[], Duration::from_secs(secs + 60));
+    opts.kernel_stats = kernel_stats;
+    opts.keep_timelines = false;
+    let tracer = start_tracer_opts(opts);
+    let ids = tracer.prog_ids();
+    let floor = floor_obj.map(attach_floor);
+    let t0 = Instant::now();
+    let (lat, sent, rate) = run_phase(bed, streams, secs, "ON");
+    // programs are still attached: read their stats before stopping
+    let elapsed = t0.elapsed().as_secs_f64();
+    let stats = bpf_stats(&ids);
+    let floor_stats = floor.as_ref().map(|f| bpf_stats(&f.ids));
+    drop(floor);
+    let summary = tracer.finish();
+    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let run_ns: u64 = stats.iter().map(|s| s.1).sum();
+    let run_cnt: u64 = stats.iter().map(|s| s.2).sum();
+    for (name, ns, cnt) in &stats {
+        println!(
+            "  [{mode}] bpf {name:<36} runs {cnt:>10} {:>6} ns/run",
+            ns.checked_div(*cnt).unwrap_or(0)
+        );
+    }
+    if let Some(fs) = &floor_stats {
+        let f_ns: u64 = fs.iter().map(|s| s.1).sum();
+        let f_cnt: u64 = fs.iter().map(|s| s.2).sum();
+        println!(
+            "[{mode}] floor: empty programs on the same tracepoints: {f_cnt} runs, {} ns/run (the tracer's programs: {} ns/run, ratio {:.2})",
+            f_ns.checked_div(f_cnt).unwrap_or(0),
+            run_ns.checked_div(run_cnt).unwrap_or(0),
+            run_ns.checked_div(run_cnt).unwrap_or(0) as f64
+                / f_ns.checked_div(f_cnt).unwrap_or(1).max(1) as f64
+        );
+    }
+    println!(
+        "[{mode}] bpf: {run_cnt} runs, {} ns/run; {} ns BPF time per frame sent",
+        run_ns.checked_div(run_cnt).unwrap_or(0),
+        run_ns.checked_div(sent).unwrap_or(0)
+    );
+    if let Some(k) = &summary.kernel_streams {
+        // hop observations of the kernel, what event mode sends as events:
+        // every skb's first hop, the hops counted in stages, the frees
+        // (quiet rx frees and drops)
+        let stages: u64 = k
+            .streams
+            .values()
+            .flat_map(|s| s.stages.iter().map(|st| st.total.count))
+            .sum();
+        let quiet: u64 = k.streams.values().map(|s| s.rx_freed).sum();
+        let drops: u64 = k.streams.values().map(|s| s.dropped).sum();
+        let obs = k.first_hops + stages + quiet + drops;
+        println!(
+            "[{mode}] {} ring records (drops only); {obs} hop observations ({} first hops + {stages} stage hops + {quiet} quiet rx frees + {drops} drops), {} ns BPF time per hop observation; not counted {}",
+            summary.events,
+            k.first_hops,
+            run_ns.checked_div(obs).unwrap_or(0),
+            k.not_counted()
+        );
+    } else {
+        println!(
+            "[{mode}] {} hop events ({} ns BPF time per hop event) in {elapsed:.1} s = {:.0}/s, timelines {}",
+            summary.events,
+            run_ns.checked_div(summary.events).unwrap_or(0),
+            summary.events as f64 / elapsed,
+            summary.timeline_count
+        );
+    }
+    println!(
+        "[{mode}] lost {lost} {:?}",
+        summary
+            .lost
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .collect::<Vec<_>>()
+    );
+    Traced {
+        lat,
+        sent,
+        rate,
+        lost,
+        events: summary.events,
+        elapsed,
+    }
+}
+
 fn main() {
     let floor_obj = std::env::var("HOPTRACE_BPF_FLOOR_OBJ").ok();
     let mut args = std::env::args().skip(1);
     let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     let max_streams: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(64);
+    // HOPTRACE_BENCH_KSTATS=0: events only (the climbing mode stops on lost
+    // events, which --kernel-stats does not have)
+    let with_kstats = std::env::var("HOPTRACE_BENCH_KSTATS").map_or(true, |v| v != "0");
     let bed = testbed(1000);
     let prev_stats = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
         .unwrap_or_else(|_| "0".into());
@@ -187,92 +300,60 @@ fn main() {
         .expect("enabling kernel.bpf_stats_enabled (root needed)");
 
     println!(
-        "# trace_overhead: {secs} s per phase, streams x {RATE} frames/s, bridge + tap + reader"
+        "# trace_overhead: {secs} s per phase, streams x {RATE} frames/s, bridge + tap + reader; phases: off, events{}",
+        if with_kstats { ", kstats (--kernel-stats)" } else { "" }
     );
     let mut streams = 8;
     let mut best_clean: Option<(usize, f64, f64)> = None;
     while streams <= max_streams {
         let target = streams as f64 * RATE as f64;
-        let (off, sent_off, rate_off) = run_phase(&bed, streams, secs, "OFF");
-        let tracer = start_tracer_with(bed.hv.name(), Duration::from_secs(secs + 60));
-        let ids = tracer.prog_ids();
-        let floor = floor_obj.as_deref().map(attach_floor);
-        let t0 = Instant::now();
-        let (on, sent_on, rate_on) = run_phase(&bed, streams, secs, "ON");
-        // programs are still attached: read their stats before stopping
-        let elapsed = t0.elapsed().as_secs_f64();
-        let stats = bpf_stats(&ids);
-        let floor_stats = floor.as_ref().map(|f| bpf_stats(&f.ids));
-        drop(floor);
-        let summary = tracer.finish();
-        let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
-        let run_ns: u64 = stats.iter().map(|s| s.1).sum();
-        let run_cnt: u64 = stats.iter().map(|s| s.2).sum();
         println!("## {streams} streams x {RATE}/s = {target:.0} frames/s");
+        let (off, sent_off, rate_off) = run_phase(&bed, streams, secs, "OFF");
+        let ev = traced_phase(&bed, streams, secs, false, floor_obj.as_deref());
+        let ks = with_kstats.then(|| traced_phase(&bed, streams, secs, true, floor_obj.as_deref()));
         println!(
-            "frames sent: off {sent_off} ({rate_off:.0}/s) on {sent_on} ({rate_on:.0}/s); read: off {} on {}",
+            "frames sent: off {sent_off} ({rate_off:.0}/s) events {} ({:.0}/s){}; read: off {} events {}{}",
+            ev.sent,
+            ev.rate,
+            ks.as_ref()
+                .map(|k| format!(" kstats {} ({:.0}/s)", k.sent, k.rate))
+                .unwrap_or_default(),
             off.len(),
-            on.len()
+            ev.lat.len(),
+            ks.as_ref()
+                .map(|k| format!(" kstats {}", k.lat.len()))
+                .unwrap_or_default()
         );
         for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+            let kline = ks
+                .as_ref()
+                .map(|k| {
+                    format!(
+                        " kstats {} ns ratio {:.2}",
+                        pct(&k.lat, q),
+                        pct(&k.lat, q) as f64 / pct(&off, q).max(1) as f64
+                    )
+                })
+                .unwrap_or_default();
             println!(
-                "path latency send->read {name}: off {} ns on {} ns ratio {:.2}",
+                "path latency send->read {name}: off {} ns events {} ns ratio {:.2}{kline}",
                 pct(&off, q),
-                pct(&on, q),
-                pct(&on, q) as f64 / pct(&off, q).max(1) as f64
+                pct(&ev.lat, q),
+                pct(&ev.lat, q) as f64 / pct(&off, q).max(1) as f64
             );
         }
-        for (name, ns, cnt) in &stats {
-            println!(
-                "  bpf {name:<36} runs {cnt:>10} {:>6} ns/run",
-                ns.checked_div(*cnt).unwrap_or(0)
-            );
+        let sender_ok = ev.rate >= 0.95 * target;
+        if ev.lost == 0 {
+            best_clean = Some((streams, ev.rate, ev.events as f64 / ev.elapsed));
         }
-        if let Some(fs) = &floor_stats {
-            for (name, ns, cnt) in fs {
-                println!(
-                    "  floor {name:<34} runs {cnt:>10} {:>6} ns/run",
-                    ns.checked_div(*cnt).unwrap_or(0)
-                );
-            }
-            let f_ns: u64 = fs.iter().map(|s| s.1).sum();
-            let f_cnt: u64 = fs.iter().map(|s| s.2).sum();
-            println!(
-                "floor: empty programs on the same tracepoints: {f_cnt} runs, {} ns/run (the tracer's programs: {} ns/run, ratio {:.2})",
-                f_ns.checked_div(f_cnt).unwrap_or(0),
-                run_ns.checked_div(run_cnt).unwrap_or(0),
-                run_ns.checked_div(run_cnt).unwrap_or(0) as f64
-                    / f_ns.checked_div(f_cnt).unwrap_or(1).max(1) as f64
-            );
-        }
-        println!(
-            "bpf: {run_cnt} runs, {} ns/run; {} hop events, {} ns BPF time per hop event",
-            run_ns.checked_div(run_cnt).unwrap_or(0),
-            summary.events,
-            run_ns.checked_div(summary.events).unwrap_or(0)
-        );
-        println!(
-            "events: {} in {elapsed:.1} s = {:.0}/s, timelines {}, lost {lost} {:?}",
-            summary.events,
-            summary.events as f64 / elapsed,
-            summary.timeline_count,
-            summary
-                .lost
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .collect::<Vec<_>>()
-        );
-        let sender_ok = rate_on >= 0.95 * target;
-        if lost == 0 {
-            best_clean = Some((streams, rate_on, summary.events as f64 / elapsed));
-        }
-        if lost > 0 {
+        if ev.lost > 0 {
             println!("-> events lost at {streams} streams: stop");
             break;
         }
         if !sender_ok {
             println!(
-                "-> with tracing on the sender reached only {rate_on:.0} of {target:.0} frames/s (the machine's CPU, shared by sender, reader and tracer, is saturated): stop"
+                "-> with tracing on the sender reached only {:.0} of {target:.0} frames/s (the machine's CPU, shared by sender, reader and tracer, is saturated): stop",
+                ev.rate
             );
             break;
         }
@@ -280,7 +361,7 @@ fn main() {
     }
     match best_clean {
         Some((n, fps, ev)) => println!(
-            "highest load traced without loss: {n} streams offered, {fps:.0} frames/s sent, {ev:.0} hop events/s"
+            "highest load traced without loss (events mode): {n} streams offered, {fps:.0} frames/s sent, {ev:.0} hop events/s"
         ),
         None => println!("no load was traced without loss"),
     }

@@ -134,6 +134,8 @@ pub struct Snapshot {
     pub negative: u64,
     /// Socket/free hops of a tracked entry that no longer describes its skb.
     pub stale: u64,
+    /// skbs tracked (their first hop, which starts their first stage).
+    pub first_hops: u64,
 }
 
 /// Upper bound of the bucket holding quantile `q` of `buckets`.
@@ -209,6 +211,8 @@ pub struct KernelStreams {
     pub unmapped: u64,
     pub negative: u64,
     pub stale: u64,
+    /// skbs tracked, every stream (their first hops).
+    pub first_hops: u64,
 }
 
 impl KernelStreams {
@@ -222,6 +226,7 @@ impl KernelStreams {
             unmapped: 0,
             negative: 0,
             stale: 0,
+            first_hops: 0,
         }
     }
 
@@ -232,6 +237,7 @@ impl KernelStreams {
         self.unmapped = snap.unmapped;
         self.negative = snap.negative;
         self.stale = snap.stale;
+        self.first_hops = snap.first_hops;
         // merge slots of the same name (two CPUs racing on a new stream)
         type Merged<'k> = (Vec<Figures>, Vec<Window>, [u64; 2], &'k StreamKey);
         let mut named: BTreeMap<String, Merged<'_>> = BTreeMap::new();

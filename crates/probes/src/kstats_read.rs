@@ -244,5 +244,6 @@ pub(crate) fn read(skel: &HopsSkel<'_>) -> Result<Snapshot> {
     snap.unmapped = sum_percpu_u64(&skel.maps.ks_counters, 1)?;
     snap.negative = sum_percpu_u64(&skel.maps.ks_counters, 2)?;
     snap.stale = sum_percpu_u64(&skel.maps.ks_counters, 3)?;
+    snap.first_hops = sum_percpu_u64(&skel.maps.ks_counters, 4)?;
     Ok(snap)
 }

@@ -110,6 +110,9 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
         .get(TracePoint::NetifReceiveSkb, TracePoint::KfreeSkb)
         .map_or(0, |h| h.count());
     assert_eq!(rx_freed, ev_rx_freed, "quiet rx frees vs event mode");
+    // every tracked skb is the pre-clone skb (freed after rx) or the tap's
+    // clone (its fwd hop starts fwd->tap_xmit): 2 per frame on this path
+    assert_eq!(k.first_hops, 2 * (S * N as usize) as u64, "first hops");
     for s in 0..S {
         let name = format!("{prefix}{s}");
         let st = k

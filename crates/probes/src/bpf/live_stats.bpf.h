@@ -51,7 +51,8 @@ enum ks_counter {
 	KS_CTR_UNMAPPED = 1,        /* hops of a tracepoint pair without stage */
 	KS_CTR_NEGATIVE = 2,        /* hops earlier than the previous hop */
 	KS_CTR_STALE = 3,           /* socket hops of an entry that no longer holds */
-	KS_CTR_COUNT = 4,
+	KS_CTR_FIRST_HOPS = 4,      /* skbs whose first hop was counted (tracked) */
+	KS_CTR_COUNT = 8,
 };
 
 /* Layout mirrored by src/kstats_read.rs (StreamKey). */
@@ -317,6 +318,7 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, __u64 
 		.ks_id = id,
 	};
 	bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+	ks_count(KS_CTR_FIRST_HOPS);
 }
 
 /* Whether the tracked entry still describes the skb (identity_holds; other
