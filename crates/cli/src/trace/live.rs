@@ -440,4 +440,107 @@ mod tests {
             "{all}"
         );
     }
+
+    #[test]
+    fn renders_kernel_stats_rows() {
+        use hoptrace_probes::kstats::{
+            stage_pairs, Figures, KernelStreams, Snapshot, StreamKey, Window, STAGES, STREAMS,
+        };
+        use hoptrace_probes::Profile;
+        let mask = hoptrace_probes::catalogue::emit_mask(Profile::Hypervisor);
+        let st = stage_pairs(mask)
+            .iter()
+            .position(|p| *p == (TracePoint::NetDevStartXmit, TracePoint::NetDevXmit))
+            .unwrap();
+        let mut stats = Stats::new(&["rx", "fwd", "tap_xmit"], vec![15_000]);
+        let mut k = KernelStreams::new(Profile::Hypervisor, mask, &[15_000]);
+        let mut buckets = vec![0; khist::BUCKETS];
+        buckets[khist::bucket_of(2_000)] = 2;
+        buckets[khist::bucket_of(40_000)] = 1;
+        let mut snap = Snapshot {
+            slots: vec![(
+                0,
+                StreamKey {
+                    kind: 1,
+                    app_id: 0x4000,
+                    id: b"MU01".to_vec(),
+                },
+            )],
+            figures: vec![Figures::default(); STREAMS * STAGES],
+            windows: vec![Window::default(); STREAMS * STAGES],
+            drops: vec![0; STREAMS],
+            rx_freed: vec![0; STREAMS],
+            ..Default::default()
+        };
+        snap.drops[0] = 4;
+        snap.figures[st] = Figures {
+            count: 3,
+            sum: 44_000,
+            min: 2_000,
+            max: 40_000,
+            above: [1, 0, 0, 0],
+            buckets,
+        };
+        snap.windows[st] = Window {
+            count: 3,
+            min: 2_000,
+            max: 40_000,
+            max_ts: 3_600_000_000_000 + 1_000,
+            max_id: 77,
+        };
+        k.update(&snap);
+        k.add_drop(
+            "MU01".into(),
+            "SKB_DROP_REASON_FULL_RING".into(),
+            "tap0".into(),
+        );
+        stats.kstreams = Some(k);
+        let mut term = Terminal::new(TestBackend::new(200, 10)).unwrap();
+        term.draw(|f| {
+            render(
+                f,
+                "hoptrace trace",
+                &stats,
+                Duration::from_secs(3),
+                &Vec::new(),
+            )
+        })
+        .unwrap();
+        let buf = term.backend().buffer();
+        let text: Vec<String> = (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect();
+        let all = text.join("\n");
+        assert!(all.contains("kernel stats (no events)"), "{all}");
+        let srow = text
+            .iter()
+            .find(|l| l.contains("MU01"))
+            .expect("stream row");
+        assert!(srow.contains("drop 4"), "{srow}");
+        assert!(
+            srow.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
+            "{srow}"
+        );
+        let row = text
+            .iter()
+            .find(|l| l.contains("fwd->tap_xmit"))
+            .expect("stage row");
+        let cells: Vec<&str> = row[row.find("fwd->tap_xmit").unwrap()..]
+            .split_whitespace()
+            .collect();
+        // n, exact min, p50/p99 bucket bounds, exact max, above 15us
+        assert_eq!(
+            cells[1..7],
+            ["3", "2.0us", "<=2.0us", "<=41.0us", "40.0us", "1"],
+            "{row}"
+        );
+        assert!(
+            row.contains("1s: n 3 max 40.0us; worst smpCnt 77 01:00:00.000001 40.0us"),
+            "{row}"
+        );
+    }
 }
