@@ -213,6 +213,8 @@ pub struct KernelStreams {
     pub stale: u64,
     /// skbs tracked, every stream (their first hops).
     pub first_hops: u64,
+    /// Stream slots in use in the kernel (of [`STREAMS`]).
+    pub slots: usize,
 }
 
 impl KernelStreams {
@@ -227,6 +229,7 @@ impl KernelStreams {
             negative: 0,
             stale: 0,
             first_hops: 0,
+            slots: 0,
         }
     }
 
@@ -238,6 +241,7 @@ impl KernelStreams {
         self.negative = snap.negative;
         self.stale = snap.stale;
         self.first_hops = snap.first_hops;
+        self.slots = snap.slots.len();
         // merge slots of the same name (two CPUs racing on a new stream)
         type Merged<'k> = (Vec<Figures>, Vec<Window>, [u64; 2], &'k StreamKey);
         let mut named: BTreeMap<String, Merged<'_>> = BTreeMap::new();
@@ -328,7 +332,8 @@ impl KernelStreams {
     pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
         writeln!(
             out,
-            "kernel stats (no per-packet events; p50/p99: bucket upper bounds, at most 25% above; min/max/above: exact)"
+            "kernel stats (no per-packet events; p50/p99: bucket upper bounds, at most 25% above; min/max/above: exact); stream slots {}/{STREAMS}",
+            self.slots
         )?;
         for (name, s) in &self.streams {
             writeln!(

@@ -261,7 +261,14 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, __u64 
 			return;
 		k->svid_len = n;
 		k->app_id = e->app_id;
-		__builtin_memcpy(k->id, e->svid, SVID_MAX);
+		/* only the svID's bytes: the scratch buffer's tail after them
+		 * holds an older frame's bytes, which must not split a stream */
+		__u32 i;
+		for (i = 0; i < SVID_MAX; i++) {
+			if (i >= n)
+				break;
+			k->id[i] = e->svid[i];
+		}
 		id = e->smp_cnt;
 	} else if (kind == KIND_PING) {
 		k->app_id = e->ping_kind;
