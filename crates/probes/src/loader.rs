@@ -135,6 +135,10 @@ pub struct SessionInfo {
     pub prog_ids: Vec<u32>,
     /// The optional fentry/kprobe backends, as probed at start.
     pub optional: Vec<crate::backends::Probe>,
+    /// Ring buffer records read, full and compact (filled at the end of the
+    /// session).
+    pub full_records: u64,
+    pub compact_records: u64,
 }
 
 /// How often the ring is drained when no wakeup came.
@@ -299,7 +303,7 @@ pub fn run_session(
         links.push(link);
     }
 
-    let info = SessionInfo {
+    let mut info = SessionInfo {
         backend,
         clock: if use_tai {
             ClockDomain::Tai
@@ -311,9 +315,12 @@ pub fn run_session(
         notes,
         prog_ids,
         optional: crate::backends::probe_optional(),
+        full_records: 0,
+        compact_records: 0,
     };
 
     let decode_errors = std::cell::Cell::new(0u64);
+    let (full_records, compact_records) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
     let sink = std::cell::RefCell::new(sink);
     // Compact records get the identity of their skb's full record here, so
     // the sink sees the same events as with full records only.
@@ -322,6 +329,11 @@ pub fn run_session(
     builder.add(&skel.maps.events, |data: &[u8]| {
         match Record::decode(data) {
             Ok(r) => {
+                let n = match r {
+                    Record::Full(_) => &full_records,
+                    Record::Compact(_) => &compact_records,
+                };
+                n.set(n.get() + 1);
                 if let Some(e) = identities.borrow_mut().resolve(r) {
                     sink.borrow_mut().event(e)
                 }
@@ -381,6 +393,8 @@ pub fn run_session(
             decode_errors.get()
         );
     }
+    info.full_records = full_records.get();
+    info.compact_records = compact_records.get();
     Ok((info, lost))
 }
 

@@ -25,22 +25,24 @@
  *          bytes) and remember the skb in `tracked_skbs` with a validation:
  *          skb->head, and the kernel address and value of 8 identity bytes
  *          (SV: the 8 bytes ending with the first smpCnt, i.e. the end of
- *          svID/datSet, the smpCnt tag and value; ping: the 8-byte
- *          sequence). Other traffic and malformed SV have no such address
- *          and always take this path.
+ *          svID or datSet, the smpCnt tag and value, plus, when a datSet
+ *          sits between them, the 8 bytes ending with the svID; ping: the
+ *          8-byte sequence). Other traffic and malformed SV have no such
+ *          address and always take this path.
  *      A later hop of a tracked skb (a device hop that finds it in
  *      `tracked_skbs`, or a socket/free hop) re-checks the validation: the
- *      same head (a direct BTF load), the same 8 bytes at the remembered
- *      address (one 8-byte bpf_probe_read_kernel) and at most STALE_NS since
- *      the previous hop. When it holds, the hop submits a COMPACT record
- *      (records.bpf.h: struct hop_compact, 64 bytes: ts, skb, tp, ifindex,
- *      netns, cpu, pid/tid, drop reason, comm) without touching the frame;
- *      user space (src/identity.rs) gives it the identity of the skb's last
- *      full record, telling the two apart by their length. When it fails (an skb
- *      freed without a traced free, e.g. merged by GRO, whose address now
- *      holds another packet; pskb_expand_head moved the data) the hop takes
- *      the full path and replaces the entry, so a frame is never given the
- *      identity of the previous packet at the same address.
+ *      same head (a direct BTF load), the same bytes at the remembered
+ *      address(es) (an 8-byte bpf_probe_read_kernel each) and at most
+ *      STALE_NS since the previous hop. When it holds, the hop submits a
+ *      COMPACT record (records.bpf.h: struct hop_compact, 64 bytes: ts,
+ *      skb, tp, ifindex, netns, cpu, pid/tid, drop reason, comm) without
+ *      touching the frame; user space (src/identity.rs) gives it the
+ *      identity of the skb's last full record, telling the two apart by
+ *      their length. When it fails (an skb freed without a traced free,
+ *      e.g. merged by GRO, whose address now holds another packet;
+ *      pskb_expand_head moved the data) the hop takes the full path and
+ *      replaces the entry, so a frame is never given the identity of the
+ *      previous packet at the same address.
  *   3. a failed ring buffer reserve is counted per hop in the per-CPU
  *      `lost_events` array;
  *   4. after a submit, the delta from the previous reported hop of the same
@@ -152,14 +154,17 @@ struct {
 
 /* value: the last hop reported for this skb (the start of the next
  * in-kernel histogram stage) and the validation of its identity (see the
- * top comment): compact records only while head and the 8 bytes at id_addr
- * are unchanged. id_addr 0: no compact records (other traffic, malformed
- * SV); id_val then holds the flow hash. */
+ * top comment): compact records only while head, the 8 bytes at id_addr and
+ * (when id_addr2 is set: SV with a datSet between svID and smpCnt) the 8
+ * bytes at id_addr2 are unchanged. id_addr 0: no compact records (other
+ * traffic, malformed SV); id_val then holds the flow hash. */
 struct tracked {
 	__u64 ts;
 	__u64 head;
 	__u64 id_addr;
 	__u64 id_val;
+	__u64 id_addr2;
+	__u64 id_val2;
 	__u32 tp;
 	/* --kernel-stats (live_stats.bpf.h): stream slot + 1 (0: none) and
 	 * the packet's identity number (smpCnt, ping sequence, flow hash) */
@@ -188,11 +193,14 @@ static __always_inline int is_device_hop(__u32 tp)
 static __always_inline int identity_holds(const struct tracked *prev, __u64 head, __u64 ts)
 {
 	__u64 v = 0;
-	if (!prev->id_addr || prev->head != head || ts - prev->ts > STALE_NS)
+	if (!prev->id_addr || prev->head != head || (__s64)(ts - prev->ts) > (__s64)STALE_NS)
 		return 0;
-	if (bpf_probe_read_kernel(&v, sizeof(v), (void *)prev->id_addr))
+	if (bpf_probe_read_kernel(&v, sizeof(v), (void *)prev->id_addr) || v != prev->id_val)
 		return 0;
-	return v == prev->id_val;
+	if (prev->id_addr2 &&
+	    (bpf_probe_read_kernel(&v, sizeof(v), (void *)prev->id_addr2) || v != prev->id_val2))
+		return 0;
+	return 1;
 }
 
 #include "live_stats.bpf.h"
@@ -285,22 +293,19 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	}
 
 	/* First hop of the skb, or its entry no longer describes it. */
-	__u64 id_addr = 0, id_val = 0;
-	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &id_addr, &id_val, 0))
+	struct tracked t = {
+		.ts = ts,
+		.head = head,
+		.tp = tp,
+		.stream_slot = 0,
+	};
+	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 0))
 		return 0;
 	/* The same packet (identity bytes unchanged, e.g. its data moved by
 	 * pskb_expand_head) continues its histogram stages; another packet at
 	 * a reused address starts anew. */
-	if (have_prev && prev.id_val == id_val)
+	if (have_prev && prev.id_val == t.id_val && prev.id_val2 == t.id_val2)
 		hist_add(prev.tp, tp, prev.ts, ts);
-	struct tracked t = {
-		.ts = ts,
-		.head = head,
-		.id_addr = id_addr,
-		.id_val = id_val,
-		.tp = tp,
-		.stream_slot = 0,
-	};
 	/* A frame passes several device hops: only the first one inserts it
 	 * (an LRU update allocates and links a node; a lookup does not), the
 	 * next ones update the entry in place. */

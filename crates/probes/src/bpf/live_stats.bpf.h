@@ -241,10 +241,9 @@ static __always_inline int ks_drop(struct tracked *tr)
 
 /* The first device hop of an skb, its identity parsed by emit_full into
  * the per-CPU `ks_event_buf` record `e` (no ring buffer record): find or
- * create its stream slot and start tracking the skb with the validation
- * emit_full computed (`id_addr`, `id_val`). */
-static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, __u64 head,
-				     __u64 id_addr, __u64 id_val, __u32 tp, __u64 ts)
+ * create its stream slot and start tracking the skb with the entry `t`
+ * (timestamp, tracepoint and the validation emit_full computed). */
+static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct tracked *t)
 {
 	__u32 zero = 0;
 	struct ks_stream_key *k = bpf_map_lookup_elem(&ks_key_buf, &zero);
@@ -315,16 +314,9 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, __u64 
 			slot = *sp;
 		}
 	}
-	struct tracked t = {
-		.ts = ts,
-		.head = head,
-		.id_addr = id_addr,
-		.id_val = id_val,
-		.tp = tp,
-		.stream_slot = slot + 1,
-		.ks_id = id,
-	};
-	bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+	t->stream_slot = slot + 1;
+	t->ks_id = id;
+	bpf_map_update_elem(&tracked_skbs, &skb_addr, t, BPF_ANY);
 	ks_count(KS_CTR_FIRST_HOPS);
 }
 
@@ -334,7 +326,7 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, __u64 
 static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u64 ts)
 {
 	if (!prev->id_addr)
-		return prev->head == head && ts - prev->ts <= STALE_NS;
+		return prev->head == head && (__s64)(ts - prev->ts) <= (__s64)STALE_NS;
 	return identity_holds(prev, head, ts);
 }
 
@@ -346,7 +338,11 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 				      int btf, struct tracked *prev, int have_prev,
 				      struct tracked *tr)
 {
-	__u64 id_addr = 0, id_val = 0;
+	struct tracked t = {
+		.ts = ts,
+		.head = head,
+		.tp = tp,
+	};
 	if (have_prev && ks_holds(prev, head, ts)) {
 		if (tp != TP_KFREE_SKB) {
 			ks_hop(tr ? tr : prev, tp, ts);
@@ -354,7 +350,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		}
 		if (ks_drop(prev))
 			return;
-		emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &id_addr, &id_val, 0);
+		emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 0);
 		return;
 	}
 	if (!is_device_hop(tp)) {
@@ -362,12 +358,12 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 			ks_count(KS_CTR_STALE);
 		return;
 	}
-	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &id_addr, &id_val, 1))
+	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 1))
 		return;
 	__u32 zero = 0;
 	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
 	if (e)
-		ks_first(e, (__u64)skb, head, id_addr, id_val, tp, ts);
+		ks_first(e, (__u64)skb, &t);
 }
 
 #endif

@@ -121,12 +121,12 @@ static __always_inline __u64 frame_u64(const __u8 *f, __u32 off)
 
 /* Full path: copy and parse the frame, submit a full record (ks = 1: fill
  * the per-CPU `ks_event_buf` instead, for --kernel-stats). Returns 0 when
- * submitted (filled), with the validation of its identity in *id_addr / *id_val
- * (struct tracked); -1 when the frame is not of interest or the record was
+ * submitted (filled), with the validation of its identity in t->id_addr/id_val and
+ * t->id_addr2/id_val2 (struct tracked); -1 when the frame is not of interest or the record was
  * lost (counted). */
 static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifindex, __u32 netns,
 				     __u32 reason, __u64 ts, struct config *cfg, int btf,
-				     __u64 *id_addr, __u64 *id_val, int ks)
+				     struct tracked *t, int ks)
 {
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -210,11 +210,14 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->ethertype = etype;
-	*id_addr = 0;
+	t->id_addr = 0;
+	t->id_addr2 = 0;
+	t->id_val2 = 0;
 	if (etype == 0x88BA) {
 		s->svid_len = 0;
 		s->smp_cnt = 0;
 		s->smp_off = 0;
+		s->svid_end = 0;
 		int bad = parse_sv(s, off, got);
 		if (bad && got < avail) {
 			s->svid_len = 0;
@@ -235,15 +238,23 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 				e->svid_len = n;
 				__builtin_memcpy(e->svid, s->svid, SVID_MAX);
 			}
-			/* the 8 bytes ending with the smpCnt value (smp_off > 30) */
+			/* the 8 bytes ending with the smpCnt value (smp_off > 30):
+			 * the svID's end, or the datSet's when there is one; then
+			 * also the 8 bytes ending with the svID value, so that
+			 * streams whose datSet names end alike stay apart. */
 			__u32 id_off = s->smp_off + 2 - 8;
-			*id_addr = (__u64)frame + id_off;
-			*id_val = frame_u64(f, id_off);
+			__u32 sv_end = s->svid_end;
+			t->id_addr = (__u64)frame + id_off;
+			t->id_val = frame_u64(f, id_off);
+			if (sv_end >= 8 && sv_end < id_off) {
+				t->id_addr2 = (__u64)frame + sv_end - 8;
+				t->id_val2 = frame_u64(f, sv_end - 8);
+			}
 		} else {
 			e->kind = KIND_SV_MALFORMED;
 			hash_frame(s, got);
 			e->flow_hash = s->flow_hash;
-			*id_val = s->flow_hash;
+			t->id_val = s->flow_hash;
 		}
 	} else if (is_ping) {
 		__u64 seq = 0;
@@ -253,13 +264,13 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 		e->ping_seq = seq;
 		e->ping_kind = byte_at(f, off + 4);
 		e->kind = KIND_PING;
-		*id_addr = (__u64)frame + off + 8;
-		*id_val = frame_u64(f, off + 8);
+		t->id_addr = (__u64)frame + off + 8;
+		t->id_val = frame_u64(f, off + 8);
 	} else {
 		e->kind = KIND_OTHER;
 		hash_frame(s, got);
 		e->flow_hash = s->flow_hash;
-		*id_val = s->flow_hash;
+		t->id_val = s->flow_hash;
 	}
 	e->ts = ts;
 	if (ks) {

@@ -20,8 +20,10 @@ struct scratch {
 	__u32 svid_len;
 	__u32 app_id;
 	__u32 smp_cnt;
-	/* offset in `frame` of the first smpCnt value (parse_sv) */
+	/* offsets in `frame` of the first smpCnt value and of the end of the
+	 * first svID value (parse_sv; the compact-record validation) */
 	__u32 smp_off;
+	__u32 svid_end;
 	__u32 flow_hash;
 };
 
@@ -74,7 +76,8 @@ static __always_inline int ber_len(const __u8 *f, __u32 *off, __u32 avail)
 
 /* Parse the SV APDU starting at `off` (the APPID) up to the smpCnt of the
  * FIRST ASDU; fills s->app_id, s->svid, s->svid_len, s->smp_cnt and
- * s->smp_off (where the smpCnt value is, for the compact-record check).
+ * s->smp_off / s->svid_end (where the smpCnt value is and where the svID
+ * value ends, for the compact-record validation).
  * Returns 0 on success, 1 when malformed. A global (noinline) function: the
  * verifier checks it once, on its own, which keeps the state count low. */
 __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
@@ -139,6 +142,7 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 				return 1;
 			bpf_probe_read_kernel(s->svid, n, &s->frame[off & FRAME_MASK]);
 			s->svid_len = n;
+			s->svid_end = off + len;
 		} else if (tag == 0x82) {
 			if (len != 2 || off + 2 > avail)
 				return 1;
