@@ -292,12 +292,24 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
         } => {
             let c = hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out)?;
+            let offsets: Vec<String> = c
+                .epoch_offsets
+                .iter()
+                .map(|(n, o)| format!("{n}:{o:+}"))
+                .collect();
             println!(
-                "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app)",
+                "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
                 c.matched,
                 c.sub_rows,
-                out.display()
+                out.display(),
+                if offsets.is_empty() { "none".to_string() } else { offsets.join(" ") },
             );
+            if !c.unaligned_streams.is_empty() {
+                println!(
+                    "streams not in the publisher recording (or more than 0.5 s away from it at their first sample): {}",
+                    c.unaligned_streams.join(" ")
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Forward {
