@@ -171,6 +171,13 @@ fn every_topology_comes_up_carries_sv_and_goes_down() {
             t.contains("joined 2000 of 2000 subscriber rows"),
             "{topo}: end-to-end join: {t}"
         );
+        // Only macvtap's tracer waits 1 s for a timeline's next hop
+        // (macvlan's broadcast workqueue can hold a frame ~200 ms).
+        assert_eq!(
+            t.contains(" --linger 1s "),
+            topo == "macvtap",
+            "{topo}: tracer linger: {t}"
+        );
         let progs = xdp_prog_ids(&t);
         if topo == "xdp" {
             assert_eq!(progs.len(), 2, "{t}");

@@ -33,6 +33,19 @@ fn trace_list_hops_prints_the_catalogue() {
 }
 
 #[test]
+fn trace_linger_out_of_range_is_refused_before_tracing() {
+    for bad in ["0", "120s"] {
+        let out = hoptrace(&["trace", "--linger", bad, "--duration", "1s"]);
+        assert!(!out.status.success(), "--linger {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("--linger `{bad}` is out of range: use 1ms to 60s")),
+            "--linger {bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn trace_list_backends_and_wrong_iface() {
     if !hoptrace_netns::require_privileges("trace_list_backends_and_wrong_iface") {
         return;

@@ -203,6 +203,12 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             for dev in devs {
                 args.extend(["--iface".into(), dev.to_string()]);
             }
+            // macvlan hands multicast to its ports from a workqueue that can
+            // hold a frame ~200 ms on a busy machine: a longer linger keeps
+            // those timelines whole instead of splitting them at `rx`.
+            if opts.topology == Topology::Macvtap {
+                args.extend(["--linger".into(), "1s".into()]);
+            }
             // Only a cap: the lab stops the tracer with SIGINT once the
             // publisher and subscriber are done (a late publisher would
             // otherwise outlive a tight duration). vm: the guest subscriber
