@@ -278,17 +278,13 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
         } => {
             let c = hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out)?;
-            let offsets: Vec<String> = c
-                .epoch_offsets
-                .iter()
-                .map(|(n, o)| format!("{n}:{o:+}"))
-                .collect();
+
             println!(
                 "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
                 c.matched,
                 c.sub_rows,
                 out.display(),
-                if offsets.is_empty() { "none".to_string() } else { offsets.join(" ") },
+                hoptrace_endpoints::sample_join::format_offsets(&c.epoch_offsets),
             );
             if !c.unaligned_streams.is_empty() {
                 println!(

@@ -118,6 +118,15 @@ impl PublisherIndex {
     }
 }
 
+/// Epoch offsets as printed by the joins: `S0:+0 S1:+2`, or `none`.
+pub fn format_offsets(offsets: &[(String, i64)]) -> String {
+    if offsets.is_empty() {
+        return "none".into();
+    }
+    let v: Vec<String> = offsets.iter().map(|(n, o)| format!("{n}:{o:+}")).collect();
+    v.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +146,7 @@ mod tests {
         assert_eq!(idx.lookup("S", 1, 0, 3000), None);
         assert_eq!(idx.lookup("X", 0, 0, 0), None);
         assert_eq!(idx.offsets(), (vec![("S".into(), 2)], vec!["X".into()]));
+        assert_eq!(format_offsets(&idx.offsets().0), "S:+2");
+        assert_eq!(format_offsets(&[]), "none");
     }
 }

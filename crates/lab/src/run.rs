@@ -101,6 +101,25 @@ pub struct RunResult {
     pub html: Option<PathBuf>,
 }
 
+/// `sv publish` on the publisher's eth0 as the run asks, recording into
+/// `pub_rec` (every topology, the guest's included).
+pub(crate) fn publish_args(opts: &RunOptions, pub_rec: &Path) -> Vec<String> {
+    vec![
+        "sv".into(),
+        "publish".into(),
+        "--iface".into(),
+        "eth0".into(),
+        "--streams".into(),
+        opts.streams.to_string(),
+        "--rate".into(),
+        opts.rate.to_string(),
+        "--duration".into(),
+        format!("{:.3}s", opts.duration.as_secs_f64()),
+        "--record".into(),
+        pub_rec.to_string_lossy().into(),
+    ]
+}
+
 struct Teardown<'a>(&'a LabState);
 impl Drop for Teardown<'_> {
     fn drop(&mut self) {
@@ -296,20 +315,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         // its recording) 1 s after the publisher ends, however late a
         // loaded machine made the publisher.
         sargs.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + 60.0)]);
-        let pargs: Vec<String> = vec![
-            "sv".into(),
-            "publish".into(),
-            "--iface".into(),
-            "eth0".into(),
-            "--record".into(),
-            pub_rec.to_string_lossy().into(),
-            "--streams".into(),
-            opts.streams.to_string(),
-            "--rate".into(),
-            opts.rate.to_string(),
-            "--duration".into(),
-            format!("{secs:.3}s"),
-        ];
+        let pargs = publish_args(opts, &pub_rec);
         note(
             &mut res,
             format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),
