@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hoptrace_netns::{unique_name, veth_pair, Netns};
 use hoptrace_probes::driver::{run_trace, TraceOptions, TraceSummary};
-use hoptrace_probes::Profile;
+use hoptrace_probes::{Profile, Timeline};
 
 pub const SV_DST: [u8; 6] = [0x01, 0x0c, 0xcd, 0x04, 0x00, 0x01];
 
@@ -242,6 +242,18 @@ pub struct Bed {
     pub tap: String,
 }
 
+impl Bed {
+    /// Attach a reader to the tap (opened in the hypervisor namespace) and
+    /// give the bridge port its carrier (200 ms). Reading it is up to the
+    /// test: a tap never read fills its ring (txqueuelen).
+    pub fn open_tap(&self) -> OwnedFd {
+        let name = self.tap.clone();
+        let fd = self.hv.run_in(move || open_tap(&name)).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        fd
+    }
+}
+
 pub fn testbed(qlen: u32) -> Bed {
     let publ = Netns::create(&unique_name("pub")).unwrap();
     let hv = Netns::create(&unique_name("hv")).unwrap();
@@ -309,4 +321,24 @@ pub fn send_streams(bed: &Bed, prefix: &str, streams: usize, per_stream: u16, ra
             }
         })
         .unwrap();
+}
+
+/// The timelines of stream `sv_id` in `summary`; `n` of them, sequences
+/// 0..n, one each (`what` says which in the message).
+pub fn one_timeline_per_frame<'a>(
+    summary: &'a TraceSummary,
+    sv_id: &str,
+    n: u16,
+    what: &str,
+) -> Vec<&'a Timeline> {
+    let mine: Vec<&Timeline> = summary
+        .timelines
+        .iter()
+        .filter(|t| t.stream == sv_id)
+        .collect();
+    assert_eq!(mine.len(), n as usize, "{what}");
+    let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
+    seqs.sort();
+    assert_eq!(seqs, (0..n as u64).collect::<Vec<_>>(), "{what}");
+    mine
 }
