@@ -90,26 +90,14 @@ pub fn xdp_prog_ids(out: &str) -> Vec<u32> {
 
 /// Everything of lab `lab` is gone (BPF programs by id: freed after an RCU grace period).
 pub fn assert_nothing_left(lab: &str, progs: &[u32], what: &str) {
-    assert!(
-        lab_namespaces(lab).is_empty(),
-        "{what}: namespaces left: {:?}",
-        lab_namespaces(lab)
-    );
-    assert!(
-        lab_processes(lab).is_empty(),
-        "{what}: processes left: {:?}",
-        lab_processes(lab)
-    );
-    assert!(
-        lab_links(lab).is_empty(),
-        "{what}: links left: {:?}",
-        lab_links(lab)
-    );
-    assert!(
-        lab_mounts(lab).is_empty(),
-        "{what}: mounts left: {:?}",
-        lab_mounts(lab)
-    );
+    for (kind, left) in [
+        ("namespaces", lab_namespaces(lab)),
+        ("processes", lab_processes(lab)),
+        ("links", lab_links(lab)),
+        ("mounts", lab_mounts(lab)),
+    ] {
+        assert!(left.is_empty(), "{what}: {kind} left: {left:?}");
+    }
     assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}.json")).exists());
     assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}")).exists());
     let deadline = Instant::now() + Duration::from_secs(5);
