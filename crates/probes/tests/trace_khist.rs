@@ -55,9 +55,7 @@ fn kernel_histograms_match_user_space_counts() {
     if !require_privileges("kernel_histograms_match_user_space_counts") {
         return;
     }
-    let bed = testbed(500);
-    let tap = bed.open_tap();
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(500);
     let sv_id = format!("HTKHIST{}", std::process::id());
     const N: u16 = 40;
     // Mid sub-bucket [5242880, 6291455] ns, so scheduling noise of a few

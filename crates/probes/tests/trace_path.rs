@@ -18,20 +18,10 @@ fn trace_bridge_tap_consumer_path() {
         return;
     }
     let before = bpf_prog_ids();
-    let bed = testbed(500);
-    let tap = bed.open_tap();
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(500);
     let sv_id = format!("HTPATH{}", std::process::id());
     const N: u16 = 50;
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0;
-        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                got += 1;
-            }
-        }
-        got
-    });
+    let consumer = count_sv_frames(tap);
     send_sv(&bed, &sv_id, N, Duration::from_millis(2));
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
@@ -84,10 +74,8 @@ fn trace_full_tap_ring_reports_drop_reason() {
     if !require_privileges("trace_full_tap_ring_reports_drop_reason") {
         return;
     }
-    let bed = testbed(4);
     // attached but never read: the ring (txqueuelen 4) fills
-    let tap = bed.open_tap();
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(4);
     let sv_id = format!("HTDROP{}", std::process::id());
     const N: u16 = 20;
     send_sv(&bed, &sv_id, N, Duration::from_millis(1));
@@ -216,15 +204,7 @@ fn trace_filtered_eight_streams_loses_nothing() {
     const STREAMS: usize = 8;
     const PER_STREAM: u16 = 2400; // 0.5 s at 4800/s
     let p2 = prefix.clone();
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0usize;
-        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                got += 1;
-            }
-        }
-        got
-    });
+    let consumer = count_sv_frames(tap);
     send_streams(&bed, &prefix, STREAMS, PER_STREAM, 4800);
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
@@ -306,9 +286,7 @@ fn trace_sv_header_longer_than_first_copy() {
     if !require_privileges("trace_sv_header_longer_than_first_copy") {
         return;
     }
-    let bed = testbed(500);
-    let tap = bed.open_tap();
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(500);
     let sv_id = format!("{:X<64}", format!("HTLONG{}", std::process::id()));
     const N: u16 = 20;
     let frame0 = long_header_frame(&sv_id, 0);
@@ -317,15 +295,7 @@ fn trace_sv_header_longer_than_first_copy() {
         .position(|w| w == [0x82, 2, 0, 0])
         .unwrap();
     assert!(smp_at > 128, "smpCnt at byte {smp_at}, past the first copy");
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0;
-        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                got += 1;
-            }
-        }
-        got
-    });
+    let consumer = count_sv_frames(tap);
     let id = sv_id.clone();
     bed.publ
         .run_in(move || {

@@ -323,6 +323,30 @@ pub fn send_streams(bed: &Bed, prefix: &str, streams: usize, per_stream: u16, ra
         .unwrap();
 }
 
+/// A consumer thread reading `tap` until it stays quiet for 1.5 s; joins
+/// with the number of SV frames it read.
+pub fn count_sv_frames(tap: OwnedFd) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut got = 0;
+        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
+            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
+                got += 1;
+            }
+        }
+        got
+    })
+}
+
+/// A testbed (tap txqueuelen `qlen`) with a reader attached to its tap
+/// (see [`Bed::open_tap`]) and the tracer started on its hypervisor
+/// namespace.
+pub fn traced_testbed(qlen: u32) -> (Bed, OwnedFd, Tracer) {
+    let bed = testbed(qlen);
+    let tap = bed.open_tap();
+    let tracer = start_tracer(bed.hv.name());
+    (bed, tap, tracer)
+}
+
 /// The timelines of stream `sv_id` in `summary`; `n` of them, sequences
 /// 0..n, one each (`what` says which in the message).
 pub fn one_timeline_per_frame<'a>(
