@@ -186,12 +186,6 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                 out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
             };
             let res = hoptrace_lab::run::run(&opts, &Env::current()?, stop)?;
-            if let Some(s) = &res.stats {
-                print!(
-                    "{}",
-                    hoptrace_lab::run::table(&[(res.topology.clone(), Some(s.clone()))])
-                );
-            }
             println!("lab run: outputs in {}", opts.out.display());
             for f in &res.failures {
                 eprintln!("lab run: FAILED: {f}");
@@ -216,7 +210,6 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             let list = hoptrace_lab::topology::parse_list(&topologies)?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
             let env = Env::current()?;
-            let mut rows = Vec::new();
             let mut runs = Vec::new();
             let mut failed = false;
             for t in list {
@@ -252,9 +245,6 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                             topology: t.name().to_string(),
                             recordings: recs,
                         });
-                        if r.stats.is_some() {
-                            rows.push((t.name().to_string(), r.stats));
-                        }
                     }
                     Err(e) => {
                         eprintln!("lab compare: {t}: {e:#}");
@@ -272,10 +262,6 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                 eprintln!("lab compare: FAILED: {p}");
             }
             failed |= !t.problems.is_empty() || t.rows.is_empty();
-            if !rows.is_empty() {
-                println!("\nbuilt-in measurement (user-space send -> user-space receive), µs:");
-                print!("{}", hoptrace_lab::run::table(&rows));
-            }
             if let Some(h) = html {
                 lab_compare::write_html(&h, &t.rows, &t.curves)?;
                 println!("HTML comparison (table and overlaid CDFs): {}", h.display());
@@ -292,12 +278,20 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
         } => {
             let c = hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out)?;
+
             println!(
-                "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app)",
+                "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
                 c.matched,
                 c.sub_rows,
-                out.display()
+                out.display(),
+                hoptrace_endpoints::sample_join::format_offsets(&c.epoch_offsets),
             );
+            if !c.unaligned_streams.is_empty() {
+                println!(
+                    "streams not in the publisher recording (or more than 0.5 s away from it at their first sample): {}",
+                    c.unaligned_streams.join(" ")
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Forward {

@@ -6,7 +6,8 @@
 //! tracer recording (`trace`, the hypervisor hops). The publisher and the
 //! subscriber stamp with CLOCK_REALTIME of the same kernel, so their rows can
 //! be joined: `hoptrace_endpoints::e2e_join::join_end_to_end` matches each subscriber row to the
-//! publisher row of the same (stream, epoch, smpCnt) and writes a recording
+//! publisher row of the same (stream, epoch, smpCnt), epochs aligned per
+//! stream as `sv subscribe --reference` aligns them, and writes a recording
 //! `e2e` with hops `tx -> rx -> app` next to the others (a normal recording:
 //! `hoptrace report DIR/e2e` works on it). Its stages are `tx..rx` (what the
 //! switching under test adds), `rx..app` (the consumer's socket and wake-up)

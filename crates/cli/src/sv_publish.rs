@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use hoptrace_endpoints::timestamping::StampSource;
 use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched, signals};
 
 #[derive(clap::Args, Debug)]
@@ -103,18 +104,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             cfg.loops,
             PaceClock::Tai.name()
         );
-        let rec = std::cell::RefCell::new(None);
-        let report = replay::replay(
-            &cfg,
-            &stop,
-            |src| open_recorder(&rec, record.as_deref(), rate, src),
-            |s| push(&rec, &s),
-        )?;
-        if let Some(r) = rec.into_inner() {
-            r.finish()?;
-        }
-        print!("{}", report.summary());
-        return Ok(ExitCode::SUCCESS);
+        return send_recorded(
+            record.as_deref(),
+            rate,
+            |ready, sample| replay::replay(&cfg, &stop, ready, sample),
+            replay::ReplayReport::summary,
+        );
     }
 
     let mut plan = hoptrace_sv::generate::StreamPlan {
@@ -164,17 +159,36 @@ pub fn run(args: Args) -> Result<ExitCode> {
         cfg.clock.name(),
         if busy_margin_ns > 0 { ", busy-wait margin" } else { "" }
     );
-    let rec = std::cell::RefCell::new(None);
-    let report = publisher::publish(
-        &cfg,
-        &stop,
-        |src| open_recorder(&rec, record.as_deref(), rate, src),
-        |s| push(&rec, &s),
+    send_recorded(
+        record.as_deref(),
+        rate,
+        |ready, sample| publisher::publish(&cfg, &stop, ready, sample),
+        publisher::PublishReport::summary,
+    )
+}
+
+/// Send with `send` (the generator's `publisher::publish` or
+/// `replay::replay`, given the two callbacks), recording every sent sample
+/// into `record` once the TX stamp source is known; then close the
+/// recording and print the summary.
+fn send_recorded<R>(
+    record: Option<&std::path::Path>,
+    rate: u32,
+    send: impl FnOnce(
+        &mut dyn FnMut(StampSource) -> Result<()>,
+        &mut dyn FnMut(publisher::SentSample),
+    ) -> Result<R>,
+    summary: impl Fn(&R) -> String,
+) -> Result<ExitCode> {
+    let rec: Recorder = std::cell::RefCell::new(None);
+    let report = send(
+        &mut |src| open_recorder(&rec, record, rate, src),
+        &mut |s| push(&rec, &s),
     )?;
     if let Some(r) = rec.into_inner() {
         r.finish()?;
     }
-    print!("{}", report.summary());
+    print!("{}", summary(&report));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -186,7 +200,7 @@ fn open_recorder(
     rec: &Recorder,
     dir: Option<&std::path::Path>,
     rate: u32,
-    source: hoptrace_endpoints::timestamping::StampSource,
+    source: StampSource,
 ) -> Result<()> {
     *rec.borrow_mut() = Some(recording::publisher_recorder(dir, rate, source)?);
     Ok(())

@@ -160,15 +160,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     print!("{}", report.summary());
     if let Some(reference) = reference {
         let j = recording::join_reference(&reference, &joined)?;
-        let offsets: Vec<String> = j
-            .epoch_offsets
-            .iter()
-            .map(|(n, o)| format!("{n}:{o:+}"))
-            .collect();
         println!(
             "end-to-end T3 - T0 (joined with {} on stream+epoch+smpCnt, publisher-subscriber epoch offsets {}): matched {} unmatched {} | {}",
             reference.display(),
-            if offsets.is_empty() { "none".to_string() } else { offsets.join(" ") },
+            hoptrace_endpoints::sample_join::format_offsets(&j.epoch_offsets),
             j.matched,
             j.unmatched,
             j.end_to_end.summary()

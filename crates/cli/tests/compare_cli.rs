@@ -62,17 +62,7 @@ fn seed_004_table_all_data_and_range() {
     let vb = write(&rb, slow, true);
     let js = d.path().join("c.json");
     let (a, b) = (ra.to_str().unwrap(), rb.to_str().unwrap());
-    let o = hoptrace(&[
-        "compare",
-        a,
-        b,
-        "--names",
-        "fast",
-        "slow",
-        "--json",
-        js.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
+    let (o, rows) = run_json(&["compare", a, b, "--names", "fast", "slow"], &js, 0);
     let t = stdout(&o);
     let header = t.lines().next().unwrap();
     for col in [
@@ -92,7 +82,6 @@ fn seed_004_table_all_data_and_range() {
         assert!(header.contains(col), "column {col} missing: {header}");
     }
     assert!(!header.contains("range"), "no range given: {header}");
-    let rows = read_json(&js);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for (row, vals, name, lost) in [(&rows[0], &va, "fast", 0), (&rows[1], &vb, "slow", 5)] {
@@ -133,24 +122,24 @@ fn seed_004_table_all_data_and_range() {
     assert_eq!(rows[0]["all"]["above_1ms"], 200);
 
     // With a data range: skip the first 100 samples of each stream.
-    let o = hoptrace(&[
-        "compare",
-        a,
-        b,
-        "--names",
-        "fast",
-        "slow",
-        "--skip-warmup",
-        "100",
-        "--json",
-        js.to_str().unwrap(),
-        "--markdown",
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
+    let (o, rows) = run_json(
+        &[
+            "compare",
+            a,
+            b,
+            "--names",
+            "fast",
+            "slow",
+            "--skip-warmup",
+            "100",
+            "--markdown",
+        ],
+        &js,
+        0,
+    );
     let md = stdout(&o);
     assert!(md.lines().next().unwrap().contains("range p99.9"), "{md}");
     assert!(md.contains("---|"));
-    let rows = read_json(&js);
     for (row, vals) in [(&rows[0], &va), (&rows[1], &vb)] {
         let v: Vec<i64> = vals.iter().filter(|x| x.0 >= 100).map(|x| x.1).collect();
         let e = Expect::of(&v);

@@ -27,28 +27,10 @@ use std::time::{Duration, Instant};
 
 use hoptrace_netns::{require_privileges, Netns};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hoptrace");
+mod analysis_common;
 
-/// A scratch directory removed on drop (the CLI crate has no tempfile dev-dependency).
-struct TempDir(std::path::PathBuf);
+use analysis_common::{TempDir, BIN};
 
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("hoptrace-an-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 const SAMPLES: u64 = 24_000;
 
 fn ns(tag: &str) -> Netns {
@@ -147,27 +129,8 @@ fn correlate_two_tcpdump_captures_with_a_drop() {
         return;
     }
     let (p, m, s) = (ns("p"), ns("m"), ns("s"));
-    let link = |a: &Netns, ia: &str, b: &Netns, ib: &str| {
-        hoptrace_netns::ip(&[
-            "link",
-            "add",
-            ia,
-            "netns",
-            a.name(),
-            "type",
-            "veth",
-            "peer",
-            "name",
-            ib,
-            "netns",
-            b.name(),
-        ])
-        .unwrap();
-        a.ip(&["link", "set", "dev", ia, "up"]).unwrap();
-        b.ip(&["link", "set", "dev", ib, "up"]).unwrap();
-    };
-    link(&p, "pv0", &m, "mv0");
-    link(&s, "sv0", &m, "mv1");
+    hoptrace_netns::veth_pair(&p, "pv0", &m, "mv0", None, None).unwrap();
+    hoptrace_netns::veth_pair(&s, "sv0", &m, "mv1", None, None).unwrap();
     m.ip(&["link", "add", "br0", "type", "bridge"]).unwrap();
     for port in ["mv0", "mv1"] {
         m.ip(&["link", "set", "dev", port, "master", "br0"])

@@ -11,9 +11,7 @@ use endpoints_common::*;
 fn start_reflector(p: &Pair, extra: &[&str]) -> Running {
     let mut args = vec!["reflect", "--iface", "vb"];
     args.extend_from_slice(extra);
-    let r = start(&p.b, &args);
-    r.wait_for("ready on", Duration::from_secs(20));
-    r
+    start_ready(&p.b, &args)
 }
 
 fn ping_line<'a>(out: &'a str, prefix: &str) -> &'a str {
@@ -60,17 +58,10 @@ fn injected_loss_is_counted_and_every_sequence_accounted_for() {
     let rec = dir.path().join("ping-rec");
     let ping = start(
         &p.a,
-        &[
-            "ping",
-            "--iface",
-            "va",
-            "--count",
-            "3000",
-            "--interval",
-            "1ms",
-            "--record",
-            rec.to_str().unwrap(),
-        ],
+        &args(&format!(
+            "ping --iface va --count 3000 --interval 1ms --record {}",
+            rec.display()
+        )),
     );
     std::thread::sleep(Duration::from_millis(800));
     // netem is not available on every kernel: take the reflector's link down.
@@ -207,21 +198,7 @@ fn max_latency_writes_one_marker_per_excess_into_the_trace_buffer() {
     let rec = dir.path().join("ping-rec");
     let out = run(
         &p.a,
-        &[
-            "ping",
-            "--iface",
-            "va",
-            "--count",
-            "8",
-            "--interval",
-            "20ms",
-            "--max-latency",
-            "1ms",
-            "--trace-instance",
-            &inst.1,
-            "--record",
-            rec.to_str().unwrap(),
-        ],
+        &args(&format!("ping --iface va --count 8 --interval 20ms --max-latency 1ms --trace-instance {} --record {}", inst.1, rec.display())),
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{text}");
@@ -251,20 +228,7 @@ fn max_latency_writes_one_marker_per_excess_into_the_trace_buffer() {
     // --break: stops at the first excess, exit code 3, one marker more.
     let out = run(
         &p.a,
-        &[
-            "ping",
-            "--iface",
-            "va",
-            "--count",
-            "50",
-            "--interval",
-            "20ms",
-            "--max-latency",
-            "1ms",
-            "--break",
-            "--trace-instance",
-            &inst.1,
-        ],
+        &args(&format!("ping --iface va --count 50 --interval 20ms --max-latency 1ms --break --trace-instance {}", inst.1)),
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(3), "{text}");

@@ -9,36 +9,19 @@ use std::time::Duration;
 
 use endpoints_common::*;
 
-const READY: &str = "ready on";
-
 /// Run 8 streams x 4800/s for 5 s into a subscriber using `mode`.
 fn eight_at_4800(tag: &str, mode: &str) -> String {
     let p = pair(tag);
-    let sub = start(
+    let sub = start_ready(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--count",
-            "192000",
-            "--duration",
-            "90s",
-            "--quiet",
-            "--rx-mode",
-            mode,
-        ],
+        &args(&format!(
+            "sv subscribe --iface vb --count 192000 --duration 90s --quiet --rx-mode {}",
+            mode
+        )),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
-    let publ = run(
+    run_ok(
         &p.a,
         &args("sv publish --iface va --streams 8 --rate 4800 --samples 24000"),
-    );
-    assert!(
-        publ.status.success(),
-        "{}",
-        String::from_utf8_lossy(&publ.stderr)
     );
     let (st, out) = sub.finish(Duration::from_secs(100));
     assert!(st.success(), "{out}");
@@ -66,16 +49,7 @@ fn eight_streams_at_4800_arrive_complete_through_the_ring_and_recvmmsg() {
             out.contains("without RX stamp 0 kernel drops 0"),
             "{mode}: {out}"
         );
-        let total = total_line(&out);
-        assert_eq!(field(&total, "received"), 192_000, "{mode}: {out}");
-        assert_eq!(field(&total, "lost"), 0, "{mode}: {out}");
-        assert_eq!(field(&total, "duplicated"), 0, "{mode}: {out}");
-        assert_eq!(field(&total, "reordered"), 0, "{mode}: {out}");
-        let streams = stream_lines(&out);
-        assert_eq!(streams.len(), 8, "{out}");
-        for s in &streams {
-            assert_eq!(s.received, 24_000, "{mode}: {s:?}");
-        }
+        assert_complete(&out, 8, 24_000, mode);
     }
 }
 
@@ -91,24 +65,22 @@ fn frames_dropped_while_the_subscriber_is_stopped_are_reported() {
     // Every frame is either received or counted as a kernel drop, and the
     // gaps show as lost samples (no more than were dropped).
     let p = pair("svk");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
         &args("sv subscribe --iface vb --duration 60s --quiet --rx-mode ring --ring-blocks 16"),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
     let publ = start(
         &p.a,
         &args("sv publish --iface va --streams 4 --samples 12000"),
     );
-    std::thread::sleep(Duration::from_millis(1000));
-    sub.signal("STOP");
-    std::thread::sleep(Duration::from_millis(400));
-    sub.signal("CONT");
+    pause(
+        &sub,
+        Duration::from_millis(1000),
+        Duration::from_millis(400),
+    );
     let (st, pub_out) = publ.finish(Duration::from_secs(30));
     assert!(st.success(), "{pub_out}");
-    std::thread::sleep(Duration::from_millis(500));
-    sub.signal("INT");
-    let (_, out) = sub.finish(Duration::from_secs(20));
+    let (_, out) = interrupt(sub, Duration::from_millis(500), Duration::from_secs(20));
     let frames_line = out
         .lines()
         .find(|l| l.starts_with("frames "))

@@ -9,41 +9,23 @@ use std::time::Duration;
 use endpoints_common::frames::*;
 use endpoints_common::*;
 
-const READY: &str = "ready on";
-
 #[test]
 fn eight_streams_at_4000_for_10s_arrive_complete() {
     if !hoptrace_netns::require_privileges("eight_streams_at_4000_for_10s_arrive_complete") {
         return;
     }
     let p = pair("svf");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
         &args("sv subscribe --iface vb --count 320000 --duration 90s --quiet"),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
-    let publ = run(
+    let pub_out = run_ok(
         &p.a,
         &args("sv publish --iface va --streams 8 --rate 4000 --samples 40000"),
     );
-    assert!(
-        publ.status.success(),
-        "{}",
-        String::from_utf8_lossy(&publ.stderr)
-    );
-    let pub_out = String::from_utf8_lossy(&publ.stdout).to_string();
     let (st, out) = sub.finish(Duration::from_secs(100));
     assert!(st.success());
-    let total = total_line(&out);
-    assert_eq!(field(&total, "received"), 320_000, "{out}\n{pub_out}");
-    assert_eq!(field(&total, "lost"), 0, "{out}");
-    assert_eq!(field(&total, "duplicated"), 0, "{out}");
-    assert_eq!(field(&total, "reordered"), 0, "{out}");
-    let streams = stream_lines(&out);
-    assert_eq!(streams.len(), 8, "{out}");
-    for s in &streams {
-        assert_eq!(s.received, 40_000, "{s:?}");
-    }
+    assert_complete(&out, 8, 40_000, &pub_out);
     // The publisher says it sent 40000 frames per stream.
     assert_eq!(pub_out.matches(": 40000 frames").count(), 8, "{pub_out}");
     // Default receive path: recvmmsg; the kernel dropped nothing and every
@@ -84,24 +66,16 @@ fn config_files_reference_join_over_three_wraps_refrtm_and_status_lines() {
     )
     .unwrap();
     let p = pair("svc");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
         &["sv", "subscribe", "--config", sub_cfg.to_str().unwrap()],
     );
-    sub.wait_for(READY, Duration::from_secs(20));
-    let publ = run(
+    run_ok(
         &p.a,
         &["sv", "publish", "--config", pub_cfg.to_str().unwrap()],
     );
-    assert!(
-        publ.status.success(),
-        "{}",
-        String::from_utf8_lossy(&publ.stderr)
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    sub.signal("INT");
     let log = sub.stderr_log.clone();
-    let (st, out) = sub.finish(Duration::from_secs(30));
+    let (st, out) = interrupt(sub, Duration::from_millis(500), Duration::from_secs(30));
     assert!(st.success(), "{out}");
     let total = total_line(&out);
     assert_eq!(field(&total, "received"), 24_000, "{out}");
@@ -150,40 +124,19 @@ fn replay_keeps_the_capture_timing_and_continues_smpcnt_across_loops() {
         .collect();
     write_pcap_at(&cap, &frames, &offsets_ms.map(|o| o * 1_000_000));
     let p = pair("svp");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--count",
-            "24",
-            "--duration",
-            "30s",
-            "--quiet",
-            "--record",
-            rec.to_str().unwrap(),
-        ],
+        &args(&format!(
+            "sv subscribe --iface vb --count 24 --duration 30s --quiet --record {}",
+            rec.display()
+        )),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
-    let publ = run(
+    run_ok(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--replay",
-            cap.to_str().unwrap(),
-            "--loop",
-            "2",
-        ],
-    );
-    assert!(
-        publ.status.success(),
-        "{}",
-        String::from_utf8_lossy(&publ.stderr)
+        &args(&format!(
+            "sv publish --iface va --replay {} --loop 2",
+            cap.display()
+        )),
     );
     let (_, out) = sub.finish(Duration::from_secs(40));
     let streams = stream_lines(&out);
@@ -234,24 +187,22 @@ fn a_publisher_gap_shows_as_equal_losses_on_every_stream() {
     // reordered. (A 1 s gap at 4000/s would be exactly one smpCnt wrap,
     // invisible in smpCnt.)
     let p = pair("svg");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
         &args("sv subscribe --iface vb --duration 60s --quiet"),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
     let publ = start(
         &p.a,
         &args("sv publish --iface va --streams 4 --samples 12000 --late skip"),
     );
-    std::thread::sleep(Duration::from_millis(1200));
-    publ.signal("STOP");
-    std::thread::sleep(Duration::from_millis(400));
-    publ.signal("CONT");
+    pause(
+        &publ,
+        Duration::from_millis(1200),
+        Duration::from_millis(400),
+    );
     let (st, pub_out) = publ.finish(Duration::from_secs(30));
     assert!(st.success(), "{pub_out}");
-    std::thread::sleep(Duration::from_millis(300));
-    sub.signal("INT");
-    let (_, out) = sub.finish(Duration::from_secs(20));
+    let (_, out) = interrupt(sub, Duration::from_millis(300), Duration::from_secs(20));
     let streams = stream_lines(&out);
     assert_eq!(streams.len(), 4, "{out}");
     // The publisher skipped the instants it slept through (`--late skip`);
@@ -302,14 +253,9 @@ fn published_frames_decode_in_tshark() {
             .unwrap();
     // Wait until tcpdump listens.
     std::thread::sleep(Duration::from_millis(1500));
-    let publ = run(
+    run_ok(
         &p.a,
         &args("sv publish --iface va --streams 2 --asdu 2 --samples 200 --refrtm"),
-    );
-    assert!(
-        publ.status.success(),
-        "{}",
-        String::from_utf8_lossy(&publ.stderr)
     );
     std::thread::sleep(Duration::from_millis(500));
     let _ = std::process::Command::new("kill")
@@ -363,28 +309,16 @@ fn subscriber_decodes_frames_of_another_stack_replayed_in_a_loop() {
         .collect();
     write_pcap(&cap, &frames, 500_000);
     let p = pair("svo");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
         &args("sv subscribe --iface vb --count 300 --duration 30s --quiet"),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
-    let publ = run(
+    run_ok(
         &p.a,
-        &[
-            "sv",
-            "publish",
-            "--iface",
-            "va",
-            "--replay",
-            cap.to_str().unwrap(),
-            "--loop",
-            "3",
-        ],
-    );
-    assert!(
-        publ.status.success(),
-        "{}",
-        String::from_utf8_lossy(&publ.stderr)
+        &args(&format!(
+            "sv publish --iface va --replay {} --loop 3",
+            cap.display()
+        )),
     );
     let (_, out) = sub.finish(Duration::from_secs(40));
     assert!(out.contains("malformed 0"), "{out}");
@@ -486,23 +420,13 @@ fn subscriber_decodes_frames_published_by_libiec61850() {
     let dir = ScratchDir::new("epl");
     let rec = dir.path().join("sub");
     let p = pair("svl");
-    let sub = start(
+    let sub = start_ready(
         &p.b,
-        &[
-            "sv",
-            "subscribe",
-            "--iface",
-            "vb",
-            "--count",
-            "600",
-            "--duration",
-            "60s",
-            "--quiet",
-            "--record",
-            rec.to_str().unwrap(),
-        ],
+        &args(&format!(
+            "sv subscribe --iface vb --count 600 --duration 60s --quiet --record {}",
+            rec.display()
+        )),
     );
-    sub.wait_for(READY, Duration::from_secs(20));
     let out =
         p.a.command("python3")
             .args([script, "va", "600", "MU_LIBIEC", "0x4010"])

@@ -12,130 +12,10 @@
 //! Lab names here start with `t` and are used by no other test.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-const H: &str = env!("CARGO_BIN_EXE_hoptrace");
+mod lab_common;
 
-fn hoptrace(args: &[&str]) -> std::process::Output {
-    Command::new(H).args(args).output().expect("run hoptrace")
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// The lab's namespaces (`ht-<lab>-*`) that still exist.
-fn lab_namespaces(lab: &str) -> Vec<String> {
-    hoptrace_netns::list_namespaces(&format!("ht-{lab}-"))
-}
-
-fn lab_processes(lab: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-            let s = String::from_utf8_lossy(&c).replace('\0', " ");
-            if s.contains(&format!("/run/hoptrace/labs/{lab}"))
-                || s.contains(&format!("--lab {lab}"))
-                || s.contains(&format!("ht-{lab}-"))
-                || s.contains(&format!("-{lab}/"))
-            {
-                v.push(s);
-            }
-        }
-    }
-    v
-}
-
-/// Root-namespace links whose peer lived in one of the lab's namespaces.
-fn lab_links(lab: &str) -> Vec<String> {
-    let out = Command::new("ip")
-        .args(["-o", "link", "show"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(&format!("ht-{lab}-")))
-        .map(String::from)
-        .collect()
-}
-
-/// Mounts of the lab's namespaces (`ip netns add` bind-mounts /run/netns/NAME).
-fn lab_mounts(lab: &str) -> Vec<String> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains(&format!("ht-{lab}-")) || l.contains(&format!("labs/{lab}")))
-        .map(String::from)
-        .collect()
-}
-
-fn prog_exists(id: u32) -> bool {
-    Command::new("bpftool")
-        .args(["prog", "show", "id", &id.to_string()])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// Kernel ids in "NAME id N on ROLE:IFACE" of the run/status output.
-fn xdp_prog_ids(out: &str) -> Vec<u32> {
-    out.lines()
-        .filter(|l| l.contains("xdp programs:") || l.trim_start().starts_with("xdp:"))
-        .flat_map(|l| {
-            l.split(", ")
-                .filter_map(|part| part.split(" id ").nth(1)?.split(' ').next()?.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
-/// Everything of lab `lab` is gone (BPF programs by id: freed after an RCU grace period).
-fn assert_nothing_left(lab: &str, progs: &[u32], what: &str) {
-    assert!(
-        lab_namespaces(lab).is_empty(),
-        "{what}: namespaces left: {:?}",
-        lab_namespaces(lab)
-    );
-    assert!(
-        lab_processes(lab).is_empty(),
-        "{what}: processes left: {:?}",
-        lab_processes(lab)
-    );
-    assert!(
-        lab_links(lab).is_empty(),
-        "{what}: links left: {:?}",
-        lab_links(lab)
-    );
-    assert!(
-        lab_mounts(lab).is_empty(),
-        "{what}: mounts left: {:?}",
-        lab_mounts(lab)
-    );
-    assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}.json")).exists());
-    assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}")).exists());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while progs.iter().any(|id| prog_exists(*id)) {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: XDP programs left: {progs:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The number after `key` in `text` (e.g. "redirected 4011").
-fn number_after(text: &str, key: &str) -> Option<u64> {
-    text.split(key)
-        .nth(1)?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
+use lab_common::*;
 
 #[test]
 fn every_topology_comes_up_carries_sv_and_goes_down() {
@@ -170,6 +50,13 @@ fn every_topology_comes_up_carries_sv_and_goes_down() {
         assert!(
             t.contains("joined 2000 of 2000 subscriber rows"),
             "{topo}: end-to-end join: {t}"
+        );
+        // Only macvtap's tracer waits 1 s for a timeline's next hop
+        // (macvlan's broadcast workqueue can hold a frame ~200 ms).
+        assert_eq!(
+            t.contains(" --linger 1s "),
+            topo == "macvtap",
+            "{topo}: tracer linger: {t}"
         );
         let progs = xdp_prog_ids(&t);
         if topo == "xdp" {
@@ -243,30 +130,7 @@ fn xdp_status_shows_programs_and_counters() {
 fn killed_run_is_cleaned_by_down_name(topo: &str, lab: &str) {
     let out_dir =
         std::env::temp_dir().join(format!("hoptrace-labtest-{}-{lab}", std::process::id()));
-    let mut child = Command::new(H)
-        .args([
-            "lab",
-            "run",
-            topo,
-            "--name",
-            lab,
-            "--duration",
-            "30s",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until the lab is up: the subscriber, started after the health
-    // check, runs (its log exists).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !out_dir.join("subscribe.log").exists() {
-        assert!(Instant::now() < deadline, "lab {lab} never came up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let st = text(&hoptrace(&["lab", "status"]));
+    let (mut child, st) = run_until_up(topo, lab, &out_dir);
     let progs = xdp_prog_ids(&st);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -428,28 +292,7 @@ fn interrupted_run_tears_its_lab_down() {
     let out_dir =
         std::env::temp_dir().join(format!("hoptrace-labtest-{}-{lab}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
-    let child = Command::new(H)
-        .args([
-            "lab",
-            "run",
-            "xdp",
-            "--name",
-            lab,
-            "--duration",
-            "30s",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !out_dir.join("subscribe.log").exists() {
-        assert!(Instant::now() < deadline, "lab {lab} never came up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let st = text(&hoptrace(&["lab", "status"]));
+    let (child, st) = run_until_up("xdp", lab, &out_dir);
     let progs = xdp_prog_ids(&st);
     assert_eq!(progs.len(), 2, "{st}");
     // Ctrl-C: the run stops its processes and removes the lab by itself.

@@ -13,8 +13,11 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const H: &str = env!("CARGO_BIN_EXE_hoptrace");
+mod lab_common;
 
+use lab_common::{assert_nothing_left, text, H};
+
+/// `hoptrace ARGS` with a boot timeout generous enough for TCG.
 fn hoptrace(args: &[&str]) -> std::process::Output {
     Command::new(H)
         .args(args)
@@ -29,39 +32,6 @@ impl Drop for Down {
     fn drop(&mut self) {
         let _ = Command::new(H).args(["lab", "down", self.0]).output();
     }
-}
-
-/// The lab's namespaces (`ht-<lab>-*`) that still exist.
-fn lab_namespaces(lab: &str) -> Vec<String> {
-    hoptrace_netns::list_namespaces(&format!("ht-{lab}-"))
-}
-
-fn lab_processes(lab: &str) -> Vec<String> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-            let s = String::from_utf8_lossy(&c).replace('\0', " ");
-            if s.contains(&format!("/run/hoptrace/labs/{lab}/")) {
-                v.push(s);
-            }
-        }
-    }
-    v
-}
-
-fn assert_gone(lab: &str) {
-    assert!(
-        lab_namespaces(lab).is_empty(),
-        "namespaces left: {:?}",
-        lab_namespaces(lab)
-    );
-    assert!(
-        lab_processes(lab).is_empty(),
-        "processes left: {:?}",
-        lab_processes(lab)
-    );
-    assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}.json")).exists());
-    assert!(!std::path::Path::new(&format!("/run/hoptrace/labs/{lab}")).exists());
 }
 
 /// `total: received N lost L` of a subscriber summary.
@@ -102,11 +72,7 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = text(&o);
     assert!(text.contains("guest ready in"), "{text}");
     assert!(
         text.contains("health check: 20 probe frames sent"),
@@ -136,7 +102,7 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     assert!(n > 0, "{line}");
     eprintln!("guest subscriber: {sub_counts:?} (received, lost); host: {line}");
     assert!(trace.contains("qemu-system-x86"), "{trace}");
-    assert_gone("vmt");
+    assert_nothing_left("vmt", &[], "vm run");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -175,10 +141,10 @@ fn vm_lab_is_removed_after_kill_9() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(
-        !lab_processes("vmk").is_empty(),
+        !lab_common::lab_processes("vmk").is_empty(),
         "QEMU should outlive the killed hoptrace"
     );
     let o = hoptrace(&["lab", "down", "vmk"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_gone("vmk");
+    assert_nothing_left("vmk", &[], "killed vm lab");
 }

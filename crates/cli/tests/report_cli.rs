@@ -89,9 +89,7 @@ fn stream<'a>(rep: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 fn json_schema_and_every_figure() {
     let (d, rec) = setup("rep-json");
     let js = d.path().join("r.json");
-    let o = hoptrace(&["report", &rec, "--json", js.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", show(&o));
-    let rep = read_json(&js);
+    let (_, rep) = run_json(&["report", &rec], &js, 0);
     assert_eq!(rep["schema"], "hoptrace-report");
     assert_eq!(rep["schema_version"], 1);
     for k in [
@@ -210,16 +208,8 @@ fn max_latency_gate_exit_codes() {
     let o = hoptrace(&["report", &rec, "--max-latency", "4ms"]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let js = d.path().join("g.json");
-    let o = hoptrace(&[
-        "report",
-        &rec,
-        "--max-latency",
-        "1ms",
-        "--json",
-        js.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
-    let g = &read_json(&js)["gate"];
+    let (_, rep) = run_json(&["report", &rec, "--max-latency", "1ms"], &js, 2);
+    let g = &rep["gate"];
     assert_eq!(g["passed"], false);
     assert_eq!(g["packets_over"], 1);
     assert_eq!(g["worst_packet"]["seq"], 500);
@@ -236,18 +226,11 @@ fn max_latency_gate_exit_codes() {
 fn stream_and_stage_selection() {
     let (d, rec) = setup("rep-sel");
     let js = d.path().join("s.json");
-    let o = hoptrace(&[
-        "report",
-        &rec,
-        "--stream",
-        "S2",
-        "--stage",
-        "b..c",
-        "--json",
-        js.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
-    let rep = read_json(&js);
+    let (_, rep) = run_json(
+        &["report", &rec, "--stream", "S2", "--stage", "b..c"],
+        &js,
+        0,
+    );
     let streams = rep["runs"][0]["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 1);
     assert_eq!(streams[0]["name"], "S2");
@@ -261,16 +244,7 @@ fn stream_and_stage_selection() {
 fn skip_warmup_and_time_window() {
     let (d, rec) = setup("rep-win");
     let js = d.path().join("w.json");
-    let o = hoptrace(&[
-        "report",
-        &rec,
-        "--skip-warmup",
-        "100",
-        "--json",
-        js.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
-    let rep = read_json(&js);
+    let (_, rep) = run_json(&["report", &rec, "--skip-warmup", "100"], &js, 0);
     for s in [1u8, 2] {
         let st = stream(&rep, &format!("S{s}"));
         assert_eq!(st["excluded"], 100);
@@ -289,18 +263,7 @@ fn skip_warmup_and_time_window() {
 
     // [50 ms, 100 ms) after the first packet (S1 seq 0 at T0): S1 seq
     // 200..399, S2 (1 us later) seq 200..399 too but S2 ends at 199.
-    let o = hoptrace(&[
-        "report",
-        &rec,
-        "--from",
-        "50ms",
-        "--to",
-        "100ms",
-        "--json",
-        js.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
-    let rep = read_json(&js);
+    let (_, rep) = run_json(&["report", &rec, "--from", "50ms", "--to", "100ms"], &js, 0);
     let in_win = |seq: u64, _| (200..400).contains(&seq);
     check_stats(
         &stream(&rep, "S1")["stages"][2]["stats"],
@@ -310,18 +273,7 @@ fn skip_warmup_and_time_window() {
     assert_eq!(stream(&rep, "S1")["excluded"], 800);
     assert_eq!(stream(&rep, "S2")["stages"][0]["stats"]["count"], 0);
     // 10 ms .. 30 ms: S2 seq 40..119 minus the 10 lost; the -2 us value is in.
-    let o = hoptrace(&[
-        "report",
-        &rec,
-        "--from",
-        "10ms",
-        "--to",
-        "30ms",
-        "--json",
-        js.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", show(&o));
-    let rep = read_json(&js);
+    let (_, rep) = run_json(&["report", &rec, "--from", "10ms", "--to", "30ms"], &js, 0);
     // S2 times are T0 + seq*250us + 1us: offset in [10ms, 30ms) <=> seq 40..119.
     check_stats(
         &stream(&rep, "S2")["stages"][0]["stats"],

@@ -10,29 +10,9 @@ use hoptrace_pcap::{CaptureFormat, CaptureReader, CaptureWriter};
 use hoptrace_sv::generate::StreamPlan;
 use hoptrace_sv::{decode, encode, LeWaveform, VlanTag};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hoptrace");
+mod endpoints_common;
 
-/// A scratch directory removed on drop (the CLI crate has no tempfile dev-dependency).
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("hoptrace-sv-test-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use endpoints_common::{ScratchDir, BIN};
 
 fn tshark_available() -> bool {
     let ok = Command::new("tshark")
@@ -181,7 +161,7 @@ fn check_case(
         eprintln!("tshark not installed: skipping");
         return;
     }
-    let dir = TempDir::new();
+    let dir = ScratchDir::new("svts");
     let ext = if extra.contains(&"pcapng") {
         "x.pcapng"
     } else {
@@ -286,7 +266,7 @@ fn tshark_65_byte_svid_long_form_eight_asdus_vlan() {
 
 #[test]
 fn sv_pcap_paces_instants() {
-    let dir = TempDir::new();
+    let dir = ScratchDir::new("svts");
     let file = run_pcap(
         dir.path(),
         "p.pcap",
@@ -359,7 +339,7 @@ fn hostile_capture(path: &Path, truncate_tail: bool) {
 
 #[test]
 fn dump_flags_malformed_frames_with_their_number() {
-    let dir = TempDir::new();
+    let dir = ScratchDir::new("svts");
     let file = dir.path().join("h.pcap");
     hostile_capture(&file, false);
     let out = Command::new(BIN)
@@ -418,7 +398,7 @@ fn dump_flags_malformed_frames_with_their_number() {
 
 #[test]
 fn dump_reports_truncated_capture() {
-    let dir = TempDir::new();
+    let dir = ScratchDir::new("svts");
     let file = dir.path().join("t.pcap");
     hostile_capture(&file, true);
     let out = Command::new(BIN)

@@ -33,6 +33,19 @@ fn trace_list_hops_prints_the_catalogue() {
 }
 
 #[test]
+fn trace_linger_out_of_range_is_refused_before_tracing() {
+    for bad in ["0", "120s"] {
+        let out = hoptrace(&["trace", "--linger", bad, "--duration", "1s"]);
+        assert!(!out.status.success(), "--linger {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("--linger `{bad}` is out of range: use 1ms to 60s")),
+            "--linger {bad}: {err}"
+        );
+    }
+}
+
+#[test]
 fn trace_list_backends_and_wrong_iface() {
     if !hoptrace_netns::require_privileges("trace_list_backends_and_wrong_iface") {
         return;
@@ -88,6 +101,50 @@ impl Drop for Lab {
     }
 }
 
+/// `lab up bridge --name NAME`, torn down when the guard drops.
+fn bridge_lab(name: &'static str) -> Lab {
+    let up = hoptrace(&["lab", "up", "bridge", "--name", name]);
+    let lab = Lab(name);
+    assert!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    lab
+}
+
+/// `hoptrace trace --plain` on the lab's in0 and tap0 with `extra`
+/// options, started in its hypervisor namespace; returns once the probes
+/// had 3 s to attach.
+fn start_tracer(lab: &Lab, extra: &[&str]) -> std::process::Child {
+    let hyp = format!("ht-{}-hyp", lab.0);
+    let exe = env!("CARGO_BIN_EXE_hoptrace");
+    let tracer = Command::new("ip")
+        .args([
+            "netns", "exec", &hyp, exe, "trace", "--plain", "--netns", &hyp,
+        ])
+        .args(["--iface", "in0", "--iface", "tap0"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tracer");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    tracer
+}
+
+/// Wait for the tracer; it must succeed. Its exit summary.
+fn tracer_summary(tracer: std::process::Child) -> String {
+    let out = tracer.wait_with_output().expect("tracer output");
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s[s.find("=== summary").expect("summary")..].to_string()
+}
+
 /// `--hops` and `--stream` restrict the output: on the bridge lab with two
 /// streams, tracing `--stream HOPTRACE_SV1 --hops rx,consumer_copy` shows
 /// only that stream and only the rx->consumer_copy stage (plus end_to_end),
@@ -97,31 +154,19 @@ fn trace_hops_and_stream_restrict_the_output() {
     if !hoptrace_netns::require_privileges("trace_hops_and_stream_restrict_the_output") {
         return;
     }
-    let up = hoptrace(&["lab", "up", "bridge", "--name", "trcli"]);
-    let _lab = Lab("trcli");
-    assert!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
+    let lab = bridge_lab("trcli");
+    let tracer = start_tracer(
+        &lab,
+        &[
+            "--hops",
+            "rx,consumer_copy",
+            "--stream",
+            "HOPTRACE_SV1",
+            "--duration",
+            "8s",
+        ],
     );
     let exe = env!("CARGO_BIN_EXE_hoptrace");
-    let tracer = Command::new("ip")
-        .args(["netns", "exec", "ht-trcli-hyp", exe, "trace", "--plain"])
-        .args([
-            "--netns",
-            "ht-trcli-hyp",
-            "--iface",
-            "in0",
-            "--iface",
-            "tap0",
-        ])
-        .args(["--hops", "rx,consumer_copy", "--stream", "HOPTRACE_SV1"])
-        .args(["--duration", "8s"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the tracer");
-    std::thread::sleep(std::time::Duration::from_secs(3));
     let publ = hoptrace(&[
         "lab",
         "exec",
@@ -145,14 +190,7 @@ fn trace_hops_and_stream_restrict_the_output() {
         "publish: {}",
         String::from_utf8_lossy(&publ.stderr)
     );
-    let out = tracer.wait_with_output().expect("tracer output");
-    let s = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{s}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary = &s[s.find("=== summary").expect("summary")..];
+    let summary = tracer_summary(tracer);
     assert!(summary.contains("stream HOPTRACE_SV1: ok 500"), "{summary}");
     assert!(!summary.contains("HOPTRACE_SV0"), "--stream: {summary}");
     assert!(summary.contains("rx->consumer_copy"), "{summary}");
@@ -180,40 +218,18 @@ fn trace_filter_follows_udp_datagrams() {
     if !hoptrace_netns::require_privileges("trace_filter_follows_udp_datagrams") {
         return;
     }
-    let up = hoptrace(&["lab", "up", "bridge", "--name", "trflt"]);
-    let _lab = Lab("trflt");
-    assert!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
+    let lab = bridge_lab("trflt");
+    let tracer = start_tracer(
+        &lab,
+        &["--filter", "ether proto 0x0800", "--duration", "6s"],
     );
-    let exe = env!("CARGO_BIN_EXE_hoptrace");
-    let tracer = Command::new("ip")
-        .args(["netns", "exec", "ht-trflt-hyp", exe, "trace", "--plain"])
-        .args([
-            "--netns",
-            "ht-trflt-hyp",
-            "--iface",
-            "in0",
-            "--iface",
-            "tap0",
-        ])
-        .args(["--filter", "ether proto 0x0800", "--duration", "6s"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the tracer");
-    std::thread::sleep(std::time::Duration::from_secs(3));
     let send = Command::new("ip")
         .args(["netns", "exec", "ht-trflt-pub", "bash", "-c"])
         .arg("for i in 1 2 3 4 5; do echo x$i > /dev/udp/10.203.0.2/9999; sleep 0.1; done")
         .status()
         .expect("send UDP");
     assert!(send.success());
-    let out = tracer.wait_with_output().expect("tracer output");
-    let s = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{s}");
-    let summary = &s[s.find("=== summary").expect("summary")..];
+    let summary = tracer_summary(tracer);
     assert!(
         summary.contains("stream ether 0x0800 dst 02:68:74:00:00:02: ok 5 incomplete 0"),
         "{summary}"

@@ -8,21 +8,31 @@
 //! subscriber's with the publisher's `tx` of the same sample identity
 //! (stream, epoch, smpCnt) in front: hops `tx -> rx -> app`. Subscriber rows
 //! without a publisher row keep `tx` empty; the join reads the publisher
-//! recording once into a map and streams the subscriber rows.
-//! (`recording::join_reference` is the subscriber's own `--reference` join,
-//! which also aligns epochs across runs.)
+//! recording once into a [`PublisherIndex`] and streams the subscriber rows.
+//! The subscriber's wrap epochs count from the first sample it saw, so they
+//! are aligned to the publisher's per stream from the stream's first
+//! received row (its `rx` stamp, else its `app` stamp), exactly as the
+//! subscriber's own `--reference` join (`recording::join_reference`) does:
+//! see [`crate::sample_join`]. When the subscriber started first (a normal
+//! lab run) the offset is 0.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use hoptrace_record::{HopColumn, RecordingMeta, RecordingReader, RecordingWriter, RotatePolicy};
 
+use crate::sample_join::PublisherIndex;
+
 /// What the join found.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct JoinCounts {
     pub sub_rows: u64,
     pub matched: u64,
+    /// Publisher epoch minus subscriber epoch, per stream (sorted by name).
+    pub epoch_offsets: Vec<(String, i64)>,
+    /// Streams whose first received row had no publisher row within 0.5 s
+    /// (none of their rows is matched).
+    pub unaligned_streams: Vec<String>,
 }
 
 /// Join the publisher and subscriber recordings of one run into `out`
@@ -38,20 +48,16 @@ pub fn join_end_to_end(pub_rec: &Path, sub_rec: &Path, out: &Path) -> Result<Joi
             pub_rec.display()
         )
     })?;
-    let mut tx: HashMap<(String, Option<u32>, Option<u16>), i64> = HashMap::new();
-    for row in p.rows()? {
-        let row = row?;
-        if let Some(t) = row.hops.get(tx_idx).copied().flatten() {
-            tx.insert((row.stream, row.epoch, row.smp_cnt), t);
-        }
-    }
+    let mut index = PublisherIndex::read(&p, tx_idx)?;
+    let rx_idx = s.meta().hop_index("rx");
+    let app_idx = s.meta().hop_index("app");
     let mut hops: Vec<HopColumn> = vec![p.meta().hops[tx_idx].clone()];
     hops.extend(s.meta().hops.iter().cloned());
     let mut meta = RecordingMeta::for_this_host("lab-join", hops);
     meta.rate = s.meta().rate.or(p.meta().rate);
     meta.extra = serde_json::json!({
         "joined": [pub_rec.display().to_string(), sub_rec.display().to_string()],
-        "key": "stream, epoch, smp_cnt",
+        "key": "stream, epoch (publisher's, aligned per stream), smp_cnt",
     });
     let _ = std::fs::remove_dir_all(out);
     let mut w = RecordingWriter::create(out, meta, RotatePolicy::default())
@@ -60,14 +66,127 @@ pub fn join_end_to_end(pub_rec: &Path, sub_rec: &Path, out: &Path) -> Result<Joi
     for row in s.rows()? {
         let mut row = row?;
         c.sub_rows += 1;
-        let t = tx
-            .get(&(row.stream.clone(), row.epoch, row.smp_cnt))
-            .copied();
+        let stamp = |i: Option<usize>| i.and_then(|i| row.hops.get(i).copied().flatten());
+        let t_rx = stamp(rx_idx).or(stamp(app_idx));
+        let t = match (row.epoch, row.smp_cnt, t_rx) {
+            (Some(ep), Some(smp), Some(t_rx)) => index.lookup(&row.stream, ep, smp, t_rx),
+            _ => None,
+        };
         c.matched += u64::from(t.is_some());
         row.hops.insert(0, t);
         row.extra.clear();
         w.append(&row)?;
     }
     w.close()?;
+    (c.epoch_offsets, c.unaligned_streams) = index.offsets();
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publisher::SentSample;
+    use crate::recording::{publisher_recorder, subscriber_recorder};
+    use crate::subscriber::ReceivedSample;
+    use crate::timestamping::StampSource;
+    use hoptrace_sv::SampleKind;
+
+    const BASE: i64 = 1_763_800_000_000_000_000;
+    const RATE: u64 = 4000;
+
+    /// Sample `n` of stream `s` (publisher numbering) sent at BASE + n * 250 us.
+    fn sent_at(s: usize, n: u64) -> i64 {
+        BASE + n as i64 * 250_000 + s as i64 * 1_000
+    }
+
+    #[test]
+    fn subscriber_started_after_the_publisher_wrapped_still_joins_every_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, s, o) = (
+            dir.path().join("pub"),
+            dir.path().join("sub"),
+            dir.path().join("e2e"),
+        );
+        // Two streams, 3 wraps each (12000 samples).
+        let mut rec = publisher_recorder(Some(&p), RATE as u32, StampSource::Software).unwrap();
+        for n in 0..3 * RATE {
+            for st in 0..2 {
+                rec.push(&SentSample {
+                    stream: format!("S{st}"),
+                    dst_mac: [1, 0x0c, 0xcd, 4, 0, st as u8],
+                    app_id: 0x4000,
+                    smp_cnt: (n % RATE) as u16,
+                    epoch: (n / RATE) as u32,
+                    seq: n,
+                    t_sched: sent_at(st, n),
+                    t_app: sent_at(st, n),
+                    t_tx: Some(sent_at(st, n)),
+                });
+            }
+        }
+        rec.finish().unwrap();
+        // The subscriber started at publisher sample 4500 on S0 (its epoch 0
+        // is the publisher's 1) and 9000 on S1 (publisher's 2), so equal
+        // (epoch, smpCnt) keys name other samples one or two wraps earlier.
+        // Latency 100 us + 10 us per stream, 100 S0 samples held 700 ms (more
+        // than half a wrap).
+        let starts = [4500u64, 9000];
+        let lat = |st: usize, n: u64| {
+            if st == 0 && (6000..6100).contains(&n) {
+                700_000_000
+            } else {
+                100_000 + st as i64 * 10_000
+            }
+        };
+        let mut rec =
+            subscriber_recorder(Some(&s), "eth0", StampSource::Software, RATE as u32).unwrap();
+        let mut expected = 0u64;
+        for n in 0..3 * RATE {
+            for (st, &start) in starts.iter().enumerate() {
+                if n < start {
+                    continue;
+                }
+                let sub_epoch = n / RATE - start / RATE;
+                let t_rx = sent_at(st, n) + lat(st, n);
+                rec.push(&ReceivedSample {
+                    stream: format!("S{st}"),
+                    dst_mac: [1, 0x0c, 0xcd, 4, 0, st as u8],
+                    app_id: 0x4000,
+                    smp_cnt: (n % RATE) as u16,
+                    epoch: sub_epoch as u32,
+                    seq: n - start,
+                    kind: SampleKind::InOrder { gap: 0 },
+                    t_rx: Some(t_rx),
+                    t_app: t_rx + 20_000,
+                    refr_tm: None,
+                    malformed: false,
+                });
+                expected += 1;
+            }
+        }
+        rec.finish().unwrap();
+
+        let c = join_end_to_end(&p, &s, &o).unwrap();
+        assert_eq!((c.sub_rows, c.matched), (expected, expected));
+        assert_eq!(
+            c.epoch_offsets,
+            vec![("S0".to_string(), 1), ("S1".to_string(), 2)]
+        );
+        assert!(c.unaligned_streams.is_empty());
+        // Every joined row carries its own sample's TX stamp: tx..rx is the
+        // injected latency, row by row.
+        let r = RecordingReader::open(&o).unwrap();
+        assert_eq!(r.meta().hop_names(), vec!["tx", "rx", "app"]);
+        let mut rows = 0u64;
+        for row in r.rows().unwrap() {
+            let row = row.unwrap();
+            let st: usize = row.stream[1..].parse().unwrap();
+            let n = starts[st] + row.seq;
+            let (tx, rx) = (row.hops[0].unwrap(), row.hops[1].unwrap());
+            assert_eq!(tx, sent_at(st, n), "{} seq {}", row.stream, row.seq);
+            assert_eq!(rx - tx, lat(st, n));
+            rows += 1;
+        }
+        assert_eq!(rows, expected);
+    }
 }

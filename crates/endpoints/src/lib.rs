@@ -9,6 +9,8 @@
 //! * [`pacing`]: absolute-deadline pacing with `clock_nanosleep`.
 //! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
 //! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
+//! * [`recording`] / [`e2e_join`] / [`sample_join`]: recordings of the
+//!   endpoints and their joins by sample identity.
 //! * [`sched`]: `--cpu` / `--fifo`.
 //! * [`config`]: TOML configuration files equivalent to the flags.
 
@@ -21,6 +23,7 @@ pub mod recording;
 pub mod replay;
 pub mod ring;
 pub mod rx;
+pub mod sample_join;
 pub mod sched;
 pub mod signals;
 pub mod socket;

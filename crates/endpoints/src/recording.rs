@@ -11,7 +11,6 @@
 //! no-op. Also [`join_reference`]: end-to-end T3 - T0 by sample identity
 //! between a subscriber run and a publisher recording.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -22,6 +21,7 @@ use hoptrace_record::{
 
 use crate::ping::PingReport;
 use crate::publisher::SentSample;
+use crate::sample_join::PublisherIndex;
 use crate::stats::SignedHistogram;
 use crate::subscriber::ReceivedSample;
 use crate::timestamping::StampSource;
@@ -277,19 +277,9 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
     Ok(())
 }
 
-/// End-to-end latencies (subscriber T3 minus publisher T0) by sample identity.
-///
-/// The identity of a sample is (stream, wrap epoch, smpCnt). The publisher
-/// numbers epochs from sample 0 of its run (`--first-sample` continues
-/// them); the subscriber numbers them from the first sample *it* saw, so the
-/// two differ by a constant per stream. That constant is found once per
-/// stream, from the stream's first received sample: among the publisher
-/// samples with the same smpCnt, the one whose `t_tx` is closest to the
-/// sample's `t_rx` (this assumes one-way latency plus clock offset under half
-/// a wrap, 0.5 s, for that one sample). Every sample is then joined on the
-/// exact identity, so later samples join correctly whatever their latency
-/// (a frame held 0.7 s in a queue shows as 0.7 s, not as a neighbour's
-/// sample one wrap away), and samples the reference lacks are unmatched.
+/// End-to-end latencies (subscriber T3 minus publisher T0) by sample
+/// identity, with the publisher's and the subscriber's wrap epochs aligned
+/// per stream as [`crate::sample_join`] describes.
 #[derive(Debug, Default)]
 pub struct JoinResult {
     pub matched: u64,
@@ -314,60 +304,26 @@ pub struct JoinKey {
 pub fn join_reference(reference: &Path, received: &[JoinKey]) -> Result<JoinResult> {
     let reader = RecordingReader::open(reference)
         .with_context(|| format!("opening reference recording {}", reference.display()))?;
-    let meta = reader.meta().clone();
-    anyhow::ensure!(
-        meta.hop_index("tx").is_some(),
-        "reference {} is not a publisher recording (no t_tx column; producer {})",
-        reference.display(),
-        meta.producer
-    );
-    // (stream, epoch, smpCnt) -> t_tx, and (stream, smpCnt) -> [(t_tx, epoch)].
-    let mut exact: HashMap<(String, u32, u16), i64> = HashMap::new();
-    let mut by_cnt: HashMap<(String, u16), Vec<(i64, u32)>> = HashMap::new();
-    for row in reader.rows()? {
-        let row = row?;
-        if let (Some(smp), Some(ep), Some(t)) = (row.smp_cnt, row.epoch, row.hop(&meta, "tx")) {
-            exact.insert((row.stream.clone(), ep, smp), t);
-            by_cnt
-                .entry((row.stream.clone(), smp))
-                .or_default()
-                .push((t, ep));
-        }
-    }
-    let mut offsets: HashMap<String, Option<i64>> = HashMap::new();
+    let meta = reader.meta();
+    let tx_idx = meta.hop_index("tx").with_context(|| {
+        format!(
+            "reference {} is not a publisher recording (no t_tx column; producer {})",
+            reference.display(),
+            meta.producer
+        )
+    })?;
+    let mut index = PublisherIndex::read(&reader, tx_idx)?;
     let mut out = JoinResult::default();
     for r in received {
-        let off = offsets.entry(r.stream.clone()).or_insert_with(|| {
-            by_cnt
-                .get(&(r.stream.clone(), r.smp_cnt))
-                .and_then(|v| v.iter().min_by_key(|(t, _)| (r.t_rx - t).abs()))
-                .filter(|(t, _)| (r.t_rx - t).abs() < 500_000_000)
-                .map(|&(_, ep)| ep as i64 - r.epoch as i64)
-        });
-        let Some(off) = *off else {
-            out.unmatched += 1;
-            continue;
-        };
-        let ep = r.epoch as i64 + off;
-        let t = u32::try_from(ep)
-            .ok()
-            .and_then(|ep| exact.get(&(r.stream.clone(), ep, r.smp_cnt)));
-        match t {
-            Some(&t) => {
+        match index.lookup(&r.stream, r.epoch, r.smp_cnt, r.t_rx) {
+            Some(t) => {
                 out.matched += 1;
                 out.end_to_end.record(r.t_rx - t);
             }
             None => out.unmatched += 1,
         }
     }
-    let mut offs: Vec<(String, Option<i64>)> = offsets.into_iter().collect();
-    offs.sort();
-    for (name, o) in offs {
-        match o {
-            Some(o) => out.epoch_offsets.push((name, o)),
-            None => out.unknown_streams.push(name),
-        }
-    }
+    (out.epoch_offsets, out.unknown_streams) = index.offsets();
     Ok(out)
 }
 

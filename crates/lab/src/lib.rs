@@ -19,7 +19,6 @@ pub mod lifecycle;
 mod load;
 pub mod ovs;
 pub mod packet;
-pub mod raw;
 pub mod run;
 pub mod state;
 pub mod teardown;

@@ -2,17 +2,14 @@
 //!
 //! The lab drives the other parts of hoptrace by running the `hoptrace`
 //! binary itself inside its namespaces (`ip netns exec NS hoptrace ...`),
-//! which keeps it independent of their library APIs. Before using a
-//! subcommand it asks `hoptrace <sub> --help` whether the options it needs
-//! exist in this build; what is missing is said in the output and replaced
-//! when possible:
+//! which keeps it independent of their library APIs:
 //!
 //! 1. `lab up TOPOLOGY` (health-checked);
-//! 2. `hoptrace trace --record` in the hypervisor namespace, when available;
-//!    a tracer that fails is reported and the run goes on without it;
+//! 2. `hoptrace trace --record` in the hypervisor namespace; a tracer that
+//!    fails is reported and the run goes on without it;
 //! 3. `sv subscribe --record` in the consumer and `sv publish --record` in the
-//!    publisher; without them, the built-in measurement of [`crate::raw`]
-//!    (real SV frames, user-space send to user-space receive latency);
+//!    publisher (the `vm` topology: the subscriber in the guest, see
+//!    [`crate::vm_run`]);
 //! 4. optional background UDP load (`--load udp`): a bounded blaster from the
 //!    publisher's 10.203.0.1 to the consumer's 10.203.0.2, through the same
 //!    switch, nowhere else; a socket on the consumer counts what arrived;
@@ -35,7 +32,6 @@ use hoptrace_sv::generate::StreamPlan;
 
 use crate::follow::LogFollower;
 use crate::lifecycle::{teardown, up, Env};
-use crate::raw::{self, Stats};
 use crate::state::LabState;
 use crate::topology::Topology;
 
@@ -93,13 +89,11 @@ pub struct RunOptions {
 #[derive(Debug, Default)]
 pub struct RunResult {
     pub topology: String,
-    /// Statistics of the built-in measurement (when it was used).
-    pub stats: Option<Stats>,
-    /// Recordings written by the external tools.
+    /// Recordings written by the publisher, subscriber, join and tracer.
     pub recordings: Vec<PathBuf>,
     /// What ran and how (printed as it happens, kept for the summary).
     pub notes: Vec<String>,
-    /// Things that exist in this build and failed.
+    /// What failed.
     pub failures: Vec<String>,
     /// Counters of the `xdp` topology's programs at the end of the run.
     pub xdp: Option<crate::xdp::XdpCounters>,
@@ -107,22 +101,23 @@ pub struct RunResult {
     pub html: Option<PathBuf>,
 }
 
-/// Whether `hoptrace ARGS --help` works and mentions every flag.
-pub fn has_feature(exe: &Path, args: &[&str], flags: &[&str]) -> bool {
-    let Ok(out) = Command::new(exe)
-        .args(args)
-        .arg("--help")
-        .stderr(Stdio::null())
-        .output()
-    else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    out.status.success() && flags.iter().all(|f| text.contains(f))
-}
-
-fn help_mentions(exe: &Path, args: &[&str], flag: &str) -> bool {
-    has_feature(exe, args, &[flag])
+/// `sv publish` on the publisher's eth0 as the run asks, recording into
+/// `pub_rec` (every topology, the guest's included).
+pub(crate) fn publish_args(opts: &RunOptions, pub_rec: &Path) -> Vec<String> {
+    vec![
+        "sv".into(),
+        "publish".into(),
+        "--iface".into(),
+        "eth0".into(),
+        "--streams".into(),
+        opts.streams.to_string(),
+        "--rate".into(),
+        opts.rate.to_string(),
+        "--duration".into(),
+        format!("{:.3}s", opts.duration.as_secs_f64()),
+        "--record".into(),
+        pub_rec.to_string_lossy().into(),
+    ]
 }
 
 struct Teardown<'a>(&'a LabState);
@@ -206,7 +201,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     // 2. tracer on the hypervisor hops
     let mut tracer = None;
     if let Ok(hyp) = st.namespace("hyp") {
-        if has_feature(exe, &["trace"], &["--record"]) {
+        {
             // Only the hypervisor's path devices: ingress, the tap (or
             // macvtap) and the forwarder's egress (not the host's traffic).
             let devs: &[&str] = match opts.topology {
@@ -227,6 +222,12 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             for dev in devs {
                 args.extend(["--iface".into(), dev.to_string()]);
             }
+            // macvlan hands multicast to its ports from a workqueue that can
+            // hold a frame ~200 ms on a busy machine: a longer linger keeps
+            // those timelines whole instead of splitting them at `rx`.
+            if opts.topology == Topology::Macvtap {
+                args.extend(["--linger".into(), "1s".into()]);
+            }
             // Only a cap: the lab stops the tracer with SIGINT once the
             // publisher and subscriber are done (a late publisher would
             // otherwise outlive a tight duration). vm: the guest subscriber
@@ -236,9 +237,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             } else {
                 30.0
             };
-            if help_mentions(exe, &["trace"], "--duration") {
-                args.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + margin)]);
-            }
+            args.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + margin)]);
             match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
                 Ok(c) => {
                     note(
@@ -255,13 +254,10 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                     format!("tracer failed to start, continuing without it: {e:#}"),
                 ),
             }
-        } else {
-            note(&mut res, "tracer: `hoptrace trace --record` is not available in this build: no per-hop timestamps".into());
         }
     }
 
-    let external = has_feature(exe, &["sv", "subscribe"], &["--iface", "--record"])
-        && has_feature(exe, &["sv", "publish"], &["--iface", "--record"]);
+    // The publisher's plan, checked before anything else is started.
     let plan = StreamPlan {
         streams: opts.streams,
         rate: opts.rate,
@@ -302,7 +298,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
 
     if opts.topology == Topology::Vm {
         crate::vm_run::sv_through_guest(&st, opts, exe, &out, &stop, &mut res)?;
-    } else if external {
+    } else {
         let vm = st.namespace("vm0")?.to_string();
         let publ = st.namespace("pub")?.to_string();
         let sub_rec = out.join("sub");
@@ -315,29 +311,11 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             "--record".into(),
             sub_rec.to_string_lossy().into(),
         ];
-        if help_mentions(exe, &["sv", "subscribe"], "--duration") {
-            // A safety cap only: the subscriber is stopped (SIGINT, it closes
-            // its recording) 1 s after the publisher ends, however late a
-            // loaded machine made the publisher.
-            sargs.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + 60.0)]);
-        }
-        let mut pargs: Vec<String> = vec![
-            "sv".into(),
-            "publish".into(),
-            "--iface".into(),
-            "eth0".into(),
-            "--record".into(),
-            pub_rec.to_string_lossy().into(),
-        ];
-        for (flag, val) in [
-            ("--streams", opts.streams.to_string()),
-            ("--rate", opts.rate.to_string()),
-            ("--duration", format!("{secs:.3}s")),
-        ] {
-            if help_mentions(exe, &["sv", "publish"], flag) {
-                pargs.extend([flag.to_string(), val]);
-            }
-        }
+        // A safety cap only: the subscriber is stopped (SIGINT, it closes
+        // its recording) 1 s after the publisher ends, however late a
+        // loaded machine made the publisher.
+        sargs.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + 60.0)]);
+        let pargs = publish_args(opts, &pub_rec);
         note(
             &mut res,
             format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),
@@ -370,7 +348,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         }
         // End to end: the publisher's TX stamps joined to the subscriber's rows.
         let e2e = out.join("e2e");
-        if pc == Some(0) && sc == Some(0) && has_feature(exe, &["lab", "join"], &[]) {
+        if pc == Some(0) && sc == Some(0) {
             let o = Command::new(exe)
                 .args(["lab", "join"])
                 .args([&pub_rec, &sub_rec, &e2e])
@@ -391,29 +369,6 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             }
         }
         res.recordings.extend([pub_rec, sub_rec]);
-    } else {
-        note(&mut res, "publisher/subscriber: `hoptrace sv publish/subscribe --record` not available in this build: built-in SV measurement (AF_PACKET, user-space to user-space latency)".into());
-        let pub_ns = Netns::adopt(st.namespace("pub")?).keep();
-        let vm_ns = Netns::adopt(st.namespace("vm0")?).keep();
-        let rx_stop = Arc::new(AtomicBool::new(false));
-        let ready = Arc::new(AtomicBool::new(false));
-        let (p2, rs, rd) = (plan.clone(), rx_stop.clone(), ready.clone());
-        let receiver = std::thread::spawn(move || raw::receive(&vm_ns, "eth0", &p2, rs, rd));
-        while !ready.load(Ordering::SeqCst) && !receiver.is_finished() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let sent = raw::publish(&pub_ns, "eth0", plan.clone(), stop.clone());
-        rx_stop.store(true, Ordering::SeqCst);
-        let rx = receiver
-            .join()
-            .map_err(|_| anyhow::anyhow!("receiver thread panicked"))??;
-        let sent = sent?;
-        let s = raw::stats(&sent, &rx);
-        std::fs::write(
-            out.join("builtin-stats.json"),
-            serde_json::to_vec_pretty(&s)?,
-        )?;
-        res.stats = Some(s);
     }
     match crate::xdp::counters(&st) {
         Ok(Some(c)) => {
@@ -483,17 +438,11 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         .filter(|p| !(has_e2e && (p.ends_with("pub") || p.ends_with("sub"))))
         .cloned()
         .collect();
-    if !recs.is_empty()
-        && has_feature(exe, &["report"], &[])
-        && !help_is_placeholder(exe, &["report"])
-    {
+    if !recs.is_empty() {
+        let html = out.join("report.html");
         let mut c = Command::new(exe);
-        c.arg("report").args(&recs);
-        if help_mentions(exe, &["report"], "--html") {
-            let html = out.join("report.html");
-            c.arg("--html").arg(&html);
-            res.html = Some(html);
-        }
+        c.arg("report").args(&recs).arg("--html").arg(&html);
+        res.html = Some(html);
         note(
             &mut res,
             format!(
@@ -515,46 +464,10 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                 .push(format!("hoptrace report exited with {s}")),
             Err(e) => res.failures.push(format!("hoptrace report: {e}")),
         }
-    } else if res.stats.is_none() {
-        note(
-            &mut res,
-            "report: `hoptrace report` not available in this build".into(),
-        );
+    } else {
+        note(&mut res, "report: no recording to report on".into());
     }
     Ok(res)
-}
-
-/// A subcommand whose help shows no option at all is a placeholder.
-fn help_is_placeholder(exe: &Path, args: &[&str]) -> bool {
-    let Ok(out) = Command::new(exe).args(args).arg("--help").output() else {
-        return true;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    !text
-        .lines()
-        .any(|l| l.trim_start().starts_with("--") && !l.contains("--help"))
-        && !text.contains("Arguments:")
-}
-
-/// The seed-004 table: one row per topology, latencies in µs.
-pub fn table(rows: &[(String, Option<Stats>)]) -> String {
-    let mut s = String::new();
-    s.push_str(&format!(
-        "{:<10} {:>8} {:>8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-        "topology", "sent", "recv", "lost", "min_us", "mean_us", "p99_us", "max_us", "stddev"
-    ));
-    for (t, st) in rows {
-        match st {
-            Some(x) => s.push_str(&format!(
-                "{:<10} {:>8} {:>8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
-                t, x.sent, x.received, x.lost, x.min_us, x.mean_us, x.p99_us, x.max_us, x.stddev_us
-            )),
-            None => s.push_str(&format!(
-                "{t:<10} (no built-in statistics: see the recordings / failures above)\n"
-            )),
-        }
-    }
-    s
 }
 
 /// A flag set by SIGINT/SIGTERM (Ctrl-C), checked by the run's wait loops.
@@ -565,25 +478,4 @@ pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
             .context("installing the Ctrl-C handler")?;
     }
     Ok(flag)
-}
-
-/// The comparison as a small self-contained HTML page.
-pub fn table_html(rows: &[(String, Option<Stats>)], title: &str) -> String {
-    let mut h = format!(
-        "<!doctype html><meta charset=utf-8><title>{title}</title>\
-         <style>body{{font-family:sans-serif}}td,th{{padding:4px 10px;text-align:right}}</style>\
-         <h1>{title}</h1><table border=1 cellspacing=0><tr><th>topology</th><th>sent</th><th>received</th>\
-         <th>lost</th><th>min µs</th><th>mean µs</th><th>p99 µs</th><th>max µs</th><th>stddev µs</th></tr>"
-    );
-    for (t, st) in rows {
-        match st {
-            Some(x) => h.push_str(&format!(
-                "<tr><th>{t}</th><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",
-                x.sent, x.received, x.lost, x.min_us, x.mean_us, x.p99_us, x.max_us, x.stddev_us
-            )),
-            None => h.push_str(&format!("<tr><th>{t}</th><td colspan=8>no built-in statistics</td></tr>")),
-        }
-    }
-    h.push_str("</table><p>End to end: user-space send on the publisher's eth0 to user-space receive on the consumer's eth0, CLOCK_MONOTONIC of one host kernel.</p>");
-    h
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::run::{note, spawn_in, wait_child, RunOptions, RunResult};
+use crate::run::{note, publish_args, spawn_in, wait_child, RunOptions, RunResult};
 use crate::state::LabState;
 use crate::vm::{share_dir, GuestJob};
 
@@ -92,20 +92,7 @@ pub fn sv_through_guest(
     }
     let publ = st.namespace("pub")?.to_string();
     let pub_rec = out.join("pub");
-    let pargs: Vec<String> = vec![
-        "sv".into(),
-        "publish".into(),
-        "--iface".into(),
-        "eth0".into(),
-        "--streams".into(),
-        opts.streams.to_string(),
-        "--rate".into(),
-        opts.rate.to_string(),
-        "--duration".into(),
-        format!("{secs:.3}s"),
-        "--record".into(),
-        pub_rec.to_string_lossy().into(),
-    ];
+    let pargs = publish_args(opts, &pub_rec);
     note(
         res,
         format!("publisher: hoptrace {} (in {publ})", pargs.join(" ")),

@@ -55,11 +55,7 @@ fn kernel_histograms_match_user_space_counts() {
     if !require_privileges("kernel_histograms_match_user_space_counts") {
         return;
     }
-    let bed = testbed(500);
-    let tap_name = bed.tap.clone();
-    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(500);
     let sv_id = format!("HTKHIST{}", std::process::id());
     const N: u16 = 40;
     // Mid sub-bucket [5242880, 6291455] ns, so scheduling noise of a few
@@ -94,12 +90,7 @@ fn kernel_histograms_match_user_space_counts() {
     assert_eq!(consumed, N as usize, "the consumer read every frame");
     let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
-    let mine: Vec<_> = summary
-        .timelines
-        .iter()
-        .filter(|t| t.stream == sv_id)
-        .collect();
-    assert_eq!(mine.len(), N as usize, "one timeline per frame");
+    let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     // hypervisor hops: rx, fwd (start_xmit on tap), tap_xmit (xmit on tap),
     // consumer_copy, egress
     let stages = [

@@ -18,23 +18,10 @@ fn trace_bridge_tap_consumer_path() {
         return;
     }
     let before = bpf_prog_ids();
-    let bed = testbed(500);
-    let tap_name = bed.tap.clone();
-    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
-    // give the bridge port its carrier
-    std::thread::sleep(Duration::from_millis(200));
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(500);
     let sv_id = format!("HTPATH{}", std::process::id());
     const N: u16 = 50;
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0;
-        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                got += 1;
-            }
-        }
-        got
-    });
+    let consumer = count_sv_frames(tap);
     send_sv(&bed, &sv_id, N, Duration::from_millis(2));
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
@@ -42,15 +29,7 @@ fn trace_bridge_tap_consumer_path() {
     assert_eq!(summary.backend, "tp_btf");
     let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
-    let mine: Vec<_> = summary
-        .timelines
-        .iter()
-        .filter(|t| t.stream == sv_id)
-        .collect();
-    assert_eq!(mine.len(), N as usize, "one timeline per frame");
-    let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
-    seqs.sort();
-    assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>());
+    let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     for t in &mine {
         assert_eq!(t.status, Status::Ok, "{t:?}");
         assert_eq!(t.dest.as_deref(), Some("tap0"));
@@ -95,26 +74,18 @@ fn trace_full_tap_ring_reports_drop_reason() {
     if !require_privileges("trace_full_tap_ring_reports_drop_reason") {
         return;
     }
-    let bed = testbed(4);
-    let tap_name = bed.tap.clone();
     // attached but never read: the ring (txqueuelen 4) fills
-    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(4);
     let sv_id = format!("HTDROP{}", std::process::id());
     const N: u16 = 20;
     send_sv(&bed, &sv_id, N, Duration::from_millis(1));
     let summary = tracer.finish();
     drop(tap);
-    let mine: Vec<_> = summary
-        .timelines
-        .iter()
-        .filter(|t| t.stream == sv_id)
-        .collect();
-    assert_eq!(
-        mine.len(),
-        N as usize,
-        "every frame has a timeline, none missing"
+    let mine = one_timeline_per_frame(
+        &summary,
+        &sv_id,
+        N,
+        "every frame has a timeline, none missing",
     );
     let dropped: Vec<_> = mine
         .iter()
@@ -153,9 +124,7 @@ fn trace_stage_median_matches_injected_delay() {
     let bed = testbed(500);
     let sink = Netns::create(&unique_name("snk")).unwrap();
     veth_pair(&bed.hv, "out0", &sink, "sink0", None, None).unwrap();
-    let tap_name = bed.tap.clone();
-    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let tap = bed.open_tap();
     let tracer = start_tracer(bed.hv.name());
     let sv_id = format!("HTHOLD{}", std::process::id());
     const N: u16 = 40;
@@ -229,23 +198,13 @@ fn trace_filtered_eight_streams_loses_nothing() {
         return;
     }
     let bed = testbed(1000);
-    let tap_name = bed.tap.clone();
-    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    let tap = bed.open_tap();
     let tracer = start_tracer_on(bed.hv.name(), &["hv0", "tap0"], Duration::from_secs(60));
     let prefix = format!("HT8S{}-", std::process::id() % 10000);
     const STREAMS: usize = 8;
     const PER_STREAM: u16 = 2400; // 0.5 s at 4800/s
     let p2 = prefix.clone();
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0usize;
-        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                got += 1;
-            }
-        }
-        got
-    });
+    let consumer = count_sv_frames(tap);
     send_streams(&bed, &prefix, STREAMS, PER_STREAM, 4800);
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
@@ -332,11 +291,7 @@ fn trace_sv_header_longer_than_first_copy() {
     if !require_privileges("trace_sv_header_longer_than_first_copy") {
         return;
     }
-    let bed = testbed(500);
-    let tap_name = bed.tap.clone();
-    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    let tracer = start_tracer(bed.hv.name());
+    let (bed, tap, tracer) = traced_testbed(500);
     let sv_id = format!("{:X<64}", format!("HTLONG{}", std::process::id()));
     const N: u16 = 20;
     let frame0 = long_header_frame(&sv_id, 0);
@@ -345,15 +300,7 @@ fn trace_sv_header_longer_than_first_copy() {
         .position(|w| w == [0x82, 2, 0, 0])
         .unwrap();
     assert!(smp_at > 128, "smpCnt at byte {smp_at}, past the first copy");
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0;
-        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                got += 1;
-            }
-        }
-        got
-    });
+    let consumer = count_sv_frames(tap);
     let id = sv_id.clone();
     bed.publ
         .run_in(move || {
@@ -367,15 +314,7 @@ fn trace_sv_header_longer_than_first_copy() {
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
     assert_eq!(consumed, N as usize, "the consumer read every frame");
-    let mine: Vec<_> = summary
-        .timelines
-        .iter()
-        .filter(|t| t.stream == sv_id)
-        .collect();
-    assert_eq!(mine.len(), N as usize, "one timeline per frame, full svID");
-    let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
-    seqs.sort();
-    assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>());
+    let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame, full svID");
     assert!(mine.iter().all(|t| t.status == Status::Ok), "{mine:?}");
 }
 

@@ -67,6 +67,11 @@ pub struct Args {
     /// Named network namespace (ip netns) of the interfaces.
     #[arg(long)]
     netns: Option<String>,
+    /// Close a packet's timeline after this much event time without a new
+    /// event for it (1ms to 60s). Raise it where a hop can hold a frame
+    /// longer, e.g. 1s for macvtap (macvlan's broadcast workqueue).
+    #[arg(long, default_value = "200ms")]
+    linger: String,
     /// SV sample rate (smpCnt wrap) for the epoch/seq columns.
     #[arg(long, default_value_t = 4000)]
     rate: u32,
@@ -76,6 +81,27 @@ pub struct Args {
     /// Print which BPF backends load on this kernel and exit.
     #[arg(long)]
     list_backends: bool,
+}
+
+/// Shortest and longest `--linger`.
+const LINGER_MIN: Duration = Duration::from_millis(1);
+const LINGER_MAX: Duration = Duration::from_secs(60);
+
+/// `--linger`: a duration from 1 ms to 60 s. Shorter splits every timeline
+/// whose hops are more than that apart; longer keeps every packet of a
+/// minute in memory before any is reported.
+fn parse_linger(s: &str) -> anyhow::Result<Duration> {
+    let d = parse_duration_ns(s)
+        .map(Duration::from_nanos)
+        .map_err(|e| anyhow::anyhow!("--linger: {e}"))?;
+    if d < LINGER_MIN || d > LINGER_MAX {
+        bail!(
+            "--linger `{s}` is out of range: use 1ms to 60s (default 200ms; e.g. 1s on macvtap). \
+             Shorter would split a timeline wherever two hops are further apart; longer keeps \
+             every packet in memory that long before it is reported"
+        );
+    }
+    Ok(d)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -114,6 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map_err(anyhow::Error::msg)
         })
         .transpose()?;
+    let linger = parse_linger(&args.linger)?;
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
     let tty = std::io::stdout().is_terminal();
     if args.live && !tty {
@@ -133,7 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         record: args.record,
         rate: args.rate,
         command_line: std::env::args().collect(),
-        linger: Duration::from_millis(200),
+        linger,
         periodic,
         hops: args
             .hops
@@ -169,4 +196,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linger_takes_1ms_to_60s_and_explains_the_rest() {
+        assert_eq!(parse_linger("200ms").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_linger("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_linger("1ms").unwrap(), LINGER_MIN);
+        assert_eq!(parse_linger("60s").unwrap(), LINGER_MAX);
+        for bad in ["0", "0s", "500us", "61s", "3600s"] {
+            let e = parse_linger(bad).unwrap_err().to_string();
+            assert!(e.contains("out of range: use 1ms to 60s"), "{bad}: {e}");
+        }
+        let e = parse_linger("soon").unwrap_err().to_string();
+        assert!(e.starts_with("--linger: bad duration `soon`"), "{e}");
+    }
 }

@@ -138,6 +138,19 @@ pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
 
+/// Run `hoptrace ARGS --json JS`: it must exit with `code`. Its output
+/// and the JSON it wrote.
+pub fn run_json(args: &[&str], js: &Path, code: i32) -> (Output, serde_json::Value) {
+    let o = Command::new(BIN)
+        .args(args)
+        .arg("--json")
+        .arg(js)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(code), "{}", show(&o));
+    (o, read_json(js))
+}
+
 /// Assert a JSON stats object against an independent computation.
 pub fn check_stats(st: &serde_json::Value, e: &Expect, what: &str) {
     assert_eq!(st["count"], e.count, "{what}: count");

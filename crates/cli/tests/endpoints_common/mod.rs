@@ -140,6 +140,66 @@ impl Drop for Running {
     }
 }
 
+/// What `sv subscribe` prints on stderr once it receives.
+pub const READY: &str = "ready on";
+
+/// Start a subscriber (`hoptrace ARGS` that prints [`READY`]) in `ns` and
+/// wait until it is ready.
+pub fn start_ready(ns: &Netns, args: &[&str]) -> Running {
+    let r = start(ns, args);
+    r.wait_for(READY, Duration::from_secs(20));
+    r
+}
+
+/// Run `hoptrace ARGS` in `ns` to completion; it must succeed. Its stdout.
+pub fn run_ok(ns: &Netns, args: &[&str]) -> String {
+    let o = run(ns, args);
+    assert!(
+        o.status.success(),
+        "hoptrace {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `after` from now, stop `r` with SIGSTOP for `pause`, then SIGCONT.
+pub fn pause(r: &Running, after: Duration, pause: Duration) {
+    std::thread::sleep(after);
+    r.signal("STOP");
+    std::thread::sleep(pause);
+    r.signal("CONT");
+}
+
+/// `settle` from now, stop `r` with SIGINT; wait up to `timeout` for its
+/// exit. Returns (status, stdout).
+pub fn interrupt(
+    r: Running,
+    settle: Duration,
+    timeout: Duration,
+) -> (std::process::ExitStatus, String) {
+    std::thread::sleep(settle);
+    r.signal("INT");
+    r.finish(timeout)
+}
+
+/// The subscriber summary `out` shows `streams` streams of `per_stream`
+/// samples each, all received once, in order: nothing lost, duplicated or
+/// reordered (`ctx` prefixes the messages).
+pub fn assert_complete(out: &str, streams: usize, per_stream: u64, ctx: &str) {
+    let total = total_line(out);
+    let want = streams as u64 * per_stream;
+    assert_eq!(field(&total, "received"), want, "{ctx}: {out}");
+    assert_eq!(field(&total, "lost"), 0, "{ctx}: {out}");
+    assert_eq!(field(&total, "duplicated"), 0, "{ctx}: {out}");
+    assert_eq!(field(&total, "reordered"), 0, "{ctx}: {out}");
+    let lines = stream_lines(out);
+    assert_eq!(lines.len(), streams, "{ctx}: {out}");
+    for s in &lines {
+        assert_eq!(s.received, per_stream, "{ctx}: {s:?}");
+    }
+}
+
 /// Run `hoptrace ARGS` in `ns` to completion.
 pub fn run(ns: &Netns, args: &[&str]) -> Output {
     Command::new("ip")

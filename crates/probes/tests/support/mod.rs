@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hoptrace_netns::{unique_name, veth_pair, Netns};
 use hoptrace_probes::driver::{run_trace, TraceOptions, TraceSummary};
-use hoptrace_probes::Profile;
+use hoptrace_probes::{Profile, Timeline};
 
 pub const SV_DST: [u8; 6] = [0x01, 0x0c, 0xcd, 0x04, 0x00, 0x01];
 
@@ -252,6 +252,18 @@ pub struct Bed {
     pub tap: String,
 }
 
+impl Bed {
+    /// Attach a reader to the tap (opened in the hypervisor namespace) and
+    /// give the bridge port its carrier (200 ms). Reading it is up to the
+    /// test: a tap never read fills its ring (txqueuelen).
+    pub fn open_tap(&self) -> OwnedFd {
+        let name = self.tap.clone();
+        let fd = self.hv.run_in(move || open_tap(&name)).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        fd
+    }
+}
+
 pub fn testbed(qlen: u32) -> Bed {
     let publ = Netns::create(&unique_name("pub")).unwrap();
     let hv = Netns::create(&unique_name("hv")).unwrap();
@@ -319,4 +331,48 @@ pub fn send_streams(bed: &Bed, prefix: &str, streams: usize, per_stream: u16, ra
             }
         })
         .unwrap();
+}
+
+/// A consumer thread reading `tap` until it stays quiet for 1.5 s; joins
+/// with the number of SV frames it read.
+pub fn count_sv_frames(tap: OwnedFd) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut got = 0;
+        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
+            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
+                got += 1;
+            }
+        }
+        got
+    })
+}
+
+/// A testbed (tap txqueuelen `qlen`) with a reader attached to its tap
+/// (see [`Bed::open_tap`]) and the tracer started on its hypervisor
+/// namespace.
+pub fn traced_testbed(qlen: u32) -> (Bed, OwnedFd, Tracer) {
+    let bed = testbed(qlen);
+    let tap = bed.open_tap();
+    let tracer = start_tracer(bed.hv.name());
+    (bed, tap, tracer)
+}
+
+/// The timelines of stream `sv_id` in `summary`; `n` of them, sequences
+/// 0..n, one each (`what` says which in the message).
+pub fn one_timeline_per_frame<'a>(
+    summary: &'a TraceSummary,
+    sv_id: &str,
+    n: u16,
+    what: &str,
+) -> Vec<&'a Timeline> {
+    let mine: Vec<&Timeline> = summary
+        .timelines
+        .iter()
+        .filter(|t| t.stream == sv_id)
+        .collect();
+    assert_eq!(mine.len(), n as usize, "{what}");
+    let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
+    seqs.sort();
+    assert_eq!(seqs, (0..n as u64).collect::<Vec<_>>(), "{what}");
+    mine
 }
