@@ -343,5 +343,8 @@ fn trace_kernel_stats_plain_prints_per_stream_rows() {
             assert!(row.contains(" worst ") && row.contains("smpCnt"), "{row}");
         }
     }
-    assert!(summary.contains("events 0 timelines 0"), "{summary}");
+    assert!(
+        summary.contains("events 0 (records: full 0 compact 0) timelines 0"),
+        "{summary}"
+    );
 }
