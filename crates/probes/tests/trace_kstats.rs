@@ -125,6 +125,7 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
     let lost: u64 = ks.lost.iter().map(|(_, n)| n).sum();
     assert_eq!(lost, 0, "no lost events: {:?}", ks.lost);
     assert_eq!(ks.events, 0, "no ring buffer record for normal hops");
+    assert_eq!(ks.records, (0, 0), "no full or compact record received");
     assert!(ks.timelines.is_empty(), "no timelines in kernel-stats mode");
     let k = ks.kernel_streams.as_ref().expect("kernel-stats figures");
     assert_eq!(k.not_counted(), 0, "{k:?}");
