@@ -252,9 +252,10 @@ fn traced_phase(
         let drops: u64 = k.streams.values().map(|s| s.dropped).sum();
         let obs = k.first_hops + stages + quiet + drops;
         println!(
-            "[{mode}] {} ring records (drops only); {obs} hop observations ({} first hops + {stages} stage hops + {quiet} quiet rx frees + {drops} drops), {} ns BPF time per hop observation; not counted {}",
+            "[{mode}] {} ring records (drops only); {obs} hop observations ({} first hops ({} clones without parse) + {stages} stage hops + {quiet} quiet rx frees + {drops} drops), {} ns BPF time per hop observation; not counted {}",
             summary.events,
             k.first_hops,
+            k.clone_hits,
             run_ns.checked_div(obs).unwrap_or(0),
             k.not_counted()
         );

@@ -136,6 +136,9 @@ pub struct Snapshot {
     pub stale: u64,
     /// skbs tracked (their first hop, which starts their first stage).
     pub first_hops: u64,
+    /// First hops that took the identity of the CPU's previous first hop
+    /// (a clone sharing its data) instead of parsing the frame.
+    pub clone_hits: u64,
 }
 
 /// Upper bound of the bucket holding quantile `q` of `buckets`.
@@ -215,6 +218,8 @@ pub struct KernelStreams {
     pub first_hops: u64,
     /// Stream slots in use in the kernel (of [`STREAMS`]).
     pub slots: usize,
+    /// First hops that reused the previous first hop's identity (clones).
+    pub clone_hits: u64,
 }
 
 impl KernelStreams {
@@ -230,6 +235,7 @@ impl KernelStreams {
             stale: 0,
             first_hops: 0,
             slots: 0,
+            clone_hits: 0,
         }
     }
 
@@ -242,6 +248,7 @@ impl KernelStreams {
         self.stale = snap.stale;
         self.first_hops = snap.first_hops;
         self.slots = snap.slots.len();
+        self.clone_hits = snap.clone_hits;
         // merge slots of the same name (two CPUs racing on a new stream)
         type Merged<'k> = (Vec<Figures>, Vec<Window>, [u64; 2], &'k StreamKey);
         let mut named: BTreeMap<String, Merged<'_>> = BTreeMap::new();

@@ -245,5 +245,6 @@ pub(crate) fn read(skel: &HopsSkel<'_>) -> Result<Snapshot> {
     snap.negative = sum_percpu_u64(&skel.maps.ks_counters, 2)?;
     snap.stale = sum_percpu_u64(&skel.maps.ks_counters, 3)?;
     snap.first_hops = sum_percpu_u64(&skel.maps.ks_counters, 4)?;
+    snap.clone_hits = sum_percpu_u64(&skel.maps.ks_counters, 5)?;
     Ok(snap)
 }

@@ -141,6 +141,14 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
     // every tracked skb is the pre-clone skb (freed after rx) or the tap's
     // clone (its fwd hop starts fwd->tap_xmit): 2 per frame on this path
     assert_eq!(k.first_hops, 2 * (S * N as usize) as u64, "first hops");
+    // the bridge clones on the receiving CPU: the clone's first hop takes
+    // the identity of the original's without parsing (and the per-stream
+    // counts above show it took the right one)
+    println!("clone hits {} of {} first hops", k.clone_hits, k.first_hops);
+    assert!(
+        k.clone_hits > 0,
+        "no first hop reused the original's identity"
+    );
     for s in 0..S {
         let name = sv_name(&prefix, s);
         let st = k

@@ -52,6 +52,7 @@ enum ks_counter {
 	KS_CTR_NEGATIVE = 2,        /* hops earlier than the previous hop */
 	KS_CTR_STALE = 3,           /* socket hops of an entry that no longer holds */
 	KS_CTR_FIRST_HOPS = 4,      /* skbs whose first hop was counted (tracked) */
+	KS_CTR_CLONE_HITS = 5,      /* first hops that reused ks_last (clones) */
 	KS_CTR_COUNT = 8,
 };
 
@@ -152,6 +153,18 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ks_stream_key);
 } ks_key_buf SEC(".maps");
+
+/* Per CPU: the entry of the last first hop. A bridge clones a frame on the
+ * CPU that received it, and the clone shares the original's data (same
+ * skb->head): its first hop reuses this entry when identity_holds() (same
+ * head and identity bytes, within STALE_NS), without copying or parsing
+ * the frame again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tracked);
+} ks_last SEC(".maps");
 
 static __always_inline void ks_count(__u32 which)
 {
@@ -318,6 +331,9 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
 	t->ks_id = id;
 	bpf_map_update_elem(&tracked_skbs, &skb_addr, t, BPF_ANY);
 	ks_count(KS_CTR_FIRST_HOPS);
+	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
+	if (last && t->id_addr)
+		*last = *t;
 }
 
 /* Whether the tracked entry still describes the skb (identity_holds; other
@@ -338,6 +354,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 				      int btf, struct tracked *prev, int have_prev,
 				      struct tracked *tr)
 {
+	__u64 skb_addr = (__u64)skb;
 	struct tracked t = {
 		.ts = ts,
 		.head = head,
@@ -358,12 +375,23 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 			ks_count(KS_CTR_STALE);
 		return;
 	}
+	__u32 zero = 0;
+	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
+	if (last && identity_holds(last, head, ts)) {
+		/* a clone of the last first hop's skb: same packet, same slot */
+		t = *last;
+		t.ts = ts;
+		t.tp = tp;
+		bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+		ks_count(KS_CTR_FIRST_HOPS);
+		ks_count(KS_CTR_CLONE_HITS);
+		return;
+	}
 	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 1))
 		return;
-	__u32 zero = 0;
 	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
 	if (e)
-		ks_first(e, (__u64)skb, &t);
+		ks_first(e, skb_addr, &t);
 }
 
 #endif
