@@ -197,3 +197,53 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
         }
     }
 }
+
+/// A tap nobody reads (txqueuelen 4): most frames are dropped when its ring
+/// is full. In kernel-stats mode each drop is counted in the kernel and
+/// sends one full record (its reason); every frame is either counted in
+/// fwd->tap_xmit (queued) or dropped, and no other record is sent.
+#[test]
+fn kernel_stats_count_drops_with_their_reason() {
+    if !require_privileges("kernel_stats_count_drops_with_their_reason") {
+        return;
+    }
+    let bed = testbed(4);
+    let tap = bed.open_tap();
+    let mut opts = trace_options(bed.hv.name(), &[], Duration::from_secs(30));
+    opts.kernel_stats = true;
+    let tracer = start_tracer_opts(opts);
+    let sv_id = format!("HTKSDROP{}", std::process::id());
+    const FRAMES: u16 = 20;
+    send_sv(&bed, &sv_id, FRAMES, Duration::from_millis(1));
+    std::thread::sleep(Duration::from_millis(1200));
+    let summary = tracer.finish();
+    drop(tap);
+    drop(bed);
+    let k = summary
+        .kernel_streams
+        .as_ref()
+        .expect("kernel-stats figures");
+    let s = k.streams.get(&sv_id).expect("the stream");
+    let queued = s
+        .stages
+        .iter()
+        .find(|x| x.label == "fwd->tap_xmit")
+        .map_or(0, |x| x.total.count);
+    let reasons: u64 = s.drop_reasons.values().sum();
+    println!(
+        "dropped {} queued {queued} reasons {:?} records {:?}",
+        s.dropped, s.drop_reasons, summary.records
+    );
+    assert!(
+        s.dropped >= FRAMES as u64 - 8,
+        "most frames are dropped at the full ring"
+    );
+    assert_eq!(s.dropped + queued, FRAMES as u64, "dropped or queued");
+    assert_eq!(reasons, s.dropped, "one record with its reason per drop");
+    for (reason, dev) in s.drop_reasons.keys() {
+        assert!(reason.starts_with("SKB_DROP_REASON_"), "{reason}");
+        assert_eq!(dev, "tap0");
+    }
+    assert_eq!(summary.records, (s.dropped, 0), "records: the drops only");
+    assert_eq!(summary.lost.iter().map(|(_, n)| n).sum::<u64>(), 0);
+}
