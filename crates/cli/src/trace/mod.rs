@@ -175,8 +175,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout();
     let mut view = live.then(|| {
         live::TermView::new(format!(
-            "hoptrace trace --profile {}{}",
+            "hoptrace trace --profile {}{}{}",
             args.profile,
+            if args.kernel_stats {
+                " --kernel-stats"
+            } else {
+                ""
+            },
             opts.netns
                 .as_deref()
                 .map(|n| format!(" --netns {n}"))
