@@ -65,9 +65,15 @@ fn word(b: &[u8], i: usize) -> u64 {
     u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default())
 }
 
-/// Every per-CPU value of the array behind `fd` (`n` keys of `words` u64):
-/// returns values[key][cpu] as byte slices in one vector (key-major).
-fn lookup_percpu_array(fd: i32, n: usize, words: usize, cpus: usize) -> Result<Vec<u8>> {
+/// The sum of the u64 words of `b`.
+pub(crate) fn sum_words(b: &[u8]) -> u64 {
+    (0..b.len() / 8).map(|i| word(b, i)).sum()
+}
+
+/// Every per-CPU value of the array behind `fd` (`n` keys of `words` u64),
+/// by `BPF_MAP_LOOKUP_BATCH` (also used for the `khist` map): returns
+/// values[key][cpu] in one byte vector (key-major).
+pub(crate) fn lookup_percpu_array(fd: i32, n: usize, words: usize, cpus: usize) -> Result<Vec<u8>> {
     let vsize = words * 8;
     let mut keys = vec![0u32; n];
     let mut vals = vec![0u8; n * cpus * vsize];
@@ -99,7 +105,7 @@ fn lookup_percpu_array(fd: i32, n: usize, words: usize, cpus: usize) -> Result<V
         };
         if rc != 0 && rc != -libc::ENOENT {
             bail!(
-                "reading the kernel-stats maps: {}",
+                "batch lookup of a per-CPU map: {}",
                 std::io::Error::from_raw_os_error(-rc)
             );
         }
@@ -192,7 +198,8 @@ pub(crate) fn read(skel: &HopsSkel<'_>) -> Result<Snapshot> {
     }
     snap.slots.sort_by_key(|(s, _)| *s);
 
-    let raw = lookup_percpu_array(skel.maps.ks_stats.as_fd().as_raw_fd(), n, VAL_WORDS, cpus)?;
+    let raw = lookup_percpu_array(skel.maps.ks_stats.as_fd().as_raw_fd(), n, VAL_WORDS, cpus)
+        .context("reading the kernel-stats figures")?;
     let row = VAL_WORDS * 8;
     snap.figures = (0..n)
         .map(|k| {
@@ -214,7 +221,8 @@ pub(crate) fn read(skel: &HopsSkel<'_>) -> Result<Snapshot> {
         .collect();
 
     let win_fd = skel.maps.ks_win.as_fd().as_raw_fd();
-    let raw = lookup_percpu_array(win_fd, n, WIN_WORDS, cpus)?;
+    let raw = lookup_percpu_array(win_fd, n, WIN_WORDS, cpus)
+        .context("reading the kernel-stats window")?;
     zero_percpu_array(win_fd, n, WIN_WORDS, cpus)?;
     let row = WIN_WORDS * 8;
     snap.windows = (0..n)

@@ -471,56 +471,16 @@ fn read_lost(skel: &HopsSkel<'_>) -> Result<LostCounts> {
 /// one or two system calls, not one per key (libbpf-rs refuses batch
 /// lookups of per-CPU maps, hence the direct libbpf call).
 fn read_khist(skel: &HopsSkel<'_>) -> Result<KernelHists> {
-    use libbpf_rs::libbpf_sys;
     use std::os::fd::{AsFd, AsRawFd};
     let n = crate::khist::TPS * crate::khist::TPS * crate::khist::BUCKETS;
     let cpus = libbpf_rs::num_possible_cpus().context("counting the possible CPUs")?;
-    let fd = skel.maps.khist.as_fd().as_raw_fd();
-    let mut keys = vec![0u32; n];
-    let mut vals = vec![0u64; n * cpus];
-    let opts = libbpf_sys::bpf_map_batch_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
-        ..Default::default()
-    };
-    let mut counts = vec![0u64; n];
-    let mut in_batch: Option<u32> = None;
-    let mut out_batch: u32 = 0;
-    let mut done = 0usize;
-    while done < n {
-        let mut count = (n - done) as u32;
-        let in_ptr = in_batch
-            .as_mut()
-            .map_or(std::ptr::null_mut(), |b| b as *mut u32 as *mut libc::c_void);
-        // SAFETY: keys/vals hold `count` more keys and per-CPU values from
-        // `done`; in/out batch tokens are u32 (array map keys).
-        let rc = unsafe {
-            libbpf_sys::bpf_map_lookup_batch(
-                fd,
-                in_ptr,
-                &mut out_batch as *mut u32 as *mut libc::c_void,
-                keys[done..].as_mut_ptr() as *mut libc::c_void,
-                vals[done * cpus..].as_mut_ptr() as *mut libc::c_void,
-                &mut count,
-                &opts,
-            )
-        };
-        if rc != 0 && rc != -libc::ENOENT {
-            bail!(
-                "reading the in-kernel histograms: {}",
-                std::io::Error::from_raw_os_error(-rc)
-            );
-        }
-        done += count as usize;
-        if rc == -libc::ENOENT || count == 0 {
-            break;
-        }
-        in_batch = Some(out_batch);
-    }
-    for i in 0..done {
-        if let Some(c) = counts.get_mut(keys[i] as usize) {
-            *c = vals[i * cpus..(i + 1) * cpus].iter().sum();
-        }
-    }
+    let raw =
+        crate::kstats_read::lookup_percpu_array(skel.maps.khist.as_fd().as_raw_fd(), n, 1, cpus)
+            .context("reading the in-kernel histograms")?;
+    let counts: Vec<u64> = raw
+        .chunks_exact(8 * cpus)
+        .map(crate::kstats_read::sum_words)
+        .collect();
     Ok(KernelHists::from_counts(&counts))
 }
 
