@@ -247,3 +247,62 @@ fn kernel_stats_count_drops_with_their_reason() {
     assert_eq!(summary.records, (s.dropped, 0), "records: the drops only");
     assert_eq!(summary.lost.iter().map(|(_, n)| n).sum::<u64>(), 0);
 }
+
+/// A frame held in the tap queue longer than the tracked entry's 250 ms
+/// staleness limit of event mode is the slowest packet of its stage: it is
+/// still counted (identity bytes unchanged), with its exact delay.
+#[test]
+fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
+    if !require_privileges("kernel_stats_count_frames_held_longer_than_the_stale_limit") {
+        return;
+    }
+    const HOLD: u64 = 300_000_000;
+    const FRAMES: u16 = 3;
+    let bed = testbed(500);
+    let tap = bed.open_tap();
+    let mut opts = trace_options(bed.hv.name(), &[], Duration::from_secs(30));
+    opts.kernel_stats = true;
+    let tracer = start_tracer_opts(opts);
+    let sv_id = format!("HTKSHOLD{}", std::process::id());
+    send_sv(&bed, &sv_id, FRAMES, Duration::from_millis(1));
+    // read each frame HOLD after it was queued (all queued within ~3 ms)
+    let start = monotonic_ns();
+    let mut read = 0;
+    while read < FRAMES {
+        let due = start + HOLD * (read as u64 + 1);
+        while monotonic_ns() < due {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match read_frame(&tap, Duration::from_millis(500)) {
+            Some(f) if f.len() > 14 && f[12..14] == [0x88, 0xBA] => read += 1,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let summary = tracer.finish();
+    drop(tap);
+    drop(bed);
+    assert_eq!(read, FRAMES, "the consumer read every frame");
+    let k = summary
+        .kernel_streams
+        .as_ref()
+        .expect("kernel-stats figures");
+    let held = k.streams[&sv_id]
+        .stages
+        .iter()
+        .find(|x| x.label == "tap_xmit->consumer_copy")
+        .expect("the held stage");
+    println!(
+        "held: n {} min {} max {}; stale {}",
+        held.total.count, held.total.min, held.total.max, k.stale
+    );
+    assert_eq!(held.total.count, FRAMES as u64, "every held frame counted");
+    assert!(held.total.min >= HOLD - 10_000_000, "{}", held.total.min);
+    assert!(
+        held.total.max >= 3 * HOLD - 10_000_000,
+        "{}",
+        held.total.max
+    );
+    assert_eq!(k.stale, 0);
+}

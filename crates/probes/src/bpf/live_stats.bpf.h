@@ -34,9 +34,10 @@
  * The first hop's identity is parsed by the same code as in event mode
  * (emit_full of records.bpf.h), into the per-CPU `ks_event_buf` instead of
  * a ring record; a later hop counts only while the tracked entry's
- * validation holds (identity_holds: same head, same identity bytes, within
- * STALE_NS), else a device hop starts anew and a socket hop is counted in
- * KS_CTR_STALE.
+ * validation holds (ks_holds: same head and identity bytes, with no time
+ * limit, so a frame held long in a queue still counts; other traffic: same
+ * head within STALE_NS), else a device hop starts anew and a socket hop is
+ * counted in KS_CTR_STALE.
  */
 #ifndef HOPTRACE_LIVE_STATS_BPF_H
 #define HOPTRACE_LIVE_STATS_BPF_H
@@ -336,14 +337,17 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
 		*last = *t;
 }
 
-/* Whether the tracked entry still describes the skb (identity_holds; other
- * traffic and malformed SV, which have no identity address: the same head
- * within STALE_NS). */
+/* Whether the tracked entry still describes the skb: for SV and ping the
+ * same head and identity bytes (identity_holds, without its STALE_NS limit:
+ * a frame held longer in a queue is the slowest packet, the one that must
+ * be counted; the identity bytes already tell packets apart); other traffic
+ * and malformed SV, which have no identity address: the same head within
+ * STALE_NS. */
 static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u64 ts)
 {
 	if (!prev->id_addr)
 		return prev->head == head && (__s64)(ts - prev->ts) <= (__s64)STALE_NS;
-	return identity_holds(prev, head, ts);
+	return identity_holds(prev, head, prev->ts);
 }
 
 /* --kernel-stats part of handle(), after the rejections and the tracked
