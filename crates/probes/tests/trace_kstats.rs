@@ -250,14 +250,15 @@ fn kernel_stats_count_drops_with_their_reason() {
 
 /// A frame held in the tap queue longer than the tracked entry's 250 ms
 /// staleness limit of event mode is the slowest packet of its stage: it is
-/// still counted (identity bytes unchanged), with its exact delay.
+/// still counted (identity bytes unchanged, up to 900 ms), with its exact
+/// delay. Frames held 0.3 and 0.6 s.
 #[test]
 fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
     if !require_privileges("kernel_stats_count_frames_held_longer_than_the_stale_limit") {
         return;
     }
     const HOLD: u64 = 300_000_000;
-    const FRAMES: u16 = 3;
+    const FRAMES: u16 = 2;
     let bed = testbed(500);
     let tap = bed.open_tap();
     let mut opts = trace_options(bed.hv.name(), &[], Duration::from_secs(30));
@@ -300,7 +301,7 @@ fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
     assert_eq!(held.total.count, FRAMES as u64, "every held frame counted");
     assert!(held.total.min >= HOLD - 10_000_000, "{}", held.total.min);
     assert!(
-        held.total.max >= 3 * HOLD - 10_000_000,
+        held.total.max >= 2 * HOLD - 10_000_000,
         "{}",
         held.total.max
     );

@@ -34,10 +34,10 @@
  * The first hop's identity is parsed by the same code as in event mode
  * (emit_full of records.bpf.h), into the per-CPU `ks_event_buf` instead of
  * a ring record; a later hop counts only while the tracked entry's
- * validation holds (ks_holds: same head and identity bytes, with no time
- * limit, so a frame held long in a queue still counts; other traffic: same
- * head within STALE_NS), else a device hop starts anew and a socket hop is
- * counted in KS_CTR_STALE.
+ * validation holds (ks_holds: same head and identity bytes within
+ * KS_HOLD_NS = 900 ms, so a frame held long in a queue still counts; other
+ * traffic: same head within STALE_NS), else a device hop starts anew and a
+ * socket hop is counted in KS_CTR_STALE.
  */
 #ifndef HOPTRACE_LIVE_STATS_BPF_H
 #define HOPTRACE_LIVE_STATS_BPF_H
@@ -337,16 +337,23 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
 		*last = *t;
 }
 
+/* How long a tracked entry may wait for its next hop: longer than event
+ * mode's STALE_NS (a frame held long in a queue is the slowest packet, the
+ * one that must be counted), shorter than the 1 s after which an SV stream
+ * repeats its smpCnt (so a stale entry at a reused address and head cannot
+ * match the same stream's next-second frame). */
+#define KS_HOLD_NS (900ULL * 1000 * 1000)
+
 /* Whether the tracked entry still describes the skb: for SV and ping the
- * same head and identity bytes (identity_holds, without its STALE_NS limit:
- * a frame held longer in a queue is the slowest packet, the one that must
- * be counted; the identity bytes already tell packets apart); other traffic
- * and malformed SV, which have no identity address: the same head within
- * STALE_NS. */
+ * same head and identity bytes (identity_holds) within KS_HOLD_NS; other
+ * traffic and malformed SV, which have no identity address: the same head
+ * within STALE_NS. */
 static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u64 ts)
 {
 	if (!prev->id_addr)
 		return prev->head == head && (__s64)(ts - prev->ts) <= (__s64)STALE_NS;
+	if ((__s64)(ts - prev->ts) > (__s64)KS_HOLD_NS)
+		return 0;
 	return identity_holds(prev, head, prev->ts);
 }
 
