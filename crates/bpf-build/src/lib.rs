@@ -8,7 +8,8 @@
 //!    else from the running kernel's BTF (`bpftool btf dump file
 //!    /sys/kernel/btf/vmlinux format c`). The programs only use CO-RE
 //!    relocated reads, so the object loads on other kernels with BTF too;
-//! 3. compiles the program with libbpf-cargo's `SkeletonBuilder`
+//! 3. compiles the program (rerun when it or any file of its directory,
+//!    e.g. an included header, changes) with libbpf-cargo's `SkeletonBuilder`
 //!    (`-O2 -g -Wall`, OUT_DIR on the include path) and generates the Rust
 //!    skeleton `OUT_DIR/<name>.skel.rs` that the crate `include!`s.
 //!
@@ -23,6 +24,14 @@ use std::process::Command;
 /// error messages.
 pub fn build_skeleton(crate_name: &str, src: &str, skel_name: &str) {
     println!("cargo:rerun-if-changed={src}");
+    // The headers the program includes live next to it (e.g. hops.bpf.c
+    // includes sv_parse.bpf.h and khist.bpf.h): a directory here makes cargo
+    // rerun on any change of a file inside it.
+    if let Some(dir) = std::path::Path::new(src).parent() {
+        if !dir.as_os_str().is_empty() {
+            println!("cargo:rerun-if-changed={}", dir.display());
+        }
+    }
     println!("cargo:rerun-if-env-changed=HOPTRACE_VMLINUX_H");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
 

@@ -84,6 +84,8 @@ pub struct TraceSummary {
     pub timeline_count: u64,
     pub lost: Vec<(TracePoint, u64)>,
     pub events: u64,
+    /// Ring buffer records: full (identity parsed) and compact (later hops).
+    pub records: (u64, u64),
     pub incomplete: u64,
     pub dropped: u64,
     pub prog_ids: Vec<u32>,
@@ -503,6 +505,7 @@ pub fn run_trace<'a>(
     summary.lost = lost.clone();
     summary.kernel = stats.kernel.clone();
     summary.events = assembler.counters.events;
+    summary.records = (info.full_records, info.compact_records);
     summary.incomplete = assembler.counters.incomplete;
     summary.dropped = assembler.counters.dropped;
 
@@ -510,8 +513,10 @@ pub fn run_trace<'a>(
     print_block(out, &stats, started.elapsed(), &lost)?;
     writeln!(
         out,
-        "events {} timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
+        "events {} (records: full {} compact {}) timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
         assembler.counters.events,
+        info.full_records,
+        info.compact_records,
         summary.timeline_count,
         assembler.counters.incomplete,
         assembler.counters.dropped,

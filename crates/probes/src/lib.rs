@@ -3,9 +3,11 @@
 //! The BPF side (`src/bpf/hops.bpf.c`, compiled by `build.rs` through
 //! libbpf-cargo) attaches one program per tracepoint (`tp_btf`, `raw_tp` as a
 //! fallback), parses each interesting frame's identity (SV svID + smpCnt of
-//! the first ASDU, hoptrace ping sequence, or a flow hash) and sends a fixed
-//! record through a ring buffer. User space ([`loader`]) loads and attaches
-//! the programs, [`timeline`] assembles the records into one timeline per
+//! the first ASDU, hoptrace ping sequence, or a flow hash) once per skb and
+//! sends a full record through a ring buffer, then a compact record (no
+//! identity) for each later hop of the same skb. User space ([`loader`])
+//! loads and attaches the programs, [`identity`] gives compact records their
+//! skb's identity, [`timeline`] assembles the records into one timeline per
 //! packet and destination using the hop [`catalogue`], and [`stats`] keeps
 //! per-stream, per-stage histograms for the live views.
 
@@ -15,6 +17,7 @@ pub mod devices;
 pub mod driver;
 pub mod drop_reason;
 pub mod event;
+pub mod identity;
 pub mod khist;
 pub mod loader;
 pub mod stats;

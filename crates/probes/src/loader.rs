@@ -27,7 +27,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
 use crate::catalogue::TracePoint;
-use crate::event::HopEvent;
+use crate::event::{HopEvent, Record};
+use crate::identity::SkbIdentities;
 use crate::khist::KernelHists;
 use crate::skel::{HopsSkel, HopsSkelBuilder, OpenHopsSkel};
 
@@ -131,12 +132,17 @@ pub struct SessionInfo {
     pub prog_ids: Vec<u32>,
     /// The optional fentry/kprobe backends, as probed at start.
     pub optional: Vec<crate::backends::Probe>,
+    /// Ring buffer records read, full and compact (filled at the end of the
+    /// session).
+    pub full_records: u64,
+    pub compact_records: u64,
 }
 
 /// How often the ring is drained when no wakeup came.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Events lost because the ring buffer was full, per tracepoint.
+/// Events lost per tracepoint: ring buffer full, plus compact records whose
+/// skb had no known identity ([`SkbIdentities`]).
 pub type LostCounts = Vec<(TracePoint, u64)>;
 
 fn prog_name(backend: Backend, tp: TracePoint) -> String {
@@ -285,7 +291,7 @@ pub fn run_session(
         links.push(link);
     }
 
-    let info = SessionInfo {
+    let mut info = SessionInfo {
         backend,
         clock: if use_tai {
             ClockDomain::Tai
@@ -297,14 +303,29 @@ pub fn run_session(
         notes,
         prog_ids,
         optional: crate::backends::probe_optional(),
+        full_records: 0,
+        compact_records: 0,
     };
 
     let decode_errors = std::cell::Cell::new(0u64);
+    let (full_records, compact_records) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
     let sink = std::cell::RefCell::new(sink);
+    // Compact records get the identity of their skb's full record here, so
+    // the sink sees the same events as with full records only.
+    let identities = std::cell::RefCell::new(SkbIdentities::default());
     let mut builder = RingBufferBuilder::new();
     builder.add(&skel.maps.events, |data: &[u8]| {
-        match HopEvent::decode(data) {
-            Ok(e) => sink.borrow_mut().event(e),
+        match Record::decode(data) {
+            Ok(r) => {
+                let n = match r {
+                    Record::Full(_) => &full_records,
+                    Record::Compact(_) => &compact_records,
+                };
+                n.set(n.get() + 1);
+                if let Some(e) = identities.borrow_mut().resolve(r) {
+                    sink.borrow_mut().event(e)
+                }
+            }
             Err(_) => decode_errors.set(decode_errors.get() + 1),
         }
         0
@@ -329,7 +350,8 @@ pub fn run_session(
         }
         if last_tick.elapsed() >= tick {
             last_tick = std::time::Instant::now();
-            let lost = read_lost(&skel)?;
+            let mut lost = read_lost(&skel)?;
+            identities.borrow().add_lost(&mut lost);
             sink.borrow_mut().kernel_hists(read_khist(&skel)?);
             if !sink.borrow_mut().tick(&lost) {
                 break;
@@ -339,7 +361,8 @@ pub fn run_session(
     // Drain what is left.
     let _ = ring.consume();
     drop(ring);
-    let lost = read_lost(&skel)?;
+    let mut lost = read_lost(&skel)?;
+    identities.borrow().add_lost(&mut lost);
     sink.borrow_mut().kernel_hists(read_khist(&skel)?);
     drop(links);
     if decode_errors.get() > 0 {
@@ -348,6 +371,8 @@ pub fn run_session(
             decode_errors.get()
         );
     }
+    info.full_records = full_records.get();
+    info.compact_records = compact_records.get();
     Ok((info, lost))
 }
 

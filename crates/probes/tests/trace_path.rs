@@ -263,8 +263,13 @@ fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
 /// An SV frame whose first smpCnt lies past byte 128 (64-byte svID, 60-byte
 /// datSet): the probes copy 128 bytes first and must fetch the rest.
 fn long_header_frame(sv_id: &str, smp: u16) -> Vec<u8> {
+    datset_frame(sv_id, &[b'D'; 60], smp)
+}
+
+/// An SV frame with a datSet between svID and smpCnt.
+fn datset_frame(sv_id: &str, dat_set: &[u8], smp: u16) -> Vec<u8> {
     let mut asdu = tlv(0x80, sv_id.as_bytes());
-    asdu.extend(tlv(0x81, &[b'D'; 60]));
+    asdu.extend(tlv(0x81, dat_set));
     asdu.extend(tlv(0x82, &smp.to_be_bytes()));
     asdu.extend(tlv(0x83, &[0, 0, 0, 1]));
     asdu.extend(tlv(0x85, &[2]));
@@ -311,4 +316,70 @@ fn trace_sv_header_longer_than_first_copy() {
     assert_eq!(consumed, N as usize, "the consumer read every frame");
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame, full svID");
     assert!(mine.iter().all(|t| t.status == Status::Ok), "{mine:?}");
+}
+
+/// Identity once per skb: the later hops of a frame come as compact records
+/// (no frame copy in BPF) and still join their frame: exactly one full
+/// record per skb. Two streams share one datSet name and send the same
+/// smpCnt back to back, so the 8 bytes ending with smpCnt (the kernel's first
+/// validation window) are the same for both; every frame must still get its
+/// own svID and sample.
+#[test]
+fn trace_later_hops_are_compact_records() {
+    if !require_privileges("trace_later_hops_are_compact_records") {
+        return;
+    }
+    let bed = testbed(500);
+    let tap_name = bed.tap.clone();
+    let tap = bed.hv.run_in(move || open_tap(&tap_name)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let tracer = start_tracer(bed.hv.name());
+    let ids = [
+        format!("HTCA{}", std::process::id()),
+        format!("HTCB{}", std::process::id()),
+    ];
+    const N: u16 = 50;
+    let consumer = std::thread::spawn(move || {
+        let mut got = 0;
+        while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
+            if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
+                got += 1;
+            }
+        }
+        got
+    });
+    let send = ids.clone();
+    bed.publ
+        .run_in(move || {
+            let (fd, idx) = packet_socket("pub0");
+            for i in 0..N {
+                for id in &send {
+                    send_frame(&fd, idx, &datset_frame(id, b"MU/LLN0$PhsMeas1", i));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+        .unwrap();
+    let consumed = consumer.join().unwrap();
+    let summary = tracer.finish();
+    assert_eq!(consumed, 2 * N as usize, "the consumer read every frame");
+    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
+    for id in &ids {
+        let mine: Vec<_> = summary
+            .timelines
+            .iter()
+            .filter(|t| &t.stream == id)
+            .collect();
+        let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
+        seqs.sort();
+        assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>(), "{id}");
+        assert!(mine.iter().all(|t| t.status == Status::Ok), "{mine:?}");
+    }
+    let (full, compact) = summary.records;
+    assert_eq!(full + compact, summary.events, "every record is one event");
+    // Per frame: rx and fwd (the bridge's clone) are first hops of their
+    // skbs (full); tap_xmit and consumer_copy are later hops of the clone.
+    assert_eq!(full, 2 * 2 * N as u64, "compact {compact} full {full}");
+    assert!(compact >= 2 * 2 * N as u64, "compact {compact} full {full}");
 }
