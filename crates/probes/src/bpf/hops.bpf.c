@@ -31,9 +31,11 @@
  *          address and always take this path.
  *      A later hop of a tracked skb (a device hop that finds it in
  *      `tracked_skbs`, or a socket/free hop) re-checks the validation: the
- *      same head (a direct BTF load), the same bytes at the remembered
- *      address(es) (an 8-byte bpf_probe_read_kernel each) and at most
- *      STALE_NS since the previous hop. When it holds, the hop submits a
+ *      same head (a direct BTF load), the remembered address(es) inside the
+ *      current frame's linear data (not bytes a previous packet left in a
+ *      reused buffer), the same bytes there (an 8-byte
+ *      bpf_probe_read_kernel each) and at most STALE_NS since the previous
+ *      hop. When it holds, the hop submits a
  *      COMPACT record (records.bpf.h: struct hop_compact, 64 bytes: ts,
  *      skb, tp, ifindex, netns, cpu, pid/tid, drop reason, comm) without
  *      touching the frame; user space (src/identity.rs) gives it the
@@ -189,11 +191,18 @@ static __always_inline int is_device_hop(__u32 tp)
 }
 
 /* Whether `prev` (the tracked entry of this skb) still describes the packet
- * now at this address: see the top comment. */
-static __always_inline int identity_holds(const struct tracked *prev, __u64 head, __u64 ts)
+ * now at this address: see the top comment. [start, end) is the current
+ * frame's linear data: the remembered bytes must lie inside it, so that
+ * bytes a previous packet left in a reused head buffer, outside the current
+ * frame, never pass. */
+static __always_inline int identity_holds(const struct tracked *prev, __u64 head, __u64 start,
+					  __u64 end, __u64 ts)
 {
 	__u64 v = 0;
 	if (!prev->id_addr || prev->head != head || (__s64)(ts - prev->ts) > (__s64)STALE_NS)
+		return 0;
+	if (prev->id_addr < start || prev->id_addr + 8 > end ||
+	    (prev->id_addr2 && prev->id_addr2 < start))
 		return 0;
 	if (bpf_probe_read_kernel(&v, sizeof(v), (void *)prev->id_addr) || v != prev->id_val)
 		return 0;
@@ -215,7 +224,9 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	struct tracked prev = {};
 	struct tracked *tr = NULL;
 	int have_prev = 0;
-	__u64 head, ts;
+	__u64 head, data, start, end, ts;
+	__u16 mac;
+	__u32 len, data_len;
 
 	if (!skb)
 		return 0;
@@ -248,6 +259,10 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			netns = dev->nd_net.net->ns.inum;
 		}
 		head = (__u64)skb->head;
+		data = (__u64)skb->data;
+		mac = skb->mac_header;
+		len = skb->len;
+		data_len = skb->data_len;
 	} else {
 		dev = BPF_CORE_READ(skb, dev);
 		if (dev) {
@@ -255,7 +270,16 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
 		}
 		head = (__u64)BPF_CORE_READ(skb, head);
+		data = (__u64)BPF_CORE_READ(skb, data);
+		mac = BPF_CORE_READ(skb, mac_header);
+		len = BPF_CORE_READ(skb, len);
+		data_len = BPF_CORE_READ(skb, data_len);
 	}
+	/* the frame's linear bytes, as emit_full sees them */
+	start = data;
+	if (mac != (__u16)~0U && head + mac <= data)
+		start = head + mac;
+	end = data + (len - data_len);
 	if (is_device_hop(tp)) {
 		if (cfg->dev_filter_on) {
 			struct dev_key k = { .netns = netns, .ifindex = ifindex };
@@ -275,13 +299,14 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	}
 	ts = now_ns();
 	if (kernel_stats) {
-		ks_handle(tp, skb, ifindex, netns, reason, ts, head, cfg, btf, &prev, have_prev, tr);
+		ks_handle(tp, skb, ifindex, netns, reason, ts, head, start, end, cfg, btf, &prev,
+			  have_prev, tr);
 		return 0;
 	}
 
 	/* A later hop of a tracked skb whose identity still holds: compact
 	 * record, no frame access. */
-	if (have_prev && identity_holds(&prev, head, ts)) {
+	if (have_prev && identity_holds(&prev, head, start, end, ts)) {
 		if (emit_compact(tp, skb_addr, ifindex, netns, reason, ts))
 			return 0;
 		hist_add(prev.tp, tp, prev.ts, ts);

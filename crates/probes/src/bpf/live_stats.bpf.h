@@ -348,20 +348,22 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
  * same head and identity bytes (identity_holds) within KS_HOLD_NS; other
  * traffic and malformed SV, which have no identity address: the same head
  * within STALE_NS. */
-static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u64 ts)
+static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u64 start,
+				    __u64 end, __u64 ts)
 {
 	if (!prev->id_addr)
 		return prev->head == head && (__s64)(ts - prev->ts) <= (__s64)STALE_NS;
 	if ((__s64)(ts - prev->ts) > (__s64)KS_HOLD_NS)
 		return 0;
-	return identity_holds(prev, head, prev->ts);
+	return identity_holds(prev, head, start, end, prev->ts);
 }
 
 /* --kernel-stats part of handle(), after the rejections and the tracked
  * lookup (`prev`, `tr` as in handle). Never submits a record except for a
  * drop (full record: identity and reason). */
 static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifindex, __u32 netns,
-				      __u32 reason, __u64 ts, __u64 head, struct config *cfg,
+				      __u32 reason, __u64 ts, __u64 head, __u64 start, __u64 end,
+				      struct config *cfg,
 				      int btf, struct tracked *prev, int have_prev,
 				      struct tracked *tr)
 {
@@ -371,7 +373,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		.head = head,
 		.tp = tp,
 	};
-	if (have_prev && ks_holds(prev, head, ts)) {
+	if (have_prev && ks_holds(prev, head, start, end, ts)) {
 		if (tp != TP_KFREE_SKB) {
 			ks_hop(tr ? tr : prev, tp, ts);
 			return;
@@ -388,7 +390,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 	}
 	__u32 zero = 0;
 	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
-	if (last && identity_holds(last, head, ts)) {
+	if (last && identity_holds(last, head, start, end, ts)) {
 		/* a clone of the last first hop's skb: same packet, same slot */
 		t = *last;
 		t.ts = ts;
