@@ -134,6 +134,33 @@ fn start_tracer(lab: &Lab, extra: &[&str]) -> std::process::Child {
 }
 
 /// Wait for the tracer; it must succeed. Its exit summary.
+/// `sv publish` of 2 streams x 500 samples at 1000/s from the lab's `pub`.
+fn publish_two_streams_of_500(exe: &str, lab: &str) {
+    let publ = hoptrace(&[
+        "lab",
+        "exec",
+        lab,
+        "pub",
+        "--",
+        exe,
+        "sv",
+        "publish",
+        "--iface",
+        "eth0",
+        "--streams",
+        "2",
+        "--rate",
+        "1000",
+        "--samples",
+        "500",
+    ]);
+    assert!(
+        publ.status.success(),
+        "publish: {}",
+        String::from_utf8_lossy(&publ.stderr)
+    );
+}
+
 fn tracer_summary(tracer: std::process::Child) -> String {
     let out = tracer.wait_with_output().expect("tracer output");
     let s = String::from_utf8_lossy(&out.stdout);
@@ -167,29 +194,7 @@ fn trace_hops_and_stream_restrict_the_output() {
         ],
     );
     let exe = env!("CARGO_BIN_EXE_hoptrace");
-    let publ = hoptrace(&[
-        "lab",
-        "exec",
-        "trcli",
-        "pub",
-        "--",
-        exe,
-        "sv",
-        "publish",
-        "--iface",
-        "eth0",
-        "--streams",
-        "2",
-        "--rate",
-        "1000",
-        "--samples",
-        "500",
-    ]);
-    assert!(
-        publ.status.success(),
-        "publish: {}",
-        String::from_utf8_lossy(&publ.stderr)
-    );
+    publish_two_streams_of_500(exe, "trcli");
     let summary = tracer_summary(tracer);
     assert!(summary.contains("stream HOPTRACE_SV1: ok 500"), "{summary}");
     assert!(!summary.contains("HOPTRACE_SV0"), "--stream: {summary}");
@@ -293,29 +298,7 @@ fn trace_kernel_stats_plain_prints_per_stream_rows() {
         .spawn()
         .expect("start the tracer");
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let publ = hoptrace(&[
-        "lab",
-        "exec",
-        "trks",
-        "pub",
-        "--",
-        exe,
-        "sv",
-        "publish",
-        "--iface",
-        "eth0",
-        "--streams",
-        "2",
-        "--rate",
-        "1000",
-        "--samples",
-        "500",
-    ]);
-    assert!(
-        publ.status.success(),
-        "publish: {}",
-        String::from_utf8_lossy(&publ.stderr)
-    );
+    publish_two_streams_of_500(exe, "trks");
     let out = tracer.wait_with_output().expect("tracer output");
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(

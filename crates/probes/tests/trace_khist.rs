@@ -10,38 +10,11 @@
 
 mod support;
 
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use hoptrace_netns::require_privileges;
 use hoptrace_probes::TracePoint;
 use support::*;
-
-fn monotonic_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock call on a timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
-fn sleep_until_ns(t: i64) {
-    let ts = libc::timespec {
-        tv_sec: t / 1_000_000_000,
-        tv_nsec: t % 1_000_000_000,
-    };
-    // SAFETY: absolute sleep on a timespec we own.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
-}
 
 /// The `rank`-th smallest (quantile `q`, same rank rule as khist).
 fn quantile(sorted: &[u64], q: f64) -> u64 {
@@ -60,29 +33,8 @@ fn kernel_histograms_match_user_space_counts() {
     const N: u16 = 40;
     // Mid sub-bucket [5242880, 6291455] ns, so scheduling noise of a few
     // hundred microseconds stays in the same bucket.
-    const HOLD_NS: i64 = 5_500_000;
-    let consumer = std::thread::spawn(move || {
-        let mut got = 0;
-        loop {
-            let mut pfd = libc::pollfd {
-                fd: tap.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: poll on an fd we own.
-            if unsafe { libc::poll(&mut pfd, 1, 1500) } <= 0 {
-                break;
-            }
-            // the frame is queued on the tap: leave it there HOLD_NS
-            sleep_until_ns(monotonic_ns() + HOLD_NS);
-            match read_frame(&tap, Duration::from_millis(100)) {
-                Some(f) if f.len() > 14 && f[12..14] == [0x88, 0xBA] => got += 1,
-                Some(_) => {}
-                None => break,
-            }
-        }
-        got
-    });
+    const HOLD_NS: u64 = 5_500_000;
+    let consumer = holding_consumer(tap, HOLD_NS);
     send_sv(&bed, &sv_id, N, Duration::from_millis(12));
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
@@ -139,7 +91,7 @@ fn kernel_histograms_match_user_space_counts() {
         .unwrap();
     let (lo, hi) = held.quantile_bucket(0.5);
     assert!(
-        lo <= HOLD_NS as u64 && HOLD_NS as u64 <= hi,
+        lo <= HOLD_NS && HOLD_NS <= hi,
         "injected {HOLD_NS} ns outside the in-kernel p50 bucket {lo}..={hi}"
     );
 }

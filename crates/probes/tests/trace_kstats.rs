@@ -15,7 +15,6 @@
 
 mod support;
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use hoptrace_netns::require_privileges;
@@ -27,44 +26,6 @@ const N: u16 = 30;
 const HOLD_NS: u64 = 3_000_000;
 const BELOW: u64 = 1_000_000;
 const ABOVE: u64 = 500_000_000;
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock call on a timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Read the tap until it stays quiet, holding each frame HOLD_NS first.
-fn holding_consumer(tap: OwnedFd) -> std::thread::JoinHandle<usize> {
-    std::thread::spawn(move || {
-        let mut got = 0;
-        loop {
-            let mut pfd = libc::pollfd {
-                fd: tap.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: poll on an fd we own.
-            if unsafe { libc::poll(&mut pfd, 1, 1500) } <= 0 {
-                break;
-            }
-            let until = monotonic_ns() + HOLD_NS;
-            while monotonic_ns() < until {
-                std::thread::sleep(Duration::from_micros(200));
-            }
-            match read_frame(&tap, Duration::from_millis(100)) {
-                Some(f) if f.len() > 14 && f[12..14] == [0x88, 0xBA] => got += 1,
-                Some(_) => {}
-                None => break,
-            }
-        }
-        got
-    })
-}
 
 /// svID of stream `s`: lengths differ (a longer svID parsed before a
 /// shorter one leaves bytes behind in the BPF scratch buffer, which must not
@@ -100,7 +61,7 @@ fn run_phase(bed: &Bed, prefix: &str, kernel_stats: bool) -> (usize, TraceSummar
     opts.kernel_stats = kernel_stats;
     opts.thresholds_ns = vec![BELOW, ABOVE];
     let tracer = start_tracer_opts(opts);
-    let consumer = holding_consumer(tap);
+    let consumer = holding_consumer(tap, HOLD_NS);
     send_mixed(bed, prefix);
     let consumed = consumer.join().unwrap();
     // more than one read of the maps after the last frame

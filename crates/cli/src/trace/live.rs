@@ -359,6 +359,36 @@ mod tests {
         }
     }
 
+    /// Render `stats` into a `width` x `height` test terminal; the screen's lines.
+    fn screen(stats: &Stats, lost: &LostCounts, width: u16, height: u16) -> Vec<String> {
+        let mut term = Terminal::new(TestBackend::new(width, height)).unwrap();
+        term.draw(|f| render(f, "hoptrace trace", stats, Duration::from_secs(3), lost))
+            .unwrap();
+        let buf = term.backend().buffer();
+        (0..buf.area.height)
+            .map(|y| {
+                (0..buf.area.width)
+                    .map(|x| buf[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect()
+    }
+
+    /// The whitespace-separated cells of the first line containing `label`,
+    /// from `label` on; the line itself for messages.
+    fn cells<'a>(text: &'a [String], label: &str) -> (Vec<&'a str>, &'a str) {
+        let line = text
+            .iter()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("no line with {label}: {}", text.join("\n")));
+        (
+            line[line.find(label).unwrap()..]
+                .split_whitespace()
+                .collect(),
+            line,
+        )
+    }
+
     #[test]
     fn renders_stages_thresholds_drops_and_lost() {
         let mut stats = Stats::new(&["rx", "fwd", "tap_xmit"], vec![15_000]);
@@ -383,27 +413,11 @@ mod tests {
             TracePoint::NetDevStartXmit as usize * khist::TPS + TracePoint::NetDevXmit as usize;
         counts[stage * khist::BUCKETS + khist::bucket_of(2_000)] = 3;
         stats.kernel = khist::KernelHists::from_counts(&counts);
-        let mut term = Terminal::new(TestBackend::new(160, 14)).unwrap();
-        term.draw(|f| render(f, "hoptrace trace", &stats, Duration::from_secs(3), &lost))
-            .unwrap();
-        let buf = term.backend().buffer();
-        let text: Vec<String> = (0..buf.area.height)
-            .map(|y| {
-                (0..buf.area.width)
-                    .map(|x| buf[(x, y)].symbol())
-                    .collect::<String>()
-            })
-            .collect();
+        let text = screen(&stats, &lost, 160, 14);
         let all = text.join("\n");
         assert!(all.contains("t=3s"), "{all}");
         assert!(all.contains(">15.0us"), "threshold column: {all}");
-        let srow = text
-            .iter()
-            .find(|l| l.contains("MU01"))
-            .expect("stream row");
-        let scells: Vec<&str> = srow[srow.find("MU01").unwrap()..]
-            .split_whitespace()
-            .collect();
+        let (scells, srow) = cells(&text, "MU01");
         assert_eq!(
             scells[..9],
             ["MU01", "ok", "2", "inc", "0", "mal", "0", "drop", "1"],
@@ -413,26 +427,14 @@ mod tests {
             srow.contains("dropped 1 at fwd: SKB_DROP_REASON_FULL_RING"),
             "{srow}"
         );
-        let row = text
-            .iter()
-            .find(|l| l.contains("rx->fwd"))
-            .expect("rx->fwd row");
+        let (cells_fwd, row) = cells(&text, "rx->fwd");
         // 3 packets reached fwd; one above 15us; worst is seq 2 (40us)
-        let cells: Vec<&str> = row[row.find("rx->fwd").unwrap()..]
-            .split_whitespace()
-            .collect();
-        assert_eq!(cells[1], "3", "{row}");
-        assert_eq!(cells[2], "5.0us", "{row}");
-        assert_eq!(cells[5], "40.0us", "{row}");
-        assert_eq!(cells[6], "1", "above threshold: {row}");
+        assert_eq!(cells_fwd[1], "3", "{row}");
+        assert_eq!(cells_fwd[2], "5.0us", "{row}");
+        assert_eq!(cells_fwd[5], "40.0us", "{row}");
+        assert_eq!(cells_fwd[6], "1", "above threshold: {row}");
         assert!(row.contains("seq 2 tap0"), "{row}");
-        let krow = text
-            .iter()
-            .find(|l| l.contains("net_dev_start_xmit->net_dev_xmit"))
-            .expect("in-kernel row");
-        let kcells: Vec<&str> = krow[krow.find("net_dev_start").unwrap()..]
-            .split_whitespace()
-            .collect();
+        let (kcells, krow) = cells(&text, "net_dev_start_xmit->net_dev_xmit");
         // 2000 ns lands in the bucket 1792..=2047
         assert_eq!(kcells[1..4], ["3", "2.0us", "2.0us"], "{krow}");
         assert!(
@@ -495,46 +497,19 @@ mod tests {
             "tap0".into(),
         );
         stats.kstreams = Some(k);
-        let mut term = Terminal::new(TestBackend::new(200, 10)).unwrap();
-        term.draw(|f| {
-            render(
-                f,
-                "hoptrace trace",
-                &stats,
-                Duration::from_secs(3),
-                &Vec::new(),
-            )
-        })
-        .unwrap();
-        let buf = term.backend().buffer();
-        let text: Vec<String> = (0..buf.area.height)
-            .map(|y| {
-                (0..buf.area.width)
-                    .map(|x| buf[(x, y)].symbol())
-                    .collect::<String>()
-            })
-            .collect();
+        let text = screen(&stats, &Vec::new(), 200, 10);
         let all = text.join("\n");
         assert!(all.contains("kernel stats (no events)"), "{all}");
-        let srow = text
-            .iter()
-            .find(|l| l.contains("MU01"))
-            .expect("stream row");
+        let (_, srow) = cells(&text, "MU01");
         assert!(srow.contains("drop 4"), "{srow}");
         assert!(
             srow.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
             "{srow}"
         );
-        let row = text
-            .iter()
-            .find(|l| l.contains("fwd->tap_xmit"))
-            .expect("stage row");
-        let cells: Vec<&str> = row[row.find("fwd->tap_xmit").unwrap()..]
-            .split_whitespace()
-            .collect();
+        let (stage_cells, row) = cells(&text, "fwd->tap_xmit");
         // n, exact min, p50/p99 bucket bounds, exact max, above 15us
         assert_eq!(
-            cells[1..7],
+            stage_cells[1..7],
             ["3", "2.0us", "<=2.0us", "<=41.0us", "40.0us", "1"],
             "{row}"
         );

@@ -347,6 +347,64 @@ pub fn count_sv_frames(tap: OwnedFd) -> std::thread::JoinHandle<usize> {
     })
 }
 
+/// CLOCK_MONOTONIC in ns.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock call on a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleep until CLOCK_MONOTONIC reaches `t` ns (never returns earlier).
+pub fn sleep_until_ns(t: u64) {
+    let ts = libc::timespec {
+        tv_sec: (t / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t % 1_000_000_000) as libc::c_long,
+    };
+    while monotonic_ns() < t {
+        // SAFETY: absolute sleep on a timespec we own.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+}
+
+/// A consumer thread that, each time a frame is queued on `tap`, leaves it
+/// there `hold_ns` before reading it (the known injected delay of the
+/// accuracy tests), until the tap stays quiet for 1.5 s; joins with the
+/// number of SV frames read.
+pub fn holding_consumer(tap: OwnedFd, hold_ns: u64) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut got = 0;
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: tap.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: poll on an fd we own.
+            if unsafe { libc::poll(&mut pfd, 1, 1500) } <= 0 {
+                break;
+            }
+            sleep_until_ns(monotonic_ns() + hold_ns);
+            match read_frame(&tap, Duration::from_millis(100)) {
+                Some(f) if f.len() > 14 && f[12..14] == [0x88, 0xBA] => got += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        got
+    })
+}
+
 /// A testbed (tap txqueuelen `qlen`) with a reader attached to its tap
 /// (see [`Bed::open_tap`]) and the tracer started on its hypervisor
 /// namespace.
