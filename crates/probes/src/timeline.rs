@@ -17,8 +17,13 @@
 //! later hits (a second clone, a retransmit of the same identity) are counted
 //! as duplicates.
 //!
-//! The wrap epoch of smpCnt is assigned here, per stream, in arrival order:
-//! when smpCnt goes back by more than half the rate, the epoch increments.
+//! The wrap epoch of smpCnt is assigned here, per stream, in arrival order,
+//! to every event as it comes: when smpCnt goes back by more than half the
+//! rate, the epoch increments; an smpCnt more than half the rate ahead is a
+//! late hop of the previous epoch. Packets in flight are keyed by (identity,
+//! epoch), so a packet still waiting for its linger time (which may be a
+//! second or more, `--linger`) is never merged with the sample that has the
+//! same smpCnt one wrap later.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,6 +31,10 @@ use crate::catalogue::{is_optional, profile_hops, Profile, TracePoint};
 use crate::devices::DeviceTable;
 use crate::drop_reason::DropReasons;
 use crate::event::{HopEvent, PacketIdentity};
+
+/// A packet in flight: its identity and the wrap epoch of its smpCnt (0
+/// for identities without a wrap).
+type PacketKey = (PacketIdentity, u32);
 
 /// One packet's path through the traced hops.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,9 +107,10 @@ pub struct Assembler {
     hops: Vec<&'static str>,
     devices: DeviceTable,
     reasons: DropReasons,
-    packets: HashMap<PacketIdentity, Packet>,
+    packets: HashMap<PacketKey, Packet>,
     skb_dest: HashMap<u64, String>,
-    epochs: HashMap<String, (u16, u32)>,
+    /// svID -> (reference smpCnt, its epoch).
+    epochs: HashMap<Vec<u8>, (u16, u32)>,
     rate: u32,
     linger_ns: u64,
     newest_ts: u64,
@@ -160,7 +170,7 @@ impl Assembler {
     }
 
     /// Which hop (index) and destination an event stands for.
-    fn classify(&mut self, e: &HopEvent) -> Option<(usize, Option<String>)> {
+    fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<String>)> {
         use TracePoint::*;
         match (self.profile, e.tracepoint) {
             (Profile::Hypervisor, NetifReceiveSkb) => {
@@ -185,7 +195,7 @@ impl Assembler {
                     // egress of a frame a consumer already copied: same dest
                     // as the latest consumer_copy of this identity.
                     let ci = self.idx("consumer_copy")?;
-                    let p = self.packets.get(&e.identity)?;
+                    let p = self.packets.get(key)?;
                     let dest = p
                         .dests
                         .iter()
@@ -212,7 +222,7 @@ impl Assembler {
                 let ai = self.idx("app_copy")?;
                 let copied = self
                     .packets
-                    .get(&e.identity)
+                    .get(key)
                     .is_some_and(|p| p.shared.hops[ai].is_some());
                 if copied {
                     None
@@ -227,19 +237,16 @@ impl Assembler {
         }
     }
 
-    fn packet(&mut self, e: &HopEvent) -> &mut Packet {
+    fn packet(&mut self, e: &HopEvent, key: PacketKey) -> &mut Packet {
         let n = self.hops.len();
-        let p = self
-            .packets
-            .entry(e.identity.clone())
-            .or_insert_with(|| Packet {
-                last_ts: e.ts,
-                shared: Branch {
-                    hops: vec![None; n],
-                    ..Default::default()
-                },
-                dests: BTreeMap::new(),
-            });
+        let p = self.packets.entry(key).or_insert_with(|| Packet {
+            last_ts: e.ts,
+            shared: Branch {
+                hops: vec![None; n],
+                ..Default::default()
+            },
+            dests: BTreeMap::new(),
+        });
         p.last_ts = p.last_ts.max(e.ts);
         p
     }
@@ -249,6 +256,7 @@ impl Assembler {
         self.counters.events += 1;
         self.newest_ts = self.newest_ts.max(e.ts);
         let n = self.hops.len();
+        let key = (e.identity.clone(), self.arrival_epoch(&e.identity));
         // A device hop starts a new life of this skb address (BPF tracks an
         // skb only from a device hop): forget which tap an earlier skb at the
         // same address went to; a tap hop below sets it again.
@@ -261,7 +269,7 @@ impl Assembler {
         match e.tracepoint {
             TracePoint::KfreeSkb => {
                 let dest = self.skb_dest.remove(&e.skb);
-                let p = self.packet(&e);
+                let p = self.packet(&e, key);
                 let shared_last = p.shared.hops.iter().rposition(|h| h.is_some());
                 let branch = match dest {
                     Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
@@ -283,10 +291,10 @@ impl Assembler {
             TracePoint::ConsumeSkb if self.profile == Profile::Hypervisor => {
                 self.skb_dest.remove(&e.skb);
             }
-            _ => match self.classify(&e) {
+            _ => match self.classify(&e, &key) {
                 None => self.counters.unmatched += 1,
                 Some((hop, dest)) => {
-                    let p = self.packet(&e);
+                    let p = self.packet(&e, key);
                     let branch = match dest {
                         Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
                             hops: vec![None; n],
@@ -321,13 +329,13 @@ impl Assembler {
     /// Emit packets idle for `linger_ns` (all of them when `all`).
     pub fn expire(&mut self, all: bool) -> Vec<Timeline> {
         let limit = self.newest_ts.saturating_sub(self.linger_ns);
-        let done: Vec<PacketIdentity> = self
+        let done: Vec<PacketKey> = self
             .packets
             .iter()
             .filter(|(_, p)| all || p.last_ts < limit)
             .map(|(k, _)| k.clone())
             .collect();
-        let mut sorted: Vec<(PacketIdentity, Packet)> = done
+        let mut sorted: Vec<(PacketKey, Packet)> = done
             .into_iter()
             .filter_map(|k| self.packets.remove_entry(&k))
             .collect();
@@ -347,9 +355,23 @@ impl Assembler {
         out
     }
 
-    fn epoch(&mut self, stream: &str, smp: u16) -> u32 {
+    /// The wrap epoch of an event's identity (SV: per stream, see the
+    /// module comment; 0 for the others).
+    fn arrival_epoch(&mut self, id: &PacketIdentity) -> u32 {
+        match id {
+            PacketIdentity::Sv { sv_id, smp_cnt, .. } => self.epoch(sv_id, *smp_cnt),
+            _ => 0,
+        }
+    }
+
+    fn epoch(&mut self, sv_id: &[u8], smp: u16) -> u32 {
         let half = (self.rate / 2) as i64;
-        let st = self.epochs.entry(stream.to_string()).or_insert((smp, 0));
+        if !self.epochs.contains_key(sv_id) {
+            self.epochs.insert(sv_id.to_vec(), (smp, 0));
+        }
+        let Some(st) = self.epochs.get_mut(sv_id) else {
+            return 0;
+        };
         if (smp as i64) < st.0 as i64 - half {
             st.1 += 1;
         } else if (smp as i64) > st.0 as i64 + half {
@@ -361,12 +383,11 @@ impl Assembler {
         st.1
     }
 
-    fn finish(&mut self, id: PacketIdentity, p: Packet) -> Vec<Timeline> {
+    fn finish(&mut self, (id, epoch): PacketKey, p: Packet) -> Vec<Timeline> {
         let stream = id.stream();
         let (epoch, seq) = match &id {
             PacketIdentity::Sv { smp_cnt, .. } => {
-                let ep = self.epoch(&stream, *smp_cnt);
-                (ep, ep as u64 * self.rate as u64 + *smp_cnt as u64)
+                (epoch, epoch as u64 * self.rate as u64 + *smp_cnt as u64)
             }
             PacketIdentity::Ping { seq, .. } => (0, *seq),
             PacketIdentity::Other { flow_hash, .. }
@@ -528,14 +549,60 @@ mod tests {
     }
 
     #[test]
+    fn linger_longer_than_a_wrap_keeps_the_same_smpcnt_of_two_wraps_apart() {
+        use TracePoint::*;
+        let mut t = DeviceTable::default();
+        t.insert(1, 2, dev("veth0", false));
+        t.insert(1, 3, dev("tap0", true));
+        // linger 2 s: every packet below is still in flight when smpCnt 5
+        // comes again one wrap (1 s at 4000/s) later
+        let mut a = Assembler::new(
+            Profile::Hypervisor,
+            t,
+            DropReasons::from_pairs(&[]),
+            4000,
+            2_000_000_000,
+        );
+        let mut out = Vec::new();
+        for (i, smp) in [5u16, 2000, 3999, 0, 5].into_iter().enumerate() {
+            let t0 = smp as u64 * 250_000 + if i >= 3 { 1_000_000_000 } else { 0 };
+            let skb = 100 + i as u64;
+            for e in [
+                ev(NetifReceiveSkb, t0, skb, 2, smp),
+                ev(NetDevStartXmit, t0 + 10, skb, 3, smp),
+                ev(NetDevXmit, t0 + 20, skb, 3, smp),
+                ev(SkbCopyDatagramIovec, t0 + 30, skb, 0, smp),
+            ] {
+                out.extend(a.push(e));
+            }
+        }
+        assert!(out.is_empty(), "all still lingering");
+        out.extend(a.expire(true));
+        assert_eq!(a.counters.duplicates, 0);
+        let mut seqs: Vec<(u64, u32, Status)> =
+            out.iter().map(|t| (t.seq, t.epoch, t.status)).collect();
+        seqs.sort_by_key(|s| s.0);
+        assert_eq!(
+            seqs,
+            vec![
+                (5, 0, Status::Ok),
+                (2000, 0, Status::Ok),
+                (3999, 0, Status::Ok),
+                (4000, 1, Status::Ok),
+                (4005, 1, Status::Ok),
+            ]
+        );
+    }
+
+    #[test]
     fn epoch_increments_on_wrap() {
         let mut a = assembler();
-        assert_eq!(a.epoch("s", 3998), 0);
-        assert_eq!(a.epoch("s", 3999), 0);
-        assert_eq!(a.epoch("s", 0), 1);
-        assert_eq!(a.epoch("s", 1), 1);
-        assert_eq!(a.epoch("s", 0), 1, "small reorder is not a wrap");
-        assert_eq!(a.epoch("s", 3990), 0, "late sample of the previous epoch");
-        assert_eq!(a.epoch("s", 2), 1, "and no second wrap after it");
+        assert_eq!(a.epoch(b"s", 3998), 0);
+        assert_eq!(a.epoch(b"s", 3999), 0);
+        assert_eq!(a.epoch(b"s", 0), 1);
+        assert_eq!(a.epoch(b"s", 1), 1);
+        assert_eq!(a.epoch(b"s", 0), 1, "small reorder is not a wrap");
+        assert_eq!(a.epoch(b"s", 3990), 0, "late sample of the previous epoch");
+        assert_eq!(a.epoch(b"s", 2), 1, "and no second wrap after it");
     }
 }
