@@ -257,8 +257,7 @@ static __always_inline int ks_drop(struct tracked *tr)
  * the per-CPU `ks_event_buf` record `e` (no ring buffer record): find or
  * create its stream slot and start tracking the skb with the entry `t`
  * (timestamp, tracepoint and the validation emit_full computed). */
-static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct tracked *t,
-				     struct tracked *tr)
+static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct tracked *t)
 {
 	__u32 zero = 0;
 	struct ks_stream_key *k = bpf_map_lookup_elem(&ks_key_buf, &zero);
@@ -331,10 +330,7 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
 	}
 	t->stream_slot = slot + 1;
 	t->ks_id = id;
-	if (tr)
-		*tr = *t;
-	else
-		bpf_map_update_elem(&tracked_skbs, &skb_addr, t, BPF_ANY);
+	bpf_map_update_elem(&tracked_skbs, &skb_addr, t, BPF_ANY);
 	ks_count(KS_CTR_FIRST_HOPS);
 	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
 	if (last && t->id_addr)
@@ -399,10 +395,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		t = *last;
 		t.ts = ts;
 		t.tp = tp;
-		if (tr)
-			*tr = t;
-		else
-			bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+		bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
 		ks_count(KS_CTR_FIRST_HOPS);
 		ks_count(KS_CTR_CLONE_HITS);
 		return;
@@ -411,7 +404,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		return;
 	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
 	if (e)
-		ks_first(e, skb_addr, &t, tr);
+		ks_first(e, skb_addr, &t);
 }
 
 #endif
