@@ -383,3 +383,68 @@ fn trace_later_hops_are_compact_records() {
     assert_eq!(full, 2 * 2 * N as u64, "compact {compact} full {full}");
     assert!(compact >= 2 * 2 * N as u64, "compact {compact} full {full}");
 }
+
+/// One frame flooded by the bridge to two taps is two clones of the
+/// received skb. The first hop of each clone takes the identity of the
+/// frame parsed at its receive hop (ev_last in hops.bpf.c: same head and
+/// identity bytes, no frame copy): every destination's timeline must carry
+/// its own frame's svID and smpCnt, with every hop, for two interleaved
+/// streams whose svIDs differ only in their last byte.
+#[test]
+fn trace_clones_to_two_taps_keep_their_identity() {
+    if !require_privileges("trace_clones_to_two_taps_keep_their_identity") {
+        return;
+    }
+    let bed = testbed(500);
+    bed.hv
+        .ip(&["tuntap", "add", "dev", "tap1", "mode", "tap"])
+        .unwrap();
+    bed.hv
+        .ip(&["link", "set", "tap1", "master", "br0"])
+        .unwrap();
+    bed.hv.ip(&["link", "set", "tap1", "up"]).unwrap();
+    let tap0 = bed.hv.run_in(|| open_tap("tap0")).unwrap();
+    let tap1 = bed.hv.run_in(|| open_tap("tap1")).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let tracer = start_tracer(bed.hv.name());
+    let readers = [count_sv_frames(tap0), count_sv_frames(tap1)];
+    let prefix = format!("HTCL{}_", std::process::id());
+    const N: u16 = 40;
+    send_streams(&bed, &prefix, 2, N, 500);
+    let consumed: Vec<usize> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    let summary = tracer.finish();
+    assert_eq!(
+        consumed,
+        vec![2 * N as usize; 2],
+        "each tap read every frame"
+    );
+    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
+    for s in 0..2 {
+        let id = format!("{prefix}{s}");
+        for dest in ["tap0", "tap1"] {
+            let mine: Vec<_> = summary
+                .timelines
+                .iter()
+                .filter(|t| t.stream == id && t.dest.as_deref() == Some(dest))
+                .collect();
+            let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
+            seqs.sort();
+            assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>(), "{id} to {dest}");
+            for t in &mine {
+                assert_eq!(t.status, Status::Ok, "{t:?}");
+                assert!(t.hops[..4].iter().all(|h| h.is_some()), "{t:?}");
+            }
+        }
+    }
+    let others = summary
+        .timelines
+        .iter()
+        .filter(|t| t.stream.starts_with(&prefix))
+        .count();
+    assert_eq!(
+        others,
+        2 * 2 * N as usize,
+        "no timeline beyond one per frame and tap"
+    );
+}

@@ -45,6 +45,20 @@
  *      pskb_expand_head moved the data) the hop takes the full path and
  *      replaces the entry, so a frame is never given the identity of the
  *      previous packet at the same address.
+ *      The first device hop of a CLONE (a bridge floods one received frame
+ *      to several ports as clones sharing its data) takes the identity of
+ *      the last frame parsed on this CPU (`ev_last`) when that frame's
+ *      validation holds for the clone (same head, identity bytes unchanged
+ *      and inside the clone's linear data, within STALE_NS): it sends a
+ *      full record copied from the stored one (emit_clone) without copying
+ *      or parsing the frame; user space cannot tell it from a parsed one.
+ *      In event mode a free (consume_skb, kfree_skb) of a tracked skb does
+ *      not delete its entry (an LRU delete costs about 135 ns here): it
+ *      marks it dead in place (tp = TP_DEAD, head = 0; plain stores;
+ *      --kernel-stats still deletes, see the free path). Every user treats a
+ *      dead entry as absent (socket/free hops stop at it; it can never pass
+ *      the validation, whose head is never 0), and the next device hop of an
+ *      skb at that address re-fills it in place instead of an LRU insert.
  *   3. a failed ring buffer reserve is counted per hop in the per-CPU
  *      `lost_events` array;
  *   4. after a submit, the delta from the previous reported hop of the same
@@ -96,6 +110,8 @@ enum tp_id {
 	TP_KFREE_SKB = 6,
 	TP_SKB_COPY_DATAGRAM_IOVEC = 7,
 	TP_COUNT = 8,
+	/* `tracked.tp` of an entry whose skb was freed (see handle) */
+	TP_DEAD = 0xff,
 };
 
 enum pkt_kind {
@@ -185,6 +201,24 @@ struct {
 #include "sv_parse.bpf.h"
 #include "records.bpf.h"
 
+/* Event mode, per CPU: the entry and full record of the last frame parsed
+ * at a device hop. A bridge clones a frame on the CPU that received it and
+ * the clone shares the original's data (same skb->head): the clone's first
+ * hop reuses this identity when identity_holds() (same head and identity
+ * bytes within the clone's linear data, within STALE_NS), and sends a full
+ * record copied from `e` without reading the frame (emit_clone). */
+struct ev_last {
+	struct tracked t;
+	struct hop_event e;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ev_last);
+} ev_last SEC(".maps");
+
 static __always_inline int is_device_hop(__u32 tp)
 {
 	return tp <= TP_NAPI_GRO_RECEIVE_ENTRY;
@@ -241,12 +275,21 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			return 0;
 	} else {
 		tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
-		if (!tr)
+		if (!tr || tr->tp == TP_DEAD)
 			return 0;
 		prev = *tr;
 		have_prev = 1;
 		if (tp != TP_SKB_COPY_DATAGRAM_IOVEC) {
-			bpf_map_delete_elem(&tracked_skbs, &skb_addr);
+			/* freed: event mode marks the entry dead in place (no
+			 * LRU delete); --kernel-stats still deletes it (with
+			 * dead entries it missed 5-12 of 1.92 M hops without
+			 * counting them, docs/hops.md "Overhead") */
+			if (kernel_stats) {
+				bpf_map_delete_elem(&tracked_skbs, &skb_addr);
+			} else {
+				tr->tp = TP_DEAD;
+				tr->head = 0;
+			}
 			tr = NULL;
 		}
 		if (!(cfg->emit_mask & (1U << tp)))
@@ -292,10 +335,11 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 				return 0;
 		}
 		tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
-		if (tr) {
+		if (tr && tr->tp != TP_DEAD) {
 			prev = *tr;
 			have_prev = 1;
 		}
+		/* a dead entry (tr set, have_prev 0) is re-filled in place below */
 	}
 	ts = now_ns();
 	if (kernel_stats) {
@@ -324,8 +368,29 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		.tp = tp,
 		.stream_slot = 0,
 	};
-	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 0))
+	struct ev_last *last = NULL;
+	if (is_device_hop(tp)) {
+		last = bpf_map_lookup_elem(&ev_last, &zero);
+		/* a clone of the last parsed frame (same head, same identity
+		 * bytes in its linear data): its identity without a parse */
+		if (last && identity_holds(&last->t, head, start, end, ts)) {
+			if (emit_clone(tp, skb_addr, ifindex, netns, reason, ts, &last->e))
+				return 0;
+			t = last->t;
+			t.ts = ts;
+			t.tp = tp;
+			if (tr)
+				*tr = t;
+			else
+				bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+			return 0;
+		}
+	}
+	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 0,
+		      last ? &last->e : NULL))
 		return 0;
+	if (last && t.id_addr)
+		last->t = t;
 	/* The same packet (identity bytes unchanged, e.g. its data moved by
 	 * pskb_expand_head) continues its histogram stages; another packet at
 	 * a reused address starts anew. */

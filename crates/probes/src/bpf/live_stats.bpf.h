@@ -380,7 +380,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		}
 		if (ks_drop(prev))
 			return;
-		emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 0);
+		emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 0, NULL);
 		return;
 	}
 	if (!is_device_hop(tp)) {
@@ -400,7 +400,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		ks_count(KS_CTR_CLONE_HITS);
 		return;
 	}
-	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 1))
+	if (emit_full(tp, skb, ifindex, netns, reason, ts, cfg, btf, &t, 1, NULL))
 		return;
 	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
 	if (e)

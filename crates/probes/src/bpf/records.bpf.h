@@ -126,7 +126,7 @@ static __always_inline __u64 frame_u64(const __u8 *f, __u32 off)
  * lost (counted). */
 static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifindex, __u32 netns,
 				     __u32 reason, __u64 ts, struct config *cfg, int btf,
-				     struct tracked *t, int ks)
+				     struct tracked *t, int ks, struct hop_event *save)
 {
 	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
@@ -286,6 +286,36 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 	}
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	e->skb = (__u64)skb;
+	e->tp = tp;
+	e->ifindex = ifindex;
+	e->netns = netns;
+	e->cpu = bpf_get_smp_processor_id();
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->drop_reason = reason;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* the identity a clone's first hop may reuse (ev_last, hops.bpf.c) */
+	if (save && t->id_addr)
+		__builtin_memcpy(save, e, sizeof(*e));
+	submit(e);
+	return 0;
+}
+
+/* Full record of the first hop of a clone whose data is the last parsed
+ * frame's (ev_last in hops.bpf.c): the identity is copied from `last`, the
+ * frame is not read. Returns 0 when submitted. */
+static __always_inline int emit_clone(__u32 tp, __u64 skb_addr, __u32 ifindex, __u32 netns,
+				      __u32 reason, __u64 ts, const struct hop_event *last)
+{
+	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(tp);
+		return -1;
+	}
+	__builtin_memcpy(e, last, sizeof(*e));
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	e->ts = ts;
+	e->skb = skb_addr;
 	e->tp = tp;
 	e->ifindex = ifindex;
 	e->netns = netns;
