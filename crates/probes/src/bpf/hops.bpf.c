@@ -68,7 +68,7 @@
  * tp_btf programs read skb and device fields with plain loads through their
  * typed BTF pointers (checked by the verifier, no helper call), raw_tp
  * programs with BPF_CORE_READ (bpf_probe_read_kernel).
- * Cost: kernel BPF stats, docs/hops.md "Overhead".
+ * Cost: kernel BPF stats, docs/tracer-overhead.md.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -283,7 +283,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			/* freed: event mode marks the entry dead in place (no
 			 * LRU delete); --kernel-stats still deletes it (with
 			 * dead entries it missed 5-12 of 1.92 M hops without
-			 * counting them, docs/hops.md "Overhead") */
+			 * counting them, docs/tracer-overhead.md) */
 			if (kernel_stats) {
 				bpf_map_delete_elem(&tracked_skbs, &skb_addr);
 			} else {
