@@ -61,6 +61,23 @@ struct hop_compact {
 };
 
 
+/* Where and by whom a hop was seen: the fields every record (full, compact,
+ * clone) fills the same way from the current context. A macro because the
+ * full and the compact record are two layouts with the same field names. */
+#define FILL_HOP_CONTEXT(r, tp_, skb_addr_, ifindex_, netns_, reason_)          \
+	do {                                                                    \
+		__u64 pid_tgid = bpf_get_current_pid_tgid();                    \
+		(r)->skb = (skb_addr_);                                         \
+		(r)->tp = (tp_);                                                \
+		(r)->ifindex = (ifindex_);                                      \
+		(r)->netns = (netns_);                                          \
+		(r)->cpu = bpf_get_smp_processor_id();                          \
+		(r)->pid = pid_tgid >> 32;                                      \
+		(r)->tid = (__u32)pid_tgid;                                     \
+		(r)->drop_reason = (reason_);                                   \
+		bpf_get_current_comm((r)->comm, sizeof((r)->comm));             \
+	} while (0)
+
 static __always_inline void count_lost(__u32 tp)
 {
 	__u64 *lost = bpf_map_lookup_elem(&lost_events, &tp);
@@ -90,18 +107,9 @@ static __always_inline int emit_compact(__u32 tp, __u64 skb_addr, __u32 ifindex,
 		count_lost(tp);
 		return -1;
 	}
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	c->ts = ts;
-	c->skb = skb_addr;
-	c->tp = tp;
-	c->ifindex = ifindex;
-	c->netns = netns;
-	c->cpu = bpf_get_smp_processor_id();
-	c->pid = pid_tgid >> 32;
-	c->tid = (__u32)pid_tgid;
-	c->drop_reason = reason;
 	c->pad = 0;
-	bpf_get_current_comm(c->comm, sizeof(c->comm));
+	FILL_HOP_CONTEXT(c, tp, skb_addr, ifindex, netns, reason);
 	submit(c);
 	return 0;
 }
@@ -284,16 +292,7 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 		for (i = 0; i < 6; i++)
 			e->dst_mac[i] = byte_at(f, i);
 	}
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	e->skb = (__u64)skb;
-	e->tp = tp;
-	e->ifindex = ifindex;
-	e->netns = netns;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->drop_reason = reason;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	FILL_HOP_CONTEXT(e, tp, (__u64)skb, ifindex, netns, reason);
 	/* the identity a clone's first hop may reuse (ev_last, hops.bpf.c) */
 	if (save && t->id_addr)
 		__builtin_memcpy(save, e, sizeof(*e));
@@ -313,17 +312,8 @@ static __always_inline int emit_clone(__u32 tp, __u64 skb_addr, __u32 ifindex, _
 		return -1;
 	}
 	__builtin_memcpy(e, last, sizeof(*e));
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	e->ts = ts;
-	e->skb = skb_addr;
-	e->tp = tp;
-	e->ifindex = ifindex;
-	e->netns = netns;
-	e->cpu = bpf_get_smp_processor_id();
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->drop_reason = reason;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	FILL_HOP_CONTEXT(e, tp, skb_addr, ifindex, netns, reason);
 	submit(e);
 	return 0;
 }
