@@ -74,6 +74,17 @@ static __always_inline int ber_len(const __u8 *f, __u32 *off, __u32 avail)
 	return -1;
 }
 
+/* One BER tag-length header at `*off`: sets *tag, advances `*off` to the
+ * value and returns its length; -1 when malformed or out of `avail`. */
+static __always_inline int ber_header(const __u8 *f, __u32 *off, __u32 avail, __u32 *tag)
+{
+	if (*off >= avail)
+		return -1;
+	*tag = byte_at(f, *off);
+	*off += 1;
+	return ber_len(f, off, avail);
+}
+
 /* Parse the SV APDU starting at `off` (the APPID) up to the smpCnt of the
  * FIRST ASDU; fills s->app_id, s->svid, s->svid_len, s->smp_cnt and
  * s->smp_off / s->svid_end (where the smpCnt value is and where the svID
@@ -101,12 +112,8 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 		return 1;
 	/* savPdu children: noASDU (0x80), security (0x81), seqASDU (0xA2) */
 	for (i = 0; i < 3; i++) {
-		__u32 tag;
-		if (off >= avail)
-			return 1;
-		tag = byte_at(f, off);
-		off++;
-		len = ber_len(f, &off, avail);
+		__u32 tag = 0;
+		len = ber_header(f, &off, avail, &tag);
 		if (len < 0)
 			return 1;
 		if (tag == 0xA2)
@@ -123,12 +130,8 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 		return 1;
 	/* ASDU children: svID (0x80), datSet (0x81), smpCnt (0x82) */
 	for (i = 0; i < 3; i++) {
-		__u32 tag;
-		if (off >= avail)
-			return 1;
-		tag = byte_at(f, off);
-		off++;
-		len = ber_len(f, &off, avail);
+		__u32 tag = 0;
+		len = ber_header(f, &off, avail, &tag);
 		if (len < 0)
 			return 1;
 		if (tag == 0x80) {
