@@ -148,7 +148,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TP_COUNT);
+	__uint(max_entries, TP_COUNT + 1); /* + tracking evictions (track.bpf.h) */
 	__type(key, __u32);
 	__type(value, __u64);
 } lost_events SEC(".maps");
@@ -190,16 +190,10 @@ struct tracked {
 	__u64 ks_id;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u64);
-	__type(value, struct tracked);
-} tracked_skbs SEC(".maps");
-
 #include "khist.bpf.h"
 #include "sv_parse.bpf.h"
 #include "records.bpf.h"
+#include "track.bpf.h"
 
 /* Event mode, per CPU: the entry and full record of the last frame parsed
  * at a device hop. A bridge clones a frame on the CPU that received it and
@@ -252,6 +246,8 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 {
 	__u32 zero = 0;
 	__u64 skb_addr = (__u64)skb;
+	struct track_set *set;
+	int way;
 	struct net_device *dev;
 	__u32 ifindex = 0, netns = 0;
 	struct config *cfg;
@@ -274,22 +270,18 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		if (!(cfg->emit_mask & (1U << tp)))
 			return 0;
 	} else {
-		tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
-		if (!tr || tr->tp == TP_DEAD)
+		set = track_set_of(skb_addr);
+		if (!set)
 			return 0;
+		way = track_way(set, skb_addr);
+		if (way < 0)
+			return 0;
+		tr = &set->e[way & (TRACK_WAYS - 1)];
 		prev = *tr;
 		have_prev = 1;
 		if (tp != TP_SKB_COPY_DATAGRAM_IOVEC) {
-			/* freed: event mode marks the entry dead in place (no
-			 * LRU delete); --kernel-stats still deletes it (with
-			 * dead entries it missed 5-12 of 1.92 M hops without
-			 * counting them, docs/tracer-overhead.md) */
-			if (kernel_stats) {
-				bpf_map_delete_elem(&tracked_skbs, &skb_addr);
-			} else {
-				tr->tp = TP_DEAD;
-				tr->head = 0;
-			}
+			/* freed: forget it (its way is free again) */
+			track_forget(set, way);
 			tr = NULL;
 		}
 		if (!(cfg->emit_mask & (1U << tp)))
@@ -334,12 +326,15 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			if (!mask || !(*mask & (1U << tp)))
 				return 0;
 		}
-		tr = bpf_map_lookup_elem(&tracked_skbs, &skb_addr);
-		if (tr && tr->tp != TP_DEAD) {
+		set = track_set_of(skb_addr);
+		if (!set)
+			return 0;
+		way = track_way(set, skb_addr);
+		if (way >= 0) {
+			tr = &set->e[way & (TRACK_WAYS - 1)];
 			prev = *tr;
 			have_prev = 1;
 		}
-		/* a dead entry (tr set, have_prev 0) is re-filled in place below */
 	}
 	ts = now_ns();
 	if (kernel_stats) {
@@ -382,7 +377,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			if (tr)
 				*tr = t;
 			else
-				bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+				track_put(skb_addr, &t);
 			return 0;
 		}
 	}
@@ -402,7 +397,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	if (tr)
 		*tr = t;
 	else if (is_device_hop(tp))
-		bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+		track_put(skb_addr, &t);
 	return 0;
 }
 

@@ -330,7 +330,7 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
 	}
 	t->stream_slot = slot + 1;
 	t->ks_id = id;
-	bpf_map_update_elem(&tracked_skbs, &skb_addr, t, BPF_ANY);
+	track_put(skb_addr, t);
 	ks_count(KS_CTR_FIRST_HOPS);
 	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
 	if (last && t->id_addr)
@@ -395,7 +395,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		t = *last;
 		t.ts = ts;
 		t.tp = tp;
-		bpf_map_update_elem(&tracked_skbs, &skb_addr, &t, BPF_ANY);
+		track_put(skb_addr, &t);
 		ks_count(KS_CTR_FIRST_HOPS);
 		ks_count(KS_CTR_CLONE_HITS);
 		return;

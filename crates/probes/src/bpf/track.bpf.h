@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The tracked-skb table of the hop probes (included once, by hops.bpf.c,
+ * after `struct tracked` and `lost_events`).
+ *
+ * Mechanism: a set-associative table in a plain BPF array, instead of a
+ * hash map. The skb address picks one set (Fibonacci hashing: the top
+ * TRACK_SET_BITS bits of address * 2^64/phi); a set holds TRACK_WAYS
+ * entries and, first, their TRACK_WAYS skb addresses (the tags, 0: free
+ * way) in one cache line. Finding an skb is one array lookup, which the
+ * verifier inlines (no helper call, no hashing of the key, no bucket lock),
+ * and a compare of four tags; forgetting it clears its tag; tracking it
+ * writes the entry into its own way when it has one, else into a free way,
+ * else into the way whose last hop is the oldest.
+ *
+ * A way is taken from another skb only when the set has no free way. When
+ * that skb's last hop is less than TRACK_EVICT_NS old, its skb may still be
+ * on its way and its later socket/free hops (which only exist for tracked
+ * skbs) would be missed: the eviction is counted in lost_events[TP_COUNT]
+ * and shown next to the lost events, never silent. An older entry is one
+ * whose free was not traced (e.g. merged by GRO): taking its way loses
+ * nothing (its skb would fail the identity check anyway, STALE_NS and
+ * KS_HOLD_NS are both shorter).
+ *
+ * Two CPUs tracking two different skbs of the same set at the same instant
+ * may pick the same free way; the later write wins. The hops of one skb
+ * never run on two CPUs at once, so an skb's own entry is never torn.
+ */
+#ifndef HOPTRACE_TRACK_BPF_H
+#define HOPTRACE_TRACK_BPF_H
+
+#define TRACK_SET_BITS 15
+#define TRACK_SETS (1U << TRACK_SET_BITS)
+#define TRACK_WAYS 4
+#define TRACK_EVICT_NS (1000ULL * 1000 * 1000)
+/* lost_events index of the evictions (after the per-tracepoint ones) */
+#define LOST_TRACK_EVICTED TP_COUNT
+
+struct track_set {
+	__u64 skb[TRACK_WAYS];
+	struct tracked e[TRACK_WAYS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TRACK_SETS);
+	__type(key, __u32);
+	__type(value, struct track_set);
+} tracked_skbs SEC(".maps");
+
+/* The set of an skb. In a tp_btf program the skb address is a typed
+ * pointer, on which the verifier allows no multiplication; a byte-order
+ * conversion to little endian (a no-op on the little-endian hosts BPF runs
+ * on) makes it a plain number (allowed to root, whose programs may see
+ * kernel addresses; tracking skbs by address needs that anyway). */
+static __always_inline struct track_set *track_set_of(__u64 skb_addr)
+{
+	__u64 a = skb_addr;
+	asm volatile("%0 = le64 %0" : "+r"(a));
+	__u32 k = (__u32)((a * 0x9E3779B97F4A7C15ULL) >> (64 - TRACK_SET_BITS));
+	return bpf_map_lookup_elem(&tracked_skbs, &k);
+}
+
+/* The way of skb_addr in its set, or -1 when it is not tracked. */
+static __always_inline int track_way(const struct track_set *s, __u64 skb_addr)
+{
+	int w;
+	for (w = 0; w < TRACK_WAYS; w++)
+		if (s->skb[w] == skb_addr)
+			return w;
+	return -1;
+}
+
+/* Forget the skb of way `w` (its free was traced). */
+static __always_inline void track_forget(struct track_set *s, int w)
+{
+	s->skb[w & (TRACK_WAYS - 1)] = 0;
+}
+
+/* Track skb_addr with entry `t` (t->ts: now): its own way, a free way, or
+ * the way with the oldest last hop (see the top comment). */
+static __always_inline void track_put(__u64 skb_addr, const struct tracked *t)
+{
+	struct track_set *s = track_set_of(skb_addr);
+	if (!s)
+		return;
+	int w = track_way(s, skb_addr);
+	if (w < 0) {
+		__u32 i, oldest = 0;
+		w = -1;
+		for (i = 0; i < TRACK_WAYS; i++) {
+			if (!s->skb[i]) {
+				w = i;
+				break;
+			}
+			if (s->e[i].ts < s->e[oldest & (TRACK_WAYS - 1)].ts)
+				oldest = i;
+		}
+		if (w < 0) {
+			w = oldest;
+			if ((__s64)(t->ts - s->e[w & (TRACK_WAYS - 1)].ts) < (__s64)TRACK_EVICT_NS)
+				count_lost(LOST_TRACK_EVICTED);
+		}
+	}
+	w &= TRACK_WAYS - 1;
+	s->e[w] = *t;
+	s->skb[w] = skb_addr;
+}
+
+#endif /* HOPTRACE_TRACK_BPF_H */
