@@ -214,7 +214,7 @@ fn traced_phase(
     let floor_stats = floor.as_ref().map(|f| bpf_stats(&f.ids));
     drop(floor);
     let summary = tracer.finish();
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = summary.lost.total();
     let run_ns: u64 = stats.iter().map(|s| s.1).sum();
     let run_cnt: u64 = stats.iter().map(|s| s.2).sum();
     for (name, ns, cnt) in &stats {
@@ -268,14 +268,7 @@ fn traced_phase(
             summary.timeline_count
         );
     }
-    println!(
-        "[{mode}] lost {lost} {:?}",
-        summary
-            .lost
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .collect::<Vec<_>>()
-    );
+    println!("[{mode}] lost {lost} [{}]", summary.lost.nonzero());
     Traced {
         lat,
         sent,

@@ -90,7 +90,7 @@ pub struct TraceSummary {
     pub timelines: Vec<Timeline>,
     /// Timelines selected (always counted).
     pub timeline_count: u64,
-    pub lost: Vec<(TracePoint, u64)>,
+    pub lost: LostCounts,
     pub events: u64,
     /// Ring buffer records: full (identity parsed) and compact (later hops).
     pub records: (u64, u64),
@@ -488,11 +488,7 @@ pub fn run_trace<'a>(
     if !dups.is_empty() {
         writeln!(out, "duplicates per hop: {}", dups.join(" "))?;
     }
-    let lost_line: Vec<String> = lost
-        .iter()
-        .map(|(t, n)| format!("{}={n}", t.event()))
-        .collect();
-    writeln!(out, "lost events per tracepoint: {}", lost_line.join(" "))?;
+    writeln!(out, "lost events per tracepoint: {}", lost.all())?;
     if let Some((stream, w)) = stats
         .streams
         .iter()

@@ -25,16 +25,17 @@
 //! entries; when the current one is full it becomes the previous one and the
 //! older one is dropped (skbs whose free was not traced, e.g. freed while the
 //! free tracepoint was outside the emit mask, would otherwise accumulate).
-//! A generation is twice the kernel's `tracked_skbs` capacity, so a skb the
-//! kernel still tracks is never dropped here first.
+//! A generation is twice the kernel's `tracked_skbs` capacity (32768 sets of
+//! 4 entries, track.bpf.h), so a skb the kernel still tracks is never dropped
+//! here first.
 
 use std::collections::HashMap;
 
 use crate::catalogue::TracePoint;
 use crate::event::{HopEvent, PacketIdentity, Record};
 
-/// Entries per generation (twice the kernel's 65536-entry `tracked_skbs`).
-pub const GENERATION: usize = 131_072;
+/// Entries per generation (twice the kernel's 131072-entry `tracked_skbs`).
+pub const GENERATION: usize = 262_144;
 
 /// skb address -> identity of its last full record; see the module comment.
 #[derive(Debug)]
@@ -125,8 +126,8 @@ impl SkbIdentities {
     }
 
     /// Add the orphan counts to per-tracepoint lost counts (ring full).
-    pub fn add_lost(&self, lost: &mut [(TracePoint, u64)]) {
-        for (tp, n) in lost.iter_mut() {
+    pub fn add_lost(&self, lost: &mut crate::lost::LostCounts) {
+        for (tp, n) in lost.per_tracepoint.iter_mut() {
             *n += self.orphans[*tp as usize];
         }
     }
@@ -246,9 +247,12 @@ mod tests {
         assert_eq!(lost_of(&ids, TracePoint::KfreeSkb), 1);
         assert_eq!(lost_of(&ids, TracePoint::ConsumeSkb), 0);
         // and they add to the ring-full losses of their hops
-        let mut lost: Vec<(TracePoint, u64)> = TracePoint::ALL.iter().map(|t| (*t, 5)).collect();
+        let mut lost = crate::lost::LostCounts {
+            per_tracepoint: TracePoint::ALL.iter().map(|t| (*t, 5)).collect(),
+            tracking_evicted: 0,
+        };
         ids.add_lost(&mut lost);
-        let get = |tp| lost.iter().find(|(t, _)| *t == tp).unwrap().1;
+        let get = |tp| lost.of(tp);
         assert_eq!(get(TracePoint::NetDevStartXmit), 6);
         assert_eq!(get(TracePoint::KfreeSkb), 6);
         assert_eq!(get(TracePoint::NetifReceiveSkb), 5);

@@ -24,6 +24,7 @@ pub mod kstats;
 mod kstats_names;
 mod kstats_read;
 pub mod loader;
+pub mod lost;
 mod plain;
 pub mod stats;
 pub mod timeline;

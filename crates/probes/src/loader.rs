@@ -144,9 +144,7 @@ pub struct SessionInfo {
 /// How often the ring is drained when no wakeup came.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Events lost per tracepoint: ring buffer full, plus compact records whose
-/// skb had no known identity ([`SkbIdentities`]).
-pub type LostCounts = Vec<(TracePoint, u64)>;
+pub use crate::lost::LostCounts;
 
 fn prog_name(backend: Backend, tp: TracePoint) -> String {
     let prefix = match backend {
@@ -164,6 +162,23 @@ fn quiet_libbpf() {
     }
 }
 
+/// Sets of the kernel's tracked-skb table (track.bpf.h): all 32768, unless
+/// the test knob `HOPTRACE_TRACK_SETS` (a power of two, 1 to 32768) asks for
+/// fewer, so that a test can fill a set and see evictions counted.
+fn track_sets() -> Result<u32> {
+    const ALL: u32 = 32768;
+    let Some(v) = std::env::var_os("HOPTRACE_TRACK_SETS") else {
+        return Ok(ALL);
+    };
+    let v = v.to_string_lossy();
+    match v.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() && n <= ALL => Ok(n),
+        _ => {
+            bail!("HOPTRACE_TRACK_SETS={v}: expected a power of two from 1 to {ALL} (or unset it)")
+        }
+    }
+}
+
 fn open_and_load<'o>(
     storage: &'o mut MaybeUninit<OpenObject>,
     backend: Backend,
@@ -174,8 +189,10 @@ fn open_and_load<'o>(
     quiet_libbpf();
     let builder = HopsSkelBuilder::default();
     let mut open: OpenHopsSkel<'o> = builder.open(storage).context("opening the BPF object")?;
+    let track_sets = track_sets()?;
     if let Some(ro) = open.maps.rodata_data.as_mut() {
         ro.use_tai = u32::from(use_tai);
+        ro.track_set_mask = track_sets - 1;
     }
     crate::kstats_read::set_rodata(&mut open, kernel_stats);
     for mut prog in open.open_object_mut().progs_mut() {
@@ -449,20 +466,25 @@ fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<(
     Ok(())
 }
 
+/// Sum the per-CPU `lost_events` counters: one per tracepoint, then the
+/// tracking evictions at index `TP_COUNT` (see [`crate::lost`]).
 fn read_lost(skel: &HopsSkel<'_>) -> Result<LostCounts> {
-    let mut out = Vec::new();
-    for tp in TracePoint::ALL {
+    let read = |index: u32| -> Result<u64> {
         let per_cpu = skel
             .maps
             .lost_events
-            .lookup_percpu(&(tp as u32).to_ne_bytes(), MapFlags::ANY)?
+            .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)?
             .unwrap_or_default();
-        let total: u64 = per_cpu
+        Ok(per_cpu
             .iter()
             .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
-            .sum();
-        out.push((tp, total));
+            .sum())
+    };
+    let mut out = LostCounts::default();
+    for tp in TracePoint::ALL {
+        out.per_tracepoint.push((tp, read(tp as u32)?));
     }
+    out.tracking_evicted = read(TracePoint::ALL.len() as u32)?;
     Ok(out)
 }
 

@@ -6,14 +6,13 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::catalogue::TracePoint;
 use crate::stats::{fmt_ns, Stats};
 
 pub(crate) fn print_block(
     out: &mut dyn Write,
     stats: &Stats,
     elapsed: Duration,
-    lost: &[(TracePoint, u64)],
+    lost: &crate::lost::LostCounts,
 ) -> std::io::Result<()> {
     writeln!(out, "--- t={:.1}s", elapsed.as_secs_f64())?;
     for (stream, s) in &stats.streams {
@@ -70,14 +69,8 @@ pub(crate) fn print_block(
     if let Some(k) = &stats.kstreams {
         k.write_text(out)?;
     }
-    let lost_total: u64 = lost.iter().map(|(_, n)| n).sum();
-    if lost_total > 0 {
-        let l: Vec<String> = lost
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(t, n)| format!("{}:{n}", t.name()))
-            .collect();
-        writeln!(out, "LOST EVENTS (ring buffer full): {}", l.join(" "))?;
+    if lost.total() > 0 {
+        writeln!(out, "LOST EVENTS: {}", lost.nonzero())?;
     }
     out.flush()
 }

@@ -40,7 +40,7 @@ fn kernel_histograms_match_user_space_counts() {
     let summary = tracer.finish();
     drop(bed);
     assert_eq!(consumed, N as usize, "the consumer read every frame");
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = summary.lost.total();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     // hypervisor hops: rx, fwd (start_xmit on tap), tap_xmit (xmit on tap),

@@ -83,7 +83,7 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
     drop(bed);
     assert_eq!(consumed, S * N as usize, "the consumer read every frame");
     assert_eq!(consumed_ev, S * N as usize);
-    let lost: u64 = ks.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = ks.lost.total();
     assert_eq!(lost, 0, "no lost events: {:?}", ks.lost);
     assert_eq!(ks.events, 0, "no ring buffer record for normal hops");
     assert_eq!(ks.records, (0, 0), "no full or compact record received");
@@ -206,7 +206,7 @@ fn kernel_stats_count_drops_with_their_reason() {
         assert_eq!(dev, "tap0");
     }
     assert_eq!(summary.records, (s.dropped, 0), "records: the drops only");
-    assert_eq!(summary.lost.iter().map(|(_, n)| n).sum::<u64>(), 0);
+    assert_eq!(summary.lost.total(), 0);
 }
 
 /// A frame held in the tap queue longer than the tracked entry's 250 ms

@@ -27,7 +27,7 @@ fn trace_bridge_tap_consumer_path() {
     let summary = tracer.finish();
     assert_eq!(consumed, N as usize, "the consumer read every frame");
     assert_eq!(summary.backend, "tp_btf");
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = summary.lost.total();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     for t in &mine {
@@ -208,7 +208,7 @@ fn trace_filtered_eight_streams_loses_nothing() {
     send_streams(&bed, &prefix, STREAMS, PER_STREAM, 4800);
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = summary.lost.total();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
     for s in 0..STREAMS {
         let name = format!("{p2}{s}");
@@ -363,7 +363,7 @@ fn trace_later_hops_are_compact_records() {
     let consumed = consumer.join().unwrap();
     let summary = tracer.finish();
     assert_eq!(consumed, 2 * N as usize, "the consumer read every frame");
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = summary.lost.total();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
     for id in &ids {
         let mine: Vec<_> = summary
@@ -418,7 +418,7 @@ fn trace_clones_to_two_taps_keep_their_identity() {
         vec![2 * N as usize; 2],
         "each tap read every frame"
     );
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost: u64 = summary.lost.total();
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
     for s in 0..2 {
         let id = format!("{prefix}{s}");

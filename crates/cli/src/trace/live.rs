@@ -258,19 +258,11 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
         );
     f.render_widget(table, body);
 
-    let total: u64 = lost.iter().map(|(_, n)| n).sum();
+    let total = lost.total();
     let text = if total == 0 {
         "lost events: 0".to_string()
     } else {
-        let per: Vec<String> = lost
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(t, n)| format!("{}:{n}", t.name()))
-            .collect();
-        format!(
-            "LOST EVENTS (ring buffer full): {total} [{}]",
-            per.join(" ")
-        )
+        format!("LOST EVENTS: {total} [{}]", lost.nonzero())
     };
     let style = if total == 0 {
         Style::default()
@@ -407,7 +399,10 @@ mod tests {
             vec![Some(0), Some(5_000), None],
             Status::Dropped,
         ));
-        let lost = vec![(TracePoint::NetDevXmit, 7)];
+        let lost = LostCounts {
+            per_tracepoint: vec![(TracePoint::NetDevXmit, 7)],
+            tracking_evicted: 2,
+        };
         let mut counts = vec![0u64; khist::TPS * khist::TPS * khist::BUCKETS];
         let stage =
             TracePoint::NetDevStartXmit as usize * khist::TPS + TracePoint::NetDevXmit as usize;
@@ -438,7 +433,7 @@ mod tests {
         // 2000 ns lands in the bucket 1792..=2047
         assert_eq!(kcells[1..4], ["3", "2.0us", "2.0us"], "{krow}");
         assert!(
-            all.contains("LOST EVENTS (ring buffer full): 7 [net:net_dev_xmit:7]"),
+            all.contains("LOST EVENTS: 9 [net:net_dev_xmit:7 tracking_evicted:2]"),
             "{all}"
         );
     }
@@ -497,7 +492,7 @@ mod tests {
             "tap0".into(),
         );
         stats.kstreams = Some(k);
-        let text = screen(&stats, &Vec::new(), 200, 10);
+        let text = screen(&stats, &LostCounts::default(), 200, 10);
         let all = text.join("\n");
         assert!(all.contains("kernel stats (no events)"), "{all}");
         let (_, srow) = cells(&text, "MU01");

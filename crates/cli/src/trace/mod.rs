@@ -195,7 +195,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         view.as_mut()
             .map(|v| v as &mut dyn hoptrace_probes::driver::LiveView),
     )?;
-    let lost: u64 = summary.lost.iter().map(|(_, n)| n).sum();
+    let lost = summary.lost.total();
     Ok(if lost > 0 {
         ExitCode::from(2)
     } else {

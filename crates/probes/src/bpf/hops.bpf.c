@@ -7,7 +7,9 @@
  *      transmit); for socket/free hops (consume_skb, kfree_skb,
  *      skb_copy_datagram_iovec), which run on every free of the host, the
  *      `tracked_skbs` lookup before any skb field is read: only skbs a device
- *      hop already reported pass. Device hops then pass when their (netns
+ *      hop already reported pass. `tracked_skbs` is a set-associative table
+ *      in a plain array (track.bpf.h): one inlined array lookup and four tag
+ *      compares, no hash map helper. Device hops then pass when their (netns
  *      inode, ifindex) or (netns inode, 0) is in `dev_filter` (or the filter
  *      is off).
  *   2. identity once per skb. The identity of an skb does not change along
@@ -52,13 +54,8 @@
  *      and inside the clone's linear data, within STALE_NS): it sends a
  *      full record copied from the stored one (emit_clone) without copying
  *      or parsing the frame; user space cannot tell it from a parsed one.
- *      In event mode a free (consume_skb, kfree_skb) of a tracked skb does
- *      not delete its entry (an LRU delete costs about 135 ns here): it
- *      marks it dead in place (tp = TP_DEAD, head = 0; plain stores;
- *      --kernel-stats still deletes, see the free path). Every user treats a
- *      dead entry as absent (socket/free hops stop at it; it can never pass
- *      the validation, whose head is never 0), and the next device hop of an
- *      skb at that address re-fills it in place instead of an LRU insert.
+ *      A free (consume_skb, kfree_skb) of a tracked skb clears its tag (one
+ *      store): the way is free for the next skb of its set.
  *   3. a failed ring buffer reserve is counted per hop in the per-CPU
  *      `lost_events` array;
  *   4. after a submit, the delta from the previous reported hop of the same
@@ -110,8 +107,6 @@ enum tp_id {
 	TP_KFREE_SKB = 6,
 	TP_SKB_COPY_DATAGRAM_IOVEC = 7,
 	TP_COUNT = 8,
-	/* `tracked.tp` of an entry whose skb was freed (see handle) */
-	TP_DEAD = 0xff,
 };
 
 enum pkt_kind {
@@ -346,7 +341,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	/* A later hop of a tracked skb whose identity still holds: compact
 	 * record, no frame access. */
 	if (have_prev && identity_holds(&prev, head, start, end, ts)) {
-		if (emit_compact(tp, skb_addr, ifindex, netns, reason, ts))
+		if (emit_compact(tp, skb_addr, ifindex, netns, reason, ts, btf))
 			return 0;
 		hist_add(prev.tp, tp, prev.ts, ts);
 		if (tr) {
@@ -369,7 +364,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		/* a clone of the last parsed frame (same head, same identity
 		 * bytes in its linear data): its identity without a parse */
 		if (last && identity_holds(&last->t, head, start, end, ts)) {
-			if (emit_clone(tp, skb_addr, ifindex, netns, reason, ts, &last->e))
+			if (emit_clone(tp, skb_addr, ifindex, netns, reason, ts, &last->e, btf))
 				return 0;
 			t = last->t;
 			t.ts = ts;
@@ -391,9 +386,8 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	 * a reused address starts anew. */
 	if (have_prev && prev.id_val == t.id_val && prev.id_val2 == t.id_val2)
 		hist_add(prev.tp, tp, prev.ts, ts);
-	/* A frame passes several device hops: only the first one inserts it
-	 * (an LRU update allocates and links a node; a lookup does not), the
-	 * next ones update the entry in place. */
+	/* A frame passes several device hops: the first one takes a way of
+	 * its set, the next ones update that entry in place. */
 	if (tr)
 		*tr = t;
 	else if (is_device_hop(tp))

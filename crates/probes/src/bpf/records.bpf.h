@@ -64,7 +64,21 @@ struct hop_compact {
 /* Where and by whom a hop was seen: the fields every record (full, compact,
  * clone) fills the same way from the current context. A macro because the
  * full and the compact record are two layouts with the same field names. */
-#define FILL_HOP_CONTEXT(r, tp_, skb_addr_, ifindex_, netns_, reason_)          \
+/* The current task's name. tp_btf programs read it with two plain loads
+ * through the task's BTF pointer (the kernel keeps it NUL-padded); raw_tp
+ * programs, which may not dereference BTF pointers, use the helper (a
+ * bounded string copy, about 40 ns here). */
+static __always_inline void fill_comm(char *dst, int btf)
+{
+	if (btf) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		__builtin_memcpy(dst, task->comm, 16);
+	} else {
+		bpf_get_current_comm(dst, 16);
+	}
+}
+
+#define FILL_HOP_CONTEXT(r, tp_, skb_addr_, ifindex_, netns_, reason_, btf_)    \
 	do {                                                                    \
 		__u64 pid_tgid = bpf_get_current_pid_tgid();                    \
 		(r)->skb = (skb_addr_);                                         \
@@ -75,7 +89,7 @@ struct hop_compact {
 		(r)->pid = pid_tgid >> 32;                                      \
 		(r)->tid = (__u32)pid_tgid;                                     \
 		(r)->drop_reason = (reason_);                                   \
-		bpf_get_current_comm((r)->comm, sizeof((r)->comm));             \
+		fill_comm((r)->comm, (btf_));                                   \
 	} while (0)
 
 static __always_inline void count_lost(__u32 tp)
@@ -100,7 +114,7 @@ static __always_inline void submit(void *e)
 
 /* Compact record of a later hop of a tracked skb. Returns 0 when submitted. */
 static __always_inline int emit_compact(__u32 tp, __u64 skb_addr, __u32 ifindex, __u32 netns,
-					__u32 reason, __u64 ts)
+					__u32 reason, __u64 ts, int btf)
 {
 	struct hop_compact *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c) {
@@ -109,7 +123,7 @@ static __always_inline int emit_compact(__u32 tp, __u64 skb_addr, __u32 ifindex,
 	}
 	c->ts = ts;
 	c->pad = 0;
-	FILL_HOP_CONTEXT(c, tp, skb_addr, ifindex, netns, reason);
+	FILL_HOP_CONTEXT(c, tp, skb_addr, ifindex, netns, reason, btf);
 	submit(c);
 	return 0;
 }
@@ -292,7 +306,7 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 		for (i = 0; i < 6; i++)
 			e->dst_mac[i] = byte_at(f, i);
 	}
-	FILL_HOP_CONTEXT(e, tp, (__u64)skb, ifindex, netns, reason);
+	FILL_HOP_CONTEXT(e, tp, (__u64)skb, ifindex, netns, reason, btf);
 	/* the identity a clone's first hop may reuse (ev_last, hops.bpf.c) */
 	if (save && t->id_addr)
 		__builtin_memcpy(save, e, sizeof(*e));
@@ -304,7 +318,7 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
  * frame's (ev_last in hops.bpf.c): the identity is copied from `last`, the
  * frame is not read. Returns 0 when submitted. */
 static __always_inline int emit_clone(__u32 tp, __u64 skb_addr, __u32 ifindex, __u32 netns,
-				      __u32 reason, __u64 ts, const struct hop_event *last)
+				      __u32 reason, __u64 ts, const struct hop_event *last, int btf)
 {
 	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -313,7 +327,7 @@ static __always_inline int emit_clone(__u32 tp, __u64 skb_addr, __u32 ifindex, _
 	}
 	__builtin_memcpy(e, last, sizeof(*e));
 	e->ts = ts;
-	FILL_HOP_CONTEXT(e, tp, skb_addr, ifindex, netns, reason);
+	FILL_HOP_CONTEXT(e, tp, skb_addr, ifindex, netns, reason, btf);
 	submit(e);
 	return 0;
 }

@@ -36,6 +36,11 @@
 /* lost_events index of the evictions (after the per-tracepoint ones) */
 #define LOST_TRACK_EVICTED TP_COUNT
 
+/* Sets in use, minus one: TRACK_SETS - 1 unless user space (the test knob
+ * HOPTRACE_TRACK_SETS, src/loader.rs) sets fewer, to make evictions happen
+ * on purpose. */
+const volatile __u32 track_set_mask = TRACK_SETS - 1;
+
 struct track_set {
 	__u64 skb[TRACK_WAYS];
 	struct tracked e[TRACK_WAYS];
@@ -57,7 +62,7 @@ static __always_inline struct track_set *track_set_of(__u64 skb_addr)
 {
 	__u64 a = skb_addr;
 	asm volatile("%0 = le64 %0" : "+r"(a));
-	__u32 k = (__u32)((a * 0x9E3779B97F4A7C15ULL) >> (64 - TRACK_SET_BITS));
+	__u32 k = (__u32)((a * 0x9E3779B97F4A7C15ULL) >> (64 - TRACK_SET_BITS)) & track_set_mask;
 	return bpf_map_lookup_elem(&tracked_skbs, &k);
 }
 

@@ -1,0 +1,96 @@
+//! What the tracer could not see, counted: never silent.
+//!
+//! Two kinds of loss are counted in the kernel's per-CPU `lost_events`
+//! array (hops.bpf.c) and summed here:
+//! * per tracepoint: a ring buffer reserve that failed (the ring was full),
+//!   plus, added by user space, compact records whose skb had no known
+//!   identity ([`crate::identity::SkbIdentities`]), which are never attributed
+//!   to another packet;
+//! * tracking evictions (index `TP_COUNT`, track.bpf.h): a tracked skb whose
+//!   table entry was given to another skb while its last hop was less than a
+//!   second old, because all the ways of its set were in use. Its later
+//!   socket and free hops, which are only reported for tracked skbs, are not
+//!   seen; which hops those would have been is unknown, so it is a count of
+//!   skbs, not of hops.
+
+use crate::catalogue::TracePoint;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LostCounts {
+    /// Events lost per tracepoint (every tracepoint of the catalogue, in
+    /// catalogue order).
+    pub per_tracepoint: Vec<(TracePoint, u64)>,
+    /// Tracked skbs whose entry was evicted while they could still be on
+    /// their way (see the module comment).
+    pub tracking_evicted: u64,
+}
+
+impl LostCounts {
+    /// Everything lost: events of every tracepoint plus evicted skbs.
+    pub fn total(&self) -> u64 {
+        self.per_tracepoint.iter().map(|(_, n)| n).sum::<u64>() + self.tracking_evicted
+    }
+
+    /// The lost events of one tracepoint.
+    pub fn of(&self, tp: TracePoint) -> u64 {
+        self.per_tracepoint
+            .iter()
+            .filter(|(t, _)| *t == tp)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// The non-zero counts, `name:count` separated by spaces (tracepoints by
+    /// their short name, then `tracking_evicted`).
+    pub fn nonzero(&self) -> String {
+        let mut parts: Vec<String> = self
+            .per_tracepoint
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(t, n)| format!("{}:{n}", t.name()))
+            .collect();
+        if self.tracking_evicted > 0 {
+            parts.push(format!("tracking_evicted:{}", self.tracking_evicted));
+        }
+        parts.join(" ")
+    }
+
+    /// Every count, `event=count` separated by spaces (tracepoints by their
+    /// kernel event name, then `tracking_evicted`), for the exit summary.
+    pub fn all(&self) -> String {
+        let mut parts: Vec<String> = self
+            .per_tracepoint
+            .iter()
+            .map(|(t, n)| format!("{}={n}", t.event()))
+            .collect();
+        parts.push(format!("tracking_evicted={}", self.tracking_evicted));
+        parts.join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts() -> LostCounts {
+        LostCounts {
+            per_tracepoint: TracePoint::ALL.iter().map(|tp| (*tp, 0)).collect(),
+            tracking_evicted: 0,
+        }
+    }
+
+    #[test]
+    fn total_counts_evictions_with_the_lost_events() {
+        let mut l = counts();
+        assert_eq!(l.total(), 0);
+        assert_eq!(l.nonzero(), "");
+        l.per_tracepoint[1].1 = 3;
+        l.tracking_evicted = 2;
+        assert_eq!(l.total(), 5);
+        assert_eq!(l.of(l.per_tracepoint[1].0), 3);
+        let text = l.nonzero();
+        assert!(text.ends_with("tracking_evicted:2"), "{text}");
+        assert_eq!(text.split(' ').count(), 2, "{text}");
+        assert!(l.all().contains("tracking_evicted=2"), "{}", l.all());
+    }
+}
