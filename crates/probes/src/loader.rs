@@ -437,8 +437,16 @@ impl AsFdRaw for libbpf_rs::ProgramMut<'_> {
     }
 }
 
-fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<()> {
-    let mut cfg = [0u8; 32];
+/// Namespaces listed in the BPF configuration (FILTER_NETNS_MAX in hops.bpf.c).
+const FILTER_NETNS_MAX: usize = 8;
+
+/// The bytes of the BPF `struct config` (hops.bpf.c): dev_filter_on,
+/// accept_other, other_ethertype, other_dst_mac_on, other_dst_mac[8],
+/// emit_mask, netns_count, netns[8]. netns_count is 0 when the device
+/// filter has keys of more than FILTER_NETNS_MAX namespaces (no quick
+/// namespace check) or is off.
+fn config_bytes(filters: &Filters, emit_mask: u32) -> [u8; 64] {
+    let mut cfg = [0u8; 64];
     cfg[24..28].copy_from_slice(&emit_mask.to_ne_bytes());
     let on = u32::from(!filters.devices.is_empty());
     cfg[0..4].copy_from_slice(&on.to_ne_bytes());
@@ -450,6 +458,20 @@ fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<(
             cfg[16..22].copy_from_slice(&m);
         }
     }
+    let mut netns: Vec<u32> = filters.devices.iter().map(|(ns, _, _)| *ns).collect();
+    netns.sort_unstable();
+    netns.dedup();
+    if netns.len() <= FILTER_NETNS_MAX {
+        cfg[28..32].copy_from_slice(&(netns.len() as u32).to_ne_bytes());
+        for (i, ns) in netns.iter().enumerate() {
+            cfg[32 + 4 * i..36 + 4 * i].copy_from_slice(&ns.to_ne_bytes());
+        }
+    }
+    cfg
+}
+
+fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<()> {
+    let cfg = config_bytes(filters, emit_mask);
     skel.maps
         .config_map
         .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
@@ -538,4 +560,42 @@ pub fn describe_backends() -> Result<String> {
         s.push_str(&format!("  {}\n", p.describe()));
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn word(cfg: &[u8], at: usize) -> u32 {
+        u32::from_ne_bytes(cfg[at..at + 4].try_into().unwrap())
+    }
+
+    fn filters(devices: Vec<(u32, u32, u32)>) -> Filters {
+        Filters {
+            devices,
+            emit_mask: 0,
+            other: None,
+            kernel_stats: None,
+        }
+    }
+
+    #[test]
+    fn config_lists_each_filtered_namespace_once() {
+        let cfg = config_bytes(&filters(vec![(77, 3, 1), (5, 0, 2), (77, 0, 4)]), 0x15);
+        assert_eq!(word(&cfg, 0), 1, "device filter on");
+        assert_eq!(word(&cfg, 24), 0x15, "emit mask");
+        assert_eq!(word(&cfg, 28), 2, "two namespaces");
+        assert_eq!((word(&cfg, 32), word(&cfg, 36)), (5, 77));
+        assert_eq!(word(&cfg, 40), 0);
+    }
+
+    #[test]
+    fn config_lists_no_namespace_when_there_are_too_many_or_no_filter() {
+        let many: Vec<(u32, u32, u32)> = (1..=9).map(|ns| (ns, 0, 1)).collect();
+        let cfg = config_bytes(&filters(many), 0);
+        assert_eq!(word(&cfg, 0), 1);
+        assert_eq!(word(&cfg, 28), 0, "9 namespaces: not listed, lookups decide");
+        let cfg = config_bytes(&filters(vec![]), 0);
+        assert_eq!((word(&cfg, 0), word(&cfg, 28)), (0, 0), "no filter");
+    }
 }

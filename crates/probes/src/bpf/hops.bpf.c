@@ -116,6 +116,9 @@ enum pkt_kind {
 	KIND_SV_MALFORMED = 3,
 };
 
+/* Keep in sync with src/loader.rs (config_bytes). */
+#define FILTER_NETNS_MAX 8
+
 struct config {
 	__u32 dev_filter_on;   /* 1: device hops must match dev_filter */
 	__u32 accept_other;    /* 1: non SV/ping frames pass when they match below */
@@ -126,7 +129,12 @@ struct config {
 	 * tracepoint outside the mask is only forgotten (consume_skb in the
 	 * hypervisor profile: the free of a delivered frame says nothing). */
 	__u32 emit_mask;
-	__u32 pad;
+	/* The namespaces dev_filter has keys of (0: more than
+	 * FILTER_NETNS_MAX, not listed): a device hop in any other namespace
+	 * is rejected by these compares, without the two dev_filter lookups
+	 * (the publisher's side of a lab path runs the same tracepoints). */
+	__u32 netns_count;
+	__u32 netns[FILTER_NETNS_MAX];
 };
 
 struct dev_key {
@@ -207,6 +215,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ev_last);
 } ev_last SEC(".maps");
+
+/* Whether dev_filter may have a key of this namespace (see struct config). */
+static __always_inline int netns_may_match(const struct config *cfg, __u32 netns)
+{
+	__u32 i, n = cfg->netns_count;
+	if (n == 0)
+		return 1;
+	for (i = 0; i < FILTER_NETNS_MAX; i++) {
+		if (i >= n)
+			break;
+		if (cfg->netns[i] == netns)
+			return 1;
+	}
+	return 0;
+}
 
 static __always_inline int is_device_hop(__u32 tp)
 {
@@ -312,6 +335,8 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	end = data + (len - data_len);
 	if (is_device_hop(tp)) {
 		if (cfg->dev_filter_on) {
+			if (!netns_may_match(cfg, netns))
+				return 0;
 			struct dev_key k = { .netns = netns, .ifindex = ifindex };
 			__u32 *mask = bpf_map_lookup_elem(&dev_filter, &k);
 			if (!mask) {
