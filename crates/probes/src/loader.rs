@@ -594,7 +594,11 @@ mod tests {
         let many: Vec<(u32, u32, u32)> = (1..=9).map(|ns| (ns, 0, 1)).collect();
         let cfg = config_bytes(&filters(many), 0);
         assert_eq!(word(&cfg, 0), 1);
-        assert_eq!(word(&cfg, 28), 0, "9 namespaces: not listed, lookups decide");
+        assert_eq!(
+            word(&cfg, 28),
+            0,
+            "9 namespaces: not listed, lookups decide"
+        );
         let cfg = config_bytes(&filters(vec![]), 0);
         assert_eq!((word(&cfg, 0), word(&cfg, 28)), (0, 0), "no filter");
     }
