@@ -141,7 +141,7 @@ pub struct SessionInfo {
     pub compact_records: u64,
 }
 
-/// How often the ring is drained when no wakeup came.
+/// How often the ring is drained (the BPF side never wakes the reader).
 const POLL: Duration = Duration::from_millis(5);
 
 pub use crate::lost::LostCounts;
@@ -364,8 +364,8 @@ pub fn run_session(
     let mut last_tick = std::time::Instant::now();
     let mut last_ks = std::time::Instant::now();
     loop {
-        // The BPF side wakes us only when the ring is 1/8 full; between
-        // wakeups we drain it every POLL (poll() alone does not consume
+        // The BPF side submits without a wakeup: poll() times out after
+        // POLL and the ring is drained here (poll() alone does not consume
         // after a timeout).
         ring.poll(POLL).or_else(|e| {
             if e.kind() == libbpf_rs::ErrorKind::Interrupted {

@@ -88,10 +88,6 @@ char LICENSE[] SEC("license") = "GPL";
 #define HASH_BYTES 40
 /* 32 MiB: about 200000 records, several seconds of an 8 x 4800/s path. */
 #define RING_BYTES (32 << 20)
-/* Wake the reader only when this much is waiting; it also polls every few
- * milliseconds, so a quiet ring is never left unread. Saves one wakeup
- * (and its irq_work) per event. */
-#define WAKEUP_BYTES (RING_BYTES / 8)
 /* A tracked skb not seen for this long is re-identified by a full parse
  * (well under the 1 s wrap of smpCnt at 4000-4800 samples/s). */
 #define STALE_NS (250ULL * 1000 * 1000)
