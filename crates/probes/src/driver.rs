@@ -96,6 +96,11 @@ pub struct TraceSummary {
     pub records: (u64, u64),
     pub incomplete: u64,
     pub dropped: u64,
+    /// Hops seen twice for one packet and destination (the first kept).
+    pub duplicates: u64,
+    /// Hops whose tracked entry failed the identity check, re-identified by
+    /// a full parse (event mode).
+    pub reidentified: u64,
     pub prog_ids: Vec<u32>,
     /// The in-kernel per-stage histograms at exit.
     pub kernel: KernelHists,
@@ -460,6 +465,8 @@ pub fn run_trace<'a>(
         summary.events = assembler.counters.events;
     }
     summary.records = (info.full_records, info.compact_records);
+    summary.reidentified = info.reidentified;
+    summary.duplicates = assembler.counters.duplicates;
     summary.incomplete = assembler.counters.incomplete;
     summary.dropped = assembler.counters.dropped;
 
@@ -477,6 +484,13 @@ pub fn run_trace<'a>(
         assembler.counters.duplicates,
         assembler.counters.unmatched
     )?;
+    if !opts.kernel_stats {
+        writeln!(
+            out,
+            "tracked skbs re-identified (identity check failed, full parse): {}",
+            info.reidentified
+        )?;
+    }
     let dups: Vec<String> = assembler
         .counters
         .duplicates_per_hop

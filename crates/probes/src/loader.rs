@@ -139,6 +139,9 @@ pub struct SessionInfo {
     /// session).
     pub full_records: u64,
     pub compact_records: u64,
+    /// Hops that found their skb tracked but failed its identity check and
+    /// re-identified it (event mode; read at the end of the session).
+    pub reidentified: u64,
 }
 
 /// How often the ring is drained (the BPF side never wakes the reader).
@@ -233,11 +236,19 @@ pub fn run_session(
     } else {
         filters.emit_mask
     };
-    // consume_skb and kfree_skb always run: they forget tracked skbs, so a
-    // reused skb address never inherits an old frame's identity.
+    // consume_skb and kfree_skb always run: they forget tracked skbs (the
+    // identity check, not this, is what keeps a reused skb address from
+    // inheriting an old frame's identity). The test knob
+    // HOPTRACE_TEST_NO_CONSUME_PROBE=1 leaves consume_skb out unless it
+    // sends events, so that every delivered skb leaves a stale entry.
+    let no_consume = std::env::var_os("HOPTRACE_TEST_NO_CONSUME_PROBE").is_some_and(|v| v == "1");
     let needed = |tp: TracePoint| {
         emit_mask & (1 << tp as u32) != 0
-            || matches!(tp, TracePoint::ConsumeSkb | TracePoint::KfreeSkb)
+            || match tp {
+                TracePoint::ConsumeSkb => !no_consume,
+                TracePoint::KfreeSkb => true,
+                _ => false,
+            }
     };
     let wanted: Vec<TracePoint> = avail
         .iter()
@@ -250,6 +261,12 @@ pub fn run_session(
         .map(|(t, _)| *t)
         .collect();
     let mut notes = Vec::new();
+    if no_consume && !wanted.contains(&TracePoint::ConsumeSkb) {
+        notes.push(
+            "test knob HOPTRACE_TEST_NO_CONSUME_PROBE: consume_skb not attached, delivered skbs stay tracked until their address is reused"
+                .into(),
+        );
+    }
     for tp in &missing {
         notes.push(format!(
             "this kernel has no tracepoint {}: its hops are not traced",
@@ -334,6 +351,7 @@ pub fn run_session(
         optional: crate::backends::probe_optional(),
         full_records: 0,
         compact_records: 0,
+        reidentified: 0,
     };
 
     let decode_errors = std::cell::Cell::new(0u64);
@@ -412,6 +430,7 @@ pub fn run_session(
     }
     info.full_records = full_records.get();
     info.compact_records = compact_records.get();
+    info.reidentified = read_reidentified(&skel)?;
     Ok((info, lost))
 }
 
@@ -486,6 +505,19 @@ fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<(
             .context("writing the device filter")?;
     }
     Ok(())
+}
+
+/// Sum the per-CPU `reidentified` counter (hops.bpf.c).
+fn read_reidentified(skel: &HopsSkel<'_>) -> Result<u64> {
+    let per_cpu = skel
+        .maps
+        .reidentified
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default();
+    Ok(per_cpu
+        .iter()
+        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
+        .sum())
 }
 
 /// Sum the per-CPU `lost_events` counters: one per tracepoint, then the

@@ -159,6 +159,18 @@ struct {
 	__type(value, struct config);
 } config_map SEC(".maps");
 
+/* Per CPU, event mode: hops that found their skb tracked but whose identity
+ * check failed (a stale entry of an skb freed without a traced free, whose
+ * address now holds another packet, or data moved by pskb_expand_head):
+ * they took the full path and re-identified the skb. Read at exit
+ * (src/loader.rs). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} reidentified SEC(".maps");
+
 /* value: bit (1 << tp) set for the device tracepoints that count on this
  * device (e.g. only net_dev_start_xmit/net_dev_xmit on a tap, nothing on a
  * bridge's own device); key ifindex 0 is the rest of the namespace. */
@@ -373,6 +385,11 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	}
 
 	/* First hop of the skb, or its entry no longer describes it. */
+	if (have_prev) {
+		__u64 *n = bpf_map_lookup_elem(&reidentified, &zero);
+		if (n)
+			*n += 1;
+	}
 	struct tracked t = {
 		.ts = ts,
 		.head = head,
