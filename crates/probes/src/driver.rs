@@ -98,6 +98,8 @@ pub struct TraceSummary {
     pub dropped: u64,
     /// Hops seen twice for one packet and destination (the first kept).
     pub duplicates: u64,
+    /// Events no hop of the profile matched (counted, not used).
+    pub unmatched: u64,
     /// Hops whose tracked entry failed the identity check, re-identified by
     /// a full parse (event mode).
     pub reidentified: u64,
@@ -467,6 +469,7 @@ pub fn run_trace<'a>(
     summary.records = (info.full_records, info.compact_records);
     summary.reidentified = info.reidentified;
     summary.duplicates = assembler.counters.duplicates;
+    summary.unmatched = assembler.counters.unmatched;
     summary.incomplete = assembler.counters.incomplete;
     summary.dropped = assembler.counters.dropped;
 

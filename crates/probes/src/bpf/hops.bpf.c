@@ -336,6 +336,23 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		len = BPF_CORE_READ(skb, len);
 		data_len = BPF_CORE_READ(skb, data_len);
 	}
+	/* A copy to user space in a namespace outside the filter is not a hop
+	 * of this trace: the skb a traced device sends into a veth is the one
+	 * its peer receives in the next namespace, where a reader may copy it
+	 * (the lab's subscriber in vm0). The namespace is the device's, or,
+	 * when the receive path cleared skb->dev (AF_PACKET does), the
+	 * receiving socket's. */
+	if (tp == TP_SKB_COPY_DATAGRAM_IOVEC && cfg->dev_filter_on) {
+		__u32 ns = netns;
+		if (!dev) {
+			struct sock *sk = btf ? skb->sk : BPF_CORE_READ(skb, sk);
+			if (sk)
+				ns = btf ? sk->__sk_common.skc_net.net->ns.inum
+					 : BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		}
+		if (ns && !netns_may_match(cfg, ns))
+			return 0;
+	}
 	/* the frame's linear bytes, as emit_full sees them */
 	start = data;
 	if (mac != (__u16)~0U && head + mac <= data)
