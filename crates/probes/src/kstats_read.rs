@@ -153,7 +153,8 @@ fn zero_percpu_array(fd: i32, n: usize, words: usize, cpus: usize) -> Result<()>
     Ok(())
 }
 
-fn sum_percpu_u64(map: &dyn MapCore, key: u32) -> Result<u64> {
+/// The sum over the CPUs of the u64 at `key` of a per-CPU array.
+pub(crate) fn sum_percpu_u64(map: &dyn MapCore, key: u32) -> Result<u64> {
     Ok(map
         .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)?
         .unwrap_or_default()

@@ -509,31 +509,13 @@ fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<(
 
 /// Sum the per-CPU `reidentified` counter (hops.bpf.c).
 fn read_reidentified(skel: &HopsSkel<'_>) -> Result<u64> {
-    let per_cpu = skel
-        .maps
-        .reidentified
-        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
-        .unwrap_or_default();
-    Ok(per_cpu
-        .iter()
-        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
-        .sum())
+    crate::kstats_read::sum_percpu_u64(&skel.maps.reidentified, 0)
 }
 
 /// Sum the per-CPU `lost_events` counters: one per tracepoint, then the
 /// tracking evictions at index `TP_COUNT` (see [`crate::lost`]).
 fn read_lost(skel: &HopsSkel<'_>) -> Result<LostCounts> {
-    let read = |index: u32| -> Result<u64> {
-        let per_cpu = skel
-            .maps
-            .lost_events
-            .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)?
-            .unwrap_or_default();
-        Ok(per_cpu
-            .iter()
-            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
-            .sum())
-    };
+    let read = |index: u32| crate::kstats_read::sum_percpu_u64(&skel.maps.lost_events, index);
     let mut out = LostCounts::default();
     for tp in TracePoint::ALL {
         out.per_tracepoint.push((tp, read(tp as u32)?));
