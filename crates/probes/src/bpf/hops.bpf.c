@@ -383,7 +383,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	}
 	ts = now_ns();
 	if (kernel_stats) {
-		ks_handle(tp, skb, ifindex, netns, reason, ts, head, start, end, cfg, btf, &prev,
+		ks_handle(tp, skb, set, ifindex, netns, reason, ts, head, start, end, cfg, btf, &prev,
 			  have_prev, tr);
 		return 0;
 	}
@@ -427,7 +427,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 			if (tr)
 				*tr = t;
 			else
-				track_put(skb_addr, &t);
+				track_put(set, skb_addr, &t);
 			return 0;
 		}
 	}
@@ -446,7 +446,7 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 	if (tr)
 		*tr = t;
 	else if (is_device_hop(tp))
-		track_put(skb_addr, &t);
+		track_put(set, skb_addr, &t);
 	return 0;
 }
 

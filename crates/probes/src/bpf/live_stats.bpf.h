@@ -257,7 +257,8 @@ static __always_inline int ks_drop(struct tracked *tr)
  * the per-CPU `ks_event_buf` record `e` (no ring buffer record): find or
  * create its stream slot and start tracking the skb with the entry `t`
  * (timestamp, tracepoint and the validation emit_full computed). */
-static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct tracked *t)
+static __always_inline void ks_first(struct hop_event *e, struct track_set *set, __u64 skb_addr,
+				     struct tracked *t)
 {
 	__u32 zero = 0;
 	struct ks_stream_key *k = bpf_map_lookup_elem(&ks_key_buf, &zero);
@@ -330,7 +331,7 @@ static __always_inline void ks_first(struct hop_event *e, __u64 skb_addr, struct
 	}
 	t->stream_slot = slot + 1;
 	t->ks_id = id;
-	track_put(skb_addr, t);
+	track_put(set, skb_addr, t);
 	ks_count(KS_CTR_FIRST_HOPS);
 	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
 	if (last && t->id_addr)
@@ -359,9 +360,10 @@ static __always_inline int ks_holds(const struct tracked *prev, __u64 head, __u6
 }
 
 /* --kernel-stats part of handle(), after the rejections and the tracked
- * lookup (`prev`, `tr` as in handle). Never submits a record except for a
+ * lookup (`set`, `prev`, `tr` as in handle). Never submits a record except for a
  * drop (full record: identity and reason). */
-static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifindex, __u32 netns,
+static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, struct track_set *set,
+				      __u32 ifindex, __u32 netns,
 				      __u32 reason, __u64 ts, __u64 head, __u64 start, __u64 end,
 				      struct config *cfg,
 				      int btf, struct tracked *prev, int have_prev,
@@ -395,7 +397,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		t = *last;
 		t.ts = ts;
 		t.tp = tp;
-		track_put(skb_addr, &t);
+		track_put(set, skb_addr, &t);
 		ks_count(KS_CTR_FIRST_HOPS);
 		ks_count(KS_CTR_CLONE_HITS);
 		return;
@@ -404,7 +406,7 @@ static __always_inline void ks_handle(__u32 tp, struct sk_buff *skb, __u32 ifind
 		return;
 	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
 	if (e)
-		ks_first(e, skb_addr, &t);
+		ks_first(e, set, skb_addr, &t);
 }
 
 #endif

@@ -105,10 +105,8 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 		return 1;
 	s->app_id = be16_at(f, off);
 	off += 8; /* APPID, Length, Reserved1, Reserved2 */
-	if (byte_at(f, off) != 0x60)
-		return 1;
-	off++;
-	if (ber_len(f, &off, avail) < 0)
+	__u32 outer = 0;
+	if (ber_header(f, &off, avail, &outer) < 0 || outer != 0x60)
 		return 1;
 	/* savPdu children: noASDU (0x80), security (0x81), seqASDU (0xA2) */
 	for (i = 0; i < 3; i++) {
@@ -123,10 +121,7 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 	if (i == 3)
 		return 1;
 	/* first ASDU */
-	if (off >= avail || byte_at(f, off) != 0x30)
-		return 1;
-	off++;
-	if (ber_len(f, &off, avail) < 0)
+	if (ber_header(f, &off, avail, &outer) < 0 || outer != 0x30)
 		return 1;
 	/* ASDU children: svID (0x80), datSet (0x81), smpCnt (0x82) */
 	for (i = 0; i < 3; i++) {

@@ -82,13 +82,12 @@ static __always_inline void track_forget(struct track_set *s, int w)
 	s->skb[w & (TRACK_WAYS - 1)] = 0;
 }
 
-/* Track skb_addr with entry `t` (t->ts: now): its own way, a free way, or
- * the way with the oldest last hop (see the top comment). */
-static __always_inline void track_put(__u64 skb_addr, const struct tracked *t)
+/* Track skb_addr, whose set `s` the caller already looked up, with entry
+ * `t` (t->ts: now): its own way, a free way, or the way with the oldest
+ * last hop (see the top comment). */
+static __always_inline void track_put(struct track_set *s, __u64 skb_addr,
+				      const struct tracked *t)
 {
-	struct track_set *s = track_set_of(skb_addr);
-	if (!s)
-		return;
 	int w = track_way(s, skb_addr);
 	if (w < 0) {
 		__u32 i, oldest = 0;
