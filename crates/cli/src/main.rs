@@ -20,6 +20,7 @@ mod report;
 mod sv_dump;
 mod sv_pcap;
 mod sv_publish;
+mod sv_scl;
 mod sv_subscribe;
 mod trace;
 
@@ -66,6 +67,8 @@ enum SvCommand {
     Publish(sv_publish::Args),
     /// Subscribe to SV streams: counts, losses, receive latency.
     Subscribe(sv_subscribe::Args),
+    /// List the SV streams an SCL file (.scd, .cid, .icd) defines.
+    Scl(sv_scl::Args),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Sv(SvCommand::Dump(a)) => sv_dump::run(a),
         Command::Sv(SvCommand::Publish(a)) => sv_publish::run(a),
         Command::Sv(SvCommand::Subscribe(a)) => sv_subscribe::run(a),
+        Command::Sv(SvCommand::Scl(a)) => sv_scl::run(a),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),
