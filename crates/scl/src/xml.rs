@@ -73,13 +73,18 @@ impl<'input> SclDoc<'input> {
         let lines = LineIndex::new(text);
         let doc = Document::parse_with_options(text, options).map_err(|e| {
             let pos = e.pos();
+            let message = e.to_string();
+            let suffix = format!(" at {pos}");
             SclError::Xml {
                 location: Location {
                     file: file.to_string(),
                     line: pos.row,
                     column: pos.col,
                 },
-                message: e.to_string(),
+                message: message
+                    .strip_suffix(&suffix)
+                    .unwrap_or(&message)
+                    .to_string(),
             }
         })?;
         let namespace = doc
