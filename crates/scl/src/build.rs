@@ -122,18 +122,12 @@ fn stream(
 }
 
 /// `multicast="false"`: a unicast control block, whose destination a
-/// client sets at run time (no SMV address in SCL).
-pub fn is_unicast(scl: &SclDoc<'_>, found: &FoundCb<'_, '_>) -> Result<bool, Problem> {
+/// client sets at run time (no SMV address in SCL). `Err`: the attribute's
+/// value is no boolean (the message to place on it).
+pub fn is_unicast(found: &FoundCb<'_, '_>) -> Result<bool, String> {
     match attr(found.node, "multicast") {
         None => Ok(false),
-        Some(v) => parse_bool(v).map(|m| !m).map_err(|m| {
-            scl.problem(
-                found.node,
-                Some("multicast"),
-                Some(&found.cb),
-                format!("multicast {m}"),
-            )
-        }),
+        Some(v) => parse_bool(v).map(|m| !m).map_err(|m| format!("multicast {m}")),
     }
 }
 

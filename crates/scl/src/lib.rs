@@ -19,7 +19,7 @@
 //! 3. Every `SampledValueControl` in an `LN0` of the selected IEDs
 //!    ([`control`]), narrowed by `--svcb` ([`Selection`]).
 //! 4. Each selected control block with its DataSet and its one SMV address
-//!    into a `StreamSpec`, validated against 9-2 ([`build`]).
+//!    into a `StreamSpec`, validated against 9-2 (`build.rs`).
 //!
 //! A selected control block that cannot become a stream is an error naming
 //! the file, line, column, element and control block ([`Problem`]); the
@@ -154,8 +154,8 @@ pub fn read_str(text: &str, file: &str, options: &ReadOptions) -> Result<SclStre
     let mut streams = Vec::new();
     let mut problems = Vec::new();
     for cb in found.iter().filter(|f| selection.wants(&f.cb)) {
-        match build::is_unicast(&scl, cb) {
-            Err(p) => problems.push(p),
+        match build::is_unicast(cb) {
+            Err(m) => problems.push(scl.problem(cb.node, Some("multicast"), Some(&cb.cb), m)),
             Ok(true) => unicast(&scl, cb, selection, &mut problems, &mut warnings),
             Ok(false) => {
                 match build::build_stream(
