@@ -127,7 +127,9 @@ fn stream(
 pub fn is_unicast(found: &FoundCb<'_, '_>) -> Result<bool, String> {
     match attr(found.node, "multicast") {
         None => Ok(false),
-        Some(v) => parse_bool(v).map(|m| !m).map_err(|m| format!("multicast {m}")),
+        Some(v) => parse_bool(v)
+            .map(|m| !m)
+            .map_err(|m| format!("multicast {m}")),
     }
 }
 

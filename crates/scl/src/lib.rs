@@ -269,23 +269,18 @@ fn unicast(
     warnings: &mut Vec<Problem>,
 ) {
     let message = "multicast=\"false\": a unicast control block gets its destination from a client at run time, not from SCL";
-    if selection.svcbs.is_empty() {
-        let p = scl.problem(
-            cb.node,
-            Some("multicast"),
-            Some(&cb.cb),
-            format!("{message}: skipped"),
-        );
-        warnings.push(p);
+    // Skipped when all are read; an error when asked for by name.
+    let (list, outcome) = if selection.svcbs.is_empty() {
+        (warnings, "skipped")
     } else {
-        let p = scl.problem(
-            cb.node,
-            Some("multicast"),
-            Some(&cb.cb),
-            format!("{message}: cannot be read as a stream"),
-        );
-        problems.push(p);
-    }
+        (problems, "cannot be read as a stream")
+    };
+    list.push(scl.problem(
+        cb.node,
+        Some("multicast"),
+        Some(&cb.cb),
+        format!("{message}: {outcome}"),
+    ));
 }
 
 /// Two selected streams with the same (MAC, APPID, svID): a subscriber

@@ -64,6 +64,16 @@ fn only_problem(name: &str) -> (String, Vec<String>) {
 
 const CB1: &str = "SVCB MSVCB01 (IED MU01, LD MU)";
 
+/// Asserts the one problem of `broken/NAME` is `MESSAGE`, on `ELEMENT` of
+/// MSVCB01, at the first place `needle` occurs in the file; returns the
+/// control blocks still understood.
+fn expect_problem(name: &str, needle: &str, element: &str, message: &str) -> Vec<String> {
+    let (text, understood) = only_problem(name);
+    let place = at(&format!("broken/{name}"), needle);
+    assert_eq!(text, format!("{place}: {element} of {CB1}: {message}"));
+    understood
+}
+
 #[test]
 fn the_station_defines_five_streams_in_document_order() {
     let read = station();
@@ -316,14 +326,11 @@ fn an_edition_1_file_without_namespace_is_read_with_warnings() {
 
 #[test]
 fn a_missing_smv_address_names_the_control_block_and_where_to_add_it() {
-    let f = "broken/no_smv_address.scd";
-    let (text, understood) = only_problem("no_smv_address.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <SampledValueControl name=\"MSVCB01\"> of {CB1}: no SMV address: add <SMV ldInst=\"MU\" cbName=\"MSVCB01\"> with MAC-Address and APPID under Communication/SubNetwork/ConnectedAP iedName=\"MU01\" apName=\"AP1\"",
-            at(f, "<SampledValueControl name=\"MSVCB01\"")
-        )
+    let understood = expect_problem(
+        "no_smv_address.scd",
+        "<SampledValueControl name=\"MSVCB01\"",
+        "<SampledValueControl name=\"MSVCB01\">",
+        "no SMV address: add <SMV ldInst=\"MU\" cbName=\"MSVCB01\"> with MAC-Address and APPID under Communication/SubNetwork/ConnectedAP iedName=\"MU01\" apName=\"AP1\"",
     );
     assert_eq!(understood, ["MSVCB02"], "the good control block is kept");
 }
@@ -345,25 +352,21 @@ fn an_smv_address_under_another_access_point_is_pointed_at() {
 
 #[test]
 fn a_missing_mac_address_points_at_the_address() {
-    let (text, _) = only_problem("mac_missing.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <Address> of {CB1}: no <P type=\"MAC-Address\">: add the destination, e.g. 01-0C-CD-04-00-01",
-            at("broken/mac_missing.scd", "<Address>")
-        )
+    expect_problem(
+        "mac_missing.scd",
+        "<Address>",
+        "<Address>",
+        "no <P type=\"MAC-Address\">: add the destination, e.g. 01-0C-CD-04-00-01",
     );
 }
 
 #[test]
 fn a_unicast_mac_address_is_refused_at_its_p_element() {
-    let (text, understood) = only_problem("mac_not_multicast.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <P type=\"MAC-Address\"> of {CB1}: destination 00:0c:cd:04:00:01 is not a multicast address (the first byte must be odd); SV uses 01:0c:cd:04:00:00 to 01:0c:cd:04:01:ff",
-            at("broken/mac_not_multicast.scd", "<P type=\"MAC-Address\">00")
-        )
+    let understood = expect_problem(
+        "mac_not_multicast.scd",
+        "<P type=\"MAC-Address\">00",
+        "<P type=\"MAC-Address\">",
+        "destination 00:0c:cd:04:00:01 is not a multicast address (the first byte must be odd); SV uses 01:0c:cd:04:00:00 to 01:0c:cd:04:01:ff",
     );
     assert_eq!(understood, ["MSVCB02"]);
 }
@@ -389,61 +392,51 @@ fn a_multicast_mac_outside_the_sv_range_is_read_with_a_warning() {
 
 #[test]
 fn an_appid_out_of_range_is_refused_with_the_sv_range() {
-    let (text, _) = only_problem("appid_out_of_range.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <P type=\"APPID\"> of {CB1}: APPID 0x3FFF is outside the Sampled Values range 0x4000 to 0x7FFF",
-            at("broken/appid_out_of_range.scd", "<P type=\"APPID\">3FFF")
-        )
+    expect_problem(
+        "appid_out_of_range.scd",
+        "<P type=\"APPID\">3FFF",
+        "<P type=\"APPID\">",
+        "APPID 0x3FFF is outside the Sampled Values range 0x4000 to 0x7FFF",
     );
 }
 
 #[test]
 fn an_appid_that_is_not_hex_is_refused_with_the_scl_form() {
-    let (text, _) = only_problem("appid_not_hex.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <P type=\"APPID\"> of {CB1}: APPID `40G1` is not 4 hex digits: SCL writes e.g. 4001 (for 0x4001)",
-            at("broken/appid_not_hex.scd", "<P type=\"APPID\">40G1")
-        )
+    expect_problem(
+        "appid_not_hex.scd",
+        "<P type=\"APPID\">40G1",
+        "<P type=\"APPID\">",
+        "APPID `40G1` is not 4 hex digits: SCL writes e.g. 4001 (for 0x4001)",
     );
 }
 
 #[test]
 fn a_vlan_id_that_is_not_hex_is_refused() {
-    let (text, _) = only_problem("vlan_id_not_hex.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <P type=\"VLAN-ID\"> of {CB1}: VLAN-ID `10Z` is not 3 hex digits: SCL writes the id in hex, e.g. 064 for VLAN 100",
-            at("broken/vlan_id_not_hex.scd", "<P type=\"VLAN-ID\">")
-        )
+    expect_problem(
+        "vlan_id_not_hex.scd",
+        "<P type=\"VLAN-ID\">",
+        "<P type=\"VLAN-ID\">",
+        "VLAN-ID `10Z` is not 3 hex digits: SCL writes the id in hex, e.g. 064 for VLAN 100",
     );
 }
 
 #[test]
 fn a_vlan_id_above_ffe_is_refused() {
-    let (text, _) = only_problem("vlan_id_too_large.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <P type=\"VLAN-ID\"> of {CB1}: VLAN-ID `FFF` is 0xFFF: VLAN ids go from 000 to FFE (hex; FFF is reserved)",
-            at("broken/vlan_id_too_large.scd", "<P type=\"VLAN-ID\">")
-        )
+    expect_problem(
+        "vlan_id_too_large.scd",
+        "<P type=\"VLAN-ID\">",
+        "<P type=\"VLAN-ID\">",
+        "VLAN-ID `FFF` is 0xFFF: VLAN ids go from 000 to FFE (hex; FFF is reserved)",
     );
 }
 
 #[test]
 fn a_vlan_priority_above_7_is_refused() {
-    let (text, _) = only_problem("vlan_priority_out_of_range.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <P type=\"VLAN-PRIORITY\"> of {CB1}: VLAN-PRIORITY `8` is not 0 to 7 (SV uses 4 by default)",
-            at("broken/vlan_priority_out_of_range.scd", "<P type=\"VLAN-PRIORITY\">")
-        )
+    expect_problem(
+        "vlan_priority_out_of_range.scd",
+        "<P type=\"VLAN-PRIORITY\">",
+        "<P type=\"VLAN-PRIORITY\">",
+        "VLAN-PRIORITY `8` is not 0 to 7 (SV uses 4 by default)",
     );
 }
 
@@ -479,49 +472,41 @@ fn two_smv_addresses_for_one_control_block_are_contradictory() {
 
 #[test]
 fn a_datset_naming_no_dataset_lists_the_datasets_of_the_ln0() {
-    let (text, _) = only_problem("missing_dataset.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <SampledValueControl name=\"MSVCB01\"> of {CB1}: datSet `PhsMeasX` names no DataSet of its LN0 (this LN0 has PhsMeas1)",
-            at("broken/missing_dataset.scd", "datSet=\"PhsMeasX\"")
-        )
+    expect_problem(
+        "missing_dataset.scd",
+        "datSet=\"PhsMeasX\"",
+        "<SampledValueControl name=\"MSVCB01\">",
+        "datSet `PhsMeasX` names no DataSet of its LN0 (this LN0 has PhsMeas1)",
     );
 }
 
 #[test]
 fn a_missing_nofasdu_is_refused_at_the_control_block() {
-    let (text, _) = only_problem("nofasdu_missing.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <SampledValueControl name=\"MSVCB01\"> of {CB1}: no nofASDU attribute: it is required (ASDUs per frame: 1 at 80 samples/period, 8 at 256)",
-            at("broken/nofasdu_missing.scd", "<SampledValueControl name=\"MSVCB01\"")
-        )
+    expect_problem(
+        "nofasdu_missing.scd",
+        "<SampledValueControl name=\"MSVCB01\"",
+        "<SampledValueControl name=\"MSVCB01\">",
+        "no nofASDU attribute: it is required (ASDUs per frame: 1 at 80 samples/period, 8 at 256)",
     );
 }
 
 #[test]
 fn nofasdu_9_is_refused_at_its_attribute() {
-    let (text, _) = only_problem("nofasdu_out_of_range.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <SampledValueControl name=\"MSVCB01\"> of {CB1}: 9 ASDUs per frame: use 1 to 8 (9-2LE: 1 at 80 samples/period, 8 at 256)",
-            at("broken/nofasdu_out_of_range.scd", "nofASDU=\"9\"")
-        )
+    expect_problem(
+        "nofasdu_out_of_range.scd",
+        "nofASDU=\"9\"",
+        "<SampledValueControl name=\"MSVCB01\">",
+        "9 ASDUs per frame: use 1 to 8 (9-2LE: 1 at 80 samples/period, 8 at 256)",
     );
 }
 
 #[test]
 fn an_svid_of_130_characters_is_refused_at_its_attribute() {
-    let (text, _) = only_problem("svid_too_long.scd");
-    assert_eq!(
-        text,
-        format!(
-            "{}: <SampledValueControl name=\"MSVCB01\"> of {CB1}: svID is 130 characters long: at most 129 are allowed (VISIBLE STRING129)",
-            at("broken/svid_too_long.scd", "smvID=\"SSS")
-        )
+    expect_problem(
+        "svid_too_long.scd",
+        "smvID=\"SSS",
+        "<SampledValueControl name=\"MSVCB01\">",
+        "svID is 130 characters long: at most 129 are allowed (VISIBLE STRING129)",
     );
 }
 
