@@ -253,20 +253,10 @@ fn a_plain_svcb_name_selects_it_in_every_ied_and_ld() {
 
 #[test]
 fn an_ld_qualified_svcb_name_picks_one_of_two_same_named_blocks() {
-    let read = read("station.scd", &["MU02"], &["MUB/LLN0.MSVCB01"]).unwrap();
-    assert_eq!(read.streams.len(), 1);
-    assert_eq!(read.streams[0].spec.sv_id, "MU02MUB01");
-    let by_ld_name = read_file(
-        &fixture("station.scd"),
-        &ReadOptions {
-            selection: Selection {
-                ieds: vec![],
-                svcbs: vec!["MU02Meter/MSVCB01".into(), "MSVCB03".into()],
-            },
-            ..ReadOptions::default()
-        },
-    )
-    .unwrap();
+    let got = read("station.scd", &["MU02"], &["MUB/LLN0.MSVCB01"]).unwrap();
+    assert_eq!(got.streams.len(), 1);
+    assert_eq!(got.streams[0].spec.sv_id, "MU02MUB01");
+    let by_ld_name = read("station.scd", &[], &["MU02Meter/MSVCB01", "MSVCB03"]).unwrap();
     let ids: Vec<&str> = by_ld_name
         .streams
         .iter()
@@ -528,26 +518,17 @@ fn two_control_blocks_with_the_same_stream_key_are_refused() {
 #[test]
 fn a_unicast_control_block_is_skipped_unless_asked_for() {
     let f = "broken/unicast.scd";
-    let read = read(f, &[], &[]).unwrap();
-    assert_eq!(read.streams.len(), 1);
-    assert_eq!(read.streams[0].control_block.name, "MSVCB02");
+    let got = read(f, &[], &[]).unwrap();
+    assert_eq!(got.streams.len(), 1);
+    assert_eq!(got.streams[0].control_block.name, "MSVCB02");
     assert_eq!(
-        read.warnings[0].to_string(),
+        got.warnings[0].to_string(),
         format!(
             "{}: <SampledValueControl name=\"MSVCB01\"> of {CB1}: multicast=\"false\": a unicast control block gets its destination from a client at run time, not from SCL: skipped",
             at(f, "multicast=\"false\"")
         )
     );
-    let asked = read_file(
-        &fixture(f),
-        &ReadOptions {
-            selection: Selection {
-                ieds: vec![],
-                svcbs: vec!["MSVCB01".into()],
-            },
-            ..ReadOptions::default()
-        },
-    );
+    let asked = read(f, &[], &["MSVCB01"]);
     assert!(matches!(asked, Err(SclError::Invalid { .. })));
 }
 
