@@ -70,9 +70,12 @@ pub struct HostArgs {
     /// Clock the host reads: the clock of the host's records (TAI for BPF hop stamps).
     #[arg(long, default_value = "TAI", value_parser = clock_arg)]
     pub clock: ClockDomain,
-    /// Time between pings.
-    #[arg(long, default_value = "50ms", value_parser = duration_arg)]
+    /// Time between bursts of pings.
+    #[arg(long, default_value = "100ms", value_parser = duration_arg)]
     pub interval: Duration,
+    /// Pings per burst, back to back (the later ones find the guest awake).
+    #[arg(long, default_value_t = 4)]
+    pub burst: u32,
     /// A ping not answered within this counts as unanswered.
     #[arg(long, default_value = "1s", value_parser = duration_arg)]
     pub reply_timeout: Duration,
@@ -146,6 +149,7 @@ fn host(a: HostArgs) -> Result<ExitCode> {
         clock: a.clock,
         exchange: HostConfig {
             interval: a.interval,
+            burst: a.burst,
             reply_timeout: a.reply_timeout,
         },
         connect_timeout: a.connect_timeout,

@@ -63,7 +63,7 @@ pub fn parse_domain(s: &str) -> Result<ClockDomain, String> {
 }
 
 fn timespec_ns(ts: &libc::timespec) -> i64 {
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
 impl Clock for SystemClock {

@@ -79,6 +79,7 @@ impl GuestInfo {
             fields
                 .iter()
                 .find_map(|f| f.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+                .filter(|v| !v.is_empty())
         };
         let ptp = get("ptp")?;
         Some(GuestInfo {
@@ -203,8 +204,12 @@ impl LineReader {
 /// Settings of the host side.
 #[derive(Clone, Copy, Debug)]
 pub struct HostConfig {
-    /// Time between pings.
+    /// Time between bursts of pings.
     pub interval: Duration,
+    /// Pings per burst, each sent when the previous one is answered: the
+    /// first wakes the guest's vCPU up, the next ones find it running and
+    /// come back faster (the minimum-RTT filter keeps those).
+    pub burst: u32,
     /// A ping not answered within this is counted unanswered.
     pub reply_timeout: Duration,
 }
@@ -212,7 +217,8 @@ pub struct HostConfig {
 impl Default for HostConfig {
     fn default() -> Self {
         HostConfig {
-            interval: Duration::from_millis(50),
+            interval: Duration::from_millis(100),
+            burst: 4,
             reply_timeout: Duration::from_secs(1),
         }
     }
@@ -294,8 +300,9 @@ impl<'a> HostEnd<'a> {
         Ok(None)
     }
 
-    /// Ping every `cfg.interval` until `stop` is set, `until` passes or the
-    /// guest side closes; every sample goes to `sink` as it comes.
+    /// Every `cfg.interval`, a burst of `cfg.burst` pings (each after the
+    /// previous reply), until `stop` is set, `until` passes or the guest
+    /// side closes; every sample goes to `sink` as it comes.
     pub fn run(
         &mut self,
         cfg: &HostConfig,
@@ -304,75 +311,86 @@ impl<'a> HostEnd<'a> {
         sink: &mut dyn FnMut(SampleKind, Sample) -> io::Result<()>,
     ) -> io::Result<HostSummary> {
         let mut sum = HostSummary::default();
-        let start = Instant::now();
-        let mut tick = 0u32;
         let over = |stop: &AtomicBool| {
             stop.load(Ordering::SeqCst) || until.is_some_and(|u| Instant::now() >= u)
         };
+        let mut next = Instant::now();
         while !over(stop) {
-            self.seq += 1;
-            let seq = self.seq;
-            sum.pings += 1;
-            let t1 = self.clock.now_ns();
-            match self.send(&Message::Ping { seq }) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                    sum.peer_closed = true;
+            for _ in 0..cfg.burst.max(1) {
+                if over(stop) || !self.ping(cfg, stop, &mut sum, sink)? {
                     return Ok(sum);
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
             }
-            let deadline = Instant::now() + cfg.reply_timeout;
-            let mut answered = false;
-            while !answered && Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
-                let line = match self.read_until(deadline) {
-                    Ok(Some((line, t4))) => (line, t4),
-                    Ok(None) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                        sum.peer_closed = true;
-                        return Ok(sum);
-                    }
-                    Err(e) => return Err(e),
-                };
-                match Message::parse(&line.0) {
-                    Some(Message::Pong { seq: s, t2, t3 }) if s == seq => {
-                        let t4 = line.1;
-                        sink(
-                            SampleKind::Exchange,
-                            Sample {
-                                seq,
-                                t1,
-                                t2,
-                                t3,
-                                t4,
-                            },
-                        )?;
-                        sum.answered += 1;
-                        answered = true;
-                    }
-                    Some(Message::Ptp { sample, .. }) => {
-                        sink(SampleKind::PtpKvm, sample)?;
-                        sum.ptp_readings += 1;
-                    }
-                    _ => sum.stale += 1,
-                }
+            next += cfg.interval;
+            if Instant::now() > next + cfg.interval {
+                // Late (a long wait for a reply): the schedule restarts from now.
+                next = Instant::now();
             }
-            if !answered {
-                sum.unanswered += 1;
-            }
-            tick += 1;
-            let next = start + cfg.interval * tick;
             while Instant::now() < next && !over(stop) {
                 let left = next.saturating_duration_since(Instant::now());
                 std::thread::sleep(left.min(Duration::from_millis(50)));
             }
-            if Instant::now() > next + cfg.interval {
-                // Late (a long wait for a reply): start the schedule again from now.
-                tick = 0;
-            }
         }
         Ok(sum)
+    }
+
+    /// One ping and its reply (or the reply timeout). `Ok(false)` when the
+    /// guest side closed the channel.
+    fn ping(
+        &mut self,
+        cfg: &HostConfig,
+        stop: &AtomicBool,
+        sum: &mut HostSummary,
+        sink: &mut dyn FnMut(SampleKind, Sample) -> io::Result<()>,
+    ) -> io::Result<bool> {
+        self.seq += 1;
+        let seq = self.seq;
+        sum.pings += 1;
+        let t1 = self.clock.now_ns();
+        match self.send(&Message::Ping { seq }) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                sum.peer_closed = true;
+                return Ok(false);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+        let deadline = Instant::now() + cfg.reply_timeout;
+        while Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
+            let (line, t4) = match self.read_until(deadline) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    sum.peer_closed = true;
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            };
+            match Message::parse(&line) {
+                Some(Message::Pong { seq: s, t2, t3 }) if s == seq => {
+                    sink(
+                        SampleKind::Exchange,
+                        Sample {
+                            seq,
+                            t1,
+                            t2,
+                            t3,
+                            t4,
+                        },
+                    )?;
+                    sum.answered += 1;
+                    return Ok(true);
+                }
+                Some(Message::Ptp { sample, .. }) => {
+                    sink(SampleKind::PtpKvm, sample)?;
+                    sum.ptp_readings += 1;
+                }
+                _ => sum.stale += 1,
+            }
+        }
+        sum.unanswered += 1;
+        Ok(true)
     }
 }
 
@@ -492,6 +510,10 @@ mod tests {
             assert_eq!(Message::parse(line.trim_end()), Some(m), "{line}");
         }
         assert_eq!(Message::parse("p 4 12"), None);
+        assert_eq!(
+            Message::parse("h 1 v=1 clock=TAI res=1 tai=0 host= ptp=none"),
+            None
+        );
         assert_eq!(Message::parse("garbage"), None);
     }
 

@@ -11,9 +11,11 @@
 //! # host_clock: TAI
 //! # guest_clock: TAI
 //! # ...
-//! kind	seq	t1	t2	t3	t4
-//! x	1	1718000000000000000	1718000000000150000	1718000000000160000	1718000000000300000
+//! kind  seq  t1                   t2                   t3                   t4
+//! x     1    1718000000000000000  1718000000000150000  1718000000000160000  1718000000000300000
 //! ```
+//!
+//! (fields separated by one tab)
 //!
 //! Kind `x`: a two-way exchange (t1 host send, t2 guest receive, t3 guest
 //! send, t4 host receive). Kind `k`: a `ptp_kvm` reading taken in the guest

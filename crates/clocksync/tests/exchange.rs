@@ -78,7 +78,7 @@ fn the_estimate_over_a_real_channel_holds_a_known_offset_and_drift_within_its_bo
             seed ^= seed >> 7;
             seed ^= seed << 17;
             count += 1;
-            if count % 40 == 0 {
+            if count.is_multiple_of(40) {
                 Duration::from_millis(150) // past the reply timeout
             } else {
                 Duration::from_micros(seed % 2000)
@@ -113,6 +113,7 @@ fn the_estimate_over_a_real_channel_holds_a_known_offset_and_drift_within_its_bo
     assert_eq!(info.host, "test-guest/0");
     let cfg = HostConfig {
         interval: Duration::from_millis(10),
+        burst: 2,
         reply_timeout: Duration::from_millis(100),
     };
     let mut samples: Vec<Sample> = Vec::new();
