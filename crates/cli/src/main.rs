@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod clock;
 mod compare;
 mod correlate;
 mod lab;
@@ -55,6 +56,9 @@ enum Command {
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
+    /// Align a guest's clock with its host's: offset, drift and error bound.
+    #[command(subcommand)]
+    Clock(clock::Command),
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::run(a),
         Command::Correlate(a) => correlate::run(a),
         Command::Lab(c) => lab::run(c),
+        Command::Clock(c) => clock::run(c),
     };
     match result {
         Ok(code) => code,
