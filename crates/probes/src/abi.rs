@@ -53,7 +53,6 @@ kernel_pod!(
     hop_config,
     dev_key,
     hop_counters,
-    khist_stage,
     ks_stream_key,
     ks_val,
     ks_win,
@@ -99,7 +98,6 @@ same_size_as_clang!(
     hop_config = HOP_CONFIG_SIZE,
     dev_key = DEV_KEY_SIZE,
     hop_counters = HOP_COUNTERS_SIZE,
-    khist_stage = KHIST_STAGE_SIZE,
     ks_stream_key = KS_STREAM_KEY_SIZE,
     ks_val = KS_VAL_SIZE,
     ks_win = KS_WIN_SIZE,
@@ -116,14 +114,7 @@ macro_rules! percpu_stride {
     )*};
 }
 
-percpu_stride!(
-    hop_counters,
-    khist_stage,
-    ks_val,
-    ks_win,
-    ks_drops,
-    ks_counters
-);
+percpu_stride!(hop_counters, ks_val, ks_win, ks_drops, ks_counters);
 
 const _: () = assert!(
     size_of::<types::hop_event>() != size_of::<types::hop_compact>(),
@@ -500,20 +491,15 @@ mod tests {
         );
         assert_eq!(reidentified, 20);
 
-        // In-kernel histograms: stage (net_dev_start_xmit -> net_dev_xmit)
-        // on two CPUs.
+        // In-kernel histograms: one counter per (stage, bucket), bucket 20
+        // of stage (net_dev_start_xmit -> net_dev_xmit) on two CPUs.
         let cpus = 2;
         let stage = TracePoint::NetDevStartXmit as usize * crate::khist::TPS
             + TracePoint::NetDevXmit as usize;
-        let mut per_cpu = vec![
-            types::khist_stage {
-                buckets: [0; BUCKETS]
-            };
-            64 * cpus
-        ];
-        per_cpu[stage * cpus].buckets[20] = 3;
-        per_cpu[stage * cpus + 1].buckets[20] = 4;
-        let per_cpu: Vec<_> = per_cpu.iter().map(through_bytes).collect();
+        let mut per_cpu = vec![0u64; crate::khist::TPS * crate::khist::TPS * BUCKETS * cpus];
+        per_cpu[(stage * BUCKETS + 20) * cpus] = 3;
+        per_cpu[(stage * BUCKETS + 20) * cpus + 1] = 4;
+        let per_cpu: Vec<u64> = per_cpu.iter().map(through_bytes).collect();
         let hists = KernelHists::from_kernel(&per_cpu, cpus);
         let s = hists
             .get(TracePoint::NetDevStartXmit, TracePoint::NetDevXmit)

@@ -130,19 +130,11 @@ impl KernelHists {
         KernelHists { stages }
     }
 
-    /// Build from the `khist` map as read: `TPS * TPS` stages (key =
-    /// from * TPS + to), each with its value on every CPU, key-major.
-    pub(crate) fn from_kernel(per_cpu: &[types::khist_stage], cpus: usize) -> Self {
-        let mut counts = vec![0u64; TPS * TPS * BUCKETS];
-        for (i, stage) in per_cpu.iter().enumerate() {
-            let types::khist_stage { buckets } = stage;
-            let key = i / cpus.max(1);
-            if let Some(sum) = counts.get_mut(key * BUCKETS..(key + 1) * BUCKETS) {
-                for (s, n) in sum.iter_mut().zip(buckets) {
-                    *s += n;
-                }
-            }
-        }
+    /// Build from the `khist` map as read: one counter per (stage, bucket)
+    /// (key = stage * BUCKETS + bucket, stage = from * TPS + to), each with
+    /// its value on every CPU, key-major.
+    pub(crate) fn from_kernel(per_cpu: &[u64], cpus: usize) -> Self {
+        let counts: Vec<u64> = per_cpu.chunks(cpus.max(1)).map(|c| c.iter().sum()).collect();
         Self::from_counts(&counts)
     }
 

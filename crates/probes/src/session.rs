@@ -19,7 +19,7 @@ use libbpf_rs::{RingBuffer, RingBufferBuilder};
 use crate::abi::types;
 use crate::event::Record;
 use crate::identity::SkbIdentities;
-use crate::khist::{KernelHists, TPS};
+use crate::khist::{KernelHists, BUCKETS, TPS};
 use crate::loader::{LostCounts, SessionInfo, SessionSink};
 use crate::percpu;
 use crate::skel::HopsSkel;
@@ -163,10 +163,10 @@ fn read_counters(skel: &HopsSkel<'_>) -> Result<(LostCounts, u64)> {
 }
 
 /// The in-kernel histograms, summed over the CPUs. One batch lookup reads
-/// the whole array (64 stages, every CPU): a read a second costs one or
-/// two system calls, not one per key.
+/// the whole array (8192 counters, every CPU): a read a second costs one
+/// or two system calls, not one per key.
 fn read_khist(skel: &HopsSkel<'_>) -> Result<KernelHists> {
     let cpus = percpu::cpus()?;
-    let per_cpu = percpu::array::<types::khist_stage>(&skel.maps.khist, TPS * TPS, cpus)?;
+    let per_cpu = percpu::array::<u64>(&skel.maps.khist, TPS * TPS * BUCKETS, cpus)?;
     Ok(KernelHists::from_kernel(&per_cpu, cpus))
 }

@@ -28,8 +28,8 @@ struct hop_ctx {
 	int has_dev;
 	__u32 ifindex;
 	__u32 netns;
-	/* skb->head, and the frame's linear bytes [start, end): from the MAC
-	 * header when set, else from skb->data */
+	/* skb->head and the frame's linear bytes [start, end)
+	 * (hop_frame_bounds) */
 	__u64 head;
 	__u64 start;
 	__u64 end;
@@ -42,14 +42,43 @@ struct hop_ctx {
 	int have_prev;
 };
 
+/* The frame's buffer (skb->head) and linear bytes [start, end): from the
+ * MAC header when set, else from skb->data. Read from the skb by each
+ * caller, not kept in the context for the frame copy: the copy's length
+ * makes the verifier track the bounds precisely, and carried through every
+ * step they would double the states it explores (the load time). */
+static __always_inline void hop_frame_bounds(const struct hop_ctx *h, __u64 *head, __u64 *start,
+					     __u64 *end)
+{
+	struct sk_buff *skb = h->skb;
+	__u64 data;
+	__u16 mac;
+	__u32 len, data_len;
+	if (h->btf) {
+		*head = (__u64)skb->head;
+		data = (__u64)skb->data;
+		mac = skb->mac_header;
+		len = skb->len;
+		data_len = skb->data_len;
+	} else {
+		*head = (__u64)BPF_CORE_READ(skb, head);
+		data = (__u64)BPF_CORE_READ(skb, data);
+		mac = BPF_CORE_READ(skb, mac_header);
+		len = BPF_CORE_READ(skb, len);
+		data_len = BPF_CORE_READ(skb, data_len);
+	}
+	*start = data;
+	if (mac != (__u16)~0U && *head + mac <= data)
+		*start = *head + mac;
+	*end = data + (len - data_len);
+}
+
 /* Read the device and the frame bounds of the skb into the context. */
 static __always_inline void hop_read_skb(struct hop_ctx *h)
 {
 	struct sk_buff *skb = h->skb;
 	struct net_device *dev;
-	__u64 data;
-	__u16 mac;
-	__u32 len, data_len;
+	__u64 head, start, end;
 
 	/* locals, not context fields: a pointer into the context given to
 	 * a CO-RE read would keep clang from folding the context's constant
@@ -60,28 +89,18 @@ static __always_inline void hop_read_skb(struct hop_ctx *h)
 			h->ifindex = dev->ifindex;
 			h->netns = dev->nd_net.net->ns.inum;
 		}
-		h->head = (__u64)skb->head;
-		data = (__u64)skb->data;
-		mac = skb->mac_header;
-		len = skb->len;
-		data_len = skb->data_len;
 	} else {
 		dev = BPF_CORE_READ(skb, dev);
 		if (dev) {
 			h->ifindex = BPF_CORE_READ(dev, ifindex);
 			h->netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
 		}
-		h->head = (__u64)BPF_CORE_READ(skb, head);
-		data = (__u64)BPF_CORE_READ(skb, data);
-		mac = BPF_CORE_READ(skb, mac_header);
-		len = BPF_CORE_READ(skb, len);
-		data_len = BPF_CORE_READ(skb, data_len);
 	}
 	h->has_dev = dev != NULL;
-	h->start = data;
-	if (mac != (__u16)~0U && h->head + mac <= data)
-		h->start = h->head + mac;
-	h->end = data + (len - data_len);
+	hop_frame_bounds(h, &head, &start, &end);
+	h->head = head;
+	h->start = start;
+	h->end = end;
 }
 
 /* The namespace of the socket that receives the skb (0: none). */

@@ -165,11 +165,6 @@ struct hop_counters {
 	__u64 reidentified;
 };
 
-/* One stage (tracepoint pair) of the in-kernel histograms (khist.bpf.h). */
-struct khist_stage {
-	__u64 buckets[HIST_BUCKETS];
-};
-
 /* --kernel-stats (live_stats.bpf.h). The full identity of a stream: the
  * key of its slot. */
 struct ks_stream_key {
@@ -222,7 +217,6 @@ enum hop_abi_sizes {
 	HOP_CONFIG_SIZE = sizeof(struct hop_config),
 	DEV_KEY_SIZE = sizeof(struct dev_key),
 	HOP_COUNTERS_SIZE = sizeof(struct hop_counters),
-	KHIST_STAGE_SIZE = sizeof(struct khist_stage),
 	KS_STREAM_KEY_SIZE = sizeof(struct ks_stream_key),
 	KS_VAL_SIZE = sizeof(struct ks_val),
 	KS_WIN_SIZE = sizeof(struct ks_win),
@@ -302,8 +296,6 @@ ABI_SIZE(struct hop_counters, 8 * (TP_COUNT + 2));
 ABI_AT(struct hop_counters, lost, 0);
 ABI_AT(struct hop_counters, tracking_evicted, 8 * TP_COUNT);
 ABI_AT(struct hop_counters, reidentified, 8 * TP_COUNT + 8);
-
-ABI_SIZE(struct khist_stage, 8 * HIST_BUCKETS);
 
 ABI_SIZE(struct ks_stream_key, 8 + SVID_MAX);
 ABI_AT(struct ks_stream_key, kind, 0);

@@ -5,10 +5,16 @@
  *
  * Every hop of a tracked skb after its first one adds the delta from the
  * previous reported hop of the same skb (kept in `struct tracked`) to the
- * per-CPU histogram of the tracepoint pair (previous tp, this tp): key =
- * prev_tp * TP_COUNT + tp, value struct khist_stage (hops_abi.h). Buckets
- * are log2-linear (hist_bucket, also used by live_stats.bpf.h); user space
- * (src/khist.rs, same bucket rule) sums the CPUs once a second.
+ * per-CPU histogram of the tracepoint pair (previous tp, this tp): one u64
+ * counter per (stage, bucket), key = (prev_tp * TP_COUNT + tp) *
+ * HIST_BUCKETS + bucket. Buckets are log2-linear (hist_bucket, also used by
+ * live_stats.bpf.h); user space (src/khist.rs, same bucket rule) sums the
+ * CPUs once a second.
+ *
+ * A counter per key, not a struct of buckets per stage: indexing a bucket
+ * array in a map value by the computed bucket makes the verifier track
+ * every bucket range apart, which doubled the verification of the hop
+ * programs (their load time); a computed key costs it nothing.
  */
 #ifndef HOPTRACE_KHIST_BPF_H
 #define HOPTRACE_KHIST_BPF_H
@@ -21,9 +27,9 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TP_COUNT * TP_COUNT);
+	__uint(max_entries, TP_COUNT * TP_COUNT * HIST_BUCKETS);
 	__type(key, __u32);
-	__type(value, struct khist_stage);
+	__type(value, __u64);
 } khist SEC(".maps");
 
 static __always_inline __u32 fls64_floor(__u64 d)
@@ -55,9 +61,10 @@ static __always_inline void hist_add(__u32 prev_tp, __u32 tp, __u64 prev_ts, __u
 {
 	if (prev_tp >= TP_COUNT || tp >= TP_COUNT || ts < prev_ts)
 		return;
-	__u32 key = prev_tp * TP_COUNT + tp;
-	struct khist_stage *h = bpf_map_lookup_elem(&khist, &key);
-	if (h)
-		h->buckets[hist_bucket(ts - prev_ts) & (HIST_BUCKETS - 1)] += 1;
+	__u32 key = (prev_tp * TP_COUNT + tp) * HIST_BUCKETS +
+		    (hist_bucket(ts - prev_ts) & (HIST_BUCKETS - 1));
+	__u64 *n = bpf_map_lookup_elem(&khist, &key);
+	if (n)
+		*n += 1;
 }
 #endif /* HOPTRACE_KHIST_BPF_H */

@@ -89,6 +89,8 @@ static __always_inline int emit_compact(const struct hop_ctx *h)
 /* The frame of a first hop, copied into the per-CPU scratch area. */
 struct frame {
 	struct scratch *s;
+	/* the frame's first byte in the kernel (hop_frame_bounds) */
+	__u64 start;
 	/* linear bytes from the frame start (at most FRAME_MAX), and how
 	 * many of them are in s->frame */
 	__u32 avail;
@@ -109,12 +111,15 @@ static __always_inline int frame_read(const struct hop_ctx *h, struct frame *fr)
 	fr->s = bpf_map_lookup_elem(&scratch_map, &zero);
 	if (!fr->s)
 		return -1;
-	__u64 avail64 = h->end > h->start ? h->end - h->start : 0;
+	__u64 head, start, end;
+	hop_frame_bounds(h, &head, &start, &end);
+	fr->start = start;
+	__u64 avail64 = end > start ? end - start : 0;
 	fr->avail = avail64 > FRAME_MAX ? FRAME_MAX : (__u32)avail64;
 	if (fr->avail < 14)
 		return -1;
 	fr->got = fr->avail > FRAME_FIRST ? FRAME_FIRST : fr->avail;
-	if (bpf_probe_read_kernel(fr->s->frame, fr->got, (void *)h->start))
+	if (bpf_probe_read_kernel(fr->s->frame, fr->got, (void *)start))
 		return -1;
 	const __u8 *f = fr->s->frame;
 	__u32 off = 12;
@@ -197,7 +202,7 @@ static __always_inline void identify_sv(const struct hop_ctx *h, struct frame *f
 	if (bad && fr->got < fr->avail) {
 		s->svid_len = 0;
 		s->smp_cnt = 0;
-		if (bpf_probe_read_kernel(s->frame, fr->avail, (void *)h->start) == 0) {
+		if (bpf_probe_read_kernel(s->frame, fr->avail, (void *)fr->start) == 0) {
 			fr->got = fr->avail;
 			bad = parse_sv(s, fr->off, fr->got);
 		}
@@ -218,10 +223,10 @@ static __always_inline void identify_sv(const struct hop_ctx *h, struct frame *f
 	/* smp_off > 30 (after the Ethernet and SV headers) */
 	__u32 id_off = s->smp_off + 2 - 8;
 	__u32 sv_end = s->svid_end;
-	t->id_addr = h->start + id_off;
+	t->id_addr = fr->start + id_off;
 	t->id_val = frame_u64(s->frame, id_off);
 	if (sv_end >= 8 && sv_end < id_off) {
-		t->id_addr2 = h->start + sv_end - 8;
+		t->id_addr2 = fr->start + sv_end - 8;
 		t->id_val2 = frame_u64(s->frame, sv_end - 8);
 	}
 }
@@ -238,7 +243,7 @@ static __always_inline void identify_ping(const struct hop_ctx *h, const struct 
 	e->ping_seq = seq;
 	e->ping_kind = byte_at(f, fr->off + 4);
 	e->kind = KIND_PING;
-	t->id_addr = h->start + fr->off + 8;
+	t->id_addr = fr->start + fr->off + 8;
 	t->id_val = frame_u64(f, fr->off + 8);
 }
 
