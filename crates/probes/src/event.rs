@@ -1,7 +1,7 @@
 //! Decoding of the ring buffer records written by `hops.bpf.c`.
 //!
 //! The ring carries two record types, told apart by their length (layouts:
-//! `src/bpf/hops_abi.h`, typed in Rust by [`crate::abi`]):
+//! `src/bpf/hops_abi.h`, typed in Rust by `src/abi.rs`):
 //! * a FULL record, `struct hop_event`, written by the first hop of an skb
 //!   (and whenever the kernel's validation of a tracked skb fails): the hop
 //!   fields of a compact record, then the identity of the frame: SV (dst
@@ -334,20 +334,10 @@ pub(crate) mod tests {
         else {
             panic!("a {COMPACT_EVENT_SIZE}-byte record is a compact record")
         };
+        // every field: abi::tests::every_kernel_layout_round_trips_through_its_generated_type
         assert_eq!(
-            c,
-            CompactHop {
-                ts: 99,
-                tracepoint: TracePoint::KfreeSkb,
-                skb: 0xffff_8880_1234_5600,
-                ifindex: 5,
-                netns: 4026531840,
-                cpu: 1,
-                pid: 77,
-                tid: 78,
-                comm: "vhost-12345".into(),
-                drop_reason: 2,
-            }
+            (c.tracepoint, c.comm.as_str()),
+            (TracePoint::KfreeSkb, "vhost-12345")
         );
         let e = c.with_identity(f.identity.clone());
         assert_eq!((e.ts, e.skb, e.drop_reason), (99, 0xffff_8880_1234_5600, 2));

@@ -134,7 +134,10 @@ impl KernelHists {
     /// (key = stage * BUCKETS + bucket, stage = from * TPS + to), each with
     /// its value on every CPU, key-major.
     pub(crate) fn from_kernel(per_cpu: &[u64], cpus: usize) -> Self {
-        let counts: Vec<u64> = per_cpu.chunks(cpus.max(1)).map(|c| c.iter().sum()).collect();
+        let counts: Vec<u64> = per_cpu
+            .chunks(cpus.max(1))
+            .map(|c| c.iter().sum())
+            .collect();
         Self::from_counts(&counts)
     }
 

@@ -16,7 +16,7 @@
 //!
 //! A session is a sequence of steps ([`run_session`]): plan the tracepoints,
 //! choose the backend and clock by loading for real, load with the
-//! configuration in the object's read-only data ([`crate::bpf_config`]),
+//! configuration in the object's read-only data (`src/bpf_config.rs`),
 //! fill the maps, attach, then read until stopped (`crate::session`).
 //!
 //! Nothing is pinned: programs and links live as long as the session
