@@ -21,7 +21,19 @@
 //!   stat report` output for the cross-check of the nested lab.
 
 pub mod format;
+pub mod loader;
+pub mod perf_stat;
 pub mod reasons;
+pub mod recording;
+pub mod session;
+pub mod stats;
+pub mod text;
 pub mod tracefs;
+pub mod workload;
 
 pub use reasons::{ExitReasons, Isa};
+
+#[allow(clippy::all, unused_imports, dead_code, missing_docs)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/kvm.skel.rs"));
+}
