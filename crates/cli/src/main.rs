@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod compare;
 mod correlate;
+mod kvm;
 mod lab;
 mod lab_compare;
 mod ping;
@@ -51,6 +52,8 @@ enum Command {
     Compare(compare::Args),
     /// Join SV frames captured at several points by sample identity.
     Correlate(correlate::Args),
+    /// VM exits per reason, vCPU and VM, from the kvm tracepoints.
+    Kvm(kvm::Args),
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Correlate(a) => correlate::run(a),
+        Command::Kvm(a) => kvm::run(a),
         Command::Lab(c) => lab::run(c),
     };
     match result {

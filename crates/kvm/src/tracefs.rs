@@ -54,6 +54,26 @@ pub struct KvmEvents {
     pub root: PathBuf,
     /// (event, present) for every event of REQUIRED, NESTED and IRQ_HOOKS.
     pub present: Vec<(&'static str, bool)>,
+    /// The KVM modules of /sys/module (built-in ones with parameters too):
+    /// `kvm`, `kvm_intel`, `kvm_amd`, or another backend such as `kvm_pvm`.
+    pub kvm_modules: Vec<String>,
+}
+
+/// The KVM backends whose exits fire kvm_exit / kvm_entry.
+pub const VENDOR_MODULES: [&str; 2] = ["kvm_intel", "kvm_amd"];
+
+/// `kvm*` entries of /sys/module.
+fn kvm_modules() -> Vec<String> {
+    let mut m: Vec<String> = std::fs::read_dir("/sys/module")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n == "kvm" || n.starts_with("kvm_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    m.sort();
+    m
 }
 
 impl KvmEvents {
@@ -67,6 +87,7 @@ impl KvmEvents {
         KvmEvents {
             root: root.to_path_buf(),
             present,
+            kvm_modules: kvm_modules(),
         }
     }
 
@@ -87,31 +108,73 @@ impl KvmEvents {
         REQUIRED.iter().copied().filter(|e| !self.has(e)).collect()
     }
 
-    /// Ok when kvm_exit and kvm_entry exist; otherwise the error says what
-    /// is missing and what to do.
+    /// Ok when kvm_exit and kvm_entry exist and a VMX or SVM backend
+    /// (kvm_intel, kvm_amd) is loaded: only those fire them. Otherwise the
+    /// error says what is missing and what to do.
     pub fn require_exits(&self) -> Result<(), NoKvmTracepoints> {
         let missing = self.missing_required();
-        if missing.is_empty() {
-            return Ok(());
+        let dir = self.root.join("events/kvm");
+        if !missing.is_empty() {
+            return Err(NoKvmTracepoints {
+                missing: missing.iter().map(|s| s.to_string()).collect(),
+                kvm_dir_exists: dir.is_dir(),
+                dir,
+                other_backends: Vec::new(),
+            });
         }
-        Err(NoKvmTracepoints {
-            missing: missing.iter().map(|s| s.to_string()).collect(),
-            dir: self.root.join("events/kvm"),
-            kvm_dir_exists: self.root.join("events/kvm").is_dir(),
-        })
+        if !self
+            .kvm_modules
+            .iter()
+            .any(|m| VENDOR_MODULES.contains(&m.as_str()))
+        {
+            return Err(NoKvmTracepoints {
+                missing: Vec::new(),
+                dir,
+                kvm_dir_exists: true,
+                other_backends: self
+                    .kvm_modules
+                    .iter()
+                    .filter(|m| *m != "kvm")
+                    .cloned()
+                    .collect(),
+            });
+        }
+        Ok(())
     }
 }
 
-/// The kernel has no kvm_exit/kvm_entry tracepoints (no KVM here).
+/// Nothing fires kvm_exit/kvm_entry here: the tracepoints are missing (no
+/// KVM), or KVM runs without its VMX/SVM backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NoKvmTracepoints {
+    /// Required tracepoints missing (empty: they exist, see other_backends).
     pub missing: Vec<String>,
     pub dir: PathBuf,
     pub kvm_dir_exists: bool,
+    /// KVM backends loaded other than kvm_intel / kvm_amd (e.g. kvm_pvm).
+    pub other_backends: Vec<String>,
 }
+
+const WHAT_TO_DO: &str = "Run hoptrace kvm on the KVM host (the machine that runs the VMs' QEMU), \
+     or load KVM first (`modprobe kvm_intel` or `modprobe kvm_amd`, which load `kvm`)";
 
 impl std::fmt::Display for NoKvmTracepoints {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.missing.is_empty() {
+            let others = if self.other_backends.is_empty() {
+                "no KVM backend module is loaded".to_string()
+            } else {
+                format!(
+                    "the KVM backend here is {}, whose exits do not fire them",
+                    self.other_backends.join(", ")
+                )
+            };
+            return write!(
+                f,
+                "kvm:kvm_exit and kvm:kvm_entry exist but nothing will fire them: neither kvm_intel (VMX) \
+                 nor kvm_amd (SVM) is loaded and {others}. {WHAT_TO_DO}"
+            );
+        }
         let why = if self.kvm_dir_exists {
             format!("{} lacks them", self.dir.display())
         } else {
@@ -119,9 +182,7 @@ impl std::fmt::Display for NoKvmTracepoints {
         };
         write!(
             f,
-            "this kernel has no kvm tracepoint {} ({why}): there is no KVM hypervisor here to trace. \
-             Run hoptrace kvm on the KVM host (the machine that runs the VMs' QEMU), \
-             or load KVM first (`modprobe kvm_intel` or `modprobe kvm_amd`, which load `kvm`)",
+            "this kernel has no kvm tracepoint {} ({why}): there is no KVM hypervisor here to trace. {WHAT_TO_DO}",
             self.missing.join(" and "),
         )
     }
@@ -147,5 +208,23 @@ mod tests {
         let e = KvmEvents::probe(dir.path()).require_exits().unwrap_err();
         assert_eq!(e.missing, vec!["kvm_entry"]);
         assert!(e.to_string().contains("lacks them"), "{e}");
+    }
+
+    #[test]
+    fn tracepoints_without_a_vmx_or_svm_backend_are_refused_naming_the_backend() {
+        let dir = tempfile::tempdir().unwrap();
+        for ev in REQUIRED {
+            std::fs::create_dir_all(dir.path().join("events/kvm").join(ev)).unwrap();
+            std::fs::write(dir.path().join("events/kvm").join(ev).join("format"), "x").unwrap();
+        }
+        let mut ev = KvmEvents::probe(dir.path());
+        ev.kvm_modules = vec!["kvm".into(), "kvm_pvm".into()];
+        let e = ev.require_exits().unwrap_err();
+        assert!(e.missing.is_empty());
+        let text = e.to_string();
+        assert!(text.contains("backend here is kvm_pvm"), "{text}");
+        assert!(text.contains("modprobe kvm_amd"), "{text}");
+        ev.kvm_modules = vec!["kvm".into(), "kvm_amd".into()];
+        assert!(ev.require_exits().is_ok());
     }
 }

@@ -1,0 +1,185 @@
+//! The `hoptrace kvm --live` terminal view (ratatui over crossterm): per
+//! reason over every traced VM, the last interval's count and rate next to
+//! the run's count, share, mean, p99 and max; one line per VM and vCPU; the
+//! lost and unpaired counters last (red when something was lost). `q`, Esc
+//! or Ctrl-C quit. [`render`] is a pure function of the views, tested into a
+//! ratatui `TestBackend`.
+
+use std::io::Stdout;
+use std::time::Duration;
+
+use crossterm::event::{self, Event, KeyCode, KeyModifiers};
+use crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use hoptrace_kvm::session::Interval;
+use hoptrace_kvm::text::ns;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
+use ratatui::{Frame, Terminal};
+
+pub fn render(f: &mut Frame, iv: &Interval<'_>) {
+    let [head, body, vms, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(4),
+        Constraint::Length((iv.total.vms.len() as u16 + 2).min(8)),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let secs = iv.length.as_secs_f64().max(1e-9);
+    f.render_widget(
+        Paragraph::new(format!(
+            "hoptrace kvm  {:.0} s  backend {}  exits {} ({:.0}/s now)  q quits",
+            iv.elapsed.as_secs_f64(),
+            iv.info.backend.name(),
+            iv.total.exits,
+            iv.interval.exits as f64 / secs
+        )),
+        head,
+    );
+    let rows: Vec<Row> = iv
+        .total
+        .reasons
+        .iter()
+        .map(|r| {
+            let now = iv
+                .interval
+                .reasons
+                .iter()
+                .find(|x| x.reason == r.reason && x.isa == r.isa)
+                .map_or(0, |x| x.count);
+            Row::new(vec![
+                format!("{} ({})", r.reason, r.isa),
+                format!("{:.0}", now as f64 / secs),
+                r.count.to_string(),
+                format!("{:.1}%", 100.0 * r.share),
+                format!("{:.1}%", 100.0 * r.time_share),
+                ns(r.mean_ns),
+                ns(r.p99_ns as f64),
+                ns(r.max_ns as f64),
+            ])
+        })
+        .collect();
+    let header = Row::new(vec![
+        "reason", "/s now", "count", "share", "time", "mean", "p99", "max",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let widths = [
+        Constraint::Length(28),
+        Constraint::Length(9),
+        Constraint::Length(11),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(9),
+    ];
+    f.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::default().borders(Borders::ALL).title("exit reasons (exit-to-entry time)")),
+        body,
+    );
+    let vm_lines: Vec<Row> = iv
+        .total
+        .vms
+        .iter()
+        .flat_map(|vm| {
+            vm.vcpus.iter().map(move |c| {
+                Row::new(vec![
+                    format!("pid {} {}", vm.pid, vm.comm.as_deref().unwrap_or("")),
+                    format!("vcpu {}", c.vcpu),
+                    format!("{} exits", c.exits),
+                    c.reasons
+                        .first()
+                        .map(|r| format!("top: {} {:.0}%", r.reason, 100.0 * r.share))
+                        .unwrap_or_default(),
+                ])
+            })
+        })
+        .collect();
+    f.render_widget(
+        Table::new(
+            vm_lines,
+            [
+                Constraint::Length(24),
+                Constraint::Length(9),
+                Constraint::Length(16),
+                Constraint::Min(10),
+            ],
+        )
+        .block(Block::default().borders(Borders::ALL).title("VMs and vCPUs")),
+        vms,
+    );
+    let l = &iv.total.lost;
+    let style = if l.any() {
+        Style::default().fg(Color::Red)
+    } else {
+        Style::default()
+    };
+    f.render_widget(
+        Paragraph::new(format!(
+            "lost: {} exits, {} counts; unpaired: exit_without_entry {} entry_without_exit {}",
+            l.exits_lost,
+            l.counts_lost,
+            l.counters.get("exit_without_entry").unwrap_or(&0),
+            l.counters.get("entry_without_exit").unwrap_or(&0)
+        ))
+        .style(style),
+        foot,
+    );
+}
+
+/// The terminal view: alternate screen, raw mode.
+pub struct TermView {
+    term: Option<Terminal<CrosstermBackend<Stdout>>>,
+}
+
+impl TermView {
+    pub fn new() -> Self {
+        TermView { term: None }
+    }
+
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        enable_raw_mode()?;
+        crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
+        self.term = Some(Terminal::new(CrosstermBackend::new(std::io::stdout()))?);
+        Ok(())
+    }
+
+    /// Redraw; false when the user asked to quit.
+    pub fn draw(&mut self, iv: &Interval<'_>) -> bool {
+        while event::poll(Duration::ZERO).unwrap_or(false) {
+            if let Ok(Event::Key(k)) = event::read() {
+                let ctrl_c =
+                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) {
+                    return false;
+                }
+            }
+        }
+        if let Some(t) = self.term.as_mut() {
+            let _ = t.draw(|f| render(f, iv));
+        }
+        true
+    }
+
+    pub fn finish(&mut self) {
+        if self.term.take().is_some() {
+            let _ = disable_raw_mode();
+            let _ = crossterm::execute!(
+                std::io::stdout(),
+                LeaveAlternateScreen,
+                crossterm::cursor::Show
+            );
+        }
+    }
+}
+
+impl Drop for TermView {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
