@@ -20,6 +20,7 @@
 //!   in advance (`hoptrace kvm workload`), and [`perf_stat`] reads `perf kvm
 //!   stat report` output for the cross-check of the nested lab.
 
+pub mod crosscheck;
 pub mod format;
 pub mod loader;
 pub mod perf_stat;

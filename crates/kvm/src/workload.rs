@@ -13,12 +13,18 @@
 //!                                                       N x port write -> KVM_EXIT_IO
 //! 1018: test ebp,ebp / jz / mov [0],al ; dec ebp ; jnz  J x write to DS:0 = 0x20000,
 //!                                                       outside the slot -> KVM_EXIT_MMIO
-//! 1024: hlt ; jmp 1024                                  M x hlt -> KVM_EXIT_HLT
+//! 1024: test esp,esp / jz / hlt ; dec esp ; jnz       M x hlt -> KVM_EXIT_HLT
+//! 102e: mov dx,0x511 / out dx,al / jmp $                the done exit (port 0x511)
 //! ```
 //!
-//! The program enters the guest again after each exit that comes back to it
-//! and stops after the M-th KVM_EXIT_HLT, so the guest executes exactly K
-//! `cpuid`, N `out`, J MMIO writes and M `hlt`. Each `cpuid`, `out` and `hlt`
+//! (cpuid overwrites eax..edx, so the counters are esi, edi, ebp and esp;
+//! the guest uses no stack.) The program enters the guest again after each
+//! exit that comes back to it, and stops at the write to the done port
+//! without entering the guest again: the guest executes exactly K `cpuid`,
+//! N `out` to port 0x510, J MMIO writes and M `hlt`, and every one of these
+//! exits is followed by an entry. The done exit is the one exit whose entry
+//! never comes (the VM is destroyed): exit-to-entry tracers (hoptrace kvm,
+//! perf kvm stat) do not count it; hoptrace kvm reports it as open at the end. Each `cpuid`, `out` and `hlt`
 //! is one VM exit of its own reason (SVM `cpuid`/`io`/`hlt`, VMX
 //! `CPUID`/`IO_INSTRUCTION`/`HLT`). An MMIO write is one nested-page-fault
 //! exit (`npf` / `EPT_VIOLATION` or `EPT_MISCONFIG`), but the first touches
@@ -39,10 +45,12 @@ pub const CODE_GPA: u64 = 0x1000;
 pub const MMIO_GPA: u64 = 0x20000;
 /// The port the `out` loop writes.
 pub const PORT: u16 = 0x510;
+/// The port of the final write that ends the run.
+pub const DONE_PORT: u16 = 0x511;
 const MEM_SIZE: usize = 0x10000;
 
 /// The guest's code (see the module comment for the listing).
-pub const GUEST_CODE: [u8; 39] = [
+pub const GUEST_CODE: [u8; 52] = [
     0x66, 0x85, 0xf6, // test esi,esi
     0x74, 0x06, // jz +6 (-> 0x0b)
     0x0f, 0xa2, // 0x05: cpuid
@@ -59,8 +67,14 @@ pub const GUEST_CODE: [u8; 39] = [
     0xa2, 0x00, 0x00, // 0x1d: mov [0x0000],al (DS base 0x20000)
     0x66, 0x4d, // dec ebp
     0x75, 0xf9, // jnz 0x1d
-    0xf4, // 0x24: hlt
-    0xeb, 0xfd, // jmp 0x24
+    0x66, 0x85, 0xe4, // 0x24: test esp,esp
+    0x74, 0x05, // jz +5 (-> 0x2e)
+    0xf4, // 0x29: hlt
+    0x66, 0x4c, // dec esp
+    0x75, 0xfb, // jnz 0x29
+    0xba, 0x11, 0x05, // 0x2e: mov dx,0x511
+    0xee, // out dx,al: the done exit
+    0xeb, 0xfe, // 0x32: jmp $
 ];
 
 /// What the workload is asked to do.
@@ -69,7 +83,6 @@ pub struct Plan {
     pub cpuid: u32,
     pub io: u32,
     pub mmio: u32,
-    /// At least 1: the last `hlt` ends the run.
     pub hlt: u32,
 }
 
@@ -140,9 +153,6 @@ impl Plan {
 /// Run the workload; `ready` is called once the VM is built, just before
 /// the first entry (the tracer may then be told the pid).
 pub fn run(plan: Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
-    if plan.hlt == 0 {
-        bail!("--hlt must be at least 1: the last hlt ends the workload");
-    }
     // Declared before the VM so that it is unmapped after the VM is gone.
     let mem = Memory::new(MEM_SIZE)?;
     let kvm = Kvm::new().context("opening /dev/kvm (is KVM loaded and usable here?)")?;
@@ -173,21 +183,19 @@ pub fn run(plan: Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     regs.rsi = plan.cpuid.into();
     regs.rdi = plan.io.into();
     regs.rbp = plan.mmio.into();
+    regs.rsp = plan.hlt.into();
     vcpu.set_regs(&regs)?;
     let pid = std::process::id();
     ready(pid);
     let t0 = std::time::Instant::now();
     let mut back: BTreeMap<String, u64> = BTreeMap::new();
-    let mut hlts = 0;
-    while hlts < plan.hlt {
+    loop {
         let exit = vcpu.run().context("KVM_RUN")?;
         let name = match exit {
             VcpuExit::IoOut(port, _) if port == PORT => "KVM_EXIT_IO",
+            VcpuExit::IoOut(port, _) if port == DONE_PORT => break,
             VcpuExit::MmioWrite(addr, _) if addr == MMIO_GPA => "KVM_EXIT_MMIO",
-            VcpuExit::Hlt => {
-                hlts += 1;
-                "KVM_EXIT_HLT"
-            }
+            VcpuExit::Hlt => "KVM_EXIT_HLT",
             other => bail!("unexpected exit to user space: {other:?} (the guest code went astray)"),
         };
         *back.entry(name.to_string()).or_default() += 1;
@@ -266,13 +274,24 @@ mod tests {
     #[test]
     fn the_guest_code_branches_land_on_their_labels() {
         // (offset of the rel8 byte, target offset)
-        let jumps = [(4, 0x0b), (10, 0x05), (18, 0x18), (23, 0x13), (28, 0x24), (35, 0x1d), (38, 0x24)];
+        let jumps = [
+            (4, 0x0b),
+            (10, 0x05),
+            (18, 0x18),
+            (23, 0x13),
+            (28, 0x24),
+            (35, 0x1d),
+            (40, 0x2e),
+            (45, 0x29),
+            (51, 0x32),
+        ];
         for (at, target) in jumps {
             let next = at as i64 + 1;
             let rel = GUEST_CODE[at] as i8 as i64;
             assert_eq!(next + rel, target, "jump at byte {at}");
         }
-        assert_eq!(GUEST_CODE[0x24], 0xf4, "hlt at 0x24");
+        assert_eq!(GUEST_CODE[0x29], 0xf4, "hlt at 0x29");
+        assert_eq!(&GUEST_CODE[0x2e..0x32], &[0xba, 0x11, 0x05, 0xee], "done exit at 0x2e");
         assert_eq!(GUEST_CODE[0x13], 0xee, "out at 0x13");
         assert_eq!(&GUEST_CODE[0x05..0x07], &[0x0f, 0xa2], "cpuid at 0x05");
         assert_eq!(GUEST_CODE[0x1d], 0xa2, "mov moffs at 0x1d");

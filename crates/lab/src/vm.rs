@@ -39,7 +39,7 @@ use crate::packet::{probe_frame, RawSocket};
 use crate::state::{kill_daemon, Daemon, LabState};
 use crate::topology::VM_MAC;
 
-const QEMU: &str = "qemu-system-x86_64";
+pub(crate) const QEMU: &str = "qemu-system-x86_64";
 
 /// Which accelerator QEMU uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +75,7 @@ fn choose_accel() -> Result<(Accel, String)> {
     }
 }
 
-fn boot_timeout() -> Result<Duration> {
+pub(crate) fn boot_timeout() -> Result<Duration> {
     match std::env::var("HOPTRACE_VM_BOOT_TIMEOUT") {
         Err(_) => Ok(Duration::from_secs(300)),
         Ok(v) => match v.parse::<u64>() {
@@ -90,7 +90,7 @@ pub fn share_dir(name: &str) -> PathBuf {
     LabState::run_dir(name).join("share")
 }
 
-fn serial_log(name: &str) -> PathBuf {
+pub(crate) fn serial_log(name: &str) -> PathBuf {
     LabState::run_dir(name).join("serial.log")
 }
 
@@ -136,7 +136,7 @@ fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<S
 }
 
 /// Whether the recorded QEMU still runs (reaping it when it is our child).
-fn alive(d: &Daemon) -> bool {
+pub(crate) fn alive(d: &Daemon) -> bool {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     let pid = nix::unistd::Pid::from_raw(d.pid);
     if let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) =
@@ -152,13 +152,13 @@ fn alive(d: &Daemon) -> bool {
     }
 }
 
-enum Boot {
+pub(crate) enum Boot {
     Ready(String),
     Died(String),
 }
 
 /// Wait for the ready line on the serial console, or QEMU's death.
-fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result<Boot> {
+pub(crate) fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result<Boot> {
     let serial = serial_log(&st.name);
     let qlog = LabState::run_dir(&st.name).join("qemu.log");
     let deadline = Instant::now() + timeout;
@@ -270,7 +270,7 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
     }
 }
 
-fn which(prog: &str) -> Result<PathBuf> {
+pub(crate) fn which(prog: &str) -> Result<PathBuf> {
     for dir in std::env::var("PATH")
         .unwrap_or_else(|_| "/usr/bin:/bin".into())
         .split(':')

@@ -89,7 +89,7 @@ enum Sub {
         /// Port writes (`out`): one io exit each, back to this program.
         #[arg(long, default_value_t = 1000)]
         io: u32,
-        /// Halts (`hlt`), at least 1: one hlt exit each; the last ends the run.
+        /// Halts (`hlt`): one hlt exit each.
         #[arg(long, default_value_t = 1)]
         hlt: u32,
         /// CPUIDs: one cpuid exit each, handled in the kernel.
