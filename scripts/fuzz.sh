@@ -17,9 +17,10 @@ fi
 export RUSTC_BOOTSTRAP=1
 # Keep the fuzz build apart from the workspace's target directory.
 export CARGO_TARGET_DIR="${HOPTRACE_FUZZ_TARGET_DIR:-$PWD/target}"
-for target in decode_frame read_capture; do
+for target in decode_frame read_capture kvm_format; do
   echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
   mkdir -p "corpus/$target"
+  if [ "$target" = kvm_format ]; then cp ../crates/kvm/tests/fixtures/*.format "corpus/$target/"; fi
   cargo fuzz run "$target" -- -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048
 done
 echo "fuzz.sh: no crash"
