@@ -200,7 +200,8 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                 cpuid,
                 mmio,
             };
-            let mut problems = hoptrace_lab::kvm_lab::run(&name, &w, &out, &Env::current()?, &stop)?;
+            let mut problems =
+                hoptrace_lab::kvm_lab::run(&name, &w, &out, &Env::current()?, &stop)?;
             let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
             match hoptrace_kvm::crosscheck::crosscheck(
                 &read("kvm.json"),
@@ -209,7 +210,10 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             ) {
                 Ok(c) => {
                     print!("{}", c.render());
-                    std::fs::write(out.join("crosscheck.json"), serde_json::to_string_pretty(&c)?)?;
+                    std::fs::write(
+                        out.join("crosscheck.json"),
+                        serde_json::to_string_pretty(&c)?,
+                    )?;
                     problems.extend(c.problems);
                 }
                 Err(e) => problems.push(format!("cross-check: {e:#}")),

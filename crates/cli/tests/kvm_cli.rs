@@ -87,30 +87,63 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
     assert_eq!(count(reasons, "cpuid"), k, "cpuid exits\n{log}");
     assert!(count(reasons, "npf") >= j, "npf exits\n{log}");
     assert!(
-        reasons.as_array().unwrap().iter().all(|r| r["isa"] == "svm"
-            && !r["reason"].as_str().unwrap().starts_with("unknown")),
+        reasons
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["isa"] == "svm" && !r["reason"].as_str().unwrap().starts_with("unknown")),
         "every reason named by the kernel's SVM table: {reasons}"
     );
-    assert_eq!(kvm["lost"]["exits_lost"].as_u64(), Some(0), "{}", kvm["lost"]);
-    assert!(kvm["reasons_from"].as_str().unwrap().ends_with("events/kvm/kvm_exit/format"));
+    assert_eq!(
+        kvm["lost"]["exits_lost"].as_u64(),
+        Some(0),
+        "{}",
+        kvm["lost"]
+    );
+    assert!(kvm["reasons_from"]
+        .as_str()
+        .unwrap()
+        .ends_with("events/kvm/kvm_exit/format"));
     // perf kvm stat in the same L1 (it recorded only the workload).
     let perf = hoptrace_kvm::perf_stat::parse_report(&read("perf-kvm.txt"));
-    let perf_count = |name: &str| perf.iter().find(|p| p.reason == name).map_or(0, |p| p.samples);
+    let perf_count = |name: &str| {
+        perf.iter()
+            .find(|p| p.reason == name)
+            .map_or(0, |p| p.samples)
+    };
     for (name, want) in [("io", n), ("hlt", m), ("cpuid", k)] {
         assert_eq!(perf_count(name), want, "perf kvm stat {name}\n{log}");
-        assert_eq!(perf_count(name), count(reasons, name), "{name}: hoptrace vs perf");
     }
+    // Every reason, designed or not (host interrupts, page faults), agrees.
+    for r in reasons.as_array().unwrap() {
+        let name = r["reason"].as_str().unwrap();
+        assert_eq!(
+            perf_count(name),
+            count(reasons, name),
+            "{name}: hoptrace vs perf\n{log}"
+        );
+    }
+    assert_eq!(
+        perf.len(),
+        reasons.as_array().unwrap().len(),
+        "{perf:?}\n{reasons}"
+    );
     // The same L1 before KVM: a kernel without kvm tracepoints.
     let no_kvm = read("no-kvm.txt");
     assert!(no_kvm.starts_with("exit code 3"), "{no_kvm}");
-    assert!(no_kvm.contains("no kvm tracepoint kvm_exit and kvm_entry"), "{no_kvm}");
+    assert!(
+        no_kvm.contains("no kvm tracepoint kvm_exit and kvm_entry"),
+        "{no_kvm}"
+    );
     assert!(o.status.success(), "lab run kvm failed:\n{log}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
 fn hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3() {
-    if !hoptrace_netns::require_privileges("hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3") {
+    if !hoptrace_netns::require_privileges(
+        "hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3",
+    ) {
         return;
     }
     // A tracefs without kvm events: the message names both tracepoints.
@@ -122,7 +155,10 @@ fn hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(err.contains("no kvm tracepoint kvm_exit and kvm_entry"), "{err}");
+    assert!(
+        err.contains("no kvm tracepoint kvm_exit and kvm_entry"),
+        "{err}"
+    );
     assert!(err.contains("modprobe kvm_intel"), "{err}");
     // This host as it is: read what it has, independently of hoptrace.
     let has_events = std::path::Path::new("/sys/kernel/tracing/events/kvm/kvm_exit").exists()

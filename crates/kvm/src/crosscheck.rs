@@ -8,10 +8,9 @@
 //! workload's VM (its pid; perf recorded only that process): the count of
 //! each, the designed count where the workload decides it, both means.
 //! A problem is reported when a designed exact count differs, an at-least
-//! count is not reached, or the two tracers' counts of a designed exact
-//! reason differ. Other reasons (host interrupts, nested page faults) are
-//! shown side by side, their differences as notes: perf kvm stat 6.1 was
-//! measured to leave the `npf` exits of MMIO out of its VM-EXIT table.
+//! count is not reached, or the two tracers' counts of any reason differ
+//! (both count an exit when its entry comes, so they must agree on every
+//! reason, host interrupts and nested page faults included).
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -36,8 +35,6 @@ pub struct CrossCheck {
     pub isa: String,
     pub rows: Vec<Row>,
     pub problems: Vec<String>,
-    /// Count differences on reasons the workload does not decide exactly.
-    pub notes: Vec<String>,
 }
 
 /// Compare the three files' contents.
@@ -46,14 +43,18 @@ pub fn crosscheck(kvm_json: &str, workload_json: &str, perf_txt: &str) -> Result
     let wl: Value = serde_json::from_str(workload_json).context("workload.json is not JSON")?;
     let pid = wl["pid"].as_u64().context("workload.json has no pid")?;
     let mut problems = Vec::new();
-    let mut notes = Vec::new();
     let vm = kvm["vms"]
         .as_array()
         .and_then(|v| v.iter().find(|vm| vm["pid"].as_u64() == Some(pid)));
     let reasons: Vec<&Value> = match vm {
-        Some(vm) => vm["reasons"].as_array().map(|a| a.iter().collect()).unwrap_or_default(),
+        Some(vm) => vm["reasons"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default(),
         None => {
-            problems.push(format!("hoptrace kvm saw no exit of the workload's VM (pid {pid})"));
+            problems.push(format!(
+                "hoptrace kvm saw no exit of the workload's VM (pid {pid})"
+            ));
             Vec::new()
         }
     };
@@ -71,7 +72,11 @@ pub fn crosscheck(kvm_json: &str, workload_json: &str, perf_txt: &str) -> Result
         .filter_map(|r| r["reason"].as_str().map(String::from))
         .chain(perf.iter().map(|p| p.reason.clone()))
         .collect();
-    let key = if isa == "vmx" { "vmx_reason" } else { "svm_reason" };
+    let key = if isa == "vmx" {
+        "vmx_reason"
+    } else {
+        "svm_reason"
+    };
     let designed: Vec<(String, u64, bool)> = wl["designed"]
         .as_array()
         .map(|a| {
@@ -94,10 +99,7 @@ pub fn crosscheck(kvm_json: &str, workload_json: &str, perf_txt: &str) -> Result
         let ours = reasons.iter().find(|r| r["reason"].as_str() == Some(&name));
         let theirs = perf.iter().find(|p| p.reason == name);
         let row = Row {
-            designed: designed
-                .iter()
-                .find(|d| d.0 == name)
-                .map(|d| (d.1, d.2)),
+            designed: designed.iter().find(|d| d.0 == name).map(|d| (d.1, d.2)),
             hoptrace: ours.and_then(|r| r["count"].as_u64()).unwrap_or(0),
             perf: theirs.map_or(0, |p| p.samples),
             hoptrace_mean_us: ours.and_then(|r| r["mean_ns"].as_f64()).map(|v| v / 1e3),
@@ -116,14 +118,10 @@ pub fn crosscheck(kvm_json: &str, workload_json: &str, perf_txt: &str) -> Result
             _ => {}
         }
         if row.hoptrace != row.perf {
-            let text = format!(
+            problems.push(format!(
                 "{}: hoptrace kvm counted {}, perf kvm stat {}",
                 row.reason, row.hoptrace, row.perf
-            );
-            match row.designed {
-                Some((_, true)) => problems.push(text),
-                _ => notes.push(text),
-            }
+            ));
         }
         rows.push(row);
     }
@@ -132,7 +130,6 @@ pub fn crosscheck(kvm_json: &str, workload_json: &str, perf_txt: &str) -> Result
         isa,
         rows,
         problems,
-        notes,
     })
 }
 
@@ -159,9 +156,6 @@ impl CrossCheck {
                 m(r.hoptrace_mean_us),
                 m(r.perf_mean_us)
             ));
-        }
-        for n in &self.notes {
-            out.push_str(&format!("  note (not a designed count): {n}\n"));
         }
         for p in &self.problems {
             out.push_str(&format!("  MISMATCH: {p}\n"));
@@ -193,17 +187,20 @@ mod tests {
     fn equal_counts_pass_and_one_differing_count_is_a_problem() {
         let ok = crosscheck(&kvm(100), WL, PERF).unwrap();
         assert!(ok.problems.is_empty(), "{:?}", ok.problems);
-        assert!(ok.notes.is_empty(), "{:?}", ok.notes);
         assert_eq!(ok.rows.len(), 3);
         assert!(ok.render().contains("61.00us"));
         let bad = crosscheck(&kvm(99), WL, PERF).unwrap();
         assert_eq!(bad.problems.len(), 2, "{:?}", bad.problems);
         assert!(bad.problems[0].contains("exactly 100"));
         assert!(bad.problems[1].contains("perf kvm stat 100"));
-        // A non-designed reason that differs is a note, not a failure.
-        let perf_without_npf: String = PERF.lines().filter(|l| !l.contains("npf")).collect::<Vec<_>>().join("\n");
+        // A reason the workload does not decide exactly must agree too.
+        let perf_without_npf: String = PERF
+            .lines()
+            .filter(|l| !l.contains("npf"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let n = crosscheck(&kvm(100), WL, &perf_without_npf).unwrap();
-        assert!(n.problems.is_empty(), "{:?}", n.problems);
-        assert_eq!(n.notes.len(), 1, "{:?}", n.notes);
+        assert_eq!(n.problems.len(), 1, "{:?}", n.problems);
+        assert!(n.problems[0].contains("npf"), "{:?}", n.problems);
     }
 }

@@ -140,7 +140,9 @@ fn parse_field(line: &str) -> Result<Field, FormatError> {
         }
     }
     let (Some(decl), Some(offset), Some(size)) = (decl, offset, size) else {
-        return err(format!("field line without a declaration, offset or size: `{line}`"));
+        return err(format!(
+            "field line without a declaration, offset or size: `{line}`"
+        ));
     };
     // The name is the last identifier before an optional `[N]`.
     let base = decl.split('[').next().unwrap_or("");
@@ -252,7 +254,9 @@ pub fn tokenize(s: &str) -> Result<Vec<Token>, FormatError> {
             i += 1;
         } else {
             let ch = s[i..].chars().next().unwrap_or('?');
-            return err(format!("unexpected character `{ch}` in print fmt arguments"));
+            return err(format!(
+                "unexpected character `{ch}` in print fmt arguments"
+            ));
         }
     }
     Ok(out)
@@ -725,8 +729,12 @@ mod tests {
 
     #[test]
     fn field_lines_give_name_offset_size_and_sign() {
-        let f = parse_field("field:unsigned int exit_reason;\toffset:8;\tsize:4;\tsigned:0;").unwrap();
-        assert_eq!((f.name.as_str(), f.offset, f.size, f.signed), ("exit_reason", 8, 4, false));
+        let f =
+            parse_field("field:unsigned int exit_reason;\toffset:8;\tsize:4;\tsigned:0;").unwrap();
+        assert_eq!(
+            (f.name.as_str(), f.offset, f.size, f.signed),
+            ("exit_reason", 8, 4, false)
+        );
         let f = parse_field("field:char comm[16];\toffset:8;\tsize:16;\tsigned:1;").unwrap();
         assert_eq!((f.name.as_str(), f.size, f.signed), ("comm", 16, true));
         assert!(parse_field("field:int;").is_err());

@@ -330,11 +330,17 @@ mod tests {
     #[test]
     fn counter_and_hook_names_follow_the_header_order() {
         let h = include_str!("bpf/kvm_records.h");
-        let pos = |s: &str| h.find(s).unwrap_or_else(|| panic!("{s} not in kvm_records.h"));
+        let pos = |s: &str| {
+            h.find(s)
+                .unwrap_or_else(|| panic!("{s} not in kvm_records.h"))
+        };
         assert!(pos("CNT_RING_FULL = 0") < pos("CNT_HOOK_FULL = 5"));
         assert!(h.contains("CNT_COUNT = 6") && COUNTERS.len() == 6);
         assert!(h.contains("HOOK_ENTRY = 3") && HOOKS[3] == "kvm_entry");
         assert!(h.contains("HOOK_MSI_SET_IRQ = 0") && HOOKS[0] == "kvm_msi_set_irq");
-        assert!(h.contains("NESTED_VMEXIT_INJECT = 1") && NESTED_EVENTS[1] == "kvm_nested_vmexit_inject");
+        assert!(
+            h.contains("NESTED_VMEXIT_INJECT = 1")
+                && NESTED_EVENTS[1] == "kvm_nested_vmexit_inject"
+        );
     }
 }

@@ -243,7 +243,10 @@ mod tests {
         // 6.1 masks the basic reason and names the high flag bits.
         let r = ExitReasons::from_format_bytes(DEBIAN_6_1, "exit_reason").unwrap();
         assert_eq!(r.vmx.as_ref().unwrap().mask, Some(0xffff));
-        assert_eq!(r.name(Isa::Vmx, 0x8000_0021), "INVALID_STATE FAILED_VMENTRY");
+        assert_eq!(
+            r.name(Isa::Vmx, 0x8000_0021),
+            "INVALID_STATE FAILED_VMENTRY"
+        );
         assert_eq!(r.code(Isa::Vmx, 0x8000_0021), 33);
         assert_eq!(r.name(Isa::Vmx, 77), "unknown(0x4d)");
     }
@@ -283,8 +286,15 @@ mod tests {
     #[test]
     fn an_event_without_a_reason_table_is_refused_with_the_reason() {
         let e = ExitReasons::from_format_bytes(MSI_6_1, "data").unwrap_err();
-        assert!(e.to_string().contains("no __print_symbolic table of `data`"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("no __print_symbolic table of `data`"),
+            "{e}"
+        );
         let e = ExitReasons::from_format_bytes(b"garbage", "exit_reason").unwrap_err();
-        assert!(e.to_string().contains("not a tracefs event format file"), "{e}");
+        assert!(
+            e.to_string().contains("not a tracefs event format file"),
+            "{e}"
+        );
     }
 }

@@ -27,7 +27,10 @@ use crate::reasons::{ExitReasons, Isa};
 
 /// The extra columns, in order.
 pub const EXTRA: [(&str, &str); 7] = [
-    ("reason_code", "raw exit reason as the vendor module stores it"),
+    (
+        "reason_code",
+        "raw exit reason as the vendor module stores it",
+    ),
     ("isa", "1 VMX (Intel), 2 SVM (AMD)"),
     ("pid", "process id of the vCPU thread (the VM's QEMU)"),
     ("tid", "thread id of the vCPU thread"),
@@ -86,13 +89,13 @@ impl ExitRecorder {
             .streams
             .entry(key)
             .or_insert_with(|| format!("pid {} vcpu {}", r.tgid, r.vcpu_id));
-        let name = self
-            .names
-            .entry((r.isa, r.reason))
-            .or_insert_with(|| match Isa::from_code(r.isa) {
-                Some(i) => reasons.name(i, r.reason),
-                None => format!("unknown(0x{:x})", r.reason),
-            });
+        let name =
+            self.names
+                .entry((r.isa, r.reason))
+                .or_insert_with(|| match Isa::from_code(r.isa) {
+                    Some(i) => reasons.name(i, r.reason),
+                    None => format!("unknown(0x{:x})", r.reason),
+                });
         let hops = [Some(r.exit_ns as i64), Some(r.entry_ns as i64)];
         let extra = [
             Some(r.reason as i64),

@@ -22,9 +22,9 @@ use serde::Serialize;
 use crate::loader::{ExitRecord, Options, SessionInfo, Sink, Snapshot};
 use crate::reasons::ExitReasons;
 use crate::recording::ExitRecorder;
-pub use crate::tracefs::NoKvmTracepoints;
 use crate::stats::{Catalogue, ExitStats, Views};
 use crate::tracefs::KvmEvents;
+pub use crate::tracefs::NoKvmTracepoints;
 
 /// What the user asked for.
 #[derive(Debug, Clone, Default)]

@@ -176,3 +176,58 @@ mod tests {
         assert_eq!(ns(2.5e9), "2.50s");
     }
 }
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+    use crate::loader::{Backend, SessionInfo};
+    use crate::stats::{Lost, ReasonRow, Views};
+    use std::time::Duration;
+
+    fn row(reason: &str, count: u64) -> ReasonRow {
+        ReasonRow {
+            isa: "svm".into(),
+            reason: reason.into(),
+            code: 0,
+            count,
+            share: count as f64 / 1000.0,
+            time_ns: 0,
+            time_share: 0.0,
+            min_ns: 0,
+            mean_ns: 65_400.0,
+            p99_ns: 0,
+            max_ns: 0,
+        }
+    }
+
+    #[test]
+    fn an_interval_line_fits_the_width_and_always_shows_the_lost_counts() {
+        let v = Views {
+            exits: 1000,
+            time_ns: 0,
+            reasons: (0..20).map(|i| row(&format!("reason{i}"), 50)).collect(),
+            vms: vec![],
+            nested: vec![],
+            irq_hooks: vec![],
+            lost: Lost::default(),
+        };
+        let mut lost = v.clone();
+        lost.lost.exits_lost = 3;
+        let info = SessionInfo {
+            backend: Backend::TpBtf,
+            attached: vec![],
+            notes: vec![],
+        };
+        let iv = Interval {
+            elapsed: Duration::from_secs(3),
+            length: Duration::from_secs(1),
+            interval: &v,
+            total: &lost,
+            info: &info,
+        };
+        let line = interval_line(&iv, 80);
+        assert!(line.len() <= 80, "{} chars: {line}", line.len());
+        assert!(line.contains("reason0 50 5% 65.4us"), "{line}");
+        assert!(line.ends_with("LOST exits 3 counts 0 unpaired 0"), "{line}");
+    }
+}

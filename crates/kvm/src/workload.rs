@@ -291,7 +291,11 @@ mod tests {
             assert_eq!(next + rel, target, "jump at byte {at}");
         }
         assert_eq!(GUEST_CODE[0x29], 0xf4, "hlt at 0x29");
-        assert_eq!(&GUEST_CODE[0x2e..0x32], &[0xba, 0x11, 0x05, 0xee], "done exit at 0x2e");
+        assert_eq!(
+            &GUEST_CODE[0x2e..0x32],
+            &[0xba, 0x11, 0x05, 0xee],
+            "done exit at 0x2e"
+        );
         assert_eq!(GUEST_CODE[0x13], 0xee, "out at 0x13");
         assert_eq!(&GUEST_CODE[0x05..0x07], &[0x0f, 0xa2], "cpuid at 0x05");
         assert_eq!(GUEST_CODE[0x1d], 0xa2, "mov moffs at 0x1d");

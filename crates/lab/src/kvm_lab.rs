@@ -52,7 +52,8 @@ pub struct Workload {
 }
 
 fn extras() -> Result<Extras> {
-    let perf = which("perf").context("the kvm lab copies perf into its guest: install linux-perf (scripts/setup.sh)")?;
+    let perf = which("perf")
+        .context("the kvm lab copies perf into its guest: install linux-perf (scripts/setup.sh)")?;
     Ok(Extras {
         later_modules: KVM_MODULES.iter().map(|s| s.to_string()).collect(),
         binaries: vec![perf],
@@ -146,7 +147,10 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
         Boot::Ready(l) => l,
         Boot::Died(reason) => bail!("{reason}"),
     };
-    println!("lab up: L1 ready in {:.1} s: {line}", boot.elapsed().as_secs_f64());
+    println!(
+        "lab up: L1 ready in {:.1} s: {line}",
+        boot.elapsed().as_secs_f64()
+    );
     // A real kernel without kvm tracepoints: hoptrace kvm must say so.
     let (rc, text) = guest_run(
         &st.name,
@@ -193,14 +197,14 @@ pub fn measurement_script(w: &Workload) -> String {
          hoptrace kvm workload --io {} --hlt {} --cpuid {} --mmio {} --json $O/workload.json > $O/workload.log 2>&1\n\
          echo $? > $O/workload.rc\n\
          kill -INT $T; wait $T; echo $? > $O/kvm.rc\n\
-         perf kvm -i /tmp/perf.data stat report --event=vmexit > $O/perf-kvm.txt 2> $O/perf-kvm.log\n\
+         perf kvm -i /tmp/perf.data stat report --event=vmexit > $O/perf-kvm.txt 2>&1\n\
          echo $? > $O/perf.rc\n",
         w.io, w.hlt, w.cpuid, w.mmio
     )
 }
 
 /// What `lab run kvm` leaves in its output directory.
-pub const OUTPUTS: [&str; 10] = [
+pub const OUTPUTS: [&str; 9] = [
     "kvm.json",
     "kvm.log",
     "kvm.rc",
@@ -208,7 +212,6 @@ pub const OUTPUTS: [&str; 10] = [
     "workload.log",
     "workload.rc",
     "perf-kvm.txt",
-    "perf-kvm.log",
     "perf.rc",
     "no-kvm.txt",
 ];
@@ -225,7 +228,10 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
     let _ = std::fs::copy(serial_log(&st.name), out.join("guest-serial.log"));
     let mut problems = Vec::new();
     if rc != Some(0) {
-        problems.push(format!("the measurement job in L1 ended with {rc:?}: {}", job.log().trim()));
+        problems.push(format!(
+            "the measurement job in L1 ended with {rc:?}: {}",
+            job.log().trim()
+        ));
     }
     for f in OUTPUTS {
         let src = share_out.join(f);
@@ -241,7 +247,11 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
     ] {
         let rc = std::fs::read_to_string(out.join(f)).unwrap_or_default();
         if rc.trim() != "0" {
-            problems.push(format!("{what} exited with `{}` (see the logs in {})", rc.trim(), out.display()));
+            problems.push(format!(
+                "{what} exited with `{}` (see the logs in {})",
+                rc.trim(),
+                out.display()
+            ));
         }
     }
     let rc = std::fs::read_to_string(out.join("kvm.rc")).unwrap_or_default();
@@ -257,7 +267,13 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
 }
 
 /// `lab run kvm`: up, measure, down (always).
-pub fn run(name: &str, w: &Workload, out: &Path, env: &Env, stop: &AtomicBool) -> Result<Vec<String>> {
+pub fn run(
+    name: &str,
+    w: &Workload,
+    out: &Path,
+    env: &Env,
+    stop: &AtomicBool,
+) -> Result<Vec<String>> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("creating output directory {}", out.display()))?;
     let out: PathBuf = out.canonicalize()?;
@@ -271,6 +287,9 @@ pub fn run(name: &str, w: &Workload, out: &Path, env: &Env, stop: &AtomicBool) -
     }
     let _down = Down(&st);
     let problems = measure(&st, w, &out, stop)?;
-    println!("lab run: kvm lab up, measured and down in {:.1} s", t0.elapsed().as_secs_f64());
+    println!(
+        "lab run: kvm lab up, measured and down in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     Ok(problems)
 }

@@ -77,9 +77,11 @@ pub fn render(f: &mut Frame, iv: &Interval<'_>) {
         Constraint::Length(9),
     ];
     f.render_widget(
-        Table::new(rows, widths)
-            .header(header)
-            .block(Block::default().borders(Borders::ALL).title("exit reasons (exit-to-entry time)")),
+        Table::new(rows, widths).header(header).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title("exit reasons (exit-to-entry time)"),
+        ),
         body,
     );
     let vm_lines: Vec<Row> = iv
@@ -110,7 +112,11 @@ pub fn render(f: &mut Frame, iv: &Interval<'_>) {
                 Constraint::Min(10),
             ],
         )
-        .block(Block::default().borders(Borders::ALL).title("VMs and vCPUs")),
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title("VMs and vCPUs"),
+        ),
         vms,
     );
     let l = &iv.total.lost;

@@ -38,7 +38,11 @@ pub fn duration_arg(s: &str) -> Result<Duration, String> {
         "m" => 60.0,
         "h" => 3600.0,
         "" => return Err(format!("`{s}` has no unit: write e.g. 10s, 500ms, 2m")),
-        u => return Err(format!("unknown unit `{u}` in `{s}`: use ns, us, ms, s, m or h")),
+        u => {
+            return Err(format!(
+                "unknown unit `{u}` in `{s}`: use ns, us, ms, s, m or h"
+            ))
+        }
     };
     let v: f64 = num
         .parse()
@@ -266,7 +270,9 @@ mod tests {
         assert_eq!(duration_arg("2m").unwrap(), Duration::from_secs(120));
         let e = duration_arg("10").unwrap_err();
         assert!(e.contains("no unit") && e.contains("500ms"), "{e}");
-        assert!(duration_arg("3 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(duration_arg("3 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
         assert!(duration_arg("0s").unwrap_err().contains("more than 0"));
     }
 }

@@ -120,7 +120,11 @@ fn extras_key(extras: &Extras) -> Result<u64> {
     h.write(extras.later_modules.join(",").as_bytes());
     for b in &extras.binaries {
         h.write(b.to_string_lossy().as_bytes());
-        h.write_u64(std::fs::metadata(b).with_context(|| format!("{}", b.display()))?.len());
+        h.write_u64(
+            std::fs::metadata(b)
+                .with_context(|| format!("{}", b.display()))?
+                .len(),
+        );
     }
     h.write_u8(extras.no_network as u8);
     h.write(extras.name.as_bytes());
@@ -285,7 +289,10 @@ fn build(kernel: &Kernel, exe: &Path, busybox: &Path, extras: &Extras) -> Result
     a.file("usr/sbin/ip", 0o755, &std::fs::read(ip)?);
     libs.extend(shared_libs(ip)?);
     for b in &extras.binaries {
-        let name = b.file_name().context("binary without a name")?.to_string_lossy();
+        let name = b
+            .file_name()
+            .context("binary without a name")?
+            .to_string_lossy();
         add_dirs(&mut a, &mut made, "usr/bin");
         let data = std::fs::read(b).with_context(|| format!("reading {}", b.display()))?;
         a.file(&format!("usr/bin/{name}"), 0o755, &data);
