@@ -202,6 +202,18 @@ fn snapshot(skel: &KvmSkel<'_>) -> Result<Snapshot> {
     Ok(s)
 }
 
+/// The backends to try, in order: tp_btf then raw_tp, or the one
+/// `HOPTRACE_KVM_BACKEND` (`tp_btf` or `raw_tp`) names, to check the other
+/// on a kernel where the first loads.
+fn backends() -> Result<Vec<Backend>> {
+    match std::env::var("HOPTRACE_KVM_BACKEND").as_deref() {
+        Err(_) | Ok("") => Ok(vec![Backend::TpBtf, Backend::RawTp]),
+        Ok("tp_btf") => Ok(vec![Backend::TpBtf]),
+        Ok("raw_tp") => Ok(vec![Backend::RawTp]),
+        Ok(v) => bail!("HOPTRACE_KVM_BACKEND=`{v}`: use tp_btf or raw_tp (or unset it)"),
+    }
+}
+
 /// Choose the events, load (tp_btf, else raw_tp; optional programs dropped
 /// when they are what fails) and return the skeleton and what was chosen.
 fn load_best<'o>(
@@ -230,7 +242,7 @@ fn load_best<'o>(
     let with_optional: Vec<&str> = core.iter().chain(optional.iter()).copied().collect();
     let mut errors = Vec::new();
     let mut chosen = None;
-    'outer: for backend in [Backend::TpBtf, Backend::RawTp] {
+    'outer: for backend in backends()? {
         for set in [&with_optional, &core] {
             let mut probe = MaybeUninit::uninit();
             match load(&mut probe, backend, set, opts) {
@@ -304,9 +316,17 @@ pub fn run(
     let ring = builder.build()?;
     sink.borrow_mut().ready(&info);
     let mut last = Instant::now();
+    // A signal (the SIGINT that stops the session) interrupts the wait.
+    let interrupted = |e: libbpf_rs::Error| {
+        if e.kind() == libbpf_rs::ErrorKind::Interrupted {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
     loop {
-        ring.poll(Duration::from_millis(10))?;
-        ring.consume()?;
+        ring.poll(Duration::from_millis(10)).or_else(interrupted)?;
+        ring.consume().or_else(interrupted)?;
         if stop.load(Ordering::SeqCst) {
             break;
         }
@@ -317,7 +337,7 @@ pub fn run(
             }
         }
     }
-    ring.consume()?;
+    ring.consume().or_else(interrupted)?;
     sink.borrow_mut().tick(&snapshot(&skel)?);
     drop(links);
     Ok(info)
