@@ -12,7 +12,7 @@ use crate::lab_compare::{self, RunRecordings};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// Bring up a lab: veth, bridge, macvtap, xdp, ovs or vm.
+    /// Bring up a lab: veth, bridge, macvtap, xdp, ovs, vm or kvm.
     Up {
         topology: Topology,
         /// Lab name (1-6 characters a-z0-9); namespaces are ht-<name>-pub|hyp|vm0.

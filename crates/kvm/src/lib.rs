@@ -1,7 +1,7 @@
 //! hoptrace-kvm: VM exits per reason, per vCPU and per VM, from the kvm
 //! tracepoints, with the exit reasons' names read from the running kernel.
 //!
-//! * [`format`] parses a tracefs event format file; [`reasons`] builds the
+//! * [`mod@format`] parses a tracefs event format file; [`reasons`] builds the
 //!   catalogue of exit reasons from the `__print_symbolic` tables of
 //!   `kvm:kvm_exit` (one per instruction set, chosen by the `isa` field).
 //! * [`tracefs`] finds (or mounts) tracefs and says which kvm events this
@@ -14,8 +14,9 @@
 //!   as a fallback) and reads the records, the lost-event counters, the
 //!   nested-exit counts and the interrupt-delivery hook counts.
 //! * [`stats`] aggregates exits per (VM, vCPU, reason) with HdrHistograms;
-//!   [`report`] renders the JSON and text views; [`recording`] writes one
-//!   row per exit in the hoptrace recording format.
+//!   [`session`] runs a session and builds its JSON report, [`text`] the
+//!   text views; [`recording`] writes one row per exit in the hoptrace
+//!   recording format; [`crosscheck`] compares the nested lab's outputs.
 //! * [`workload`] is a tiny VM run through the KVM API whose exits are known
 //!   in advance (`hoptrace kvm workload`), and [`perf_stat`] reads `perf kvm
 //!   stat report` output for the cross-check of the nested lab.

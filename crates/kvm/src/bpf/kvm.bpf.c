@@ -199,6 +199,8 @@ static __always_inline int on_exit(void *vcpu, __u32 isa)
 
 static __always_inline int on_entry(void *vcpu)
 {
+	/* Stamped first: the lookups below are not part of the exit. */
+	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	struct kvm_hook_key hk = { .tgid = tgid, .tid = tid, .hook = HOOK_ENTRY };
@@ -219,7 +221,7 @@ static __always_inline int on_entry(void *vcpu)
 		bpf_map_delete_elem(&pending, &tid);
 		return 0;
 	}
-	r->entry_ns = bpf_ktime_get_ns();
+	r->entry_ns = now;
 	r->exit_ns = p->exit_ns;
 	r->reason = p->reason;
 	r->tgid = tgid;
