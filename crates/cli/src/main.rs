@@ -22,6 +22,7 @@ mod sv_dump;
 mod sv_pcap;
 mod sv_publish;
 mod sv_subscribe;
+mod term;
 mod trace;
 
 #[derive(Parser, Debug)]

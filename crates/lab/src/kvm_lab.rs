@@ -63,9 +63,7 @@ fn extras() -> Result<Extras> {
 }
 
 fn qemu_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
-    let share = share_dir(&st.name);
-    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
-    for s in [
+    let mut a: Vec<String> = [
         "-accel",
         "tcg",
         "-machine",
@@ -74,30 +72,10 @@ fn qemu_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
         "qemu64,+svm,+npt",
         "-m",
         "1024",
-        "-smp",
-        "1",
-        "-nodefaults",
-        "-no-reboot",
-        "-display",
-        "none",
-        "-monitor",
-        "none",
-        "-append",
-        "console=ttyS0 quiet panic=-1",
-    ] {
-        a.push(s.into());
-    }
-    a.extend(["-kernel".into(), kernel.to_string_lossy().into()]);
-    a.extend(["-initrd".into(), initrd.to_string_lossy().into()]);
-    a.extend([
-        "-virtfs".into(),
-        format!(
-            "local,path={},mount_tag=host,security_model=none,id=fs0",
-            share.display()
-        ),
-        "-serial".into(),
-        format!("file:{}", serial_log(&st.name).display()),
-    ]);
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(crate::vm::guest_args(st, kernel, initrd));
     a
 }
 

@@ -95,15 +95,28 @@ pub(crate) fn serial_log(name: &str) -> PathBuf {
 }
 
 fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<String> {
-    let share = share_dir(&st.name);
-    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
-    a.extend(["-accel".into(), accel.name().into()]);
+    let mut a: Vec<String> = vec!["-accel".into(), accel.name().into()];
     if accel == Accel::Kvm {
         a.extend(["-cpu".into(), "host".into()]);
     }
+    a.extend(["-m".into(), "512".into()]);
+    a.extend([
+        "-netdev".into(),
+        "tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off".into(),
+        "-device".into(),
+        format!("virtio-net-pci,netdev=n0,mac={VM_MAC}"),
+    ]);
+    a.extend(guest_args(st, kernel, initrd));
+    a
+}
+
+/// The arguments every lab guest shares: its name, one vCPU, no display or
+/// monitor, the kernel and initramfs, the 9p share (tag `host`) and the
+/// serial console to `serial.log`.
+pub(crate) fn guest_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
+    let share = share_dir(&st.name);
+    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
     for s in [
-        "-m",
-        "512",
         "-smp",
         "1",
         "-nodefaults",
@@ -120,10 +133,6 @@ fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<S
     a.extend(["-kernel".into(), kernel.to_string_lossy().into()]);
     a.extend(["-initrd".into(), initrd.to_string_lossy().into()]);
     a.extend([
-        "-netdev".into(),
-        "tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off".into(),
-        "-device".into(),
-        format!("virtio-net-pci,netdev=n0,mac={VM_MAC}"),
         "-virtfs".into(),
         format!(
             "local,path={},mount_tag=host,security_model=none,id=fs0",

@@ -5,20 +5,12 @@
 //! or Ctrl-C quit. [`render`] is a pure function of the views, tested into a
 //! ratatui `TestBackend`.
 
-use std::io::Stdout;
-use std::time::Duration;
-
-use crossterm::event::{self, Event, KeyCode, KeyModifiers};
-use crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
-};
 use hoptrace_kvm::session::Interval;
 use hoptrace_kvm::text::ns;
-use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
-use ratatui::{Frame, Terminal};
+use ratatui::Frame;
 
 pub fn render(f: &mut Frame, iv: &Interval<'_>) {
     let [head, body, vms, foot] = Layout::vertical([
@@ -138,54 +130,23 @@ pub fn render(f: &mut Frame, iv: &Interval<'_>) {
     );
 }
 
-/// The terminal view: alternate screen, raw mode.
+/// The terminal view (see crate::term).
+#[derive(Default)]
 pub struct TermView {
-    term: Option<Terminal<CrosstermBackend<Stdout>>>,
+    screen: crate::term::Screen,
 }
 
 impl TermView {
-    pub fn new() -> Self {
-        TermView { term: None }
-    }
-
     pub fn start(&mut self) -> anyhow::Result<()> {
-        enable_raw_mode()?;
-        crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
-        self.term = Some(Terminal::new(CrosstermBackend::new(std::io::stdout()))?);
-        Ok(())
+        self.screen.start()
     }
 
     /// Redraw; false when the user asked to quit.
     pub fn draw(&mut self, iv: &Interval<'_>) -> bool {
-        while event::poll(Duration::ZERO).unwrap_or(false) {
-            if let Ok(Event::Key(k)) = event::read() {
-                let ctrl_c =
-                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
-                if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) {
-                    return false;
-                }
-            }
-        }
-        if let Some(t) = self.term.as_mut() {
-            let _ = t.draw(|f| render(f, iv));
-        }
-        true
+        self.screen.draw(|f| render(f, iv))
     }
 
     pub fn finish(&mut self) {
-        if self.term.take().is_some() {
-            let _ = disable_raw_mode();
-            let _ = crossterm::execute!(
-                std::io::stdout(),
-                LeaveAlternateScreen,
-                crossterm::cursor::Show
-            );
-        }
-    }
-}
-
-impl Drop for TermView {
-    fn drop(&mut self) {
-        self.finish();
+        self.screen.finish();
     }
 }

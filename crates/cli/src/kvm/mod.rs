@@ -183,7 +183,7 @@ fn trace(args: Args) -> anyhow::Result<ExitCode> {
             println!("{s}");
         }
     };
-    let mut view = live.then(live::TermView::new);
+    let mut view = live.then(live::TermView::default);
     if let Some(v) = view.as_mut() {
         v.start()?;
     }
