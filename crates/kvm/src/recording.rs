@@ -134,3 +134,46 @@ impl ExitRecorder {
         Ok((dir.display().to_string(), s.rows))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoptrace_record::RecordingReader;
+
+    #[test]
+    fn each_exit_becomes_a_row_with_its_vcpu_stream_reason_name_and_stamps() {
+        let bytes = include_bytes!("../tests/fixtures/kvm_exit-6.1-debian.format");
+        let reasons = ExitReasons::from_format_bytes(bytes, "exit_reason").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("rec");
+        let mut w =
+            ExitRecorder::create(&rec, &reasons, &["hoptrace".into(), "kvm".into()]).unwrap();
+        for (i, reason) in [0x7bu64, 0x78, 0x7b].iter().enumerate() {
+            let r = ExitRecord {
+                exit_ns: 1000 * i as u64,
+                entry_ns: 1000 * i as u64 + 65,
+                reason: *reason,
+                tgid: 42,
+                tid: 43,
+                vcpu_id: 0,
+                isa: 2,
+                exit_cpu: 1,
+                entry_cpu: 1,
+            };
+            w.append(&r, &reasons).unwrap();
+        }
+        let (_, rows) = w.close().unwrap();
+        assert_eq!(rows, 3);
+        let r = RecordingReader::open(&rec).unwrap();
+        let meta = r.meta().clone();
+        assert_eq!(meta.producer, "kvm");
+        assert!(meta.extra["exit_reasons"]["svm"]["names"].is_object());
+        let rows: Vec<_> = r.rows().unwrap().map(|x| x.unwrap()).collect();
+        assert_eq!(rows[1].stream, "pid 42 vcpu 0");
+        assert_eq!(rows[1].seq, 1);
+        assert_eq!(rows[1].dest.as_deref(), Some("hlt"));
+        let exit = rows[2].hop(&meta, "exit").unwrap();
+        assert_eq!(rows[2].hop(&meta, "entry").unwrap() - exit, 65);
+        assert_eq!(rows[2].extra_value(&meta, "reason_code"), Some(0x7b));
+    }
+}
