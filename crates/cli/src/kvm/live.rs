@@ -150,3 +150,87 @@ impl TermView {
         self.screen.finish();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoptrace_kvm::loader::{Backend, SessionInfo};
+    use hoptrace_kvm::stats::{Lost, ReasonRow, VcpuView, Views, VmView};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    use std::time::Duration;
+
+    fn row(reason: &str, count: u64) -> ReasonRow {
+        ReasonRow {
+            isa: "svm".into(),
+            reason: reason.into(),
+            code: 0,
+            count,
+            share: 0.5,
+            time_ns: 1,
+            time_share: 0.5,
+            min_ns: 1,
+            mean_ns: 65_400.0,
+            p99_ns: 90_000,
+            max_ns: 100_000,
+        }
+    }
+
+    #[test]
+    fn the_live_view_shows_reasons_vcpus_and_lost_counts() {
+        let mut v = Views {
+            exits: 4000,
+            time_ns: 1,
+            reasons: vec![row("io", 3000), row("hlt", 1000)],
+            vms: vec![VmView {
+                pid: 321,
+                comm: Some("qemu".into()),
+                exits: 4000,
+                time_ns: 1,
+                reasons: vec![row("io", 3000)],
+                vcpus: vec![VcpuView {
+                    vcpu: 0,
+                    threads: vec![322],
+                    exits: 4000,
+                    time_ns: 1,
+                    reasons: vec![row("io", 3000)],
+                }],
+            }],
+            nested: vec![],
+            irq_hooks: vec![],
+            lost: Lost::default(),
+        };
+        v.lost.exits_lost = 7;
+        let info = SessionInfo {
+            backend: Backend::RawTp,
+            attached: vec![],
+            notes: vec![],
+        };
+        let iv = Interval {
+            elapsed: Duration::from_secs(5),
+            length: Duration::from_secs(1),
+            interval: &v,
+            total: &v,
+            info: &info,
+        };
+        let mut term = Terminal::new(TestBackend::new(110, 20)).unwrap();
+        term.draw(|f| render(f, &iv)).unwrap();
+        let screen: String = term
+            .backend()
+            .buffer()
+            .content()
+            .chunks(110)
+            .map(|l| l.iter().map(|c| c.symbol()).collect::<String>() + "\n")
+            .collect();
+        assert!(screen.contains("backend raw_tp"), "{screen}");
+        assert!(
+            screen.contains("io (svm)") && screen.contains("65.4us"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("pid 321 qemu") && screen.contains("vcpu 0"),
+            "{screen}"
+        );
+        assert!(screen.contains("lost: 7 exits"), "{screen}");
+    }
+}
