@@ -17,7 +17,7 @@ fi
 export RUSTC_BOOTSTRAP=1
 # Keep the fuzz build apart from the workspace's target directory.
 export CARGO_TARGET_DIR="${HOPTRACE_FUZZ_TARGET_DIR:-$PWD/target}"
-for target in decode_frame read_capture read_scl; do
+for target in decode_frame read_capture read_scl kvm_format; do
   echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
   mkdir -p "corpus/$target"
   seeds=()
@@ -26,6 +26,10 @@ for target in decode_frame read_capture read_scl; do
     # Start from the test fixtures (valid and broken SCL) and SCL's tokens.
     seeds=(../crates/scl/tests/fixtures)
     flags=(-dict=dicts/scl.dict)
+  fi
+  if [ "$target" = kvm_format ]; then
+    # Start from the real kvm format files.
+    seeds=(../crates/kvm/tests/fixtures)
   fi
   cargo fuzz run "$target" "corpus/$target" "${seeds[@]}" -- \
     -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 "${flags[@]}"

@@ -15,6 +15,8 @@ APT_PACKAGES=(
   iproute2 ethtool tcpdump tshark tcpreplay
   # virtual switching and the QEMU guest
   openvswitch-switch qemu-system-x86 busybox-static cpio kmod
+  # the kvm lab copies perf into its L1 guest (perf kvm stat, side by side)
+  linux-perf
   # reference latency tools and the HTML report check
   rt-tests chromium
 )

@@ -12,7 +12,7 @@ use crate::lab_compare::{self, RunRecordings};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// Bring up a lab: veth, bridge, macvtap, xdp, ovs or vm.
+    /// Bring up a lab: veth, bridge, macvtap, xdp, ovs, vm or kvm.
     Up {
         topology: Topology,
         /// Lab name (1-6 characters a-z0-9); namespaces are ht-<name>-pub|hyp|vm0.
@@ -36,8 +36,22 @@ pub enum Command {
         cmd: Vec<String>,
     },
     /// Up, trace, subscribe, publish, report, down: one measurement.
+    /// `kvm`: an L1 guest running KVM, an L2 workload with known exits,
+    /// `hoptrace kvm` and `perf kvm stat` side by side (--io/--hlt/--cpuid/--mmio).
     Run {
         topology: Topology,
+        /// kvm: port writes of the L2 workload (io exits).
+        #[arg(long, default_value_t = 20000)]
+        io: u32,
+        /// kvm: halts of the L2 workload (hlt exits).
+        #[arg(long, default_value_t = 50)]
+        hlt: u32,
+        /// kvm: CPUIDs of the L2 workload (cpuid exits).
+        #[arg(long, default_value_t = 500)]
+        cpuid: u32,
+        /// kvm: MMIO writes of the L2 workload (nested page fault exits).
+        #[arg(long, default_value_t = 10)]
+        mmio: u32,
         #[arg(long, default_value_t = 1)]
         streams: u16,
         /// Samples per second per stream.
@@ -129,7 +143,9 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                     a.prog_name, a.prog_id, a.role, a.iface
                 );
             }
-            if st.topology == "vm" {
+            if st.topology == "kvm" {
+                println!("KVM is loaded in the L1 guest: `hoptrace lab exec {} vm -- hoptrace kvm --plain --duration 10s` traces it; `hoptrace lab exec {0} vm -- hoptrace kvm workload` runs an L2 VM", st.name);
+            } else if st.topology == "vm" {
                 println!("health check passed: the guest said it is ready on its serial console (`lab exec {} vm -- CMD` runs CMD in it)", st.name);
             } else {
                 println!("health check passed: probe frames sent on pub:eth0 arrived on vm0:eth0");
@@ -167,6 +183,52 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
         }
         Command::Exec { name, role, cmd } => Ok(code(hoptrace_lab::exec(&name, &role, &cmd)?)),
         Command::Run {
+            topology: Topology::Kvm,
+            io,
+            hlt,
+            cpuid,
+            mmio,
+            out,
+            name,
+            ..
+        } => {
+            let stop = hoptrace_lab::run::interrupt_flag()?;
+            let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-kvm"));
+            let w = hoptrace_lab::kvm_lab::Workload {
+                io,
+                hlt,
+                cpuid,
+                mmio,
+            };
+            let mut problems =
+                hoptrace_lab::kvm_lab::run(&name, &w, &out, &Env::current()?, &stop)?;
+            let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+            match hoptrace_kvm::crosscheck::crosscheck(
+                &read("kvm.json"),
+                &read("workload.json"),
+                &read("perf-kvm.txt"),
+            ) {
+                Ok(c) => {
+                    print!("{}", c.render());
+                    std::fs::write(
+                        out.join("crosscheck.json"),
+                        serde_json::to_string_pretty(&c)?,
+                    )?;
+                    problems.extend(c.problems);
+                }
+                Err(e) => problems.push(format!("cross-check: {e:#}")),
+            }
+            println!("lab run: outputs in {}", out.display());
+            for p in &problems {
+                eprintln!("lab run: FAILED: {p}");
+            }
+            Ok(if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        Command::Run {
             topology,
             streams,
             rate,
@@ -174,6 +236,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             load,
             out,
             name,
+            ..
         } => {
             let stop = hoptrace_lab::run::interrupt_flag()?;
             let opts = RunOptions {

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod clock;
 mod compare;
 mod correlate;
+mod kvm;
 mod lab;
 mod lab_compare;
 mod ping;
@@ -23,6 +24,7 @@ mod sv_pcap;
 mod sv_publish;
 mod sv_scl;
 mod sv_subscribe;
+mod term;
 mod trace;
 
 #[derive(Parser, Debug)]
@@ -53,6 +55,8 @@ enum Command {
     Compare(compare::Args),
     /// Join SV frames captured at several points by sample identity.
     Correlate(correlate::Args),
+    /// VM exits per reason, vCPU and VM, from the kvm tracepoints.
+    Kvm(kvm::Args),
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Correlate(a) => correlate::run(a),
+        Command::Kvm(a) => kvm::run(a),
         Command::Lab(c) => lab::run(c),
         Command::Clock(c) => clock::run(c),
     };

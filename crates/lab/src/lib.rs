@@ -15,6 +15,7 @@
 mod follow;
 pub mod forward;
 pub mod guest;
+pub mod kvm_lab;
 pub mod lifecycle;
 mod load;
 pub mod ovs;

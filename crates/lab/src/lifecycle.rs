@@ -94,6 +94,11 @@ fn build(topology: Topology, st: &mut LabState, env: &Env) -> Result<()> {
     std::fs::create_dir_all(&run_dir)?;
     st.dirs.push(run_dir.clone());
     st.save()?;
+    if topology == Topology::Kvm {
+        // No network path: the namespace only holds the L1 QEMU.
+        let hyp = create_ns(st, "hyp")?;
+        return crate::kvm_lab::start(st, &hyp, env);
+    }
     let publ = create_ns(st, "pub")?;
     st.ifaces.push(("pub".into(), "eth0".into()));
     if topology == Topology::Veth {
@@ -162,7 +167,7 @@ fn build(topology: Topology, st: &mut LabState, env: &Env) -> Result<()> {
             })??;
             crate::xdp::attach(st, &hyp, &vm)?;
         }
-        Topology::Veth | Topology::Vm => unreachable!(),
+        Topology::Veth | Topology::Vm | Topology::Kvm => unreachable!(),
     }
     st.save()?;
     let (sent, got) = health_check(st, 20)?;
@@ -374,7 +379,7 @@ pub fn exec(name: &str, role: &str, cmd: &[String]) -> Result<i32> {
     if cmd.is_empty() {
         bail!("no command given: hoptrace lab exec {name} {role} -- COMMAND [ARGS...]");
     }
-    if st.topology == "vm" && (role == "vm" || role == "vm0") {
+    if (st.topology == "vm" || st.topology == "kvm") && (role == "vm" || role == "vm0") {
         return crate::vm::exec_in_guest(name, cmd, Duration::from_secs(600));
     }
     let ns = st.namespace(role)?;

@@ -174,6 +174,9 @@ pub(crate) fn wait_child(child: &mut Child, timeout: Duration, stop: &AtomicBool
 
 /// One measurement on a fresh lab; the lab is torn down before returning.
 pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunResult> {
+    if opts.topology == Topology::Kvm {
+        bail!("the kvm lab measures VM exits, not a packet path: `hoptrace lab run kvm` runs it (crate::kvm_lab::run)");
+    }
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating output directory {}", opts.out.display()))?;
     let out = opts.out.canonicalize()?;

@@ -12,6 +12,7 @@
 //! macvtap  pub:eth0 == hyp:in0 -> mvt0 (macvtap bridge) -> /dev/tapN -> [forwarder] -> out0 == vm0:eth0
 //! ovs      pub:eth0 == hyp:in0 -> OVS br0 (netdev datapath) -> tap0 -> [forwarder] -> out0 == vm0:eth0
 //! vm       pub:eth0 == hyp:in0 -> br0 -> tap0 -> QEMU -> virtio-net -> guest eth0
+//! kvm      (no network path) QEMU L1 guest running KVM -> L2 workload VM: see crate::kvm_lab
 //! ```
 //!
 //! The `[forwarder]` is `hoptrace lab forward` (see [`crate::forward`]): it
@@ -41,16 +42,19 @@ pub enum Topology {
     Xdp,
     Ovs,
     Vm,
+    /// A guest that is a KVM hypervisor itself (VM exits, no network path).
+    Kvm,
 }
 
 impl Topology {
-    pub const ALL: [Topology; 6] = [
+    pub const ALL: [Topology; 7] = [
         Topology::Veth,
         Topology::Bridge,
         Topology::Macvtap,
         Topology::Xdp,
         Topology::Ovs,
         Topology::Vm,
+        Topology::Kvm,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +65,7 @@ impl Topology {
             Topology::Xdp => "xdp",
             Topology::Ovs => "ovs",
             Topology::Vm => "vm",
+            Topology::Kvm => "kvm",
         }
     }
 
@@ -80,6 +85,9 @@ impl Topology {
             }
             Topology::Vm => {
                 "pub:eth0 -> hyp:in0 -> Linux bridge br0 -> tap0 -> QEMU virtio-net -> guest eth0"
+            }
+            Topology::Kvm => {
+                "QEMU TCG guest with nested SVM (L1, KVM loaded) -> L2 workload VM with known exits"
             }
         }
     }

@@ -43,7 +43,7 @@ use crate::packet::{probe_frame, RawSocket};
 use crate::state::{kill_daemon, Daemon, LabState};
 use crate::topology::VM_MAC;
 
-const QEMU: &str = "qemu-system-x86_64";
+pub(crate) const QEMU: &str = "qemu-system-x86_64";
 
 /// Which accelerator QEMU uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +79,7 @@ fn choose_accel() -> Result<(Accel, String)> {
     }
 }
 
-fn boot_timeout() -> Result<Duration> {
+pub(crate) fn boot_timeout() -> Result<Duration> {
     match std::env::var("HOPTRACE_VM_BOOT_TIMEOUT") {
         Err(_) => Ok(Duration::from_secs(300)),
         Ok(v) => match v.parse::<u64>() {
@@ -99,20 +99,33 @@ pub fn clock_socket(name: &str) -> PathBuf {
     LabState::run_dir(name).join("clock.sock")
 }
 
-fn serial_log(name: &str) -> PathBuf {
+pub(crate) fn serial_log(name: &str) -> PathBuf {
     LabState::run_dir(name).join("serial.log")
 }
 
 fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<String> {
-    let share = share_dir(&st.name);
-    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
-    a.extend(["-accel".into(), accel.name().into()]);
+    let mut a: Vec<String> = vec!["-accel".into(), accel.name().into()];
     if accel == Accel::Kvm {
         a.extend(["-cpu".into(), "host".into()]);
     }
+    a.extend(["-m".into(), "512".into()]);
+    a.extend([
+        "-netdev".into(),
+        "tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off".into(),
+        "-device".into(),
+        format!("virtio-net-pci,netdev=n0,mac={VM_MAC}"),
+    ]);
+    a.extend(guest_args(st, kernel, initrd));
+    a
+}
+
+/// The arguments every lab guest shares: its name, one vCPU, no display or
+/// monitor, the kernel and initramfs, the 9p share (tag `host`) and the
+/// serial console to `serial.log`.
+pub(crate) fn guest_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
+    let share = share_dir(&st.name);
+    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
     for s in [
-        "-m",
-        "512",
         "-smp",
         "1",
         "-nodefaults",
@@ -129,10 +142,6 @@ fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<S
     a.extend(["-kernel".into(), kernel.to_string_lossy().into()]);
     a.extend(["-initrd".into(), initrd.to_string_lossy().into()]);
     a.extend([
-        "-netdev".into(),
-        "tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off".into(),
-        "-device".into(),
-        format!("virtio-net-pci,netdev=n0,mac={VM_MAC}"),
         "-virtfs".into(),
         format!(
             "local,path={},mount_tag=host,security_model=none,id=fs0",
@@ -155,7 +164,7 @@ fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<S
 }
 
 /// Whether the recorded QEMU still runs (reaping it when it is our child).
-fn alive(d: &Daemon) -> bool {
+pub(crate) fn alive(d: &Daemon) -> bool {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     let pid = nix::unistd::Pid::from_raw(d.pid);
     if let Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) =
@@ -171,13 +180,13 @@ fn alive(d: &Daemon) -> bool {
     }
 }
 
-enum Boot {
+pub(crate) enum Boot {
     Ready(String),
     Died(String),
 }
 
 /// Wait for the ready line on the serial console, or QEMU's death.
-fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result<Boot> {
+pub(crate) fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result<Boot> {
     let serial = serial_log(&st.name);
     let qlog = LabState::run_dir(&st.name).join("qemu.log");
     let deadline = Instant::now() + timeout;
@@ -289,7 +298,7 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
     }
 }
 
-fn which(prog: &str) -> Result<PathBuf> {
+pub(crate) fn which(prog: &str) -> Result<PathBuf> {
     for dir in std::env::var("PATH")
         .unwrap_or_else(|_| "/usr/bin:/bin".into())
         .split(':')

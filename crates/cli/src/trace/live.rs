@@ -20,24 +20,18 @@
 //! turns Ctrl-C into a key). Rendering ([`render`]) is a pure function of
 //! the statistics, tested into a ratatui `TestBackend` buffer.
 
-use std::io::Stdout;
 use std::time::Duration;
 
-use crossterm::event::{self, Event, KeyCode, KeyModifiers};
-use crossterm::terminal::{
-    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
-};
 use hoptrace_probes::driver::LiveView;
 use hoptrace_probes::khist::StageHist;
 use hoptrace_probes::kstats::{fmt_upper, KernelStreams};
 use hoptrace_probes::loader::LostCounts;
 use hoptrace_probes::stats::{fmt_ns, Stats};
-use ratatui::backend::CrosstermBackend;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table};
-use ratatui::{Frame, Terminal};
+use ratatui::Frame;
 
 /// Seconds since the epoch of the clock, as `hh:mm:ss.uuuuuu` (of that clock).
 fn clock_of_day(ns: u64) -> String {
@@ -272,58 +266,34 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
     f.render_widget(Paragraph::new(Line::from(text)).style(style), bottom);
 }
 
-/// The terminal view: alternate screen, raw mode, redrawn every second.
+/// The terminal view: alternate screen, raw mode, redrawn every second
+/// (see crate::term).
 pub struct TermView {
     title: String,
-    term: Option<Terminal<CrosstermBackend<Stdout>>>,
+    screen: crate::term::Screen,
 }
 
 impl TermView {
     pub fn new(title: String) -> Self {
-        TermView { title, term: None }
+        TermView {
+            title,
+            screen: crate::term::Screen::default(),
+        }
     }
 }
 
 impl LiveView for TermView {
     fn start(&mut self) -> anyhow::Result<()> {
-        enable_raw_mode()?;
-        crossterm::execute!(std::io::stdout(), EnterAlternateScreen)?;
-        self.term = Some(Terminal::new(CrosstermBackend::new(std::io::stdout()))?);
-        Ok(())
+        self.screen.start()
     }
 
     fn draw(&mut self, stats: &Stats, elapsed: Duration, lost: &LostCounts) -> bool {
-        while event::poll(Duration::ZERO).unwrap_or(false) {
-            if let Ok(Event::Key(k)) = event::read() {
-                let ctrl_c =
-                    k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
-                if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) {
-                    return false;
-                }
-            }
-        }
-        if let Some(t) = self.term.as_mut() {
-            let title = &self.title;
-            let _ = t.draw(|f| render(f, title, stats, elapsed, lost));
-        }
-        true
+        let title = &self.title;
+        self.screen.draw(|f| render(f, title, stats, elapsed, lost))
     }
 
     fn finish(&mut self) {
-        if self.term.take().is_some() {
-            let _ = disable_raw_mode();
-            let _ = crossterm::execute!(
-                std::io::stdout(),
-                LeaveAlternateScreen,
-                crossterm::cursor::Show
-            );
-        }
-    }
-}
-
-impl Drop for TermView {
-    fn drop(&mut self) {
-        self.finish();
+        self.screen.finish();
     }
 }
 
@@ -334,6 +304,7 @@ mod tests {
     use hoptrace_probes::khist;
     use hoptrace_probes::{Status, Timeline, TracePoint};
     use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
 
     fn timeline(seq: u64, hops: Vec<Option<u64>>, status: Status) -> Timeline {
         Timeline {

@@ -27,16 +27,48 @@ use super::cpio::Archive;
 use super::kernel::Kernel;
 use super::{INIT, MODULES, OPTIONAL_MODULES};
 
+/// What an image carries beyond the `vm` topology's contents (the `kvm`
+/// lab: KVM modules loaded later by a job, perf, no network).
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// Modules (with their dependencies) copied but not loaded at boot;
+    /// their load order goes to `/etc/hoptrace-extra-modules`.
+    pub later_modules: Vec<String>,
+    /// Binaries copied to `/usr/bin/<name>` with the libraries `ldd` lists.
+    pub binaries: Vec<PathBuf>,
+    /// The guest has no network card: `/etc/hoptrace-no-net` tells `/init`.
+    pub no_network: bool,
+    /// Name of the image in the cache (`initramfs-<name>-<key>.cpio`), so
+    /// that images of different labs do not evict each other.
+    pub name: String,
+}
+
 /// The initramfs for `exe` on `kernel`, built into `cache` when missing.
 /// Returns its path and whether it was built now.
 pub fn ensure(cache: &Path, kernel: &Kernel, exe: &Path) -> Result<(PathBuf, bool)> {
+    ensure_with(cache, kernel, exe, &Extras::default())
+}
+
+/// [`ensure`] with [`Extras`].
+pub fn ensure_with(
+    cache: &Path,
+    kernel: &Kernel,
+    exe: &Path,
+    extras: &Extras,
+) -> Result<(PathBuf, bool)> {
     let busybox = find_busybox()?;
-    let key = cache_key(kernel, exe, &busybox)?;
-    let path = cache.join(format!("initramfs-{key:016x}.cpio"));
+    let mut key = cache_key(kernel, exe, &busybox)?;
+    key ^= extras_key(extras)?;
+    let prefix = if extras.name.is_empty() {
+        "initramfs-".to_string()
+    } else {
+        format!("initramfs-{}-", extras.name)
+    };
+    let path = cache.join(format!("{prefix}{key:016x}.cpio"));
     if path.is_file() {
         return Ok((path, false));
     }
-    let bytes = build(kernel, exe, &busybox)?;
+    let bytes = build(kernel, exe, &busybox, extras)?;
     let tmp = path.with_extension(format!("cpio.tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path)?;
@@ -44,7 +76,12 @@ pub fn ensure(cache: &Path, kernel: &Kernel, exe: &Path) -> Result<(PathBuf, boo
     if let Ok(dir) = std::fs::read_dir(cache) {
         for e in dir.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
-            if n.starts_with("initramfs-") && n.ends_with(".cpio") && e.path() != path {
+            let same_kind = match n.strip_prefix(&prefix) {
+                // `initramfs-<16 hex>.cpio` for the vm image, not the named ones.
+                Some(rest) => !extras.name.is_empty() || rest.len() == 16 + 5,
+                None => false,
+            };
+            if same_kind && n.ends_with(".cpio") && e.path() != path {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -77,6 +114,22 @@ fn cache_key(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<u64> {
     h.write(MODULES.join(",").as_bytes());
     h.write(OPTIONAL_MODULES.join(",").as_bytes());
     h.write_u64(std::fs::metadata(busybox)?.len());
+    Ok(h.finish())
+}
+
+fn extras_key(extras: &Extras) -> Result<u64> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write(extras.later_modules.join(",").as_bytes());
+    for b in &extras.binaries {
+        h.write(b.to_string_lossy().as_bytes());
+        h.write_u64(
+            std::fs::metadata(b)
+                .with_context(|| format!("{}", b.display()))?
+                .len(),
+        );
+    }
+    h.write_u8(extras.no_network as u8);
+    h.write(extras.name.as_bytes());
     Ok(h.finish())
 }
 
@@ -221,7 +274,7 @@ fn add_modules(a: &mut Archive, kernel: &Kernel, order: &[String]) -> Result<Str
     Ok(list)
 }
 
-fn build(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<Vec<u8>> {
+fn build(kernel: &Kernel, exe: &Path, busybox: &Path, extras: &Extras) -> Result<Vec<u8>> {
     let mut a = Archive::new();
     let mut made = BTreeSet::new();
     for d in [
@@ -251,6 +304,19 @@ fn build(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<Vec<u8>> {
     add_dirs(&mut a, &mut made, "usr/sbin");
     a.file("usr/sbin/ip", 0o755, &std::fs::read(ip)?);
     libs.extend(shared_libs(ip)?);
+    for b in &extras.binaries {
+        let name = b
+            .file_name()
+            .context("binary without a name")?
+            .to_string_lossy();
+        add_dirs(&mut a, &mut made, "usr/bin");
+        let data = std::fs::read(b).with_context(|| format!("reading {}", b.display()))?;
+        a.file(&format!("usr/bin/{name}"), 0o755, &data);
+        libs.extend(shared_libs(b)?);
+    }
+    if extras.no_network {
+        a.file("etc/hoptrace-no-net", 0o644, b"");
+    }
     for lib in libs {
         let s = lib.to_string_lossy().into_owned();
         if let Some((dir, _)) = s.rsplit_once('/') {
@@ -272,6 +338,20 @@ fn build(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<Vec<u8>> {
     }
     let list = add_modules(&mut a, kernel, &optional)?;
     a.file("etc/hoptrace-modules-optional", 0o644, list.as_bytes());
+    let later: Vec<&str> = extras.later_modules.iter().map(String::as_str).collect();
+    let mut list = String::new();
+    for rel in load_order(&dep, &later)? {
+        let name = format!("{}.ko", module_name(&rel));
+        if !order.contains(&rel) {
+            let data = module_bytes(&kernel.modules.join(&rel))?;
+            a.file(&format!("lib/modules/{name}"), 0o644, &data);
+        }
+        list.push_str(&name);
+        list.push('\n');
+    }
+    if !later.is_empty() {
+        a.file("etc/hoptrace-extra-modules", 0o644, list.as_bytes());
+    }
     Ok(a.finish())
 }
 

@@ -19,7 +19,9 @@
 //! 3. In the guest, `/init` loads the modules, brings `eth0` up in
 //!    promiscuous mode (QEMU's virtio-net drops multicast the guest did not
 //!    ask for, and SV is multicast), mounts the
-//!    host's share (9p over virtio, tag `host`) on `/mnt/host`, prints
+//!    host's share (9p over virtio, tag `host`) on `/mnt/host` (an image
+//!    with `/etc/hoptrace-no-net`, the `kvm` lab's, has no network card and
+//!    skips `eth0`), prints
 //!    [`READY`] on the serial console and then runs the job files the host
 //!    drops in `/mnt/host/jobs` (see [`crate::vm`]).
 
@@ -55,7 +57,7 @@ pub const OPTIONAL_MODULES: [&str; 1] = ["ptp_kvm"];
 /// rename) at the end; `<id>.stop` makes the guest send it SIGTERM.
 pub const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/usr/sbin:/bin
+export PATH=/usr/sbin:/usr/bin:/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
@@ -71,9 +73,11 @@ mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
 mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 ip link set lo up
-ip link set eth0 up || fail "no eth0 (virtio-net did not probe)"
-# virtio-net filters multicast in QEMU unless the guest NIC is promiscuous
-ip link set eth0 promisc on
+if [ ! -e /etc/hoptrace-no-net ]; then
+  ip link set eth0 up || fail "no eth0 (virtio-net did not probe)"
+  # virtio-net filters multicast in QEMU unless the guest NIC is promiscuous
+  ip link set eth0 promisc on
+fi
 mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=262144 host /mnt/host || fail "mounting the 9p share"
 mkdir -p /mnt/host/jobs /mnt/host/out
 echo "HOPTRACE-GUEST-READY kernel $(uname -r) uptime $(cut -d' ' -f1 /proc/uptime)"

@@ -1,0 +1,278 @@
+//! `hoptrace kvm`: VM exits per reason, per vCPU and per VM (wiring only;
+//! the logic lives in `hoptrace-kvm`).
+//!
+//! Exit codes: 0 done, 1 error, 2 events were lost (the figures are partial),
+//! 3 this kernel has no kvm tracepoints (nothing to trace: the message says
+//! what is missing and what to do). `hoptrace kvm workload` (hidden) is the
+//! nested lab's guest program with exits known in advance.
+
+mod live;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use hoptrace_kvm::session::{self, NoKvmTracepoints, SessionOptions};
+
+/// Exit code of `hoptrace kvm` on a kernel without kvm tracepoints.
+pub const EXIT_NO_KVM: u8 = 3;
+/// Exit code when events were lost.
+pub const EXIT_LOST: u8 = 2;
+
+/// The one parser of duration flags of this command (e.g. `10s`, `500ms`,
+/// `2m`, `250us`): a clap value parser, so that the workspace's units
+/// parser can take its place.
+pub fn duration_arg(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mult = match unit.trim() {
+        "ns" => 1e-9,
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "" => return Err(format!("`{s}` has no unit: write e.g. 10s, 500ms, 2m")),
+        u => {
+            return Err(format!(
+                "unknown unit `{u}` in `{s}`: use ns, us, ms, s, m or h"
+            ))
+        }
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration: write e.g. 10s, 500ms, 2m"))?;
+    if !(v * mult).is_finite() || v * mult <= 0.0 {
+        return Err(format!("`{s}`: a duration must be more than 0"));
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    sub: Option<Sub>,
+    /// Stop after this long (e.g. 10s, 2m); default: until Ctrl-C.
+    #[arg(long, value_parser = duration_arg)]
+    duration: Option<Duration>,
+    /// Only the VM whose vCPU threads belong to this process (QEMU's pid).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Live terminal view, redrawn every interval (default on a terminal); q quits.
+    #[arg(long, conflicts_with = "plain")]
+    live: bool,
+    /// One line per interval, for logs and pipes (default when stdout is not a terminal).
+    #[arg(long)]
+    plain: bool,
+    /// Interval of the live view and of the --plain lines.
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    interval: Duration,
+    /// Print the report as JSON on stdout at the end (docs/kvm.md); the
+    /// interval lines then go to stderr.
+    #[arg(long)]
+    json: bool,
+    /// Write one row per exit into this recording directory.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    /// Print the exit reasons this kernel names (read from its kvm_exit format) and exit.
+    #[arg(long)]
+    list_reasons: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Sub {
+    /// (internal) A VM through the KVM API with exits known in advance.
+    #[command(hide = true)]
+    Workload {
+        /// Port writes (`out`): one io exit each, back to this program.
+        #[arg(long, default_value_t = 1000)]
+        io: u32,
+        /// Halts (`hlt`): one hlt exit each.
+        #[arg(long, default_value_t = 1)]
+        hlt: u32,
+        /// CPUIDs: one cpuid exit each, handled in the kernel.
+        #[arg(long, default_value_t = 100)]
+        cpuid: u32,
+        /// MMIO writes outside guest memory: one nested page fault exit each.
+        #[arg(long, default_value_t = 1)]
+        mmio: u32,
+        /// Write the account (pid, designed exits, exits seen) here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(Sub::Workload {
+        io,
+        hlt,
+        cpuid,
+        mmio,
+        json,
+    }) = args.sub
+    {
+        return workload(
+            hoptrace_kvm::workload::Plan {
+                cpuid,
+                io,
+                mmio,
+                hlt,
+            },
+            json,
+        );
+    }
+    match trace(args) {
+        Err(e) if e.downcast_ref::<NoKvmTracepoints>().is_some() => {
+            eprintln!("hoptrace kvm: {e:#}");
+            Ok(ExitCode::from(EXIT_NO_KVM))
+        }
+        r => r,
+    }
+}
+
+fn list_reasons() -> anyhow::Result<ExitCode> {
+    let events = session::kvm_events()?;
+    let cat = session::catalogue(&events)?;
+    println!(
+        "exit reasons of this kernel, from {}:",
+        events.format_path("kvm_exit").display()
+    );
+    for isa in [hoptrace_kvm::Isa::Vmx, hoptrace_kvm::Isa::Svm] {
+        if let Some(t) = cat.exit.table(isa) {
+            println!("{} ({} reasons):", isa.name(), t.names.len());
+            for (code, name) in &t.names {
+                println!("  0x{code:x}\t{name}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn trace(args: Args) -> anyhow::Result<ExitCode> {
+    if args.list_reasons {
+        return list_reasons();
+    }
+    let tty = std::io::stdout().is_terminal();
+    if args.live && !tty {
+        bail!("--live needs a terminal on stdout: use --plain for logs and pipes");
+    }
+    if args.live && args.json {
+        bail!("--live and --json both want stdout: use --plain with --json");
+    }
+    let live = args.live || (tty && !args.plain && !args.json);
+    let opts = SessionOptions {
+        pid: args.pid,
+        duration: args.duration,
+        interval: args.interval,
+        record: args.record,
+        command_line: std::env::args().collect(),
+    };
+    let stop = hoptrace_record::install_stop_flag()
+        .map_err(|e| anyhow::anyhow!("installing the SIGINT/SIGTERM handlers: {e}"))?;
+    let json = args.json;
+    let say = move |s: &str| {
+        if json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    let mut view = live.then(live::TermView::default);
+    if let Some(v) = view.as_mut() {
+        v.start()?;
+    }
+    let width = terminal_width();
+    let mut on_ready = |info: &hoptrace_kvm::loader::SessionInfo| {
+        if !live {
+            say(&format!(
+                "hoptrace kvm: ready: backend {}, events {}",
+                info.backend.name(),
+                info.attached.join(", ")
+            ));
+            for n in &info.notes {
+                say(&format!("hoptrace kvm: note: {n}"));
+            }
+        }
+    };
+    let mut on_interval = |iv: &session::Interval<'_>| match view.as_mut() {
+        Some(v) => v.draw(iv),
+        None => {
+            say(&hoptrace_kvm::text::interval_line(iv, width));
+            true
+        }
+    };
+    let report = session::run(&opts, &stop, &mut on_ready, &mut on_interval);
+    if let Some(v) = view.as_mut() {
+        v.finish();
+    }
+    let report = report?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", hoptrace_kvm::text::summary(&report));
+    }
+    if let Some(dir) = &report.recording {
+        say(&format!(
+            "hoptrace kvm: {} exits recorded in {dir}",
+            report.recorded_rows
+        ));
+    }
+    Ok(if report.views.lost.any() {
+        say("hoptrace kvm: events were lost (see `lost`): the figures are partial");
+        ExitCode::from(EXIT_LOST)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn terminal_width() -> usize {
+    crossterm::terminal::size()
+        .map(|(w, _)| w as usize)
+        .ok()
+        .filter(|w| *w >= 40)
+        .unwrap_or(100)
+}
+
+fn workload(plan: hoptrace_kvm::workload::Plan, json: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let out = hoptrace_kvm::workload::run(plan, |pid| {
+        eprintln!(
+            "hoptrace kvm workload: pid {pid}: {} cpuid, {} out, {} mmio, {} hlt",
+            plan.cpuid, plan.io, plan.mmio, plan.hlt
+        )
+    })?;
+    let text = serde_json::to_string_pretty(&out)?;
+    match json {
+        Some(p) => std::fs::write(&p, text + "\n")?,
+        None => println!("{text}"),
+    }
+    eprintln!(
+        "hoptrace kvm workload: done in {:.3} s; exits back to user space: {:?}",
+        out.elapsed_ns as f64 / 1e9,
+        out.returned_to_user_space
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_number_is_refused_with_the_accepted_forms() {
+        assert_eq!(duration_arg("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(duration_arg("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(duration_arg("2m").unwrap(), Duration::from_secs(120));
+        let e = duration_arg("10").unwrap_err();
+        assert!(e.contains("no unit") && e.contains("500ms"), "{e}");
+        assert!(duration_arg("3 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(duration_arg("0s").unwrap_err().contains("more than 0"));
+    }
+}

@@ -1,0 +1,186 @@
+//! Tests of `hoptrace kvm` and the `kvm` lab, on real kernels.
+//!
+//! 1. The nested lab (privileged): `lab run kvm` boots an L1 guest running
+//!    KVM (QEMU TCG with nested SVM), whose L2 workload makes N port writes,
+//!    M halts, K CPUIDs and J MMIO writes. From the files it leaves, this
+//!    test reads the counts itself: `hoptrace kvm --json` must report
+//!    exactly N `io`, M `hlt` and K `cpuid` exits (at least J `npf`) for the
+//!    workload's VM and vCPU, with names from the kernel's format file, and
+//!    perf kvm stat in the same L1 must count the same for those reasons.
+//!    Before KVM was loaded, `hoptrace kvm` in L1 (a real kernel without kvm
+//!    tracepoints) must have said so and exited 3.
+//! 2. On this host: `hoptrace kvm` exits 3 with a message naming what is
+//!    missing when nothing fires kvm_exit here (as this machine's own /sys
+//!    says), and always when pointed at a tracefs without kvm events.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const H: &str = env!("CARGO_BIN_EXE_hoptrace");
+
+/// Removes the lab whatever happens to the test.
+struct Down(&'static str);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(H).args(["lab", "down", self.0]).output();
+    }
+}
+
+fn count(reasons: &Value, name: &str) -> u64 {
+    reasons
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["reason"] == name)
+        .and_then(|r| r["count"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_perf() {
+    if !hoptrace_netns::require_privileges(
+        "the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_perf",
+    ) {
+        return;
+    }
+    let (n, m, k, j) = (3000u64, 7u64, 200u64, 5u64);
+    let _down = Down("kvmt");
+    let out = std::env::temp_dir().join(format!("hoptrace-kvmtest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(H)
+        .args(["lab", "run", "kvm", "--name", "kvmt", "--out"])
+        .arg(&out)
+        .args(["--io", &n.to_string(), "--hlt", &m.to_string()])
+        .args(["--cpuid", &k.to_string(), "--mmio", &j.to_string()])
+        .env("HOPTRACE_VM_BOOT_TIMEOUT", "240")
+        .output()
+        .expect("run hoptrace lab run kvm");
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let read = |f: &str| {
+        std::fs::read_to_string(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}\n{log}"))
+    };
+    // The workload's own account: its pid and the exits KVM gave it back.
+    let wl: Value = serde_json::from_str(&read("workload.json")).unwrap();
+    let pid = wl["pid"].as_u64().unwrap();
+    let back = &wl["returned_to_user_space"];
+    assert_eq!(back["KVM_EXIT_IO"].as_u64(), Some(n), "{wl}");
+    assert_eq!(back["KVM_EXIT_HLT"].as_u64(), Some(m), "{wl}");
+    assert_eq!(back["KVM_EXIT_MMIO"].as_u64(), Some(j), "{wl}");
+    // hoptrace kvm, the workload's VM and its vCPU 0.
+    let kvm: Value = serde_json::from_str(&read("kvm.json")).unwrap();
+    let vm = kvm["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["pid"].as_u64() == Some(pid))
+        .unwrap_or_else(|| panic!("no VM with the workload's pid {pid} in kvm.json\n{log}"));
+    let vcpu = &vm["vcpus"][0];
+    assert_eq!(vcpu["vcpu"].as_u64(), Some(0));
+    let reasons = &vcpu["reasons"];
+    assert_eq!(count(reasons, "io"), n, "io exits\n{log}");
+    assert_eq!(count(reasons, "hlt"), m, "hlt exits\n{log}");
+    assert_eq!(count(reasons, "cpuid"), k, "cpuid exits\n{log}");
+    assert!(count(reasons, "npf") >= j, "npf exits\n{log}");
+    assert!(
+        reasons
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["isa"] == "svm" && !r["reason"].as_str().unwrap().starts_with("unknown")),
+        "every reason named by the kernel's SVM table: {reasons}"
+    );
+    assert_eq!(
+        kvm["lost"]["exits_lost"].as_u64(),
+        Some(0),
+        "{}",
+        kvm["lost"]
+    );
+    assert!(kvm["reasons_from"]
+        .as_str()
+        .unwrap()
+        .ends_with("events/kvm/kvm_exit/format"));
+    // perf kvm stat in the same L1 (it recorded only the workload).
+    let perf = hoptrace_kvm::perf_stat::parse_report(&read("perf-kvm.txt"));
+    let perf_count = |name: &str| {
+        perf.iter()
+            .find(|p| p.reason == name)
+            .map_or(0, |p| p.samples)
+    };
+    for (name, want) in [("io", n), ("hlt", m), ("cpuid", k)] {
+        assert_eq!(perf_count(name), want, "perf kvm stat {name}\n{log}");
+    }
+    // Every reason, designed or not (host interrupts, page faults), agrees.
+    for r in reasons.as_array().unwrap() {
+        let name = r["reason"].as_str().unwrap();
+        assert_eq!(
+            perf_count(name),
+            count(reasons, name),
+            "{name}: hoptrace vs perf\n{log}"
+        );
+    }
+    assert_eq!(
+        perf.len(),
+        reasons.as_array().unwrap().len(),
+        "{perf:?}\n{reasons}"
+    );
+    // The same L1 before KVM: a kernel without kvm tracepoints.
+    let no_kvm = read("no-kvm.txt");
+    assert!(no_kvm.starts_with("exit code 3"), "{no_kvm}");
+    assert!(
+        no_kvm.contains("no kvm tracepoint kvm_exit and kvm_entry"),
+        "{no_kvm}"
+    );
+    assert!(o.status.success(), "lab run kvm failed:\n{log}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3() {
+    if !hoptrace_netns::require_privileges(
+        "hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3",
+    ) {
+        return;
+    }
+    // A tracefs without kvm events: the message names both tracepoints.
+    let empty = tempfile::tempdir().unwrap();
+    let o = Command::new(H)
+        .args(["kvm", "--duration", "1s", "--plain"])
+        .env("HOPTRACE_TRACEFS", empty.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("no kvm tracepoint kvm_exit and kvm_entry"),
+        "{err}"
+    );
+    assert!(err.contains("modprobe kvm_intel"), "{err}");
+    // This host as it is: read what it has, independently of hoptrace.
+    let has_events = std::path::Path::new("/sys/kernel/tracing/events/kvm/kvm_exit").exists()
+        || std::path::Path::new("/sys/kernel/debug/tracing/events/kvm/kvm_exit").exists();
+    let vendor = ["kvm_intel", "kvm_amd"]
+        .iter()
+        .any(|m| std::path::Path::new("/sys/module").join(m).exists());
+    let o = Command::new(H)
+        .args(["kvm", "--duration", "1s", "--plain"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if has_events && vendor {
+        assert_eq!(o.status.code(), Some(0), "a VMX/SVM KVM host traces: {err}");
+    } else {
+        assert_eq!(o.status.code(), Some(3), "{err}");
+        let expected = if has_events {
+            "nothing will fire them"
+        } else {
+            "no kvm tracepoint"
+        };
+        assert!(err.contains(expected), "{err}");
+        assert!(err.contains("Run hoptrace kvm on the KVM host"), "{err}");
+    }
+}

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hoptrace kvm: VM exits from the kvm tracepoints.
+ *
+ * 1. kvm_exit (vcpu, isa): the vCPU thread left the guest. The exit reason
+ *    is read the way the tracepoint's own fast-assign reads it (the vendor
+ *    module's get_exit_info): SVM `to_svm(vcpu)->vmcb->control.exit_code`,
+ *    VMX `to_vmx(vcpu)->exit_reason.full`, through CO-RE relocations against
+ *    the kvm_amd / kvm_intel module BTF (types below, `___ht` flavours). The
+ *    branch of a vendor whose module is not loaded is dead code (its type
+ *    does not exist) and is removed before verification. The exit (time,
+ *    reason, isa, vCPU id, CPU) is stored in `pending`, keyed by thread id.
+ * 2. kvm_entry (vcpu): the same thread enters the guest again. Its pending
+ *    exit is taken out and one struct kvm_exit_record (kvm_records.h) is
+ *    sent through the ring buffer: exit-to-entry time is entry_ns - exit_ns.
+ *    An entry without a pending exit (a vCPU's first entry) is counted.
+ * 3. kvm_nested_vmexit / kvm_nested_vmexit_inject: exits of a nested guest,
+ *    counted per (VM, vCPU, isa, reason, event) in `nested_counts`.
+ * 4. kvm_msi_set_irq, kvm_set_irq, kvm_vcpu_wakeup and kvm_entry are also
+ *    counted per (process, thread) in `hook_counts`: the interrupt-delivery
+ *    path to a guest, for a later timeline.
+ * Whatever cannot be stored or sent is counted in the per-CPU `counters`
+ * (enum kvm_counter): never silent. `kvm_config.filter_tgid` keeps one VM.
+ * Each program exists twice, `tp_btf` (btf_*) and `raw_tp` (raw_*), with the
+ * same body; user space loads one set (src/loader.rs).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "kvm_records.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define RING_BYTES (16 << 20)
+
+const volatile struct kvm_config kvm_config = {};
+
+/* Give libbpf-cargo the record types (generated into the skeleton's
+ * `types` module); never written. */
+struct kvm_exit_record layout_exit_record = {};
+struct kvm_nested_key layout_nested_key = {};
+struct kvm_hook_key layout_hook_key = {};
+
+/* The kernel types read, as far as needed (CO-RE relocated). */
+struct kvm_vcpu___ht {
+	int vcpu_id;
+} __attribute__((preserve_access_index));
+
+struct vmcb_control_area___ht {
+	__u32 exit_code;
+} __attribute__((preserve_access_index));
+
+struct vmcb___ht {
+	struct vmcb_control_area___ht control;
+} __attribute__((preserve_access_index));
+
+struct vcpu_svm___ht {
+	struct kvm_vcpu___ht vcpu;
+	struct vmcb___ht *vmcb;
+} __attribute__((preserve_access_index));
+
+union vmx_exit_reason___ht {
+	__u32 full;
+} __attribute__((preserve_access_index));
+
+struct vcpu_vmx___ht {
+	struct kvm_vcpu___ht vcpu;
+	union vmx_exit_reason___ht exit_reason;
+} __attribute__((preserve_access_index));
+
+struct pending_exit {
+	__u64 exit_ns;
+	__u64 reason;
+	__u32 vcpu_id;
+	__u32 isa;
+	__u32 cpu;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pending_exit);
+} pending SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_BYTES);
+} exits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct kvm_nested_key);
+	__type(value, __u64);
+} nested_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct kvm_hook_key);
+	__type(value, __u64);
+} hook_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &which);
+
+	if (v)
+		*v += 1;
+}
+
+/* Add one to a hash-map counter; `full` counts a failed insert. */
+static __always_inline void bump(void *map, void *key, __u32 full)
+{
+	__u64 one = 1, *v = bpf_map_lookup_elem(map, key);
+
+	if (v) {
+		__sync_fetch_and_add(v, 1);
+		return;
+	}
+	if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(map, key); /* another CPU inserted it */
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	else
+		count(full);
+}
+
+/* 0 when the current thread belongs to the VM being traced. */
+static __always_inline int filtered(__u32 tgid)
+{
+	return kvm_config.filter_tgid != 0 && tgid != kvm_config.filter_tgid;
+}
+
+static __always_inline __u32 vcpu_id_of(void *vcpu)
+{
+	struct kvm_vcpu___ht *v = vcpu;
+
+	return (__u32)BPF_CORE_READ(v, vcpu_id);
+}
+
+/* The exit code as the vendor module's get_exit_info returns it. */
+static __always_inline __u64 exit_reason_of(void *vcpu, __u32 isa)
+{
+	__u64 code = 0;
+
+	if (isa == 2) {
+		if (bpf_core_type_exists(struct vcpu_svm___ht)) {
+			struct vcpu_svm___ht *svm = (void *)((char *)vcpu -
+				bpf_core_field_offset(struct vcpu_svm___ht, vcpu));
+			struct vmcb___ht *vmcb = BPF_CORE_READ(svm, vmcb);
+
+			bpf_core_read(&code, bpf_core_field_size(vmcb->control.exit_code),
+				      &vmcb->control.exit_code);
+		}
+	} else if (isa == 1) {
+		if (bpf_core_type_exists(struct vcpu_vmx___ht)) {
+			struct vcpu_vmx___ht *vmx = (void *)((char *)vcpu -
+				bpf_core_field_offset(struct vcpu_vmx___ht, vcpu));
+
+			code = BPF_CORE_READ(vmx, exit_reason.full);
+		}
+	}
+	return code;
+}
+
+static __always_inline int on_exit(void *vcpu, __u32 isa)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct pending_exit p = {};
+
+	if (filtered(tgid))
+		return 0;
+	p.exit_ns = bpf_ktime_get_ns();
+	p.reason = exit_reason_of(vcpu, isa);
+	p.vcpu_id = vcpu_id_of(vcpu);
+	p.isa = isa;
+	p.cpu = bpf_get_smp_processor_id();
+	if (bpf_map_update_elem(&pending, &tid, &p, BPF_NOEXIST) == 0)
+		return 0;
+	/* An exit is pending already: its entry was never seen. */
+	count(CNT_EXIT_REPLACED);
+	if (bpf_map_update_elem(&pending, &tid, &p, BPF_ANY) != 0)
+		count(CNT_PENDING_FULL);
+	return 0;
+}
+
+static __always_inline int on_entry(void *vcpu)
+{
+	/* Stamped first: the lookups below are not part of the exit. */
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	struct kvm_hook_key hk = { .tgid = tgid, .tid = tid, .hook = HOOK_ENTRY };
+	struct pending_exit *p;
+	struct kvm_exit_record *r;
+
+	if (filtered(tgid))
+		return 0;
+	bump(&hook_counts, &hk, CNT_HOOK_FULL);
+	p = bpf_map_lookup_elem(&pending, &tid);
+	if (!p) {
+		count(CNT_ENTRY_UNPAIRED);
+		return 0;
+	}
+	r = bpf_ringbuf_reserve(&exits, sizeof(*r), 0);
+	if (!r) {
+		count(CNT_RING_FULL);
+		bpf_map_delete_elem(&pending, &tid);
+		return 0;
+	}
+	r->entry_ns = now;
+	r->exit_ns = p->exit_ns;
+	r->reason = p->reason;
+	r->tgid = tgid;
+	r->tid = tid;
+	r->vcpu_id = p->vcpu_id;
+	r->isa = p->isa;
+	r->exit_cpu = p->cpu;
+	r->entry_cpu = bpf_get_smp_processor_id();
+	bpf_map_delete_elem(&pending, &tid);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+static __always_inline int on_nested(__u32 event, __u64 reason, __u32 vcpu_id, __u32 isa)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct kvm_nested_key k = {
+		.reason = reason, .tgid = id >> 32, .vcpu_id = vcpu_id,
+		.isa = isa, .event = event,
+	};
+
+	if (filtered(k.tgid))
+		return 0;
+	bump(&nested_counts, &k, CNT_NESTED_FULL);
+	return 0;
+}
+
+static __always_inline int on_hook(__u32 hook)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct kvm_hook_key k = { .tgid = id >> 32, .tid = (__u32)id, .hook = hook };
+
+	if (filtered(k.tgid))
+		return 0;
+	bump(&hook_counts, &k, CNT_HOOK_FULL);
+	return 0;
+}
+
+#define KVM_PROGS(kind, prefix)                                                \
+	SEC(kind "/kvm_exit")                                                  \
+	int BPF_PROG(prefix##kvm_exit, void *vcpu, __u32 isa)                  \
+	{                                                                      \
+		return on_exit(vcpu, isa);                                     \
+	}                                                                      \
+	SEC(kind "/kvm_entry")                                                 \
+	int BPF_PROG(prefix##kvm_entry, void *vcpu)                            \
+	{                                                                      \
+		return on_entry(vcpu);                                         \
+	}                                                                      \
+	SEC(kind "/kvm_nested_vmexit")                                         \
+	int BPF_PROG(prefix##kvm_nested_vmexit, void *vcpu, __u32 isa)         \
+	{                                                                      \
+		return on_nested(NESTED_VMEXIT, exit_reason_of(vcpu, isa),     \
+				 vcpu_id_of(vcpu), isa);                       \
+	}                                                                      \
+	SEC(kind "/kvm_nested_vmexit_inject")                                  \
+	int BPF_PROG(prefix##kvm_nested_vmexit_inject, __u32 exit_code,        \
+		     __u64 info1, __u64 info2, __u32 int_info,                 \
+		     __u32 int_info_err, __u32 isa)                            \
+	{                                                                      \
+		return on_nested(NESTED_VMEXIT_INJECT, exit_code, ~0u, isa);   \
+	}                                                                      \
+	SEC(kind "/kvm_msi_set_irq")                                           \
+	int BPF_PROG(prefix##kvm_msi_set_irq)                                  \
+	{                                                                      \
+		return on_hook(HOOK_MSI_SET_IRQ);                              \
+	}                                                                      \
+	SEC(kind "/kvm_set_irq")                                               \
+	int BPF_PROG(prefix##kvm_set_irq)                                      \
+	{                                                                      \
+		return on_hook(HOOK_SET_IRQ);                                  \
+	}                                                                      \
+	SEC(kind "/kvm_vcpu_wakeup")                                           \
+	int BPF_PROG(prefix##kvm_vcpu_wakeup)                                  \
+	{                                                                      \
+		return on_hook(HOOK_VCPU_WAKEUP);                              \
+	}
+
+KVM_PROGS("tp_btf", btf_)
+KVM_PROGS("raw_tp", raw_)

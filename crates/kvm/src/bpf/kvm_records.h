@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Layouts shared by kvm.bpf.c and user space. The Rust side uses the types
+ * that libbpf-cargo generates from this header into the skeleton's `types`
+ * module (src/loader.rs checks their sizes at build time).
+ */
+#ifndef HOPTRACE_KVM_RECORDS_H
+#define HOPTRACE_KVM_RECORDS_H
+
+#include "vmlinux.h"
+
+/* Settings written by user space before load (.rodata). */
+struct kvm_config {
+	/* 0: every VM; else only vCPU threads of this process (QEMU pid). */
+	__u32 filter_tgid;
+	__u32 pad;
+};
+
+/* One VM exit, sent when the vCPU thread enters the guest again. */
+struct kvm_exit_record {
+	__u64 exit_ns;  /* bpf_ktime_get_ns() at kvm_exit (CLOCK_MONOTONIC) */
+	__u64 entry_ns; /* at the next kvm_entry of the same thread */
+	__u64 reason;   /* raw exit code as the vendor module stores it */
+	__u32 tgid;     /* the VM: its QEMU (or VMM) process */
+	__u32 tid;      /* the vCPU thread */
+	__u32 vcpu_id;
+	__u32 isa;      /* 1 VMX, 2 SVM (the tracepoint's argument) */
+	__u32 exit_cpu;
+	__u32 entry_cpu;
+};
+_Static_assert(sizeof(struct kvm_exit_record) == 48, "kvm_exit_record layout");
+
+/* Nested exits (an exit of the guest's own guest), counted per key. */
+enum kvm_nested_event {
+	NESTED_VMEXIT = 0,        /* kvm_nested_vmexit: seen by this KVM */
+	NESTED_VMEXIT_INJECT = 1, /* kvm_nested_vmexit_inject: reflected to the guest hypervisor */
+};
+
+struct kvm_nested_key {
+	__u64 reason;
+	__u32 tgid;
+	__u32 vcpu_id; /* ~0: not known (kvm_nested_vmexit_inject has none) */
+	__u32 isa;
+	__u32 event; /* enum kvm_nested_event */
+};
+_Static_assert(sizeof(struct kvm_nested_key) == 24, "kvm_nested_key layout");
+
+/* Interrupt-delivery hooks, counted per thread (a later step turns them
+ * into timeline stages). */
+enum kvm_hook {
+	HOOK_MSI_SET_IRQ = 0, /* kvm_msi_set_irq: irqfd fast path, signalling thread */
+	HOOK_SET_IRQ = 1,     /* kvm_set_irq: slow path (kworker or ioctl) */
+	HOOK_VCPU_WAKEUP = 2, /* kvm_vcpu_wakeup: the vCPU thread after a halt */
+	HOOK_ENTRY = 3,       /* kvm_entry: the vCPU thread entering the guest */
+	HOOK_COUNT = 4,
+};
+
+struct kvm_hook_key {
+	__u32 tgid;
+	__u32 tid;
+	__u32 hook; /* enum kvm_hook */
+	__u32 pad;
+};
+_Static_assert(sizeof(struct kvm_hook_key) == 16, "kvm_hook_key layout");
+
+/* Per-CPU counters of what could not be recorded or paired. */
+enum kvm_counter {
+	CNT_RING_FULL = 0,     /* exit record not sent: ring buffer full */
+	CNT_PENDING_FULL = 1,  /* exit not stored: pending table full */
+	CNT_EXIT_REPLACED = 2, /* an exit followed by another exit, no entry between */
+	CNT_ENTRY_UNPAIRED = 3,/* an entry without a stored exit (first entry of a vCPU, or a lost exit) */
+	CNT_NESTED_FULL = 4,   /* nested count not stored: table full */
+	CNT_HOOK_FULL = 5,     /* hook count not stored: table full */
+	CNT_COUNT = 6,
+};
+
+#endif

@@ -1,0 +1,41 @@
+//! hoptrace-kvm: VM exits per reason, per vCPU and per VM, from the kvm
+//! tracepoints, with the exit reasons' names read from the running kernel.
+//!
+//! * [`mod@format`] parses a tracefs event format file; [`reasons`] builds the
+//!   catalogue of exit reasons from the `__print_symbolic` tables of
+//!   `kvm:kvm_exit` (one per instruction set, chosen by the `isa` field).
+//! * [`tracefs`] finds (or mounts) tracefs and says which kvm events this
+//!   kernel has; without `kvm_exit` and `kvm_entry` there is nothing to trace
+//!   and [`tracefs::KvmEvents::require_exits`] says what is missing and what
+//!   to do.
+//! * The BPF program (`src/bpf/kvm.bpf.c`, records in `src/bpf/kvm_records.h`)
+//!   pairs each `kvm_exit` with the next `kvm_entry` of the same vCPU thread
+//!   and sends one record per exit; [`loader`] loads it (`tp_btf`, `raw_tp`
+//!   as a fallback) and reads the records, the lost-event counters, the
+//!   nested-exit counts and the interrupt-delivery hook counts.
+//! * [`stats`] aggregates exits per (VM, vCPU, reason) with HdrHistograms;
+//!   [`session`] runs a session and builds its JSON report, [`text`] the
+//!   text views; [`recording`] writes one row per exit in the hoptrace
+//!   recording format; [`crosscheck`] compares the nested lab's outputs.
+//! * [`workload`] is a tiny VM run through the KVM API whose exits are known
+//!   in advance (`hoptrace kvm workload`), and [`perf_stat`] reads `perf kvm
+//!   stat report` output for the cross-check of the nested lab.
+
+pub mod crosscheck;
+pub mod format;
+pub mod loader;
+pub mod perf_stat;
+pub mod reasons;
+pub mod recording;
+pub mod session;
+pub mod stats;
+pub mod text;
+pub mod tracefs;
+pub mod workload;
+
+pub use reasons::{ExitReasons, Isa};
+
+#[allow(clippy::all, unused_imports, dead_code, missing_docs)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/kvm.skel.rs"));
+}

@@ -1,0 +1,366 @@
+//! Loading the kvm programs, attaching them, reading their output.
+//!
+//! Backend: the object is loaded with the `tp_btf` programs (typed
+//! tracepoint arguments, resolved against the kvm module's BTF by libbpf);
+//! when that load is refused (no BTF for the kvm module, an old kernel) it is
+//! loaded again with the `raw_tp` variants, which read the same arguments.
+//! Both read the exit reason through CO-RE relocations against the vendor
+//! module (kvm_amd or kvm_intel). Which backend loaded, and why the other did
+//! not, is in [`SessionInfo`]. Optional programs (nested exits,
+//! interrupt-delivery hooks) are loaded only when their event exists (and
+//! the nested ones only when their format file shows the argument layout the
+//! program reads); a load that fails with them is retried without them and
+//! the reason is noted.
+//!
+//! Reading: the ring buffer `exits` is drained every 10 ms (the BPF side
+//! submits without a wakeup); every `tick` the caller gets a [`Snapshot`] of
+//! the counters, the nested-exit counts and the hook counts, read from their
+//! maps. Nothing is pinned: links detach when the session returns.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+
+use crate::skel::types::{kvm_exit_record, kvm_hook_key, kvm_nested_key};
+use crate::skel::{KvmSkel, KvmSkelBuilder};
+use crate::tracefs::KvmEvents;
+
+// The record layouts are pinned on both sides (kvm_records.h has the same
+// _Static_asserts): a change of one side fails the build.
+const _: () = assert!(std::mem::size_of::<kvm_exit_record>() == 48);
+const _: () = assert!(std::mem::size_of::<kvm_nested_key>() == 24);
+const _: () = assert!(std::mem::size_of::<kvm_hook_key>() == 16);
+
+/// One VM exit as the BPF program sends it.
+pub type ExitRecord = kvm_exit_record;
+
+/// enum kvm_counter of kvm_records.h, in order.
+pub const COUNTERS: [&str; 6] = [
+    "ring_full",
+    "pending_table_full",
+    "exit_without_entry",
+    "entry_without_exit",
+    "nested_table_full",
+    "hook_table_full",
+];
+/// enum kvm_hook of kvm_records.h, in order: the event of each hook.
+pub const HOOKS: [&str; 4] = [
+    "kvm_msi_set_irq",
+    "kvm_set_irq",
+    "kvm_vcpu_wakeup",
+    "kvm_entry",
+];
+/// enum kvm_nested_event of kvm_records.h, in order.
+pub const NESTED_EVENTS: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    TpBtf,
+    RawTp,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::TpBtf => "tp_btf",
+            Backend::RawTp => "raw_tp",
+        }
+    }
+    fn prefix(self) -> &'static str {
+        match self {
+            Backend::TpBtf => "btf_",
+            Backend::RawTp => "raw_",
+        }
+    }
+}
+
+/// What the session traces.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Only the vCPU threads of this process (a QEMU pid).
+    pub pid: Option<u32>,
+}
+
+/// What got loaded.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SessionInfo {
+    pub backend: Backend,
+    /// The kvm events attached.
+    pub attached: Vec<String>,
+    /// Fallbacks taken and events left out, in words.
+    pub notes: Vec<String>,
+}
+
+/// Counters and counts read from the maps (totals since the start).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// COUNTERS order, summed over the CPUs.
+    pub counters: [u64; 6],
+    pub nested: Vec<(kvm_nested_key, u64)>,
+    pub hooks: Vec<(kvm_hook_key, u64)>,
+    /// Exits stored in `pending` (vCPUs out of the guest right now).
+    pub pending: u64,
+}
+
+/// Receiver of a session's output.
+pub trait Sink {
+    /// Everything is attached.
+    fn ready(&mut self, info: &SessionInfo);
+    fn exit(&mut self, r: &ExitRecord);
+    /// About every tick and once at the end; false stops the session.
+    fn tick(&mut self, snap: &Snapshot) -> bool;
+}
+
+/// The nested programs read `(vcpu, isa)` / `(exit_code, .., isa)`: only
+/// load them when the event's fields say its arguments have that layout.
+fn nested_layout_ok(events: &KvmEvents, event: &str) -> bool {
+    let Ok(bytes) = std::fs::read(events.format_path(event)) else {
+        return false;
+    };
+    let Ok(f) = crate::format::parse_format(&bytes) else {
+        return false;
+    };
+    let names: Vec<&str> = f
+        .fields
+        .iter()
+        .filter(|x| !x.name.starts_with("common_"))
+        .map(|x| x.name.as_str())
+        .collect();
+    match event {
+        "kvm_nested_vmexit" => names.contains(&"vcpu_id") && names.contains(&"isa"),
+        "kvm_nested_vmexit_inject" => {
+            names.first() == Some(&"exit_code") && names.get(5) == Some(&"isa")
+        }
+        _ => true,
+    }
+}
+
+fn load<'o>(
+    storage: &'o mut MaybeUninit<OpenObject>,
+    backend: Backend,
+    events: &[&str],
+    opts: &Options,
+) -> Result<KvmSkel<'o>> {
+    if std::env::var_os("HOPTRACE_BPF_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+    let mut open = KvmSkelBuilder::default()
+        .open(storage)
+        .context("opening the BPF object")?;
+    if let Some(ro) = open.maps.rodata_data.as_mut() {
+        ro.kvm_config.filter_tgid = opts.pid.unwrap_or(0);
+    }
+    for mut p in open.open_object_mut().progs_mut() {
+        let name = p.name().to_string_lossy().into_owned();
+        let keep = events
+            .iter()
+            .any(|e| name == format!("{}{e}", backend.prefix()));
+        p.set_autoload(keep);
+    }
+    open.load().map_err(anyhow::Error::from)
+}
+
+/// Sum a per-CPU u64 array slot.
+fn percpu_sum(map: &dyn MapCore, key: u32) -> Result<u64> {
+    Ok(map
+        .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default()
+        .iter()
+        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
+        .sum())
+}
+
+/// Every (key, u64 value) of a hash map.
+fn hash_entries<K: Copy>(map: &dyn MapCore) -> Vec<(K, u64)> {
+    let size = std::mem::size_of::<K>();
+    map.keys()
+        .filter(|k| k.len() == size)
+        .filter_map(|k| {
+            let v = map.lookup(&k, MapFlags::ANY).ok()??;
+            let v = u64::from_ne_bytes(v.get(..8)?.try_into().ok()?);
+            // SAFETY: K is a plain C struct of integers (the generated
+            // types) and `k` has exactly its size.
+            let key: K = unsafe { std::ptr::read_unaligned(k.as_ptr().cast()) };
+            Some((key, v))
+        })
+        .collect()
+}
+
+fn snapshot(skel: &KvmSkel<'_>) -> Result<Snapshot> {
+    let mut s = Snapshot::default();
+    for (i, c) in s.counters.iter_mut().enumerate() {
+        *c = percpu_sum(&skel.maps.counters, i as u32)?;
+    }
+    s.nested = hash_entries(&skel.maps.nested_counts);
+    s.hooks = hash_entries(&skel.maps.hook_counts);
+    s.pending = skel.maps.pending.keys().count() as u64;
+    Ok(s)
+}
+
+/// The backends to try, in order: tp_btf then raw_tp, or the one
+/// `HOPTRACE_KVM_BACKEND` (`tp_btf` or `raw_tp`) names, to check the other
+/// on a kernel where the first loads.
+fn backends() -> Result<Vec<Backend>> {
+    match std::env::var("HOPTRACE_KVM_BACKEND").as_deref() {
+        Err(_) | Ok("") => Ok(vec![Backend::TpBtf, Backend::RawTp]),
+        Ok("tp_btf") => Ok(vec![Backend::TpBtf]),
+        Ok("raw_tp") => Ok(vec![Backend::RawTp]),
+        Ok(v) => bail!("HOPTRACE_KVM_BACKEND=`{v}`: use tp_btf or raw_tp (or unset it)"),
+    }
+}
+
+/// Choose the events, load (tp_btf, else raw_tp; optional programs dropped
+/// when they are what fails) and return the skeleton and what was chosen.
+fn load_best<'o>(
+    storage: &'o mut MaybeUninit<OpenObject>,
+    events: &KvmEvents,
+    opts: &Options,
+) -> Result<(KvmSkel<'o>, SessionInfo)> {
+    events.require_exits()?;
+    let mut notes = Vec::new();
+    let mut optional: Vec<&str> = Vec::new();
+    for e in crate::tracefs::NESTED
+        .iter()
+        .chain(crate::tracefs::IRQ_HOOKS.iter())
+    {
+        if !events.has(e) {
+            notes.push(format!("this kernel has no kvm:{e}: not counted"));
+        } else if !nested_layout_ok(events, e) {
+            notes.push(format!(
+                "kvm:{e} has another argument layout on this kernel: not counted"
+            ));
+        } else {
+            optional.push(e);
+        }
+    }
+    let core: Vec<&str> = crate::tracefs::REQUIRED.to_vec();
+    let with_optional: Vec<&str> = core.iter().chain(optional.iter()).copied().collect();
+    let mut errors = Vec::new();
+    let mut chosen = None;
+    'outer: for backend in backends()? {
+        for set in [&with_optional, &core] {
+            let mut probe = MaybeUninit::uninit();
+            match load(&mut probe, backend, set, opts) {
+                Ok(_) => {
+                    chosen = Some((backend, set.clone()));
+                    break 'outer;
+                }
+                Err(e) => errors.push(format!("{} ({} events): {e:#}", backend.name(), set.len())),
+            }
+            if optional.is_empty() {
+                break;
+            }
+        }
+    }
+    let Some((backend, set)) = chosen else {
+        bail!(
+            "the kvm BPF programs load with no backend on this kernel (root? BTF of the kvm modules in /sys/kernel/btf?):\n  {}",
+            errors.join("\n  ")
+        );
+    };
+    if !errors.is_empty() {
+        notes.push(format!("fallback taken: {}", errors.join("; ")));
+    }
+    if set.len() < with_optional.len() {
+        notes.push(format!(
+            "loaded without the optional events ({}): they did not load",
+            optional.join(", ")
+        ));
+    }
+    let skel = load(storage, backend, &set, opts).context("loading the kvm BPF programs")?;
+    let info = SessionInfo {
+        backend,
+        attached: set.iter().map(|s| s.to_string()).collect(),
+        notes,
+    };
+    Ok((skel, info))
+}
+
+/// Load, attach, feed `sink` until `stop` is set or `sink.tick` says stop.
+pub fn run(
+    events: &KvmEvents,
+    opts: &Options,
+    stop: &AtomicBool,
+    tick: Duration,
+    sink: &mut dyn Sink,
+) -> Result<SessionInfo> {
+    let mut storage = MaybeUninit::uninit();
+    let (skel, info) = load_best(&mut storage, events, opts)?;
+    let mut links = Vec::new();
+    for prog in skel.object().progs_mut() {
+        if !prog.autoload() {
+            continue;
+        }
+        let name = prog.name().to_string_lossy().into_owned();
+        links.push(
+            prog.attach()
+                .with_context(|| format!("attaching {name} ({})", info.backend.name()))?,
+        );
+    }
+    let sink = std::cell::RefCell::new(sink);
+    let mut builder = RingBufferBuilder::new();
+    builder.add(&skel.maps.exits, |data: &[u8]| {
+        if data.len() >= std::mem::size_of::<ExitRecord>() {
+            // SAFETY: the record is a plain C struct of integers and the
+            // slice holds at least its size.
+            let r: ExitRecord = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+            sink.borrow_mut().exit(&r);
+        }
+        0
+    })?;
+    let ring = builder.build()?;
+    sink.borrow_mut().ready(&info);
+    let mut last = Instant::now();
+    // A signal (the SIGINT that stops the session) interrupts the wait.
+    let interrupted = |e: libbpf_rs::Error| {
+        if e.kind() == libbpf_rs::ErrorKind::Interrupted {
+            Ok(())
+        } else {
+            Err(e)
+        }
+    };
+    loop {
+        ring.poll(Duration::from_millis(10)).or_else(interrupted)?;
+        ring.consume().or_else(interrupted)?;
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        if last.elapsed() >= tick {
+            last = Instant::now();
+            if !sink.borrow_mut().tick(&snapshot(&skel)?) {
+                break;
+            }
+        }
+    }
+    ring.consume().or_else(interrupted)?;
+    sink.borrow_mut().tick(&snapshot(&skel)?);
+    drop(links);
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_and_hook_names_follow_the_header_order() {
+        let h = include_str!("bpf/kvm_records.h");
+        let pos = |s: &str| {
+            h.find(s)
+                .unwrap_or_else(|| panic!("{s} not in kvm_records.h"))
+        };
+        assert!(pos("CNT_RING_FULL = 0") < pos("CNT_HOOK_FULL = 5"));
+        assert!(h.contains("CNT_COUNT = 6") && COUNTERS.len() == 6);
+        assert!(h.contains("HOOK_ENTRY = 3") && HOOKS[3] == "kvm_entry");
+        assert!(h.contains("HOOK_MSI_SET_IRQ = 0") && HOOKS[0] == "kvm_msi_set_irq");
+        assert!(
+            h.contains("NESTED_VMEXIT_INJECT = 1")
+                && NESTED_EVENTS[1] == "kvm_nested_vmexit_inject"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! Text views: the `--plain` line per interval and the end-of-run table.
+
+use crate::session::{Interval, Report};
+use crate::stats::{ReasonRow, Views};
+
+/// `1.23us`, `456ns`, `12.3ms`: three significant figures.
+pub fn ns(v: f64) -> String {
+    let (x, unit) = if v >= 1e9 {
+        (v / 1e9, "s")
+    } else if v >= 1e6 {
+        (v / 1e6, "ms")
+    } else if v >= 1e3 {
+        (v / 1e3, "us")
+    } else {
+        (v, "ns")
+    };
+    if x >= 100.0 || unit == "ns" {
+        format!("{x:.0}{unit}")
+    } else if x >= 10.0 {
+        format!("{x:.1}{unit}")
+    } else {
+        format!("{x:.2}{unit}")
+    }
+}
+
+/// One line per interval, at most `width` characters: time, exits and rate,
+/// the top reasons with their share and mean, what was lost.
+pub fn interval_line(iv: &Interval<'_>, width: usize) -> String {
+    let secs = iv.length.as_secs_f64().max(1e-9);
+    let v = iv.interval;
+    let mut line = format!(
+        "{:>6.1}s exits {:>7} ({:>7.0}/s)",
+        iv.elapsed.as_secs_f64(),
+        v.exits,
+        v.exits as f64 / secs
+    );
+    let lost = &iv.total.lost;
+    let tail = if lost.any() {
+        format!(
+            " | LOST exits {} counts {} unpaired {}",
+            lost.exits_lost,
+            lost.counts_lost,
+            lost.counters.get("exit_without_entry").unwrap_or(&0)
+        )
+    } else {
+        " | lost 0".to_string()
+    };
+    for r in &v.reasons {
+        let part = format!(
+            " | {} {} {:.0}% {}",
+            r.reason,
+            r.count,
+            100.0 * r.share,
+            ns(r.mean_ns)
+        );
+        if line.len() + part.len() + tail.len() > width {
+            break;
+        }
+        line.push_str(&part);
+    }
+    line.push_str(&tail);
+    line
+}
+
+fn row_line(r: &ReasonRow) -> String {
+    format!(
+        "  {:<26} {:>10} {:>6.1}% {:>10} {:>6.1}% {:>9} {:>9} {:>9} {:>9}",
+        format!("{} ({})", r.reason, r.isa),
+        r.count,
+        100.0 * r.share,
+        ns(r.time_ns as f64),
+        100.0 * r.time_share,
+        ns(r.min_ns as f64),
+        ns(r.mean_ns),
+        ns(r.p99_ns as f64),
+        ns(r.max_ns as f64)
+    )
+}
+
+const HEADER: &str = "  reason                          count  share  time total  share       min      mean       p99       max";
+
+fn table(out: &mut String, title: &str, v: &[ReasonRow]) {
+    out.push_str(title);
+    out.push('\n');
+    out.push_str(HEADER);
+    out.push('\n');
+    for r in v {
+        out.push_str(&row_line(r));
+        out.push('\n');
+    }
+}
+
+/// The end-of-run summary: per reason, per VM and vCPU, nested exits,
+/// interrupt-delivery hooks, lost and unpaired counts.
+pub fn summary(rep: &Report) -> String {
+    let v: &Views = &rep.views;
+    let mut out = format!(
+        "hoptrace kvm: {} exits in {:.1} s, exit-to-entry time {} in total (backend {}, reasons from {})\n",
+        v.exits,
+        rep.duration_s,
+        ns(v.time_ns as f64),
+        rep.backend,
+        rep.reasons_from
+    );
+    table(&mut out, "all VMs:", &v.reasons);
+    for vm in &v.vms {
+        for c in &vm.vcpus {
+            table(
+                &mut out,
+                &format!(
+                    "VM pid {} ({}) vCPU {} (threads {:?}): {} exits",
+                    vm.pid,
+                    vm.comm.as_deref().unwrap_or("exited"),
+                    c.vcpu,
+                    c.threads,
+                    c.exits
+                ),
+                &c.reasons,
+            );
+        }
+    }
+    if !v.nested.is_empty() {
+        out.push_str("nested exits (a guest's own guest):\n");
+        for n in &v.nested {
+            out.push_str(&format!(
+                "  {} pid {} vcpu {} {} {}: {}\n",
+                n.event,
+                n.pid,
+                n.vcpu.map_or("-".into(), |x| x.to_string()),
+                n.isa,
+                n.reason,
+                n.count
+            ));
+        }
+    }
+    if !v.irq_hooks.is_empty() {
+        out.push_str("interrupt-delivery events per thread:\n");
+        for h in &v.irq_hooks {
+            out.push_str(&format!(
+                "  pid {} tid {}{}: {} {}\n",
+                h.pid,
+                h.tid,
+                h.vcpu.map_or(String::new(), |x| format!(" (vcpu {x})")),
+                h.event,
+                h.count
+            ));
+        }
+    }
+    let l = &v.lost;
+    out.push_str(&format!(
+        "lost: {} exits, {} counts; {}; vCPUs out of the guest at the end: {}\n",
+        l.exits_lost,
+        l.counts_lost,
+        l.counters
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        l.open_at_end
+    ));
+    for n in &rep.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_keep_three_significant_figures() {
+        assert_eq!(ns(456.0), "456ns");
+        assert_eq!(ns(1234.0), "1.23us");
+        assert_eq!(ns(65_400.0), "65.4us");
+        assert_eq!(ns(2.5e9), "2.50s");
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    use super::*;
+    use crate::loader::{Backend, SessionInfo};
+    use crate::stats::{Lost, ReasonRow, Views};
+    use std::time::Duration;
+
+    fn row(reason: &str, count: u64) -> ReasonRow {
+        ReasonRow {
+            isa: "svm".into(),
+            reason: reason.into(),
+            code: 0,
+            count,
+            share: count as f64 / 1000.0,
+            time_ns: 0,
+            time_share: 0.0,
+            min_ns: 0,
+            mean_ns: 65_400.0,
+            p99_ns: 0,
+            max_ns: 0,
+        }
+    }
+
+    #[test]
+    fn an_interval_line_fits_the_width_and_always_shows_the_lost_counts() {
+        let v = Views {
+            exits: 1000,
+            time_ns: 0,
+            reasons: (0..20).map(|i| row(&format!("reason{i}"), 50)).collect(),
+            vms: vec![],
+            nested: vec![],
+            irq_hooks: vec![],
+            lost: Lost::default(),
+        };
+        let mut lost = v.clone();
+        lost.lost.exits_lost = 3;
+        let info = SessionInfo {
+            backend: Backend::TpBtf,
+            attached: vec![],
+            notes: vec![],
+        };
+        let iv = Interval {
+            elapsed: Duration::from_secs(3),
+            length: Duration::from_secs(1),
+            interval: &v,
+            total: &lost,
+            info: &info,
+        };
+        let line = interval_line(&iv, 100);
+        assert!(line.len() <= 100, "{} chars: {line}", line.len());
+        // Too narrow for any reason: the lost counts still show.
+        assert!(interval_line(&iv, 60).contains("LOST exits 3"));
+        assert!(line.contains("reason0 50 5% 65.4us"), "{line}");
+        assert!(line.ends_with("LOST exits 3 counts 0 unpaired 0"), "{line}");
+    }
+}

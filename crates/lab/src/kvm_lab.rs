@@ -1,0 +1,273 @@
+//! The `kvm` lab: a guest that is itself a KVM hypervisor, so that VM exits
+//! are real and known in advance.
+//!
+//! Mechanism (nested virtualization under software emulation):
+//! 1. L1: QEMU with TCG emulating an AMD CPU with SVM and nested paging
+//!    (`-accel tcg -machine q35 -cpu qemu64,+svm,+npt -m 1024 -smp 1`), no
+//!    network card, started in the lab's `hyp` namespace (a daemon in the
+//!    lab state, so `lab down` kills it). Its kernel is the `vm` topology's
+//!    Debian kernel; its initramfs ([`crate::guest::initramfs::Extras`])
+//!    also carries the KVM modules (irqbypass, ccp, kvm, kvm-amd, with
+//!    their dependencies from modules.dep), not loaded at boot, and `perf`
+//!    with its libraries.
+//! 2. Before KVM is loaded, `hoptrace kvm --duration 1s` runs in L1: a real
+//!    kernel without kvm tracepoints. Its output and exit code are kept
+//!    (`no-kvm.txt`); then the KVM modules are loaded and `/dev/kvm` must
+//!    exist.
+//! 3. `lab run kvm` ([`run`]): one guest job starts `hoptrace kvm --plain
+//!    --json`, waits for its `ready`, runs the L2 workload (`hoptrace kvm
+//!    workload --io N --hlt M --cpuid K --mmio J`, a VM through the KVM API:
+//!    `hoptrace_kvm::workload`) under `perf kvm stat record`, stops the
+//!    tracer with SIGINT and writes `perf kvm stat report`. The outputs come
+//!    back through the 9p share: `kvm.json`, `workload.json`,
+//!    `perf-kvm.txt`, the logs, `no-kvm.txt`, the serial console.
+//!
+//! Boot to ready is about 10 s under TCG; one exit of L2 costs tens of
+//! microseconds there (docs/kvm.md has the measured figures).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hoptrace_netns::Netns;
+
+use crate::guest;
+use crate::guest::initramfs::Extras;
+use crate::lifecycle::{spawn_daemon, Env};
+use crate::state::LabState;
+use crate::vm::{boot_timeout, serial_log, share_dir, wait_ready, which, Boot, GuestJob, QEMU};
+
+/// Modules loaded in L1 once the no-KVM check has run (dependencies added
+/// from modules.dep: kvm-amd needs ccp, kvm needs irqbypass).
+pub const KVM_MODULES: [&str; 2] = ["kvm", "kvm_amd"];
+
+/// What the L2 workload does.
+#[derive(Clone, Copy, Debug)]
+pub struct Workload {
+    pub io: u32,
+    pub hlt: u32,
+    pub cpuid: u32,
+    pub mmio: u32,
+}
+
+fn extras() -> Result<Extras> {
+    let perf = which("perf")
+        .context("the kvm lab copies perf into its guest: install linux-perf (scripts/setup.sh)")?;
+    Ok(Extras {
+        later_modules: KVM_MODULES.iter().map(|s| s.to_string()).collect(),
+        binaries: vec![perf],
+        no_network: true,
+        name: "kvm".into(),
+    })
+}
+
+fn qemu_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "-accel",
+        "tcg",
+        "-machine",
+        "q35",
+        "-cpu",
+        "qemu64,+svm,+npt",
+        "-m",
+        "1024",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(crate::vm::guest_args(st, kernel, initrd));
+    a
+}
+
+/// Run `script` in L1 and wait for its end; returns (exit code, output).
+fn guest_run(name: &str, script: &str, timeout: Duration) -> Result<(i32, String)> {
+    let job = GuestJob::spawn(name, script)?;
+    let rc = job.wait(timeout, &AtomicBool::new(false));
+    let log = job.log();
+    match rc {
+        Some(rc) => Ok((rc, log)),
+        None => bail!(
+            "a job in the L1 guest did not end within {} s: {}",
+            timeout.as_secs(),
+            log.trim()
+        ),
+    }
+}
+
+/// Boot L1 in `hyp`, check `hoptrace kvm` without KVM, load KVM.
+pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
+    let t0 = Instant::now();
+    let cache = Path::new(guest::CACHE_DIR);
+    let kernel = guest::kernel::ensure(cache)?;
+    let (initrd, built) = guest::initramfs::ensure_with(cache, &kernel, &env.exe, &extras()?)?;
+    println!(
+        "lab up: L1 image: kernel {}, initramfs {} ({}, {:.1} s)",
+        kernel.release,
+        initrd.display(),
+        if built { "built now" } else { "cached" },
+        t0.elapsed().as_secs_f64()
+    );
+    let share = share_dir(&st.name);
+    std::fs::create_dir_all(share.join("jobs"))?;
+    std::fs::create_dir_all(share.join("out"))?;
+    let qlog = LabState::run_dir(&st.name).join("qemu.log");
+    let args = qemu_args(st, &kernel.vmlinuz, &initrd);
+    let boot = Instant::now();
+    let d = spawn_daemon(hyp.name(), &which(QEMU)?, &args, &qlog, "qemu")?;
+    st.daemons.push(d.clone());
+    st.save()?;
+    println!(
+        "lab up: L1 QEMU pid {} (TCG, nested SVM), serial console {}",
+        d.pid,
+        serial_log(&st.name).display()
+    );
+    let line = match wait_ready(st, &d, boot_timeout()?)? {
+        Boot::Ready(l) => l,
+        Boot::Died(reason) => bail!("{reason}"),
+    };
+    println!(
+        "lab up: L1 ready in {:.1} s: {line}",
+        boot.elapsed().as_secs_f64()
+    );
+    // A real kernel without kvm tracepoints: hoptrace kvm must say so.
+    let (rc, text) = guest_run(
+        &st.name,
+        "hoptrace kvm --duration 1s --plain 2>&1\n",
+        Duration::from_secs(120),
+    )?;
+    std::fs::write(
+        share.join("out/no-kvm.txt"),
+        format!("exit code {rc}\n{text}"),
+    )?;
+    println!(
+        "lab up: before KVM is loaded, `hoptrace kvm` in L1 exits {rc}: {}",
+        text.trim()
+    );
+    let (rc, text) = guest_run(
+        &st.name,
+        "while read -r m; do insmod \"/lib/modules/$m\" || exit 1; done < /etc/hoptrace-extra-modules\n\
+         test -c /dev/kvm || { echo 'no /dev/kvm after loading kvm-amd'; exit 1; }\n\
+         echo \"KVM loaded: $(tr '\\n' ' ' < /etc/hoptrace-extra-modules)\"\n",
+        Duration::from_secs(120),
+    )?;
+    if rc != 0 {
+        bail!("loading KVM in the L1 guest failed: {}", text.trim());
+    }
+    println!("lab up: {}", text.trim());
+    st.path.push(format!(
+        "L1 QEMU TCG -cpu qemu64,+svm,+npt, kernel {}, KVM (kvm-amd) loaded, ready in {:.1} s",
+        kernel.release,
+        boot.elapsed().as_secs_f64()
+    ));
+    st.save()?;
+    Ok(())
+}
+
+/// The L1 job of a measurement (see the module comment).
+pub fn measurement_script(w: &Workload) -> String {
+    format!(
+        "cd /tmp\n\
+         O=/mnt/host/out\n\
+         hoptrace kvm --plain --json > $O/kvm.json 2> $O/kvm.log &\n\
+         T=$!\n\
+         n=0; while ! grep -qs ready $O/kvm.log; do n=$((n+1)); [ $n -gt 600 ] && {{ echo 'tracer not ready'; kill $T; exit 1; }}; usleep 100000; done\n\
+         perf kvm stat record -q -o /tmp/perf.data -- \
+         hoptrace kvm workload --io {} --hlt {} --cpuid {} --mmio {} --json $O/workload.json > $O/workload.log 2>&1\n\
+         echo $? > $O/workload.rc\n\
+         kill -INT $T; wait $T; echo $? > $O/kvm.rc\n\
+         perf kvm -i /tmp/perf.data stat report --event=vmexit > $O/perf-kvm.txt 2>&1\n\
+         echo $? > $O/perf.rc\n",
+        w.io, w.hlt, w.cpuid, w.mmio
+    )
+}
+
+/// What `lab run kvm` leaves in its output directory.
+pub const OUTPUTS: [&str; 9] = [
+    "kvm.json",
+    "kvm.log",
+    "kvm.rc",
+    "workload.json",
+    "workload.log",
+    "workload.rc",
+    "perf-kvm.txt",
+    "perf.rc",
+    "no-kvm.txt",
+];
+
+/// One measurement on an L1 that is up: run the job, copy the outputs to
+/// `out`. Returns the problems found (missing outputs, non-zero exits).
+pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Result<Vec<String>> {
+    let t0 = Instant::now();
+    let job = GuestJob::spawn(&st.name, &measurement_script(w))?;
+    let rc = job.wait(Duration::from_secs(600), stop);
+    let share_out = share_dir(&st.name).join("out");
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("job.log"), job.log())?;
+    let _ = std::fs::copy(serial_log(&st.name), out.join("guest-serial.log"));
+    let mut problems = Vec::new();
+    if rc != Some(0) {
+        problems.push(format!(
+            "the measurement job in L1 ended with {rc:?}: {}",
+            job.log().trim()
+        ));
+    }
+    for f in OUTPUTS {
+        let src = share_out.join(f);
+        if src.is_file() {
+            std::fs::copy(&src, out.join(f)).with_context(|| format!("copying {f}"))?;
+        } else {
+            problems.push(format!("{f} missing from the L1 guest's outputs"));
+        }
+    }
+    for (f, what) in [
+        ("workload.rc", "the L2 workload"),
+        ("perf.rc", "perf kvm stat report"),
+    ] {
+        let rc = std::fs::read_to_string(out.join(f)).unwrap_or_default();
+        if rc.trim() != "0" {
+            problems.push(format!(
+                "{what} exited with `{}` (see the logs in {})",
+                rc.trim(),
+                out.display()
+            ));
+        }
+    }
+    let rc = std::fs::read_to_string(out.join("kvm.rc")).unwrap_or_default();
+    if !matches!(rc.trim(), "0" | "2") {
+        problems.push(format!("hoptrace kvm in L1 exited with `{}`", rc.trim()));
+    }
+    println!(
+        "lab run: measurement in L1 took {:.1} s; outputs in {}",
+        t0.elapsed().as_secs_f64(),
+        out.display()
+    );
+    Ok(problems)
+}
+
+/// `lab run kvm`: up, measure, down (always).
+pub fn run(
+    name: &str,
+    w: &Workload,
+    out: &Path,
+    env: &Env,
+    stop: &AtomicBool,
+) -> Result<Vec<String>> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("creating output directory {}", out.display()))?;
+    let out: PathBuf = out.canonicalize()?;
+    let t0 = Instant::now();
+    let st = crate::lifecycle::up(crate::Topology::Kvm, name, env)?;
+    struct Down<'a>(&'a LabState);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            crate::teardown::teardown(self.0);
+        }
+    }
+    let _down = Down(&st);
+    let problems = measure(&st, w, &out, stop)?;
+    println!(
+        "lab run: kvm lab up, measured and down in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(problems)
+}
