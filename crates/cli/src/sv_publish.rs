@@ -3,9 +3,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Result;
 use hoptrace_endpoints::timestamping::StampSource;
+use hoptrace_units::{arg, format_rate, Rate};
 use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched, signals};
 
 #[derive(clap::Args, Debug)]
@@ -16,8 +18,8 @@ pub struct Args {
     /// Number of streams (svID = prefix + index, APPID 0x4000 + index).
     #[arg(long)]
     pub streams: Option<u16>,
-    /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz).
-    #[arg(long)]
+    /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz; also 4.8kHz).
+    #[arg(long, value_parser = arg::whole_rate)]
     pub rate: Option<u32>,
     /// ASDUs per frame (1..8).
     #[arg(long)]
@@ -26,8 +28,8 @@ pub struct Args {
     #[arg(long)]
     pub vlan: Option<String>,
     /// Run time (10s, 500ms); default: until Ctrl-C.
-    #[arg(long, conflicts_with = "samples")]
-    pub duration: Option<String>,
+    #[arg(long, conflicts_with = "samples", value_parser = arg::duration)]
+    pub duration: Option<Duration>,
     /// Samples per stream to send, then stop.
     #[arg(long)]
     pub samples: Option<u64>,
@@ -53,9 +55,9 @@ pub struct Args {
     /// svID prefix.
     #[arg(long)]
     pub svid_prefix: Option<String>,
-    /// Spin this many microseconds before each deadline (0: sleep only).
-    #[arg(long)]
-    pub busy_wait_us: Option<u64>,
+    /// Spin this long before each deadline, e.g. 20us (0: sleep only).
+    #[arg(long, value_parser = arg::duration)]
+    pub busy_wait: Option<Duration>,
     /// Replay this pcap/pcapng capture with its relative timing.
     #[arg(long, conflicts_with_all = ["streams", "asdu", "vlan", "refrtm"])]
     pub replay: Option<PathBuf>,
@@ -83,7 +85,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .record
         .clone()
         .or(file.record.as_ref().map(PathBuf::from));
-    let busy_margin_ns = args.busy_wait_us.or(file.busy_wait_us).unwrap_or(0) as i64 * 1000;
+    let busy_margin_ns = args
+        .busy_wait
+        .or(file.busy_wait)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
 
     if let Some(capture) = args
         .replay
@@ -125,14 +130,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let (id, prio) = config::parse_vlan(&v)?;
         plan.vlan = Some(hoptrace_sv::VlanTag::dot1q(id, prio));
     }
-    let samples = match (
-        args.samples.or(file.samples),
-        args.duration.clone().or(file.duration.clone()),
-    ) {
+    let samples = match (args.samples.or(file.samples), args.duration.or(file.duration)) {
         (Some(n), _) => Some(n),
-        (None, Some(d)) => {
-            Some((config::parse_duration(&d)?.as_secs_f64() * rate as f64).round() as u64)
-        }
+        (None, Some(d)) => Some(Rate::per_second(rate).events_in(d)),
         (None, None) => None,
     };
     let cfg = publisher::PublishConfig {
@@ -151,9 +151,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
     };
     eprintln!(
-        "publishing {} stream(s) x {}/s ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
+        "publishing {} stream(s) x {} ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
         cfg.plan.streams,
-        rate,
+        format_rate(Rate::per_second(rate)),
         cfg.plan.asdu_per_frame,
         cfg.iface,
         cfg.clock.name(),

@@ -29,7 +29,8 @@ use crate::kstats::KernelStreams;
 use crate::loader::{
     run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
 };
-use crate::stats::{fmt_ns, Stats};
+use crate::stats::Stats;
+use hoptrace_units::format_duration_ns;
 use crate::timeline::{Assembler, Status, Timeline};
 
 pub use crate::filter::parse_filter;
@@ -515,7 +516,7 @@ pub fn run_trace<'a>(
         writeln!(
             out,
             "worst end to end: {} ({stream} seq {} dest {})",
-            fmt_ns(w.ns),
+            format_duration_ns(w.ns),
             w.seq,
             w.dest.as_deref().unwrap_or("-")
         )?;

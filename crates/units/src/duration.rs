@@ -76,6 +76,20 @@ pub fn format_duration(d: Duration) -> String {
     format_magnitude(d.as_nanos())
 }
 
+/// Exact, compact text of a [`Duration`] for a command line that one program
+/// writes for another (`20s`, `1500ms`, `250us`, `7ns`): the largest unit
+/// that keeps every nanosecond, no space; it parses back to the same value.
+pub fn format_duration_exact(d: Duration) -> String {
+    let ns = d.as_nanos();
+    match [(S, "s"), (MS, "ms"), (US, "us")]
+        .into_iter()
+        .find(|(unit, _)| ns % unit == 0)
+    {
+        Some((unit, name)) => format!("{}{name}", ns / unit),
+        None => format!("{ns}ns"),
+    }
+}
+
 fn format_magnitude(ns: u128) -> String {
     if ns < US {
         return format!("{ns} ns");
@@ -375,6 +389,15 @@ mod tests {
         assert_eq!(format_duration_ns(999_950), "1.000 ms");
         assert_eq!(format_duration_ns(59_949_999_999u64), "59.9 s");
         assert_eq!(format_duration_ns(59_950_000_000u64), "1 min 00 s");
+    }
+
+    #[test]
+    fn the_exact_form_keeps_every_nanosecond_in_the_largest_unit() {
+        assert_eq!(format_duration_exact(Duration::from_secs(20)), "20s");
+        assert_eq!(format_duration_exact(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(format_duration_exact(Duration::from_micros(250)), "250us");
+        assert_eq!(format_duration_exact(Duration::from_nanos(1_000_007)), "1000007ns");
+        assert_eq!(format_duration_exact(Duration::ZERO), "0s");
     }
 
     #[test]

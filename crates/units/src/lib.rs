@@ -31,7 +31,9 @@
 //! long runs ([`format_duration_ns`]); `4000/s`, `0.500/s` ([`format_rate`]);
 //! `812 B`, `1.5 MiB` ([`format_size`]). Every displayed form parses back to
 //! the value within its last displayed digit. Machine outputs (JSON, CSV,
-//! Parquet) keep raw integers and do not use this crate.
+//! Parquet) keep raw integers and do not use this crate. A command line that
+//! one hoptrace process writes for another uses [`format_duration_exact`]
+//! (`1500ms`: exact, still readable in logs).
 //!
 //! # Wiring
 //!
@@ -50,8 +52,8 @@ mod rate;
 mod size;
 
 pub use duration::{
-    format_duration, format_duration_ns, parse_duration, parse_duration_ns,
-    parse_signed_duration_ns, DURATION_FORMS,
+    format_duration, format_duration_exact, format_duration_ns, parse_duration,
+    parse_duration_ns, parse_signed_duration_ns, DURATION_FORMS,
 };
 pub use rate::{format_rate, parse_rate, parse_whole_rate, Rate, RATE_FORMS};
 pub use size::{format_size, parse_size, SIZE_FORMS};

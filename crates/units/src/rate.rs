@@ -56,6 +56,15 @@ impl Rate {
     pub fn whole_per_second(self) -> Option<u64> {
         (self.millihertz % 1000 == 0).then_some(self.millihertz / 1000)
     }
+
+    /// How many events happen at this rate in `d`, rounded to the nearest
+    /// (exact integer arithmetic: 4000/s in 1.5 s is 6000).
+    pub fn events_in(self, d: std::time::Duration) -> u64 {
+        let thousandths = u128::from(self.millihertz) * d.as_nanos();
+        let per_event = 1_000_000_000_000u128;
+        let n = (thousandths + per_event / 2) / per_event;
+        u64::try_from(n).unwrap_or(u64::MAX)
+    }
 }
 
 impl std::fmt::Display for Rate {
@@ -190,6 +199,17 @@ mod tests {
         );
         let e = parse_whole_rate("5000M/s").unwrap_err().to_string();
         assert_eq!(e, "`5000M/s` is too high: at most 4294967295/s");
+    }
+
+    #[test]
+    fn events_in_a_duration_are_counted_exactly() {
+        use std::time::Duration;
+        let r = Rate::per_second(4000);
+        assert_eq!(r.events_in(Duration::from_millis(1500)), 6000);
+        assert_eq!(r.events_in(Duration::from_micros(125)), 1, "0.5 rounds up");
+        assert_eq!(r.events_in(Duration::from_micros(124)), 0);
+        assert_eq!(Rate::per_second(4800).events_in(Duration::from_secs(3600)), 17_280_000);
+        assert_eq!(Rate::from_millihertz(500).events_in(Duration::from_secs(10)), 5);
     }
 
     #[test]

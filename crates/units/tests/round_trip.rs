@@ -2,7 +2,7 @@
 //! displayed digit, and keeps 3 or 4 significant digits.
 
 use hoptrace_units::{
-    format_duration, format_duration_ns, format_rate, format_size, parse_duration, parse_rate,
+    format_duration, format_duration_exact, format_duration_ns, format_rate, format_size, parse_duration, parse_rate,
     parse_signed_duration_ns, parse_size, Rate,
 };
 use proptest::prelude::*;
@@ -80,6 +80,14 @@ proptest! {
         let place = last_digit_place(&shown, ns_per_unit);
         let error = (back.as_nanos() as i128 - d.as_nanos() as i128).unsigned_abs();
         prop_assert!(error * 2 <= place, "{:?} -> {} -> {:?}", d, shown, back);
+    }
+
+    #[test]
+    fn the_exact_form_of_a_std_duration_parses_back_to_the_same_value(
+        secs in 0u64..100_000_000, nanos in prop_oneof![0u32..1_000_000_000, Just(0), Just(500_000_000)]
+    ) {
+        let d = std::time::Duration::new(secs, nanos);
+        prop_assert_eq!(parse_duration(&format_duration_exact(d)).unwrap(), d);
     }
 
     #[test]
