@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::analyzer::{Analyzer, Config, Window};
-use hoptrace_units::format_duration_ns;
 use crate::stats::LatencyStats;
+use hoptrace_units::format_duration_ns;
 
 pub const BIG_SPIKE_NS: i64 = 500_000;
 pub const HUGE_SPIKE_NS: i64 = 1_000_000;
@@ -212,10 +212,7 @@ pub fn render(rows: &[CompareRow], markdown: bool) -> String {
             let _ = writeln!(out, "{}", line.join("  ").trim_end());
         }
     }
-    let _ = writeln!(
-        out,
-        "\n(x)* = not meaningful (fewer than 10/(1-p) samples)"
-    );
+    let _ = writeln!(out, "\n(x)* = not meaningful (fewer than 10/(1-p) samples)");
     out
 }
 

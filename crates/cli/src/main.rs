@@ -115,7 +115,16 @@ mod tests {
             got.push(("trace --duration", a.duration.unwrap().as_nanos()));
             got.push(("trace --threshold", u128::from(a.thresholds[0])));
         }
-        let report = ["report", "rec", "--max-latency", text, "--threshold", text, "--from", text];
+        let report = [
+            "report",
+            "rec",
+            "--max-latency",
+            text,
+            "--threshold",
+            text,
+            "--from",
+            text,
+        ];
         if let Command::Report(a) = parse(&report) {
             got.push(("report --max-latency", a.max_latency.unwrap() as u128));
             got.push(("report --threshold", a.thresholds[0] as u128));

@@ -139,15 +139,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some("pcapng") => CaptureFormat::PcapNg,
                 _ => CaptureFormat::Pcap,
             });
-    let frequency_hz = args
-        .frequency
-        .map_or(if args.rate == 4800 { 60.0 } else { 50.0 }, Rate::per_second_f64);
+    let frequency_hz = args.frequency.map_or(
+        if args.rate == 4800 { 60.0 } else { 50.0 },
+        Rate::per_second_f64,
+    );
     let plan = StreamPlan {
         streams: args.streams,
         rate: args.rate,
         samples: args
             .samples
-            .or(args.duration.map(|d| Rate::per_second(args.rate).events_in(d)))
+            .or(args
+                .duration
+                .map(|d| Rate::per_second(args.rate).events_in(d)))
             .unwrap_or(args.rate as u64),
         asdu_per_frame: args.asdu,
         vlan: args.vlan.as_deref().map(parse_vlan).transpose()?,

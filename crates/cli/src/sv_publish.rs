@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use hoptrace_endpoints::timestamping::StampSource;
-use hoptrace_units::{arg, format_rate, Rate};
 use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched, signals};
+use hoptrace_units::{arg, format_rate, Rate};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -130,7 +130,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let (id, prio) = config::parse_vlan(&v)?;
         plan.vlan = Some(hoptrace_sv::VlanTag::dot1q(id, prio));
     }
-    let samples = match (args.samples.or(file.samples), args.duration.or(file.duration)) {
+    let samples = match (
+        args.samples.or(file.samples),
+        args.duration.or(file.duration),
+    ) {
         (Some(n), _) => Some(n),
         (None, Some(d)) => Some(Rate::per_second(rate).events_in(d)),
         (None, None) => None,

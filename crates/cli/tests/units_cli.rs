@@ -59,10 +59,19 @@ fn a_bare_number_is_refused_by_every_command_with_the_same_message() {
 fn the_message_shows_every_accepted_form() {
     let out = hoptrace(&["trace", "--duration", "5"]);
     let why = explanation(&out);
-    for form in ["250us", "1.5ms", "2 s", "10min", "ns, us or µs, ms, s, m or min, h, d"] {
+    for form in [
+        "250us",
+        "1.5ms",
+        "2 s",
+        "10min",
+        "ns, us or µs, ms, s, m or min, h, d",
+    ] {
         assert!(why.contains(form), "{form} missing: {why}");
     }
-    assert!(why.contains("only 0 may be written without a unit"), "{why}");
+    assert!(
+        why.contains("only 0 may be written without a unit"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -95,12 +104,17 @@ fn a_duration_with_its_unit_is_taken_and_an_unknown_unit_is_named() {
     let out = hoptrace(&["trace", "--duration", "5 parsecs"]);
     assert_eq!(out.status.code(), Some(2));
     let why = explanation(&out);
-    assert!(why.starts_with("`5 parsecs`: unknown unit `parsecs`: "), "{why}");
+    assert!(
+        why.starts_with("`5 parsecs`: unknown unit `parsecs`: "),
+        "{why}"
+    );
     let out = hoptrace(&["lab", "run", "bridge", "--duration", "2h"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--duration 2 h 00 min is out of range: a run lasts from 1.000 ms to 1 h 00 min"),
+        err.contains(
+            "--duration 2 h 00 min is out of range: a run lasts from 1.000 ms to 1 h 00 min"
+        ),
         "{err}"
     );
 }

@@ -190,7 +190,10 @@ mod tests {
         assert_eq!(c.reflect.delay, Some(Duration::ZERO));
         for bare in ["[ping]\ninterval = 1", "[publish]\nduration = \"10\""] {
             let e = toml::from_str::<ConfigFile>(bare).unwrap_err().to_string();
-            assert!(e.contains("has no unit: a duration is a number and a unit"), "{e}");
+            assert!(
+                e.contains("has no unit: a duration is a number and a unit"),
+                "{e}"
+            );
         }
     }
 

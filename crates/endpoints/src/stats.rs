@@ -21,7 +21,10 @@ pub fn summary(h: &Histogram<u64>) -> String {
         } else {
             ""
         };
-        format!("{}{flag}", format_duration_ns(h.value_at_quantile(p / 100.0)))
+        format!(
+            "{}{flag}",
+            format_duration_ns(h.value_at_quantile(p / 100.0))
+        )
     };
     format!(
         "n={n} min {} p50 {} p99 {} p99.9 {} max {}",

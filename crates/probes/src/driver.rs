@@ -30,8 +30,8 @@ use crate::loader::{
     run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
 };
 use crate::stats::Stats;
-use hoptrace_units::format_duration_ns;
 use crate::timeline::{Assembler, Status, Timeline};
+use hoptrace_units::format_duration_ns;
 
 pub use crate::filter::parse_filter;
 use crate::plain::print_block;

@@ -83,7 +83,7 @@ pub fn format_duration_exact(d: Duration) -> String {
     let ns = d.as_nanos();
     match [(S, "s"), (MS, "ms"), (US, "us")]
         .into_iter()
-        .find(|(unit, _)| ns % unit == 0)
+        .find(|(unit, _)| ns.is_multiple_of(*unit))
     {
         Some((unit, name)) => format!("{}{name}", ns / unit),
         None => format!("{ns}ns"),
@@ -396,7 +396,10 @@ mod tests {
         assert_eq!(format_duration_exact(Duration::from_secs(20)), "20s");
         assert_eq!(format_duration_exact(Duration::from_millis(1500)), "1500ms");
         assert_eq!(format_duration_exact(Duration::from_micros(250)), "250us");
-        assert_eq!(format_duration_exact(Duration::from_nanos(1_000_007)), "1000007ns");
+        assert_eq!(
+            format_duration_exact(Duration::from_nanos(1_000_007)),
+            "1000007ns"
+        );
         assert_eq!(format_duration_exact(Duration::ZERO), "0s");
     }
 

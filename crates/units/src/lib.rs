@@ -52,8 +52,8 @@ mod rate;
 mod size;
 
 pub use duration::{
-    format_duration, format_duration_exact, format_duration_ns, parse_duration,
-    parse_duration_ns, parse_signed_duration_ns, DURATION_FORMS,
+    format_duration, format_duration_exact, format_duration_ns, parse_duration, parse_duration_ns,
+    parse_signed_duration_ns, DURATION_FORMS,
 };
 pub use rate::{format_rate, parse_rate, parse_whole_rate, Rate, RATE_FORMS};
 pub use size::{format_size, parse_size, SIZE_FORMS};

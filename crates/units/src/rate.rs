@@ -54,7 +54,7 @@ impl Rate {
 
     /// Per second when it is a whole number.
     pub fn whole_per_second(self) -> Option<u64> {
-        (self.millihertz % 1000 == 0).then_some(self.millihertz / 1000)
+        self.millihertz.is_multiple_of(1000).then_some(self.millihertz / 1000)
     }
 
     /// How many events happen at this rate in `d`, rounded to the nearest
@@ -122,7 +122,7 @@ pub fn parse_whole_rate(text: &str) -> Result<u32, UnitError> {
 /// Human form: `4000/s` for whole numbers, else 3 or 4 significant digits.
 pub fn format_rate(rate: Rate) -> String {
     let m = u128::from(rate.millihertz);
-    if m % 1000 == 0 {
+    if m.is_multiple_of(1000) {
         return format!("{}/s", m / 1000);
     }
     let thousandths = fixed(m, 1000, 3);
@@ -208,8 +208,14 @@ mod tests {
         assert_eq!(r.events_in(Duration::from_millis(1500)), 6000);
         assert_eq!(r.events_in(Duration::from_micros(125)), 1, "0.5 rounds up");
         assert_eq!(r.events_in(Duration::from_micros(124)), 0);
-        assert_eq!(Rate::per_second(4800).events_in(Duration::from_secs(3600)), 17_280_000);
-        assert_eq!(Rate::from_millihertz(500).events_in(Duration::from_secs(10)), 5);
+        assert_eq!(
+            Rate::per_second(4800).events_in(Duration::from_secs(3600)),
+            17_280_000
+        );
+        assert_eq!(
+            Rate::from_millihertz(500).events_in(Duration::from_secs(10)),
+            5
+        );
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! displayed digit, and keeps 3 or 4 significant digits.
 
 use hoptrace_units::{
-    format_duration, format_duration_exact, format_duration_ns, format_rate, format_size, parse_duration, parse_rate,
-    parse_signed_duration_ns, parse_size, Rate,
+    format_duration, format_duration_exact, format_duration_ns, format_rate, format_size,
+    parse_duration, parse_rate, parse_signed_duration_ns, parse_size, Rate,
 };
 use proptest::prelude::*;
 

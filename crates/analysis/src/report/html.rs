@@ -21,10 +21,10 @@ use anyhow::Context;
 use plotters::prelude::*;
 
 use crate::analyzer::Analyzer;
-use hoptrace_units::format_duration_ns;
 use crate::report::model::{Report, StatsSummary};
 use crate::stats::LatencyStats;
 use crate::timeline::Bucket;
+use hoptrace_units::format_duration_ns;
 
 pub const MAX_SERIES: usize = 8;
 const W: u32 = 1100;

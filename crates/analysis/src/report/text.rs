@@ -9,9 +9,9 @@
 
 use std::fmt::Write;
 
-use hoptrace_units::format_duration_ns;
 use crate::report::model::{Report, StatsSummary};
 use crate::stats::Percentile;
+use hoptrace_units::format_duration_ns;
 
 /// `p50`, `p99.9`, `p99.999`.
 pub fn pct_label(p: f64) -> String {
@@ -134,7 +134,9 @@ pub fn render(report: &Report, markdown: bool) -> String {
         format!(
             "window {} .. {} after the first packet",
             opt(w.from_ns),
-            w.to_ns.map(format_duration_ns).unwrap_or_else(|| "end".into())
+            w.to_ns
+                .map(format_duration_ns)
+                .unwrap_or_else(|| "end".into())
         )
     } else {
         "all samples".into()

@@ -107,7 +107,14 @@ fn kernel_stream_rows(k: &KernelStreams, n_thr: usize) -> Vec<Row<'static>> {
             let worst = st
                 .worst
                 .as_ref()
-                .map(|w| format!("; worst {} {} {}", w.id, clock_of_day(w.at), format_duration_ns(w.ns)))
+                .map(|w| {
+                    format!(
+                        "; worst {} {} {}",
+                        w.id,
+                        clock_of_day(w.at),
+                        format_duration_ns(w.ns)
+                    )
+                })
                 .unwrap_or_default();
             cells.push(format!(
                 "1s: n {} max {}{worst}",

@@ -201,6 +201,12 @@ mod tests {
             assert!(e.contains("out of range: use 1ms to 60s"), "{bad}: {e}");
         }
         let e = parse_linger("soon").unwrap_err();
-        assert_eq!(e, format!("`soon` is not a duration: {}", hoptrace_units::DURATION_FORMS));
+        assert_eq!(
+            e,
+            format!(
+                "`soon` is not a duration: {}",
+                hoptrace_units::DURATION_FORMS
+            )
+        );
     }
 }
