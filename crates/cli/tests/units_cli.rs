@@ -24,7 +24,7 @@ fn explanation(out: &Output) -> String {
 #[test]
 fn a_bare_number_is_refused_by_every_command_with_the_same_message() {
     let expected = format!("`5` has no unit: {}", hoptrace_units::DURATION_FORMS);
-    let commands: [&[&str]; 16] = [
+    let commands: [&[&str]; 17] = [
         &["trace", "--duration", "5"],
         &["trace", "--threshold", "5"],
         &["trace", "--linger", "5"],
@@ -41,6 +41,7 @@ fn a_bare_number_is_refused_by_every_command_with_the_same_message() {
         &["ping", "--interval", "5"],
         &["ping", "--linger", "5"],
         &["reflect", "--delay", "5"],
+        &["clock", "estimate", "s.tsv", "--window", "5"],
     ];
     for args in commands {
         let out = hoptrace(args);

@@ -54,7 +54,9 @@ impl Rate {
 
     /// Per second when it is a whole number.
     pub fn whole_per_second(self) -> Option<u64> {
-        self.millihertz.is_multiple_of(1000).then_some(self.millihertz / 1000)
+        self.millihertz
+            .is_multiple_of(1000)
+            .then_some(self.millihertz / 1000)
     }
 
     /// How many events happen at this rate in `d`, rounded to the nearest
