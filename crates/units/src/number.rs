@@ -7,6 +7,8 @@
 //! steps with integer arithmetic, rounded half up at the end: `0.1ms` is
 //! `1 * 1_000_000 / 10` = 100 000 ns exactly.
 
+use crate::UnitError;
+
 /// A decimal number as written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Decimal {
@@ -90,6 +92,49 @@ pub(crate) fn render_fixed(steps: u128, decimals: u32) -> String {
 /// `value` divided by `unit`, rounded half up to the nearest whole.
 pub(crate) fn rounded_div(value: u128, unit: u128) -> u128 {
     fixed(value, unit, 0)
+}
+
+/// A quantity written as one number and an optional unit (rates, sizes),
+/// and the words of its error messages.
+pub(crate) struct OneTerm {
+    /// `rate`, `size`.
+    pub name: &'static str,
+    /// The accepted forms, the tail of the messages.
+    pub forms: &'static str,
+    /// One resolution step as written (`0.001/s`, `1 B`).
+    pub resolution: &'static str,
+    /// Every unit as written (`""` for none) with its size in steps.
+    pub units: &'static [(&'static str, u128)],
+    /// The message for a value beyond `u64` steps.
+    pub too_big: fn(&str) -> UnitError,
+}
+
+impl OneTerm {
+    /// `text` in resolution steps, rounded to the nearest.
+    pub(crate) fn parse(&self, text: &str) -> Result<u64, UnitError> {
+        let (t, name, forms) = (text.trim(), self.name, self.forms);
+        let (number, unit) = split_number(t);
+        let value = Decimal::parse(number).map_err(|e| match e {
+            NumberError::NotANumber => UnitError::new(format!("`{t}` is not a {name}: {forms}")),
+            NumberError::TooManyDigits => (self.too_big)(t),
+        })?;
+        let per_unit = self
+            .units
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .map(|(_, steps)| *steps)
+            .ok_or_else(|| {
+                UnitError::new(format!("`{t}`: unknown {name} unit `{unit}`: {forms}"))
+            })?;
+        let steps = value.times(per_unit).ok_or_else(|| (self.too_big)(t))?;
+        if steps == 0 && !value.is_zero() {
+            return Err(UnitError::new(format!(
+                "`{t}` is below the resolution of {name}s ({})",
+                self.resolution
+            )));
+        }
+        u64::try_from(steps).map_err(|_| (self.too_big)(t))
+    }
 }
 
 /// Split `text` into a leading number (digits and points) and the rest,

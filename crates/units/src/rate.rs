@@ -5,12 +5,21 @@
 //! A rate is the one quantity whose plain number has a documented default
 //! unit (per second): sample rates are written that way by everyone.
 
-use crate::number::{fixed, render_fixed, split_number, Decimal, NumberError};
+use crate::number::{fixed, render_fixed, OneTerm};
 use crate::UnitError;
 
 /// The accepted forms, the tail of every rate error message.
 pub const RATE_FORMS: &str = "a rate is a number per second, e.g. 4000, 4000/s, 4.8k/s, \
      4800Hz or 4.8kHz (units: /s, k/s, M/s, Hz, kHz, MHz; a plain number is per second)";
+
+/// How a rate is written: thousandths per second in one unit.
+const RATE: OneTerm = OneTerm {
+    name: "rate",
+    forms: RATE_FORMS,
+    resolution: "0.001/s",
+    units: &UNITS,
+    too_big: too_high,
+};
 
 /// Thousandths of a second's count in one unit.
 const UNITS: [(&str, u128); 7] = [
@@ -84,26 +93,7 @@ impl std::str::FromStr for Rate {
 
 /// Parse a rate.
 pub fn parse_rate(text: &str) -> Result<Rate, UnitError> {
-    let t = text.trim();
-    let (number, unit) = split_number(t);
-    let value = Decimal::parse(number).map_err(|e| match e {
-        NumberError::NotANumber => UnitError::new(format!("`{t}` is not a rate: {RATE_FORMS}")),
-        NumberError::TooManyDigits => too_high(t),
-    })?;
-    let per_unit = UNITS
-        .iter()
-        .find(|(u, _)| *u == unit)
-        .map(|(_, m)| *m)
-        .ok_or_else(|| {
-            UnitError::new(format!("`{t}`: unknown rate unit `{unit}`: {RATE_FORMS}"))
-        })?;
-    let millihertz = value.times(per_unit).ok_or_else(|| too_high(t))?;
-    if millihertz == 0 && !value.is_zero() {
-        return Err(UnitError::new(format!(
-            "`{t}` is below the resolution of rates (0.001/s)"
-        )));
-    }
-    let millihertz = u64::try_from(millihertz).map_err(|_| too_high(t))?;
+    let millihertz = RATE.parse(text)?;
     Ok(Rate { millihertz })
 }
 

@@ -6,7 +6,7 @@
 //! between bits and bytes), so they are refused with the spellings that
 //! exist. A plain number is bytes. The format uses binary units.
 
-use crate::number::{fixed, split_number, Decimal, NumberError};
+use crate::number::{fixed, OneTerm};
 use crate::UnitError;
 
 /// The accepted forms, the tail of every size error message.
@@ -14,6 +14,15 @@ pub const SIZE_FORMS: &str = "a size is a number of bytes with an optional unit,
      64KiB, 1.5 MiB or 2GB (units, written exactly so: B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)";
 
 const KIB: u128 = 1 << 10;
+
+/// How a size is written: bytes in one unit.
+const SIZE: OneTerm = OneTerm {
+    name: "size",
+    forms: SIZE_FORMS,
+    resolution: "1 B",
+    units: &UNITS,
+    too_big: too_large,
+};
 
 /// Bytes in one unit.
 const UNITS: [(&str, u128); 10] = [
@@ -31,26 +40,7 @@ const UNITS: [(&str, u128); 10] = [
 
 /// Parse a size in bytes.
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
-    let t = text.trim();
-    let (number, unit) = split_number(t);
-    let value = Decimal::parse(number).map_err(|e| match e {
-        NumberError::NotANumber => UnitError::new(format!("`{t}` is not a size: {SIZE_FORMS}")),
-        NumberError::TooManyDigits => too_large(t),
-    })?;
-    let per_unit = UNITS
-        .iter()
-        .find(|(u, _)| *u == unit)
-        .map(|(_, b)| *b)
-        .ok_or_else(|| {
-            UnitError::new(format!("`{t}`: unknown size unit `{unit}`: {SIZE_FORMS}"))
-        })?;
-    let bytes = value.times(per_unit).ok_or_else(|| too_large(t))?;
-    if bytes == 0 && !value.is_zero() {
-        return Err(UnitError::new(format!(
-            "`{t}` is below the resolution of sizes (1 B)"
-        )));
-    }
-    u64::try_from(bytes).map_err(|_| too_large(t))
+    SIZE.parse(text)
 }
 
 /// Human form: bytes below 1 KiB, else binary units with 3 significant
