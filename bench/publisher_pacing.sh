@@ -20,9 +20,9 @@
 # anchored at the first frame (max, includes the publisher's schedule slip
 # after late instants) and the publisher's own TX-stamp pacing error.
 #
-# Usage: bench/publisher_pacing.sh [SECONDS]   (root; default 5 s)
+# Usage: bench/publisher_pacing.sh [DURATION]   (root; default 5s)
 set -euo pipefail
-SECS=${1:-5}
+DURATION=${1:-5s}
 BIN=${HOPTRACE_BIN:-$(dirname "$0")/../target/release/hoptrace}
 [ -x "$BIN" ] || { echo "build first: cargo build --release -p hoptrace (or set HOPTRACE_BIN)"; exit 1; }
 command -v tcpreplay >/dev/null || { echo "tcpreplay missing: scripts/setup.sh"; exit 1; }
@@ -37,8 +37,7 @@ trap cleanup EXIT
 ip netns add $NA; ip netns add $NB
 ip link add va netns $NA type veth peer name vb netns $NB
 ip -n $NA link set va up; ip -n $NB link set vb up
-SAMPLES=$((SECS * 4000))
-"$BIN" sv pcap -o "$WORK/plan.pcap" --streams 8 --rate 4000 --samples $SAMPLES >/dev/null
+"$BIN" sv pcap -o "$WORK/plan.pcap" --streams 8 --rate 4000 --duration "$DURATION" >/dev/null
 
 receive() { # $1 = recording dir; starts the subscriber, waits until ready
   # Stopped with SIGINT once the sender is done (a slow sender still gets
@@ -52,7 +51,7 @@ receive() { # $1 = recording dir; starts the subscriber, waits until ready
 finish() { sleep 0.5; kill -INT "$SUBPID"; wait "$SUBPID" || true; SUBPID=; grep -E "^total|kernel drops" "$1.out" | sed "s|^|  $(basename "$1") subscriber: |"; }
 
 receive "$WORK/hoptrace"
-ip netns exec $NA "$BIN" sv publish --iface va --streams 8 --rate 4000 --samples $SAMPLES > "$WORK/pub.out" 2>&1
+ip netns exec $NA "$BIN" sv publish --iface va --streams 8 --rate 4000 --duration "$DURATION" > "$WORK/pub.out" 2>&1
 finish "$WORK/hoptrace"
 receive "$WORK/tcpreplay"
 ip netns exec $NA tcpreplay -q -i va "$WORK/plan.pcap" > "$WORK/tcpreplay.log" 2>&1

@@ -5,7 +5,7 @@
 # (kernel BPF stats), events/s handled and lost events; and, as the floor of a
 # BPF run on this host, the ns per run of empty programs attached to the same
 # tracepoints at the same time (crates/probes/examples/bpf_floor.bpf.c).
-# Usage: bench/trace_overhead.sh [seconds-per-phase] [max-streams]
+# Usage: bench/trace_overhead.sh [phase-duration] [max-streams]   (default 3s 64)
 set -eu
 cd "$(dirname "$0")/.."
 work="$(mktemp -d)"
@@ -19,4 +19,4 @@ if [ -n "$inc" ] && clang -target bpf -O2 -g -I"$work" -I"$inc" \
 else
   echo "trace_overhead.sh: floor programs not built (run cargo build --release first); measuring the tracer only" >&2
 fi
-cargo run --release -q -p hoptrace-probes --example trace_overhead -- "${1:-3}" "${2:-64}"
+cargo run --release -q -p hoptrace-probes --example trace_overhead -- "${1:-3s}" "${2:-64}"

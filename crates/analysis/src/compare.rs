@@ -3,7 +3,7 @@
 //! Each recording is analyzed twice: over all its data and over the chosen
 //! data range (`--from/--to` or `--skip-warmup`), when one is given. The
 //! figure compared is the end-to-end stage over all streams (or the chosen
-//! stage): min / mean / max / stddev, p99, p99.9 (us) and the counts above
+//! stage): min / mean / max / stddev, p99, p99.9 and the counts above
 //! 500 us and 1 ms, plus losses.
 
 use std::fmt::Write;
@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::analyzer::{Analyzer, Config, Window};
-use crate::duration::format_us;
 use crate::stats::LatencyStats;
+use hoptrace_units::format_duration_ns;
 
 pub const BIG_SPIKE_NS: i64 = 500_000;
 pub const HUGE_SPIKE_NS: i64 = 1_000_000;
@@ -125,15 +125,15 @@ pub fn compare(
 }
 
 fn cells(f: &CompareFigures) -> Vec<String> {
-    let us = |v: Option<i64>| v.map_or("-".into(), |x| format_us(x as f64));
-    let usf = |v: Option<f64>| v.map_or("-".into(), format_us);
-    let nm = |v: Option<i64>, ok: bool| if ok { us(v) } else { format!("({})*", us(v)) };
+    let ns = |v: Option<i64>| v.map_or("-".into(), format_duration_ns);
+    let nsf = |v: Option<f64>| ns(v.map(|x| x.round() as i64));
+    let nm = |v: Option<i64>, ok: bool| if ok { ns(v) } else { format!("({})*", ns(v)) };
     vec![
         f.count.to_string(),
-        us(f.min_ns),
-        usf(f.mean_ns),
-        us(f.max_ns),
-        usf(f.stddev_ns),
+        ns(f.min_ns),
+        nsf(f.mean_ns),
+        ns(f.max_ns),
+        nsf(f.stddev_ns),
         nm(f.p99_ns, f.p99_meaningful),
         nm(f.p99_9_ns, f.p99_9_meaningful),
         f.above_500us.to_string(),
@@ -143,17 +143,23 @@ fn cells(f: &CompareFigures) -> Vec<String> {
     ]
 }
 
-const HEAD: [&str; 11] = [
-    "count", "min", "mean", "max", "stddev", "p99", "p99.9", ">500us", ">1ms", "negative", "lost",
-];
+/// Column names: `>500.0 us` and `>1.000 ms` are the spike thresholds.
+fn head() -> Vec<String> {
+    let mut h: Vec<String> = ["count", "min", "mean", "max", "stddev", "p99", "p99.9"]
+        .map(String::from)
+        .into();
+    h.extend([BIG_SPIKE_NS, HUGE_SPIKE_NS].map(|t| format!(">{}", format_duration_ns(t))));
+    h.extend(["negative", "lost"].map(String::from));
+    h
+}
 
 /// Rows as header + cells: `(group, header, rows)`.
 pub fn table(rows: &[CompareRow]) -> (Vec<String>, Vec<Vec<String>>) {
     let has_range = rows.iter().any(|r| r.range.is_some());
     let mut header = vec!["recording".to_string(), "stage".into()];
-    header.extend(HEAD.iter().map(|h| format!("all {h}")));
+    header.extend(head().iter().map(|h| format!("all {h}")));
     if has_range {
-        header.extend(HEAD.iter().map(|h| format!("range {h}")));
+        header.extend(head().iter().map(|h| format!("range {h}")));
     }
     let body = rows
         .iter()
@@ -169,7 +175,7 @@ pub fn table(rows: &[CompareRow]) -> (Vec<String>, Vec<Vec<String>>) {
     (header, body)
 }
 
-/// Terminal (aligned) or Markdown table; latencies in us.
+/// Terminal (aligned) or Markdown table.
 pub fn render(rows: &[CompareRow], markdown: bool) -> String {
     let (header, body) = table(rows);
     let mut all = vec![header];
@@ -206,10 +212,7 @@ pub fn render(rows: &[CompareRow], markdown: bool) -> String {
             let _ = writeln!(out, "{}", line.join("  ").trim_end());
         }
     }
-    let _ = writeln!(
-        out,
-        "\nlatencies in us; (x)* = not meaningful (fewer than 10/(1-p) samples)"
-    );
+    let _ = writeln!(out, "\n(x)* = not meaningful (fewer than 10/(1-p) samples)");
     out
 }
 
@@ -233,6 +236,6 @@ pub fn html_table(rows: &[CompareRow]) -> String {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table><p>latencies in us</p>");
+    out.push_str("</table>");
     out
 }

@@ -17,7 +17,6 @@
 pub mod analyzer;
 pub mod compare;
 pub mod correlate;
-pub mod duration;
 mod fine;
 pub mod load;
 pub mod report;

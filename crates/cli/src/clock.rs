@@ -29,11 +29,6 @@ pub enum Command {
     Agent(AgentArgs),
 }
 
-/// The one parser of this command's durations (10s, 500ms, 2m).
-fn duration_arg(s: &str) -> Result<Duration, String> {
-    crate::sv_dump::parse_duration(s)
-}
-
 fn clock_arg(s: &str) -> Result<ClockDomain, String> {
     parse_domain(s)
 }
@@ -46,7 +41,7 @@ pub struct EstimateArgs {
     #[arg(long, default_value = "exchange", value_parser = ["exchange", "ptp_kvm"])]
     pub kind: String,
     /// One minimum-RTT sample is kept per window of this length.
-    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    #[arg(long, default_value = "1s", value_parser = hoptrace_units::arg::duration)]
     pub window: Duration,
     /// Windows whose best RTT exceeds this many times the median are rejected.
     #[arg(long, default_value_t = 4.0)]
@@ -71,22 +66,22 @@ pub struct HostArgs {
     #[arg(long, default_value = "TAI", value_parser = clock_arg)]
     pub clock: ClockDomain,
     /// Time between bursts of pings.
-    #[arg(long, default_value = "100ms", value_parser = duration_arg)]
+    #[arg(long, default_value = "100ms", value_parser = hoptrace_units::arg::duration)]
     pub interval: Duration,
     /// Pings per burst, back to back (the later ones find the guest awake).
     #[arg(long, default_value_t = 4)]
     pub burst: u32,
     /// A ping not answered within this counts as unanswered.
-    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    #[arg(long, default_value = "1s", value_parser = hoptrace_units::arg::duration)]
     pub reply_timeout: Duration,
     /// How long to wait for the socket and the guest agent.
-    #[arg(long, default_value = "120s", value_parser = duration_arg)]
+    #[arg(long, default_value = "120s", value_parser = hoptrace_units::arg::duration)]
     pub connect_timeout: Duration,
     /// Stop after this long (default: at SIGINT/SIGTERM or when QEMU ends).
-    #[arg(long, value_parser = duration_arg)]
+    #[arg(long, value_parser = hoptrace_units::arg::duration)]
     pub duration: Option<Duration>,
     /// Estimator window for the final estimate.
-    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    #[arg(long, default_value = "1s", value_parser = hoptrace_units::arg::duration)]
     pub window: Duration,
 }
 

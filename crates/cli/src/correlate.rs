@@ -24,8 +24,8 @@ pub struct Args {
     /// Write the joined samples as a recording in this directory.
     #[arg(short = 'o', long = "output", value_name = "REC")]
     pub output: Option<PathBuf>,
-    /// smpCnt wrap (samples/s) of streams whose ASDUs carry no smpRate.
-    #[arg(long, default_value_t = 4000)]
+    /// smpCnt wrap (samples/s, e.g. 4000 or 4.8kHz) of streams whose ASDUs carry no smpRate.
+    #[arg(long, default_value_t = 4000, value_parser = hoptrace_units::arg::whole_rate)]
     pub rate: u32,
     /// Print only the capture/loss summary, not the latency report.
     #[arg(long)]

@@ -3,10 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
-use hoptrace_lab::run::{parse_duration, Load, RunOptions};
+use hoptrace_lab::run::{check_run_duration, Load, RunOptions};
 use hoptrace_lab::{Env, Topology};
+use hoptrace_units::arg;
 
 use crate::lab_compare::{self, RunRecordings};
 
@@ -15,7 +17,7 @@ pub enum Command {
     /// Bring up a lab: veth, bridge, macvtap, xdp, ovs, vm or kvm.
     Up {
         topology: Topology,
-        /// Lab name (1-6 characters a-z0-9); namespaces are ht-<name>-pub|hyp|vm0.
+        /// Lab name (1-6 characters a-z0-9); namespaces are `ht-<name>-pub|hyp|vm0`.
         #[arg(long, default_value = "demo")]
         name: String,
     },
@@ -54,11 +56,12 @@ pub enum Command {
         mmio: u32,
         #[arg(long, default_value_t = 1)]
         streams: u16,
-        /// Samples per second per stream.
-        #[arg(long, default_value_t = 4000)]
+        /// Samples per second per stream (e.g. 4000, 4.8kHz).
+        #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
         rate: u32,
-        #[arg(long, default_value = "5s")]
-        duration: String,
+        /// How long the publisher sends (1ms to 1h, e.g. 10s).
+        #[arg(long, default_value = "5s", value_parser = arg::duration)]
+        duration: Duration,
         /// Background traffic through the same switch: none or udp.
         #[arg(long, default_value = "none")]
         load: String,
@@ -72,13 +75,15 @@ pub enum Command {
     Compare {
         #[arg(long, default_value = "veth,bridge,macvtap,xdp,ovs")]
         topologies: String,
-        #[arg(long, default_value = "3s")]
-        duration: String,
+        /// How long the publisher sends on each topology (1ms to 1h, e.g. 3s).
+        #[arg(long, default_value = "3s", value_parser = arg::duration)]
+        duration: Duration,
         #[arg(long, default_value = "none")]
         load: String,
         #[arg(long, default_value_t = 1)]
         streams: u16,
-        #[arg(long, default_value_t = 4000)]
+        /// Samples per second per stream (e.g. 4000, 4.8kHz).
+        #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
         rate: u32,
         #[arg(long)]
         out: Option<PathBuf>,
@@ -238,13 +243,14 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             name,
             ..
         } => {
+            check_run_duration(duration)?;
             let stop = hoptrace_lab::run::interrupt_flag()?;
             let opts = RunOptions {
                 topology,
                 name,
                 streams,
                 rate,
-                duration: parse_duration(&duration)?,
+                duration,
                 load: load.parse::<Load>()?,
                 out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
             };
@@ -269,6 +275,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             html,
             name,
         } => {
+            check_run_duration(duration)?;
             let stop = hoptrace_lab::run::interrupt_flag()?;
             let list = hoptrace_lab::topology::parse_list(&topologies)?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
@@ -284,7 +291,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                     name: name.clone(),
                     streams,
                     rate,
-                    duration: parse_duration(&duration)?,
+                    duration,
                     load: load.parse::<Load>()?,
                     out: out.join(t.name()),
                 };

@@ -105,3 +105,133 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The command definitions themselves, parsed as the binary parses them.
+
+    use super::*;
+
+    /// `hoptrace ARGS...`, parsed.
+    fn parse(args: &[&str]) -> Command {
+        let argv = std::iter::once("hoptrace").chain(args.iter().copied());
+        match Cli::try_parse_from(argv) {
+            Ok(cli) => cli.command,
+            Err(e) => panic!("hoptrace {}: {e}", args.join(" ")),
+        }
+    }
+
+    /// The nanoseconds that each command's duration arguments got from
+    /// `text`, named by command and flag.
+    fn durations_from(text: &str) -> Vec<(&'static str, u128)> {
+        let mut got = Vec::new();
+        if let Command::Trace(a) = parse(&["trace", "--duration", text, "--threshold", text]) {
+            got.push(("trace --duration", a.duration.unwrap().as_nanos()));
+            got.push(("trace --threshold", u128::from(a.thresholds[0])));
+        }
+        let report = [
+            "report",
+            "rec",
+            "--max-latency",
+            text,
+            "--threshold",
+            text,
+            "--from",
+            text,
+        ];
+        if let Command::Report(a) = parse(&report) {
+            got.push(("report --max-latency", a.max_latency.unwrap() as u128));
+            got.push(("report --threshold", a.thresholds[0] as u128));
+            got.push(("report --from", u128::from(a.range.from.unwrap())));
+        }
+        if let Command::Compare(a) = parse(&["compare", "a", "b", "--to", text]) {
+            got.push(("compare --to", u128::from(a.range.to.unwrap())));
+        }
+        if let Command::Lab(lab::Command::Run { duration, .. }) =
+            parse(&["lab", "run", "bridge", "--duration", text])
+        {
+            got.push(("lab run --duration", duration.as_nanos()));
+        }
+        if let Command::Lab(lab::Command::Compare { duration, .. }) =
+            parse(&["lab", "compare", "--duration", text])
+        {
+            got.push(("lab compare --duration", duration.as_nanos()));
+        }
+        if let Command::Sv(SvCommand::Publish(a)) = parse(&["sv", "publish", "--duration", text]) {
+            got.push(("sv publish --duration", a.duration.unwrap().as_nanos()));
+        }
+        if let Command::Sv(SvCommand::Subscribe(a)) =
+            parse(&["sv", "subscribe", "--duration", text])
+        {
+            got.push(("sv subscribe --duration", a.duration.unwrap().as_nanos()));
+        }
+        if let Command::Sv(SvCommand::Dump(a)) =
+            parse(&["sv", "dump", "--iface", "x", "--duration", text])
+        {
+            got.push(("sv dump --duration", a.duration.unwrap().as_nanos()));
+        }
+        if let Command::Sv(SvCommand::Pcap(a)) =
+            parse(&["sv", "pcap", "-o", "x.pcap", "--spacing", text])
+        {
+            got.push(("sv pcap --spacing", u128::from(a.spacing)));
+        }
+        if let Command::Ping(a) = parse(&["ping", "--interval", text, "--max-latency", text]) {
+            got.push(("ping --interval", a.interval.unwrap().as_nanos()));
+            got.push(("ping --max-latency", a.max_latency.unwrap().as_nanos()));
+        }
+        if let Command::Reflect(a) = parse(&["reflect", "--delay", text]) {
+            got.push(("reflect --delay", a.delay.unwrap().as_nanos()));
+        }
+        if let Command::Clock(clock::Command::Estimate(a)) =
+            parse(&["clock", "estimate", "s.tsv", "--window", text])
+        {
+            got.push(("clock estimate --window", a.window.as_nanos()));
+        }
+        got
+    }
+
+    #[test]
+    fn the_same_duration_string_means_the_same_nanoseconds_in_every_command() {
+        for (text, ns) in [
+            ("250us", 250_000u128),
+            ("1.5ms", 1_500_000),
+            ("2s", 2_000_000_000),
+            ("0.1ms", 100_000),
+            ("1 min 05 s", 65_000_000_000),
+        ] {
+            let got = durations_from(text);
+            assert_eq!(got.len(), 16, "every command was parsed: {got:?}");
+            for (flag, value) in got {
+                assert_eq!(value, ns, "{flag} {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn rates_and_sizes_read_the_same_forms_in_every_command() {
+        let Command::Sv(SvCommand::Publish(a)) = parse(&["sv", "publish", "--rate", "4.8kHz"])
+        else {
+            unreachable!()
+        };
+        assert_eq!(a.rate, Some(4800));
+        let Command::Trace(a) = parse(&["trace", "--rate", "4.8k/s"]) else {
+            unreachable!()
+        };
+        let trace_rate = format!("{a:?}");
+        assert!(trace_rate.contains("rate: 4800"), "{trace_rate}");
+        let Command::Lab(lab::Command::Run { rate, .. }) =
+            parse(&["lab", "run", "bridge", "--rate", "4800Hz"])
+        else {
+            unreachable!()
+        };
+        assert_eq!(rate, 4800);
+        let Command::Correlate(a) = parse(&["correlate", "a", "b", "--rate", "4800"]) else {
+            unreachable!()
+        };
+        assert_eq!(a.rate, 4800);
+        let Command::Ping(a) = parse(&["ping", "--size", "1.5kB"]) else {
+            unreachable!()
+        };
+        assert_eq!(a.size, Some(1500));
+    }
+}

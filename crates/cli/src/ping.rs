@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, ping, recording, sched, signals, stats};
+use hoptrace_endpoints::{config, ping, recording, sched, signals};
+use hoptrace_units::{arg, format_duration, format_duration_ns, format_size};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -19,17 +20,17 @@ pub struct Args {
     #[arg(long)]
     pub peer: Option<String>,
     /// Time between requests (1ms, 250us; default 1ms).
-    #[arg(long)]
-    pub interval: Option<String>,
+    #[arg(long, value_parser = arg::duration)]
+    pub interval: Option<Duration>,
     /// Number of requests (default 1000).
     #[arg(long)]
     pub count: Option<u64>,
-    /// Frame size in bytes (min 60, default 64).
-    #[arg(long)]
-    pub size: Option<usize>,
+    /// Frame size in bytes (min 60, default 64; e.g. 1500 or 1.5kB).
+    #[arg(long, value_parser = arg::size)]
+    pub size: Option<u64>,
     /// Write a trace_marker line when an RTT exceeds this (100us, 2ms).
-    #[arg(long)]
-    pub max_latency: Option<String>,
+    #[arg(long, value_parser = arg::duration)]
+    pub max_latency: Option<Duration>,
     /// With --max-latency: stop at the first excess and exit with code 3.
     #[arg(long = "break")]
     pub break_on_max: bool,
@@ -39,8 +40,8 @@ pub struct Args {
     #[arg(long)]
     pub trace_instance: Option<String>,
     /// How long to wait for replies after the last request (default 500ms).
-    #[arg(long)]
-    pub linger: Option<String>,
+    #[arg(long, value_parser = arg::duration)]
+    pub linger: Option<Duration>,
     /// Write a recording (one row per request) to this directory.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -53,6 +54,12 @@ pub struct Args {
     pub config: Option<PathBuf>,
 }
 
+/// The frame size as the socket code takes it.
+fn frame_size(bytes: u64) -> Result<usize> {
+    usize::try_from(bytes)
+        .map_err(|_| anyhow::anyhow!("--size {}: too large for a frame", format_size(bytes)))
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     let file = match &args.config {
         Some(p) => config::load(p)?.ping,
@@ -62,7 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
-    let max_latency = args.max_latency.clone().or(file.max_latency.clone());
+    let max_latency = args.max_latency.or(file.max_latency);
     let break_on_max = args.break_on_max || file.break_on_max.unwrap_or(false);
     anyhow::ensure!(
         !break_on_max || max_latency.is_some(),
@@ -74,34 +81,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
             Some(p) => ping::parse_mac(p)?,
             None => [0xff; 6],
         },
-        interval: config::parse_duration(
-            args.interval
-                .as_deref()
-                .or(file.interval.as_deref())
-                .unwrap_or("1ms"),
-        )?
-        .max(Duration::from_micros(1)),
+        interval: args
+            .interval
+            .or(file.interval)
+            .unwrap_or(Duration::from_millis(1))
+            .max(Duration::from_micros(1)),
         count: args.count.or(file.count).unwrap_or(1000),
-        size: args.size.or(file.size).unwrap_or(64),
-        max_latency: max_latency
-            .as_deref()
-            .map(config::parse_duration)
-            .transpose()?,
+        size: frame_size(args.size.or(file.size).unwrap_or(64))?,
+        max_latency,
         break_on_max,
         trace_instance: args.trace_instance.clone().or(file.trace_instance.clone()),
-        linger: config::parse_duration(
-            args.linger
-                .as_deref()
-                .or(file.linger.as_deref())
-                .unwrap_or("500ms"),
-        )?,
+        linger: args
+            .linger
+            .or(file.linger)
+            .unwrap_or(Duration::from_millis(500)),
     };
     let record = args.record.clone().or(file.record.map(PathBuf::from));
     let stop = signals::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     eprintln!(
-        "pinging on {} every {:?}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request (SO_TIMESTAMPING, same host clock)",
-        cfg.iface, cfg.interval
+        "pinging on {} every {}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request (SO_TIMESTAMPING, same host clock)",
+        cfg.iface,
+        format_duration(cfg.interval)
     );
     let r = ping::ping(&cfg, &stop)?;
     println!(
@@ -115,11 +116,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "sent {} received {} lost {} duplicated {} reordered {}",
         r.sent, r.received, r.lost, r.duplicated, r.reordered
     );
-    println!("rtt {}", stats::summary(&r.rtt));
+    println!("rtt {}", hoptrace_endpoints::stats::summary(&r.rtt));
     if let Some(max) = cfg.max_latency {
-        println!("over max-latency {:?}: {}", max, r.over_max);
+        println!("over max-latency {}: {}", format_duration(max), r.over_max);
         if let Some((seq, v)) = r.first_over {
-            println!("first over: seq {seq} rtt {}", stats::fmt_ns(v as f64));
+            println!("first over: seq {seq} rtt {}", format_duration_ns(v));
         }
         println!(
             "trace markers written to {}: {}",

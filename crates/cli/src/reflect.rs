@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use hoptrace_endpoints::{config, ping, sched, signals};
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -15,15 +16,15 @@ pub struct Args {
     #[arg(long)]
     pub iface: Option<String>,
     /// Hold each reply this long before sending it (inject a known delay: 20ms).
-    #[arg(long)]
-    pub delay: Option<String>,
+    #[arg(long, value_parser = hoptrace_units::arg::duration)]
+    pub delay: Option<Duration>,
     /// Pin to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
     /// Run SCHED_FIFO with this priority (1..99).
     #[arg(long)]
     pub fifo: Option<i32>,
-    /// TOML configuration file ([reflect] table); flags override it.
+    /// TOML configuration file (`[reflect]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
@@ -39,10 +40,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         })?;
     let stop = signals::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
-    let delay = match args.delay.as_ref().or(file.delay.as_ref()) {
-        Some(d) => config::parse_duration(d)?,
-        None => std::time::Duration::ZERO,
-    };
+    let delay = args.delay.or(file.delay).unwrap_or(Duration::ZERO);
     let n = ping::reflect(&iface, delay, &stop, || {
         eprintln!(
             "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); RX via recvmmsg, replies sent as soon as read",

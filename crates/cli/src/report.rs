@@ -8,22 +8,18 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use hoptrace_analysis::analyzer::{parse_stage, Config, Window};
-use hoptrace_analysis::duration::parse_duration_ns;
 use hoptrace_analysis::report;
-
-fn dur(s: &str) -> Result<i64, String> {
-    parse_duration_ns(s)
-}
+use hoptrace_units::arg;
 
 /// Options shared by `report` and `compare` for the data range.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RangeArgs {
     /// Keep packets from this time after the first packet (e.g. 60s).
-    #[arg(long, value_parser = dur, conflicts_with = "skip_warmup")]
-    pub from: Option<i64>,
+    #[arg(long, value_parser = arg::duration_ns, conflicts_with = "skip_warmup")]
+    pub from: Option<u64>,
     /// Keep packets before this time after the first packet (e.g. 360s).
-    #[arg(long, value_parser = dur, conflicts_with = "skip_warmup")]
-    pub to: Option<i64>,
+    #[arg(long, value_parser = arg::duration_ns, conflicts_with = "skip_warmup")]
+    pub to: Option<u64>,
     /// Skip the first N samples of each stream (warm-up).
     #[arg(long, value_name = "N")]
     pub skip_warmup: Option<u64>,
@@ -33,10 +29,15 @@ impl RangeArgs {
     pub fn window(&self) -> Window {
         Window {
             skip_warmup: self.skip_warmup.unwrap_or(0),
-            from_ns: self.from,
-            to_ns: self.to,
+            from_ns: self.from.map(ns_i64),
+            to_ns: self.to.map(ns_i64),
         }
     }
+}
+
+/// Recordings keep signed nanoseconds; beyond 292 years is the end anyway.
+fn ns_i64(ns: u64) -> i64 {
+    i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
 #[derive(clap::Args, Debug)]
@@ -52,11 +53,13 @@ pub struct Args {
     pub stages: Vec<(String, String)>,
     #[command(flatten)]
     pub range: RangeArgs,
-    /// Count packets above these latencies (e.g. 250us 1ms); default 100us 250us 500us 1ms.
-    #[arg(long = "threshold", value_name = "T", value_parser = dur, num_args = 1..)]
+    /// Count packets above these latencies (e.g. 250us 1ms); default 100us
+    /// 250us 500us 1ms. Latencies across two clocks can be negative, and so
+    /// can T: `--threshold=-20us`.
+    #[arg(long = "threshold", value_name = "T", value_parser = arg::signed_duration_ns, num_args = 1..)]
     pub thresholds: Vec<i64>,
-    /// Gate: exit with code 2 if any gated packet is above T.
-    #[arg(long, value_name = "T", value_parser = dur)]
+    /// Gate: exit with code 2 if any gated packet is above T (e.g. 250us).
+    #[arg(long, value_name = "T", value_parser = arg::signed_duration_ns)]
     pub max_latency: Option<i64>,
     /// Rows of the top-N spike table.
     #[arg(long, default_value_t = 10)]

@@ -37,39 +37,12 @@ pub struct Args {
     /// Stop after this many frames (SV or not).
     #[arg(long)]
     pub count: Option<u64>,
-    /// Stop after this long (e.g. 10s, 500ms, 2m; live capture).
-    #[arg(long, value_parser = parse_duration)]
+    /// Stop after this long (e.g. 10s, 500ms, 2min; live capture).
+    #[arg(long, value_parser = hoptrace_units::arg::duration)]
     pub duration: Option<Duration>,
-    /// smpCnt wrap for streams whose ASDUs carry no smpRate.
-    #[arg(long, default_value_t = 4000)]
+    /// smpCnt wrap for streams whose ASDUs carry no smpRate (e.g. 4000, 4.8kHz).
+    #[arg(long, default_value_t = 4000, value_parser = hoptrace_units::arg::whole_rate)]
     pub rate: u32,
-}
-
-/// `10s`, `500ms`, `2m`, `1.5` (seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = s
-        .find(|c: char| c.is_ascii_alphabetic())
-        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("duration `{s}`: use e.g. 10s, 500ms, 2m"))?;
-    let secs = match unit {
-        "ns" => v / 1e9,
-        "us" => v / 1e6,
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => {
-            return Err(format!(
-                "duration `{s}`: unit must be ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    if !(secs.is_finite() && secs >= 0.0) {
-        return Err(format!("duration `{s}` must be positive"));
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 fn fmt_time(ns: u64) -> String {

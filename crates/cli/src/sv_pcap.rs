@@ -6,11 +6,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use hoptrace_pcap::{CaptureFormat, CaptureWriter};
 use hoptrace_sv::generate::StreamPlan;
 use hoptrace_sv::{LeWaveform, VlanTag};
+use hoptrace_units::{arg, format_rate, Rate};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,11 +23,14 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub streams: u16,
     /// Samples per second per stream; smpCnt wraps at this value (4000 = 50 Hz, 4800 = 60 Hz).
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
     pub rate: u32,
     /// Samples per stream (default: one second's worth).
     #[arg(long)]
     pub samples: Option<u64>,
+    /// Samples per stream as a time at --rate (e.g. 10s: 40000 samples at 4000/s).
+    #[arg(long, conflicts_with = "samples", value_parser = arg::duration)]
+    pub duration: Option<Duration>,
     /// ASDUs per frame (1 to 8).
     #[arg(long = "asdu", default_value_t = 1)]
     pub asdu: u8,
@@ -47,9 +52,9 @@ pub struct Args {
     /// Time of the first sample: `now`, or Unix seconds (e.g. 1700000000.25).
     #[arg(long = "start-time", default_value = "now")]
     pub start_time: String,
-    /// Gap between the frames of consecutive streams at one sample instant.
-    #[arg(long = "spacing-ns", default_value_t = 1000)]
-    pub spacing_ns: u64,
+    /// Gap between the frames of consecutive streams at one sample instant (e.g. 1us).
+    #[arg(long, default_value = "1us", value_parser = arg::duration_ns)]
+    pub spacing: u64,
     /// confRev of every ASDU.
     #[arg(long = "conf-rev", default_value_t = 1)]
     pub conf_rev: u32,
@@ -68,9 +73,9 @@ pub struct Args {
     /// Peak phase voltage, volts (10 mV/LSB on the wire).
     #[arg(long = "voltage-peak", default_value_t = 89_802.0)]
     pub voltage_peak: f64,
-    /// System frequency of the generated sines (default 60 Hz at 4800/s, else 50 Hz).
-    #[arg(long)]
-    pub frequency: Option<f64>,
+    /// System frequency of the generated sines, e.g. 50Hz (default 60Hz at 4800/s, else 50Hz).
+    #[arg(long, value_parser = arg::rate)]
+    pub frequency: Option<Rate>,
     /// Quality word of every value.
     #[arg(long, default_value_t = 0)]
     pub quality: u32,
@@ -134,13 +139,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 Some("pcapng") => CaptureFormat::PcapNg,
                 _ => CaptureFormat::Pcap,
             });
-    let frequency_hz = args
-        .frequency
-        .unwrap_or(if args.rate == 4800 { 60.0 } else { 50.0 });
+    let frequency_hz = args.frequency.map_or(
+        if args.rate == 4800 { 60.0 } else { 50.0 },
+        Rate::per_second_f64,
+    );
     let plan = StreamPlan {
         streams: args.streams,
         rate: args.rate,
-        samples: args.samples.unwrap_or(args.rate as u64),
+        samples: args
+            .samples
+            .or(args
+                .duration
+                .map(|d| Rate::per_second(args.rate).events_in(d)))
+            .unwrap_or(args.rate as u64),
         asdu_per_frame: args.asdu,
         vlan: args.vlan.as_deref().map(parse_vlan).transpose()?,
         sv_id_prefix: args.svid_prefix.clone(),
@@ -151,7 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         include_smp_rate: args.with_smp_rate,
         simulation: args.simulation,
         start_ns: parse_start_time(&args.start_time)?,
-        stream_spacing_ns: args.spacing_ns,
+        stream_spacing_ns: args.spacing,
         waveform: LeWaveform {
             frequency_hz,
             current_peak_a: args.current_peak,
@@ -169,11 +180,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let n = writer.packets_written();
     writer.finish()?;
     eprintln!(
-        "wrote {n} frames ({} streams x {} samples, {} ASDU(s)/frame, {} Hz) to {}",
+        "wrote {n} frames ({} streams x {} samples, {} ASDU(s)/frame, {}) to {}",
         plan.streams,
         plan.samples,
         plan.asdu_per_frame,
-        plan.rate,
+        format_rate(Rate::per_second(plan.rate)),
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -3,10 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Result;
 use hoptrace_endpoints::timestamping::StampSource;
 use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched, signals};
+use hoptrace_units::{arg, format_rate, Rate};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -16,18 +18,18 @@ pub struct Args {
     /// Number of streams (svID = prefix + index, APPID 0x4000 + index).
     #[arg(long)]
     pub streams: Option<u16>,
-    /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz).
-    #[arg(long)]
+    /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz; also 4.8kHz).
+    #[arg(long, value_parser = arg::whole_rate)]
     pub rate: Option<u32>,
     /// ASDUs per frame (1..8).
     #[arg(long)]
     pub asdu: Option<u8>,
-    /// 802.1Q tag ID[:PRIO] (priority 4 by default).
+    /// 802.1Q tag `ID[:PRIO]` (priority 4 by default).
     #[arg(long)]
     pub vlan: Option<String>,
     /// Run time (10s, 500ms); default: until Ctrl-C.
-    #[arg(long, conflicts_with = "samples")]
-    pub duration: Option<String>,
+    #[arg(long, conflicts_with = "samples", value_parser = arg::duration)]
+    pub duration: Option<Duration>,
     /// Samples per stream to send, then stop.
     #[arg(long)]
     pub samples: Option<u64>,
@@ -53,16 +55,16 @@ pub struct Args {
     /// svID prefix.
     #[arg(long)]
     pub svid_prefix: Option<String>,
-    /// Spin this many microseconds before each deadline (0: sleep only).
-    #[arg(long)]
-    pub busy_wait_us: Option<u64>,
+    /// Spin this long before each deadline, e.g. 20us (0: sleep only).
+    #[arg(long, value_parser = arg::duration)]
+    pub busy_wait: Option<Duration>,
     /// Replay this pcap/pcapng capture with its relative timing.
     #[arg(long, conflicts_with_all = ["streams", "asdu", "vlan", "refrtm"])]
     pub replay: Option<PathBuf>,
     /// Play the capture this many times (smpCnt continues across loops).
     #[arg(long = "loop", requires = "replay")]
     pub loop_count: Option<u32>,
-    /// TOML configuration file ([publish] table); flags override it.
+    /// TOML configuration file (`[publish]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
@@ -83,7 +85,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .record
         .clone()
         .or(file.record.as_ref().map(PathBuf::from));
-    let busy_margin_ns = args.busy_wait_us.or(file.busy_wait_us).unwrap_or(0) as i64 * 1000;
+    let busy_margin_ns = args
+        .busy_wait
+        .or(file.busy_wait)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
 
     if let Some(capture) = args
         .replay
@@ -127,12 +132,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let samples = match (
         args.samples.or(file.samples),
-        args.duration.clone().or(file.duration.clone()),
+        args.duration.or(file.duration),
     ) {
         (Some(n), _) => Some(n),
-        (None, Some(d)) => {
-            Some((config::parse_duration(&d)?.as_secs_f64() * rate as f64).round() as u64)
-        }
+        (None, Some(d)) => Some(Rate::per_second(rate).events_in(d)),
         (None, None) => None,
     };
     let cfg = publisher::PublishConfig {
@@ -151,9 +154,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
     };
     eprintln!(
-        "publishing {} stream(s) x {}/s ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
+        "publishing {} stream(s) x {} ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
         cfg.plan.streams,
-        rate,
+        format_rate(Rate::per_second(rate)),
         cfg.plan.asdu_per_frame,
         cfg.iface,
         cfg.clock.name(),

@@ -16,6 +16,15 @@ use anyhow::Result;
 use hoptrace_scl::{read_file, Problem, ReadOptions, SclError, SclStream, Selection};
 use serde_json::{json, Value};
 
+/// `--frequency`: a whole rate (`50`, `60Hz`) from 1 to 1000 per second.
+fn power_frequency(text: &str) -> Result<u16, String> {
+    let hz = hoptrace_units::arg::whole_rate(text)?;
+    u16::try_from(hz)
+        .ok()
+        .filter(|f| (1..=1000).contains(f))
+        .ok_or_else(|| format!("`{text}`: a power system frequency is 1 to 1000 Hz (50 or 60)"))
+}
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// SCL file: .scd (substation), .cid or .icd (one device).
@@ -27,8 +36,8 @@ pub struct Args {
     /// name in two logical devices.
     #[arg(long, num_args = 1.., value_delimiter = ',')]
     pub svcb: Vec<String>,
-    /// Power system frequency for rates given in samples per period.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    /// Power system frequency for rates given in samples per period (e.g. 50, 60Hz).
+    #[arg(long, default_value_t = 50, value_parser = power_frequency)]
     pub frequency: u16,
     /// One JSON document (streams, warnings, problems).
     #[arg(long)]
@@ -159,7 +168,12 @@ fn row(s: &SclStream) -> [String; 10] {
             format!("{per_s}/s ({}/T)", spec.smp_rate)
         }
         Some(per_s) => format!("{per_s}/s"),
-        None => format!("1 per {} s", spec.smp_rate),
+        None => format!(
+            "1 per {}",
+            hoptrace_units::format_duration(std::time::Duration::from_secs(u64::from(
+                spec.smp_rate
+            )))
+        ),
     };
     let dataset = s.dataset.as_ref().map_or("-".to_string(), |d| {
         format!("{}({})", d.name, d.members.len())

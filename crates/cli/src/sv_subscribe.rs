@@ -18,8 +18,8 @@ pub struct Args {
     #[arg(long = "stream", num_args = 1..)]
     pub stream: Vec<String>,
     /// Stop after this time (10s, 500ms).
-    #[arg(long)]
-    pub duration: Option<String>,
+    #[arg(long, value_parser = hoptrace_units::arg::duration)]
+    pub duration: Option<Duration>,
     /// Stop after this many samples (ASDUs, all streams together).
     #[arg(long)]
     pub count: Option<u64>,
@@ -35,8 +35,8 @@ pub struct Args {
     /// Publisher recording to join with (end-to-end T3 - T0 by sample identity).
     #[arg(long)]
     pub reference: Option<PathBuf>,
-    /// smpCnt wrap for streams whose ASDUs carry no smpRate.
-    #[arg(long)]
+    /// smpCnt wrap for streams whose ASDUs carry no smpRate (e.g. 4000, 4.8kHz).
+    #[arg(long, value_parser = hoptrace_units::arg::whole_rate)]
     pub rate: Option<u32>,
     /// Receive path: `recvmmsg` (default: wakes on the first frame, so T4-T3
     /// is the application's own latency) or `ring` (memory-mapped TPACKET_V3:
@@ -52,7 +52,7 @@ pub struct Args {
     /// Do not print the per-second status line.
     #[arg(long)]
     pub quiet: bool,
-    /// TOML configuration file ([subscribe] table); flags override it.
+    /// TOML configuration file (`[subscribe]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
@@ -66,10 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
-    let duration = match args.duration.clone().or(file.duration.clone()) {
-        Some(d) => Some(config::parse_duration(&d)?),
-        None => None,
-    };
+    let duration = args.duration.or(file.duration);
     let rate = args.rate.or(file.rate).unwrap_or(4000);
     let cfg = subscriber::SubscribeConfig {
         iface: iface.clone(),

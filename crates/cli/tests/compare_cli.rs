@@ -50,8 +50,9 @@ fn write(dir: &std::path::Path, f: fn(u64) -> i64, lose: bool) -> Vec<(u64, i64)
     vals
 }
 
-fn us(ns: i64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
+/// A latency as the terminal table shows it (`12.3 us`, `1.250 ms`).
+fn human(ns: i64) -> String {
+    hoptrace_units::format_duration_ns(ns)
 }
 
 #[test]
@@ -75,8 +76,8 @@ fn seed_004_table_all_data_and_range() {
         "all stddev",
         "all p99",
         "all p99.9",
-        "all >500us",
-        "all >1ms",
+        "all >500.0 us",
+        "all >1.000 ms",
         "all lost",
     ] {
         assert!(header.contains(col), "column {col} missing: {header}");
@@ -109,14 +110,14 @@ fn seed_004_table_all_data_and_range() {
         assert_eq!(f["above_500us"], e.above(500_000), "{name}");
         assert_eq!(f["above_1ms"], e.above(1_000_000), "{name}");
         assert_eq!(f["lost"], lost, "{name}");
-        // The terminal row carries the same figures (us, 1 decimal).
+        // The terminal row carries the same figures, in the human format.
         let line = t.lines().find(|l| l.starts_with(name)).unwrap();
         assert!(
-            line.contains(&us(e.max)),
+            line.contains(&human(e.max)),
             "{name}: max {} not in {line}",
-            us(e.max)
+            human(e.max)
         );
-        assert!(line.contains(&us(e.min)), "{name}: min not in {line}");
+        assert!(line.contains(&human(e.min)), "{name}: min not in {line}");
     }
     // The warm-up spike (200 samples at 1.5 ms) only exists in "fast".
     assert_eq!(rows[0]["all"]["above_1ms"], 200);

@@ -202,7 +202,7 @@ fn max_latency_writes_one_marker_per_excess_into_the_trace_buffer() {
     );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("over max-latency 1ms: 8"), "{text}");
+    assert!(text.contains("over max-latency 1.000 ms: 8"), "{text}");
     assert!(
         text.contains(&format!("instances/{}/trace_marker: 8", inst.1)),
         "{text}"

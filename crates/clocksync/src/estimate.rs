@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use hoptrace_units::format_duration_ns;
 use serde::{Deserialize, Serialize};
 
 use crate::fit::{self, Bracket, Line};
@@ -52,8 +53,8 @@ impl Default for EstimatorConfig {
 pub enum EstimateError {
     #[error("no usable clock sample: {samples} samples, {invalid} of them impossible (negative round trip or time going backwards)")]
     NoValidSamples { samples: usize, invalid: usize },
-    #[error("the samples fill {windows} window(s) of {window_ms} ms: at least 2 are needed to fit a drift (run the exchange longer, or use a shorter window)")]
-    TooFewWindows { windows: usize, window_ms: f64 },
+    #[error("the samples fill {windows} window(s) of {}: at least 2 are needed to fit a drift (run the exchange longer, or use a shorter window)", format_duration_ns(*.window_ns))]
+    TooFewWindows { windows: usize, window_ns: i64 },
     #[error("the guest's clock runs {ppm:.0} ppm away from the host's: beyond the ±50000 ppm this estimator fits (a clock stepped during the run?)")]
     DriftOutOfRange { ppm: f64 },
     #[error("invalid estimator settings: {0}")]
@@ -135,8 +136,9 @@ struct Kept {
 pub fn estimate(samples: &[Sample], cfg: &EstimatorConfig) -> Result<Estimate, EstimateError> {
     if cfg.window_ns <= 0 || cfg.outlier_factor.is_nan() || cfg.outlier_factor < 1.0 {
         return Err(EstimateError::Config(format!(
-            "window {} ns (must be > 0), outlier factor {} (must be >= 1)",
-            cfg.window_ns, cfg.outlier_factor
+            "window {} (must be > 0), outlier factor {} (must be >= 1)",
+            format_duration_ns(cfg.window_ns),
+            cfg.outlier_factor
         )));
     }
     let valid: Vec<Sample> = samples.iter().copied().filter(Sample::is_valid).collect();
@@ -169,7 +171,7 @@ pub fn estimate(samples: &[Sample], cfg: &EstimatorConfig) -> Result<Estimate, E
     if kept_samples.len() < 2 {
         return Err(EstimateError::TooFewWindows {
             windows: kept_samples.len(),
-            window_ms: cfg.window_ns as f64 / 1e6,
+            window_ns: cfg.window_ns,
         });
     }
     let in_outlier_windows = valid
@@ -191,7 +193,7 @@ pub fn estimate(samples: &[Sample], cfg: &EstimatorConfig) -> Result<Estimate, E
     if span <= 0.0 {
         return Err(EstimateError::TooFewWindows {
             windows: 1,
-            window_ms: cfg.window_ns as f64 / 1e6,
+            window_ns: cfg.window_ns,
         });
     }
     let fit0 = fit_line(&first);
@@ -259,8 +261,8 @@ fn assemble(
         .collect();
     Estimate {
         method: format!(
-            "two-way exchanges: minimum-RTT sample per {} ms window (windows above {}x the median RTT rejected), minimax line through the ±RTT/2 brackets, least-squares slope among equally good ones",
-            cfg.window_ns as f64 / 1e6,
+            "two-way exchanges: minimum-RTT sample per {} window (windows above {}x the median RTT rejected), minimax line through the ±RTT/2 brackets, least-squares slope among equally good ones",
+            format_duration_ns(cfg.window_ns),
             cfg.outlier_factor
         ),
         window_ns: cfg.window_ns,
@@ -346,35 +348,36 @@ impl Estimate {
 
     /// A few lines for a terminal or a log.
     pub fn describe(&self) -> String {
-        let span = (self.last_host_ns - self.first_host_ns) as f64 / 1e9;
+        let span = format_duration_ns(self.last_host_ns - self.first_host_ns);
         let line_check = if self.nonlinearity_ns == 0 {
             "the kept brackets admit one straight line".to_string()
         } else {
             format!(
-                "no straight line crosses every kept bracket (misses by {:.1} us: the rate changed or a clock was stepped)",
-                self.nonlinearity_ns as f64 / 1e3
+                "no straight line crosses every kept bracket (misses by {}: the rate changed or a clock was stepped)",
+                format_duration_ns(self.nonlinearity_ns)
             )
         };
         format!(
-            "offset guest - host: {:+.3} us at host {}, drift {:+.3} ppm (±{:.3}), bound ±{:.1} us over {span:.1} s\n\
-             samples: {} ({} windows of {} ms kept, {} not the minimum of their window, {} in {} outlier window(s), {} impossible)\n\
-             RTT: min {:.1} us, median of kept windows {:.1} us, max kept {:.1} us\n\
+            "offset guest - host: {}{} at host {}, drift {:+.3} ppm (±{:.3}), bound ±{} over {span}\n\
+             samples: {} ({} windows of {} kept, {} not the minimum of their window, {} in {} outlier window(s), {} impossible)\n\
+             RTT: min {}, median of kept windows {}, max kept {}\n\
              checks: {} raw sample(s) contradict the line; {line_check}",
-            self.offset_ns as f64 / 1e3,
+            if self.offset_ns > 0 { "+" } else { "" },
+            format_duration_ns(self.offset_ns),
             self.t_ref_host_ns,
             self.drift_ppm,
             self.drift_uncertainty_ppm,
-            self.bound_ns as f64 / 1e3,
+            format_duration_ns(self.bound_ns),
             self.samples,
             self.used,
-            self.window_ns as f64 / 1e6,
+            format_duration_ns(self.window_ns),
             self.not_minimal,
             self.in_outlier_windows,
             self.outlier_windows,
             self.invalid,
-            self.min_rtt_ns as f64 / 1e3,
-            self.median_window_rtt_ns as f64 / 1e3,
-            self.max_used_rtt_ns as f64 / 1e3,
+            format_duration_ns(self.min_rtt_ns),
+            format_duration_ns(self.median_window_rtt_ns),
+            format_duration_ns(self.max_used_rtt_ns),
             self.contradicting_samples,
         )
     }

@@ -77,9 +77,9 @@ pub fn run_host(
         .hello(left.max(Duration::from_secs(1)), Duration::from_secs(1), stop)?
         .ok_or_else(|| {
             io::Error::other(format!(
-                "the guest agent did not answer on {} within {} s (is `hoptrace clock agent` running in the guest?)",
+                "the guest agent did not answer on {} within {} (is `hoptrace clock agent` running in the guest?)",
                 opts.socket.display(),
-                opts.connect_timeout.as_secs()
+                hoptrace_units::format_duration(opts.connect_timeout)
             ))
         })?;
     if guest.version != PROTOCOL_VERSION {
@@ -89,12 +89,10 @@ pub fn run_host(
         )));
     }
     progress(&format!(
-        "guest {}: clock {} (TAI - REALTIME {} s), ptp_kvm {}",
+        "guest {}: clock {} (TAI - REALTIME {}), ptp_kvm {}",
         guest.host,
         domain_name(guest.clock),
-        guest
-            .tai_offset_s
-            .map_or("unknown".into(), |t| t.to_string()),
+        tai_minus_realtime(guest.tai_offset_s),
         guest.ptp_kvm.as_deref().unwrap_or("none")
     ));
     let meta = SamplesMeta {
@@ -182,12 +180,11 @@ pub fn run_agent(
         ptp_kvm: ptp.as_ref().map(|p| p.path.display().to_string()),
     };
     progress(&format!(
-        "serving {} on {}, clock {} (TAI - REALTIME {} s), ptp_kvm {}",
+        "serving {} on {}, clock {} (TAI - REALTIME {}), ptp_kvm {}",
         opts.port_name,
         device.display(),
         domain_name(opts.clock),
-        info.tai_offset_s
-            .map_or("unknown".into(), |t| t.to_string()),
+        tai_minus_realtime(info.tai_offset_s),
         info.ptp_kvm.as_deref().unwrap_or("none")
     ));
     let mut seq = 0u64;
@@ -202,4 +199,11 @@ pub fn run_agent(
         }
         None => serve(&mut port, &clock, &info, None, OnEof::Wait, stop),
     }
+}
+
+/// TAI - REALTIME as people read it (`37.0 s`), or `unknown`.
+fn tai_minus_realtime(seconds: Option<i64>) -> String {
+    seconds.map_or("unknown".into(), |t| {
+        hoptrace_units::format_duration_ns(i128::from(t) * 1_000_000_000)
+    })
 }

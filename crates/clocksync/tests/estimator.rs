@@ -300,7 +300,7 @@ fn too_few_windows_or_no_possible_sample_is_a_clear_error() {
         e,
         EstimateError::TooFewWindows {
             windows: 1,
-            window_ms: 1000.0
+            window_ns: 1_000_000_000
         }
     );
     assert!(e.to_string().contains("run the exchange longer"), "{e}");

@@ -2,6 +2,10 @@
 //!
 //! A file has one table per command; every key is the long flag name with
 //! `-` written as `_`. Flags given on the command line override the file.
+//! Durations are strings with a unit, read like the flags
+//! (`interval = "1ms"`; a number such as `interval = 1` is refused with the
+//! message a bare `--interval 1` gets); rates and sizes may be numbers (per
+//! second, bytes) or strings (`rate = "4.8kHz"`). See `docs/units.md`.
 //!
 //! ```toml
 //! [publish]
@@ -12,6 +16,7 @@
 //! vlan = "100:4"
 //! samples = 40000
 //! refrtm = true
+//! busy_wait = "20us"
 //!
 //! [subscribe]
 //! iface = "veth1"
@@ -32,8 +37,10 @@
 //! Unknown keys are an error (a typo must not silently do nothing).
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hoptrace_units::de::{option_duration, option_size, option_whole_rate};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,14 +61,18 @@ pub struct ConfigFile {
 pub struct PingSection {
     pub iface: Option<String>,
     pub peer: Option<String>,
-    pub interval: Option<String>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub interval: Option<Duration>,
     pub count: Option<u64>,
-    pub size: Option<usize>,
-    pub max_latency: Option<String>,
+    #[serde(default, deserialize_with = "option_size")]
+    pub size: Option<u64>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub max_latency: Option<Duration>,
     #[serde(rename = "break")]
     pub break_on_max: Option<bool>,
     pub trace_instance: Option<String>,
-    pub linger: Option<String>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub linger: Option<Duration>,
     pub record: Option<String>,
     pub cpu: Option<usize>,
     pub fifo: Option<i32>,
@@ -71,7 +82,8 @@ pub struct PingSection {
 #[serde(deny_unknown_fields)]
 pub struct ReflectSection {
     pub iface: Option<String>,
-    pub delay: Option<String>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub delay: Option<Duration>,
     pub cpu: Option<usize>,
     pub fifo: Option<i32>,
 }
@@ -81,10 +93,12 @@ pub struct ReflectSection {
 pub struct PublishSection {
     pub iface: Option<String>,
     pub streams: Option<u16>,
+    #[serde(default, deserialize_with = "option_whole_rate")]
     pub rate: Option<u32>,
     pub asdu: Option<u8>,
     pub vlan: Option<String>,
-    pub duration: Option<String>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub duration: Option<Duration>,
     pub samples: Option<u64>,
     pub cpu: Option<usize>,
     pub fifo: Option<i32>,
@@ -94,7 +108,8 @@ pub struct PublishSection {
     pub replay: Option<String>,
     #[serde(rename = "loop")]
     pub loop_count: Option<u32>,
-    pub busy_wait_us: Option<u64>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub busy_wait: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -102,12 +117,14 @@ pub struct PublishSection {
 pub struct SubscribeSection {
     pub iface: Option<String>,
     pub stream: Option<Vec<String>>,
-    pub duration: Option<String>,
+    #[serde(default, deserialize_with = "option_duration")]
+    pub duration: Option<Duration>,
     pub count: Option<u64>,
     pub cpu: Option<usize>,
     pub fifo: Option<i32>,
     pub record: Option<String>,
     pub reference: Option<String>,
+    #[serde(default, deserialize_with = "option_whole_rate")]
     pub rate: Option<u32>,
     pub rx_mode: Option<String>,
     pub ring_blocks: Option<u32>,
@@ -118,29 +135,6 @@ pub fn load(path: &Path) -> Result<ConfigFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
-}
-
-/// Parse a duration like `10s`, `500ms`, `250us`, `2m`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let v: f64 = num.trim().parse().with_context(|| {
-        format!("duration {s:?}: expected a number with a unit (10s, 500ms, 250us)")
-    })?;
-    anyhow::ensure!(v >= 0.0 && v.is_finite(), "duration {s:?} must be positive");
-    let secs = match unit {
-        "ns" => v / 1e9,
-        "us" => v / 1e6,
-        "ms" => v / 1e3,
-        "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => anyhow::bail!("duration {s:?}: unknown unit {unit:?} (use ns, us, ms, s, m, h)"),
-    };
-    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// Parse `--vlan ID[:PRIO]`.
@@ -170,15 +164,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_vlans_parse_or_explain() {
-        assert_eq!(parse_duration("10s").unwrap().as_secs(), 10);
-        assert_eq!(parse_duration("250us").unwrap().as_micros(), 250);
-        assert_eq!(parse_duration("2").unwrap().as_secs(), 2);
-        assert!(parse_duration("10 parsecs").is_err());
+    fn vlans_parse_or_explain() {
         assert_eq!(parse_vlan("100:5").unwrap(), (100, 5));
         assert_eq!(parse_vlan("7").unwrap(), (7, 4));
         assert!(parse_vlan("5000").is_err());
         assert!(parse_vlan("1:9").is_err());
+    }
+
+    #[test]
+    fn config_durations_carry_a_unit_and_rates_and_sizes_may_be_numbers() {
+        let c: ConfigFile = toml::from_str(
+            "[ping]\ninterval = \"250us\"\nlinger = \"1.5 s\"\nsize = \"1KiB\"\n\
+             [publish]\nrate = \"4.8kHz\"\nbusy_wait = \"20us\"\n\
+             [subscribe]\nrate = 4000\nduration = \"10min\"\n\
+             [reflect]\ndelay = \"0\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.ping.interval, Some(Duration::from_micros(250)));
+        assert_eq!(c.ping.linger, Some(Duration::from_millis(1500)));
+        assert_eq!(c.ping.size, Some(1024));
+        assert_eq!(c.publish.rate, Some(4800));
+        assert_eq!(c.publish.busy_wait, Some(Duration::from_micros(20)));
+        assert_eq!(c.subscribe.rate, Some(4000));
+        assert_eq!(c.subscribe.duration, Some(Duration::from_secs(600)));
+        assert_eq!(c.reflect.delay, Some(Duration::ZERO));
+        for bare in ["[ping]\ninterval = 1", "[publish]\nduration = \"10\""] {
+            let e = toml::from_str::<ConfigFile>(bare).unwrap_err().to_string();
+            assert!(
+                e.contains("has no unit: a duration is a number and a unit"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

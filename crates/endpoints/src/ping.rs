@@ -318,8 +318,8 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
                             report.first_over = Some((seq, value));
                         }
                         let line = format!(
-                            "hoptrace ping: seq={seq} rtt_ns={value} over max-latency {} ns\n",
-                            max.as_nanos()
+                            "hoptrace ping: seq={seq} rtt_ns={value} over max-latency {}\n",
+                            hoptrace_units::format_duration(max)
                         );
                         if report.marker_error.is_none() {
                             match trace_marker(cfg.trace_instance.as_deref(), &line) {

@@ -318,7 +318,7 @@ impl PublishReport {
             self.instants,
             self.clock.name(),
             self.late,
-            crate::stats::fmt_ns(self.slip_ns as f64),
+            hoptrace_units::format_duration_ns(self.slip_ns),
             self.skipped,
             self.stamp_source.schema_source(),
             self.stamp_source.schema_clock(),

@@ -58,7 +58,7 @@ impl ReplayReport {
             self.frames_sent,
             self.frames_in_capture,
             self.late_groups,
-            crate::stats::fmt_ns(self.slip_ns as f64),
+            hoptrace_units::format_duration_ns(self.slip_ns),
             self.stamp_source.schema_source(),
             self.stamp_source.schema_clock()
         );

@@ -88,10 +88,12 @@ impl Default for RingGeometry {
 impl RingGeometry {
     pub fn describe(&self) -> String {
         format!(
-            "TPACKET_V3 mmap ring, {} blocks x {} KiB, block timeout {} ms",
+            "TPACKET_V3 mmap ring, {} blocks x {}, block timeout {}",
             self.block_nr,
-            self.block_size >> 10,
-            self.block_timeout_ms
+            hoptrace_units::format_size(u64::from(self.block_size)),
+            hoptrace_units::format_duration(std::time::Duration::from_millis(u64::from(
+                self.block_timeout_ms
+            )))
         )
     }
 }

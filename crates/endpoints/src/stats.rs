@@ -1,24 +1,11 @@
 //! Latency summaries from HdrHistogram (ns, 3 significant digits).
 
 use hdrhistogram::Histogram;
+use hoptrace_units::format_duration_ns;
 
 /// A new nanosecond histogram covering 1 ns .. 1 hour.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
-}
-
-/// Format a duration in ns with a readable unit.
-pub fn fmt_ns(ns: f64) -> String {
-    let a = ns.abs();
-    if a >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} us", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
 }
 
 /// `n=.. min .. p50 .. p99 .. p99.9 .. max ..` of a histogram; percentiles
@@ -34,15 +21,18 @@ pub fn summary(h: &Histogram<u64>) -> String {
         } else {
             ""
         };
-        format!("{}{flag}", fmt_ns(h.value_at_quantile(p / 100.0) as f64))
+        format!(
+            "{}{flag}",
+            format_duration_ns(h.value_at_quantile(p / 100.0))
+        )
     };
     format!(
         "n={n} min {} p50 {} p99 {} p99.9 {} max {}",
-        fmt_ns(h.min() as f64),
+        format_duration_ns(h.min()),
         pct(50.0),
         pct(99.0),
         pct(99.9),
-        fmt_ns(h.max() as f64)
+        format_duration_ns(h.max())
     )
 }
 
@@ -80,7 +70,7 @@ impl SignedHistogram {
             s.push_str(&format!(
                 " ({} negative, min {}: clock problem)",
                 self.negative,
-                fmt_ns(self.min_negative as f64)
+                format_duration_ns(self.min_negative)
             ));
         }
         s
@@ -99,7 +89,10 @@ mod tests {
         }
         let s = h.summary();
         assert!(s.contains("n=3"), "{s}");
-        assert!(s.contains("p99 3.0 us*"), "{s}");
+        // HdrHistogram (3 significant digits) reports the highest value
+        // equivalent to 3000 ns: 3001 ns.
+        assert!(s.contains("p99 3.001 us*"), "{s}");
+        assert!(s.contains("min -5 ns: clock problem"), "{s}");
         assert!(s.contains("1 negative"), "{s}");
     }
 }

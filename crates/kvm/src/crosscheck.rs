@@ -146,7 +146,11 @@ impl CrossCheck {
                 Some((n, false)) => format!(">={n}"),
                 None => "-".into(),
             };
-            let m = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}us"));
+            let m = |v: Option<f64>| {
+                v.map_or("-".into(), |v| {
+                    hoptrace_units::format_duration_ns((v * 1e3).round() as i64)
+                })
+            };
             out.push_str(&format!(
                 "  {:<22} {:>10} {:>10} {:>10} {:>14} {:>14}\n",
                 r.reason,
@@ -188,7 +192,7 @@ mod tests {
         let ok = crosscheck(&kvm(100), WL, PERF).unwrap();
         assert!(ok.problems.is_empty(), "{:?}", ok.problems);
         assert_eq!(ok.rows.len(), 3);
-        assert!(ok.render().contains("61.00us"));
+        assert!(ok.render().contains("61.0 us"));
         let bad = crosscheck(&kvm(99), WL, PERF).unwrap();
         assert_eq!(bad.problems.len(), 2, "{:?}", bad.problems);
         assert!(bad.problems[0].contains("exactly 100"));

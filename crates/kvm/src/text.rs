@@ -3,24 +3,9 @@
 use crate::session::{Interval, Report};
 use crate::stats::{ReasonRow, Views};
 
-/// `1.23us`, `456ns`, `12.3ms`: three significant figures.
+/// A duration in the workspace's one human format (`456 ns`, `1.23 us`).
 pub fn ns(v: f64) -> String {
-    let (x, unit) = if v >= 1e9 {
-        (v / 1e9, "s")
-    } else if v >= 1e6 {
-        (v / 1e6, "ms")
-    } else if v >= 1e3 {
-        (v / 1e3, "us")
-    } else {
-        (v, "ns")
-    };
-    if x >= 100.0 || unit == "ns" {
-        format!("{x:.0}{unit}")
-    } else if x >= 10.0 {
-        format!("{x:.1}{unit}")
-    } else {
-        format!("{x:.2}{unit}")
-    }
+    hoptrace_units::format_duration_ns(v.round() as i64)
 }
 
 /// One line per interval, at most `width` characters: time, exits and rate,
@@ -169,11 +154,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_keep_three_significant_figures() {
-        assert_eq!(ns(456.0), "456ns");
-        assert_eq!(ns(1234.0), "1.23us");
-        assert_eq!(ns(65_400.0), "65.4us");
-        assert_eq!(ns(2.5e9), "2.50s");
+    fn durations_are_shown_in_the_workspace_format() {
+        assert_eq!(ns(456.0), "456 ns");
+        assert_eq!(ns(1234.0), "1.234 us");
+        assert_eq!(ns(65_400.0), "65.4 us");
+        assert_eq!(ns(2.5e9), "2.500 s");
     }
 }
 
@@ -229,7 +214,7 @@ mod line_tests {
         assert!(line.len() <= 100, "{} chars: {line}", line.len());
         // Too narrow for any reason: the lost counts still show.
         assert!(interval_line(&iv, 60).contains("LOST exits 3"));
-        assert!(line.contains("reason0 50 5% 65.4us"), "{line}");
+        assert!(line.contains("reason0 50 5% 65.4 us"), "{line}");
         assert!(line.ends_with("LOST exits 3 counts 0 unpaired 0"), "{line}");
     }
 }

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hoptrace_netns::Netns;
 use hoptrace_sv::generate::StreamPlan;
+use hoptrace_units::{format_duration, format_duration_exact};
 
 use crate::follow::LogFollower;
 use crate::lifecycle::{teardown, up, Env};
@@ -53,25 +54,21 @@ impl std::str::FromStr for Load {
     }
 }
 
-/// Parse "10s", "500ms", "2m" or a number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration> {
-    let s = s.trim();
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| anyhow::anyhow!("`{s}` is not a duration: use e.g. 10s, 500ms or 2m"))?;
-    if v.is_nan() || v <= 0.0 || v * mult > 3600.0 {
-        bail!("duration `{s}` must be between 1 ms and 1 hour");
+/// Shortest and longest run.
+pub const RUN_DURATION_MIN: Duration = Duration::from_millis(1);
+pub const RUN_DURATION_MAX: Duration = Duration::from_secs(3600);
+
+/// A run lasts from 1 ms to 1 hour (`--duration` of `lab run` and `lab compare`).
+pub fn check_run_duration(d: Duration) -> Result<Duration> {
+    if !(RUN_DURATION_MIN..=RUN_DURATION_MAX).contains(&d) {
+        bail!(
+            "--duration {} is out of range: a run lasts from {} to {}",
+            format_duration(d),
+            format_duration(RUN_DURATION_MIN),
+            format_duration(RUN_DURATION_MAX)
+        );
     }
-    Ok(Duration::from_secs_f64(v * mult))
+    Ok(d)
 }
 
 #[derive(Clone, Debug)]
@@ -114,7 +111,7 @@ pub(crate) fn publish_args(opts: &RunOptions, pub_rec: &Path) -> Vec<String> {
         "--rate".into(),
         opts.rate.to_string(),
         "--duration".into(),
-        format!("{:.3}s", opts.duration.as_secs_f64()),
+        format_duration_exact(opts.duration),
         "--record".into(),
         pub_rec.to_string_lossy().into(),
     ]
@@ -177,6 +174,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     if opts.topology == Topology::Kvm {
         bail!("the kvm lab measures VM exits, not a packet path: `hoptrace lab run kvm` runs it (crate::kvm_lab::run)");
     }
+    check_run_duration(opts.duration)?;
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating output directory {}", opts.out.display()))?;
     let out = opts.out.canonicalize()?;
@@ -199,7 +197,6 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         note(&mut res, format!("xdp programs: {}", progs.join(", ")));
     }
     let exe = &env.exe;
-    let secs = opts.duration.as_secs_f64();
 
     // 2. tracer on the hypervisor hops
     let mut tracer = None;
@@ -235,12 +232,15 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             // publisher and subscriber are done (a late publisher would
             // otherwise outlive a tight duration). vm: the guest subscriber
             // starts slowly under TCG, hence the larger margin.
-            let margin = if opts.topology == Topology::Vm {
-                180.0
+            let margin = Duration::from_secs(if opts.topology == Topology::Vm {
+                180
             } else {
-                30.0
-            };
-            args.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + margin)]);
+                30
+            });
+            args.extend([
+                "--duration".into(),
+                format_duration_exact(opts.duration * 4 + margin),
+            ]);
             match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
                 Ok(c) => {
                     note(
@@ -264,7 +264,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     let plan = StreamPlan {
         streams: opts.streams,
         rate: opts.rate,
-        samples: ((opts.rate as f64) * secs).ceil() as u64,
+        samples: ((opts.rate as f64) * opts.duration.as_secs_f64()).ceil() as u64,
         ..Default::default()
     };
     plan.validate()
@@ -317,7 +317,10 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         // A safety cap only: the subscriber is stopped (SIGINT, it closes
         // its recording) 1 s after the publisher ends, however late a
         // loaded machine made the publisher.
-        sargs.extend(["--duration".into(), format!("{:.3}s", secs * 4.0 + 60.0)]);
+        sargs.extend([
+            "--duration".into(),
+            format_duration_exact(opts.duration * 4 + Duration::from_secs(60)),
+        ]);
         let pargs = publish_args(opts, &pub_rec);
         note(
             &mut res,

@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hoptrace_netns::Netns;
+use hoptrace_units::format_duration;
 
 use crate::guest;
 use crate::lifecycle::{spawn_daemon, Env};
@@ -79,12 +80,14 @@ fn choose_accel() -> Result<(Accel, String)> {
     }
 }
 
+/// `HOPTRACE_VM_BOOT_TIMEOUT` (a duration such as `10min`), default 5 min.
 pub(crate) fn boot_timeout() -> Result<Duration> {
     match std::env::var("HOPTRACE_VM_BOOT_TIMEOUT") {
         Err(_) => Ok(Duration::from_secs(300)),
-        Ok(v) => match v.parse::<u64>() {
-            Ok(s) if s > 0 => Ok(Duration::from_secs(s)),
-            _ => bail!("HOPTRACE_VM_BOOT_TIMEOUT=`{v}` is not a number of seconds"),
+        Ok(v) => match hoptrace_units::parse_duration(&v) {
+            Ok(d) if !d.is_zero() => Ok(d),
+            Ok(_) => bail!("HOPTRACE_VM_BOOT_TIMEOUT=0: give the guest some time, e.g. 10min"),
+            Err(e) => bail!("HOPTRACE_VM_BOOT_TIMEOUT: {e}"),
         },
     }
 }
@@ -212,8 +215,8 @@ pub(crate) fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result
         }
         if Instant::now() > deadline {
             bail!(
-                "the guest did not say it was ready within {} s (HOPTRACE_VM_BOOT_TIMEOUT raises it); serial console:{}",
-                timeout.as_secs(),
+                "the guest did not say it was ready within {} (HOPTRACE_VM_BOOT_TIMEOUT raises it, e.g. 10min); serial console:{}",
+                format_duration(timeout),
                 tail(&text, 8)
             );
         }
@@ -238,12 +241,12 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
     let kernel = guest::kernel::ensure(cache)?;
     let (initrd, built) = guest::initramfs::ensure(cache, &kernel, &env.exe)?;
     println!(
-        "lab up: guest image: kernel {} ({}), initramfs {} ({}, {:.1} s)",
+        "lab up: guest image: kernel {} ({}), initramfs {} ({}, {})",
         kernel.release,
         kernel.vmlinuz.display(),
         initrd.display(),
         if built { "built now" } else { "cached" },
-        t0.elapsed().as_secs_f64()
+        format_duration(t0.elapsed())
     );
     let share = share_dir(&st.name);
     std::fs::create_dir_all(share.join("jobs"))?;
@@ -268,15 +271,15 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
         );
         match wait_ready(st, &d, timeout)? {
             Boot::Ready(line) => {
-                let secs = boot.elapsed().as_secs_f64();
-                println!("lab up: guest ready in {secs:.1} s: {line}");
+                let took = format_duration(boot.elapsed());
+                println!("lab up: guest ready in {took}: {line}");
                 let (sent, got) = probe_guest(st, 20)?;
                 println!("lab up: health check: {sent} probe frames sent on pub:eth0, the guest's eth0 rx_packets rose by {got} (other frames may add to it)");
                 if got < sent as u64 {
                     bail!("health check failed: only {got} of {sent} probe frames sent on pub:eth0 reached the guest's eth0 (rx_packets)");
                 }
                 st.path.push(format!(
-                    "QEMU accel {}, guest kernel {}, ready in {secs:.1} s",
+                    "QEMU accel {}, guest kernel {}, ready in {took}",
                     accel.name(),
                     kernel.release
                 ));
@@ -412,8 +415,8 @@ pub fn exec_in_guest(name: &str, cmd: &[String], timeout: Duration) -> Result<i3
     print!("{}", job.log());
     rc.with_context(|| {
         format!(
-            "the command did not end in the guest within {} s",
-            timeout.as_secs()
+            "the command did not end in the guest within {}",
+            format_duration(timeout)
         )
     })
 }

@@ -25,11 +25,15 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hoptrace_units::{format_duration, format_duration_exact};
 
 use crate::run::{note, publish_args, spawn_in, wait_child, RunOptions, RunResult};
 use crate::state::LabState;
 use crate::vm::{share_dir, GuestJob};
 use crate::vm_clock::ClockExchange;
+
+/// How long the guest's subscriber may take to say it is ready (TCG is slow).
+const SUBSCRIBER_READY: Duration = Duration::from_secs(120);
 
 /// Copy a directory tree (recordings are a few flat files).
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
@@ -56,7 +60,6 @@ pub fn sv_through_guest(
     stop: &AtomicBool,
     res: &mut RunResult,
 ) -> Result<()> {
-    let secs = opts.duration.as_secs_f64();
     let guest_out = share_dir(&st.name).join("out");
     let clock = ClockExchange::start(st, exe, out, stop, res);
     let mut guest_tracer = None;
@@ -78,18 +81,19 @@ pub fn sv_through_guest(
         }
     }
     let sub_script = format!(
-        "exec hoptrace sv subscribe --iface eth0 --record /mnt/host/out/sub --duration {:.0}s --quiet\n",
-        secs + 300.0
+        "exec hoptrace sv subscribe --iface eth0 --record /mnt/host/out/sub --duration {} --quiet\n",
+        format_duration_exact(opts.duration + Duration::from_secs(300))
     );
     let sub = GuestJob::spawn(&st.name, &sub_script)?;
     note(
         res,
         format!("subscriber (in the guest): {}", sub_script.trim()),
     );
-    if !sub.wait_for("ready on eth0", Duration::from_secs(120), stop) {
+    if !sub.wait_for("ready on eth0", SUBSCRIBER_READY, stop) {
         let _ = sub.stop();
         anyhow::bail!(
-            "the guest subscriber did not become ready within 120 s: {}",
+            "the guest subscriber did not become ready within {}: {}",
+            format_duration(SUBSCRIBER_READY),
             sub.log().trim()
         );
     }

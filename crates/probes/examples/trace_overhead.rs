@@ -279,10 +279,25 @@ fn traced_phase(
     }
 }
 
+/// The phase length argument (`10s`, `1min`): whole seconds, at least one.
+fn phase_seconds(text: &str) -> u64 {
+    match hoptrace_units::parse_duration(text) {
+        Ok(d) if d.as_secs() >= 1 && d.subsec_nanos() == 0 => d.as_secs(),
+        Ok(_) => {
+            eprintln!("trace_overhead: phase `{text}`: give whole seconds, e.g. 10s");
+            std::process::exit(2)
+        }
+        Err(e) => {
+            eprintln!("trace_overhead: phase length: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
 fn main() {
     let floor_obj = std::env::var("HOPTRACE_BPF_FLOOR_OBJ").ok();
     let mut args = std::env::args().skip(1);
-    let secs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let secs = phase_seconds(args.next().as_deref().unwrap_or("20s"));
     let max_streams: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(64);
     // HOPTRACE_BENCH_KSTATS=0: events only (the climbing mode stops on lost
     // events, which --kernel-stats does not have)

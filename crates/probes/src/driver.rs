@@ -29,8 +29,9 @@ use crate::kstats::KernelStreams;
 use crate::loader::{
     run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
 };
-use crate::stats::{fmt_ns, Stats};
+use crate::stats::Stats;
 use crate::timeline::{Assembler, Status, Timeline};
+use hoptrace_units::format_duration_ns;
 
 pub use crate::filter::parse_filter;
 use crate::plain::print_block;
@@ -525,7 +526,7 @@ impl<'a> Run<'a> {
             writeln!(
                 out,
                 "worst end to end: {} ({stream} seq {} dest {})",
-                fmt_ns(w.ns),
+                format_duration_ns(w.ns),
                 w.seq,
                 w.dest.as_deref().unwrap_or("-")
             )?;

@@ -87,11 +87,11 @@ impl StageHist {
         u64::MAX
     }
 
-    /// `quantile_upper` for display: `<=` bound, or `>=1.074s` (overflow).
+    /// `quantile_upper` for display: `<=` bound, or `>=1.074 s` (overflow).
     pub fn fmt_quantile(&self, q: f64) -> String {
         match self.quantile_upper(q) {
-            u64::MAX => format!(">={}", crate::stats::fmt_ns(1 << 30)),
-            v => format!("<={}", crate::stats::fmt_ns(v)),
+            u64::MAX => format!(">={}", hoptrace_units::format_duration_ns(1 << 30)),
+            v => format!("<={}", hoptrace_units::format_duration_ns(v)),
         }
     }
 
@@ -236,7 +236,7 @@ mod tests {
         assert!(s.quantile_upper(1.0) >= 900_000_000);
         assert_eq!(
             s.fmt_quantile(0.5),
-            format!("<={}", crate::stats::fmt_ns(hi))
+            format!("<={}", hoptrace_units::format_duration_ns(hi))
         );
         assert_eq!(s.name(), "net_dev_start_xmit->skb_copy_datagram_iovec");
     }

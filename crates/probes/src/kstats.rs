@@ -23,7 +23,7 @@ use crate::abi::{self, types};
 use crate::catalogue::{Profile, TracePoint};
 use crate::khist::{bucket_range, BUCKETS};
 pub use crate::kstats_names::{stage_label, stage_pairs, StreamKey};
-use crate::stats::fmt_ns;
+use hoptrace_units::format_duration_ns;
 
 /// What the BPF side of `--kernel-stats` is configured with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -159,12 +159,12 @@ pub fn quantile_upper(buckets: &[u64], q: f64) -> Option<u64> {
     None
 }
 
-/// `<=bound` (or `>=1.074ms` for the overflow bucket), `-` when empty.
+/// `<=bound` (or `>=1.074 s` for the overflow bucket), `-` when empty.
 pub fn fmt_upper(buckets: &[u64], q: f64) -> String {
     match quantile_upper(buckets, q) {
         None => "-".into(),
-        Some(u64::MAX) => format!(">={}", fmt_ns(1 << 30)),
-        Some(v) => format!("<={}", fmt_ns(v)),
+        Some(u64::MAX) => format!(">={}", format_duration_ns(1 << 30)),
+        Some(v) => format!("<={}", format_duration_ns(v)),
     }
 }
 
@@ -358,27 +358,27 @@ impl KernelStreams {
                     .thresholds_ns
                     .iter()
                     .zip(&t.above)
-                    .map(|(th, n)| format!(">{}:{n}", fmt_ns(*th)))
+                    .map(|(th, n)| format!(">{}:{n}", format_duration_ns(*th)))
                     .collect();
                 let worst = k
                     .worst
                     .as_ref()
-                    .map(|w| format!(" worst {} {} at {}", fmt_ns(w.ns), w.id, w.at))
+                    .map(|w| format!(" worst {} {} at {}", format_duration_ns(w.ns), w.id, w.at))
                     .unwrap_or_default();
                 writeln!(
                     out,
                     "  {:<26} 1s: n {:>6} min {:>9} p50 {:>11} p99 {:>11} max {:>9} | all: n {:>8} min {:>9} p50 {:>11} p99 {:>11} max {:>9} {}{worst}",
                     k.label,
                     k.last_count,
-                    if k.last.count > 0 { fmt_ns(k.last.min) } else { "-".into() },
+                    if k.last.count > 0 { format_duration_ns(k.last.min) } else { "-".into() },
                     fmt_upper(&k.last_buckets, 0.5),
                     fmt_upper(&k.last_buckets, 0.99),
-                    if k.last.count > 0 { fmt_ns(k.last.max) } else { "-".into() },
+                    if k.last.count > 0 { format_duration_ns(k.last.max) } else { "-".into() },
                     t.count,
-                    fmt_ns(t.min),
+                    format_duration_ns(t.min),
                     fmt_upper(&t.buckets, 0.5),
                     fmt_upper(&t.buckets, 0.99),
-                    fmt_ns(t.max),
+                    format_duration_ns(t.max),
                     above.join(" ")
                 )?;
             }
@@ -502,8 +502,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tap_xmit->consumer_copy"), "{text}");
-        assert!(text.contains(">5.0us:2"), "{text}");
-        assert!(text.contains("worst 600.0us smpCnt 14 at 99"), "{text}");
+        assert!(text.contains(">5.000 us:2"), "{text}");
+        assert!(text.contains("worst 600.0 us smpCnt 14 at 99"), "{text}");
         assert!(
             text.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
             "{text}"

@@ -6,7 +6,8 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::stats::{fmt_ns, Stats};
+use crate::stats::Stats;
+use hoptrace_units::{format_duration, format_duration_ns};
 
 pub(crate) fn print_block(
     out: &mut dyn Write,
@@ -14,7 +15,7 @@ pub(crate) fn print_block(
     elapsed: Duration,
     lost: &crate::lost::LostCounts,
 ) -> std::io::Result<()> {
-    writeln!(out, "--- t={:.1}s", elapsed.as_secs_f64())?;
+    writeln!(out, "--- t={}", format_duration(elapsed))?;
     for (stream, s) in &stats.streams {
         writeln!(
             out,
@@ -36,7 +37,7 @@ pub(crate) fn print_block(
                 .thresholds_ns()
                 .iter()
                 .zip(&st.above)
-                .map(|(t, n)| format!(">{}:{n}", fmt_ns(*t)))
+                .map(|(t, n)| format!(">{}:{n}", format_duration_ns(*t)))
                 .collect();
             let worst = st
                 .worst
@@ -56,10 +57,10 @@ pub(crate) fn print_block(
                 out,
                 "  {name:<26} n {:>7} min {:>10} p50 {:>10} p99 {:>10} max {:>10} neg {} {}{worst}",
                 h.len(),
-                fmt_ns(h.min()),
-                fmt_ns(h.value_at_quantile(0.5)),
-                fmt_ns(h.value_at_quantile(0.99)),
-                fmt_ns(h.max()),
+                format_duration_ns(h.min()),
+                format_duration_ns(h.value_at_quantile(0.5)),
+                format_duration_ns(h.value_at_quantile(0.99)),
+                format_duration_ns(h.max()),
                 st.negative,
                 above.join(" ")
             )?;

@@ -161,41 +161,6 @@ impl Stats {
     }
 }
 
-/// `1.234ms`, `56.7us`, `890ns`.
-pub fn fmt_ns(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.3}ms", ns as f64 / 1e6)
-    } else if ns >= 1_000 {
-        format!("{:.1}us", ns as f64 / 1e3)
-    } else {
-        format!("{ns}ns")
-    }
-}
-
-/// Parse `250us`, `2ms`, `100000ns`, `1s` (a bare number is microseconds).
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix("us") {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        (s, 1e3)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad duration `{s}`: use e.g. 250us, 2ms, 1s"))?;
-    if v.is_nan() || v < 0.0 {
-        return Err(format!("bad duration `{s}`: must be positive"));
-    }
-    Ok((v * mult) as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,8 +190,5 @@ mod tests {
         assert_eq!(s.stages["rx->fwd"].hist.len(), 1);
         assert_eq!(s.stages["fwd->tap_xmit"].above, vec![1]);
         assert_eq!(s.stages["end_to_end"].worst.as_ref().unwrap().ns, 30);
-        assert_eq!(parse_duration_ns("250us").unwrap(), 250_000);
-        assert_eq!(parse_duration_ns("2ms").unwrap(), 2_000_000);
-        assert!(parse_duration_ns("abc").is_err());
     }
 }

@@ -21,10 +21,10 @@ use anyhow::Context;
 use plotters::prelude::*;
 
 use crate::analyzer::Analyzer;
-use crate::duration::format_ns;
 use crate::report::model::{Report, StatsSummary};
 use crate::stats::LatencyStats;
 use crate::timeline::Bucket;
+use hoptrace_units::format_duration_ns;
 
 pub const MAX_SERIES: usize = 8;
 const W: u32 = 1100;
@@ -43,7 +43,7 @@ fn esc(s: &str) -> String {
 }
 
 fn opt(v: Option<i64>) -> String {
-    v.map(format_ns).unwrap_or_else(|| "-".into())
+    v.map(format_duration_ns).unwrap_or_else(|| "-".into())
 }
 
 fn stats_row(label: &str, s: &StatsSummary) -> String {
@@ -58,13 +58,13 @@ fn stats_row(label: &str, s: &StatsSummary) -> String {
     for p in &s.percentiles {
         match p.value_ns {
             Some(v) if p.meaningful => {
-                let _ = write!(r, "<td>{}</td>", format_ns(v));
+                let _ = write!(r, "<td>{}</td>", format_duration_ns(v));
             }
             Some(v) => {
                 let _ = write!(
                     r,
                     "<td class=nm title='not meaningful: fewer than 10/(1-p) samples'>({})*</td>",
-                    format_ns(v)
+                    format_duration_ns(v)
                 );
             }
             None => r.push_str("<td>-</td>"),
@@ -90,7 +90,7 @@ fn stats_header(report: &Report, first: &str) -> String {
     }
     h.push_str("<th>max</th><th>negative</th>");
     for t in &report.thresholds_ns {
-        let _ = write!(h, "<th>&gt;{}</th>", format_ns(*t));
+        let _ = write!(h, "<th>&gt;{}</th>", format_duration_ns(*t));
     }
     h.push_str("</tr>");
     h
@@ -371,7 +371,7 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
             "<p class={}>GATE {}: max latency {} on {}: {}</p>",
             if g.passed { "pass" } else { "fail" },
             if g.passed { "PASS" } else { "FAIL" },
-            format_ns(g.max_latency_ns),
+            format_duration_ns(g.max_latency_ns),
             esc(&g.stages.join(", ")),
             esc(&g.reason)
         );
@@ -494,7 +494,7 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
                     "<tr><td>{} / {}</td><td>{}</td><td>{}</td><td>{} of {}</td></tr>",
                     esc(&s.name),
                     esc(&st.stage),
-                    format_ns(p.period_ns),
+                    format_duration_ns(p.period_ns),
                     p.stalls,
                     p.matching_intervals,
                     p.intervals
@@ -507,7 +507,7 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
             let _ = write!(
                 b,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                format_ns(s.value_ns),
+                format_duration_ns(s.value_ns),
                 s.time_ns,
                 esc(&s.stream),
                 s.smp_cnt.map_or("-".into(), |x| x.to_string()),

@@ -9,9 +9,9 @@
 
 use std::fmt::Write;
 
-use crate::duration::format_ns;
 use crate::report::model::{Report, StatsSummary};
 use crate::stats::Percentile;
+use hoptrace_units::format_duration_ns;
 
 /// `p50`, `p99.9`, `p99.999`.
 pub fn pct_label(p: f64) -> String {
@@ -22,17 +22,17 @@ pub fn pct_label(p: f64) -> String {
 fn pct_cell(p: &Percentile) -> String {
     match p.value_ns {
         None => "-".into(),
-        Some(v) if p.meaningful => format_ns(v),
-        Some(v) => format!("({})*", format_ns(v)),
+        Some(v) if p.meaningful => format_duration_ns(v),
+        Some(v) => format!("({})*", format_duration_ns(v)),
     }
 }
 
 fn opt(v: Option<i64>) -> String {
-    v.map(format_ns).unwrap_or_else(|| "-".into())
+    v.map(format_duration_ns).unwrap_or_else(|| "-".into())
 }
 
 fn optf(v: Option<f64>) -> String {
-    v.map(|x| format_ns(x.round() as i64))
+    v.map(|x| format_duration_ns(x.round() as i64))
         .unwrap_or_else(|| "-".into())
 }
 
@@ -68,7 +68,7 @@ fn headers(report: &Report, first: &str) -> Vec<String> {
     h.push("max".into());
     h.push("neg".into());
     for t in &report.thresholds_ns {
-        h.push(format!(">{}", format_ns(*t)));
+        h.push(format!(">{}", format_duration_ns(*t)));
     }
     h
 }
@@ -134,7 +134,9 @@ pub fn render(report: &Report, markdown: bool) -> String {
         format!(
             "window {} .. {} after the first packet",
             opt(w.from_ns),
-            w.to_ns.map(format_ns).unwrap_or_else(|| "end".into())
+            w.to_ns
+                .map(format_duration_ns)
+                .unwrap_or_else(|| "end".into())
         )
     } else {
         "all samples".into()
@@ -216,7 +218,7 @@ pub fn render(report: &Report, markdown: bool) -> String {
                         "{}max {} {}: smpCnt {} epoch {} seq {} at t={}ns",
                         if markdown { "- " } else { "  " },
                         st.stage,
-                        format_ns(m),
+                        format_duration_ns(m),
                         pk.smp_cnt.map_or("-".into(), |x| x.to_string()),
                         pk.epoch.map_or("-".into(), |x| x.to_string()),
                         pk.seq,
@@ -239,7 +241,7 @@ pub fn render(report: &Report, markdown: bool) -> String {
                         "{}periodic stall on {}: every {} ({} stalls, {} of {} intervals match)",
                         if markdown { "- " } else { "  " },
                         st.stage,
-                        format_ns(ps.period_ns),
+                        format_duration_ns(ps.period_ns),
                         ps.stalls,
                         ps.matching_intervals,
                         ps.intervals
@@ -272,7 +274,7 @@ pub fn render(report: &Report, markdown: bool) -> String {
             ]];
             for s in &run.top {
                 rows.push(vec![
-                    format_ns(s.value_ns),
+                    format_duration_ns(s.value_ns),
                     s.time_ns.to_string(),
                     s.stream.clone(),
                     s.smp_cnt.map_or("-".into(), |x| x.to_string()),
@@ -302,7 +304,7 @@ pub fn render(report: &Report, markdown: bool) -> String {
             out,
             "\nGATE {}: max latency {} on {}: {} (worst {})",
             if g.passed { "PASS" } else { "FAIL" },
-            format_ns(g.max_latency_ns),
+            format_duration_ns(g.max_latency_ns),
             g.stages.join(", "),
             g.reason,
             opt(g.worst_ns)

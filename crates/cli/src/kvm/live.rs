@@ -224,7 +224,7 @@ mod tests {
             .collect();
         assert!(screen.contains("backend raw_tp"), "{screen}");
         assert!(
-            screen.contains("io (svm)") && screen.contains("65.4us"),
+            screen.contains("io (svm)") && screen.contains("65.4 us"),
             "{screen}"
         );
         assert!(

@@ -21,36 +21,13 @@ pub const EXIT_NO_KVM: u8 = 3;
 /// Exit code when events were lost.
 pub const EXIT_LOST: u8 = 2;
 
-/// The one parser of duration flags of this command (e.g. `10s`, `500ms`,
-/// `2m`, `250us`): a clap value parser, so that the workspace's units
-/// parser can take its place.
+/// Duration flags of this command: the workspace's units parser, with 0
+/// refused (a session of no time measures nothing).
 pub fn duration_arg(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let mult = match unit.trim() {
-        "ns" => 1e-9,
-        "us" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "" => return Err(format!("`{s}` has no unit: write e.g. 10s, 500ms, 2m")),
-        u => {
-            return Err(format!(
-                "unknown unit `{u}` in `{s}`: use ns, us, ms, s, m or h"
-            ))
-        }
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration: write e.g. 10s, 500ms, 2m"))?;
-    if !(v * mult).is_finite() || v * mult <= 0.0 {
-        return Err(format!("`{s}`: a duration must be more than 0"));
+    match hoptrace_units::arg::duration(s)? {
+        d if d.is_zero() => Err(format!("`{s}`: the duration must be more than 0")),
+        d => Ok(d),
     }
-    Ok(Duration::from_secs_f64(v * mult))
 }
 
 #[derive(clap::Args, Debug)]
@@ -264,15 +241,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_bare_number_is_refused_with_the_accepted_forms() {
+    fn a_bare_number_is_refused_with_the_accepted_forms_and_zero_is_refused() {
         assert_eq!(duration_arg("10s").unwrap(), Duration::from_secs(10));
         assert_eq!(duration_arg("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(duration_arg("2m").unwrap(), Duration::from_secs(120));
         let e = duration_arg("10").unwrap_err();
-        assert!(e.contains("no unit") && e.contains("500ms"), "{e}");
-        assert!(duration_arg("3 parsecs")
-            .unwrap_err()
-            .contains("unknown unit"));
+        assert_eq!(e, hoptrace_units::arg::duration("10").unwrap_err());
+        assert!(duration_arg("3 parsecs").is_err());
         assert!(duration_arg("0s").unwrap_err().contains("more than 0"));
     }
 }

@@ -26,7 +26,8 @@ use hoptrace_probes::driver::LiveView;
 use hoptrace_probes::khist::StageHist;
 use hoptrace_probes::kstats::{fmt_upper, KernelStreams};
 use hoptrace_probes::loader::LostCounts;
-use hoptrace_probes::stats::{fmt_ns, Stats};
+use hoptrace_probes::stats::Stats;
+use hoptrace_units::{format_duration, format_duration_ns};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -48,8 +49,8 @@ fn clock_of_day(ns: u64) -> String {
 /// Upper bound of an in-kernel quantile's bucket (the header says `<=`).
 fn upper(k: &StageHist, q: f64) -> String {
     match k.quantile_upper(q) {
-        u64::MAX => format!(">={}", fmt_ns(1 << 30)),
-        v => fmt_ns(v),
+        u64::MAX => format!(">={}", format_duration_ns(1 << 30)),
+        v => format_duration_ns(v),
     }
 }
 
@@ -90,23 +91,30 @@ fn kernel_stream_rows(k: &KernelStreams, n_thr: usize) -> Vec<Row<'static>> {
             let mut cells = vec![
                 format!("  {}", st.label),
                 t.count.to_string(),
-                fmt_ns(t.min),
+                format_duration_ns(t.min),
                 fmt_upper(&t.buckets, 0.5),
                 fmt_upper(&t.buckets, 0.99),
-                fmt_ns(t.max),
+                format_duration_ns(t.max),
             ];
             cells.extend(t.above.iter().take(n_thr).map(|n| n.to_string()));
             cells.push(String::new());
             let worst = st
                 .worst
                 .as_ref()
-                .map(|w| format!("; worst {} {} {}", w.id, clock_of_day(w.at), fmt_ns(w.ns)))
+                .map(|w| {
+                    format!(
+                        "; worst {} {} {}",
+                        w.id,
+                        clock_of_day(w.at),
+                        format_duration_ns(w.ns)
+                    )
+                })
                 .unwrap_or_default();
             cells.push(format!(
                 "1s: n {} max {}{worst}",
                 st.last_count,
                 if st.last.count > 0 {
-                    fmt_ns(st.last.max)
+                    format_duration_ns(st.last.max)
                 } else {
                     "-".into()
                 }
@@ -140,8 +148,8 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
     .areas(f.area());
     f.render_widget(
         Paragraph::new(format!(
-            "{title}  t={:.0}s  (q: quit)",
-            elapsed.as_secs_f64()
+            "{title}  t={}  (q: quit)",
+            format_duration(elapsed)
         ))
         .style(Style::default().add_modifier(Modifier::BOLD)),
         top,
@@ -151,7 +159,7 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
     let thr_names: Vec<String> = stats
         .thresholds_ns()
         .iter()
-        .map(|t| format!(">{}", fmt_ns(*t)))
+        .map(|t| format!(">{}", format_duration_ns(*t)))
         .collect();
     header.extend(thr_names.iter().map(String::as_str));
     header.extend(["neg", "worst packet (seq dest hop-time cpu task)"]);
@@ -190,10 +198,10 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
             let mut cells = vec![
                 format!("  {name}"),
                 h.len().to_string(),
-                fmt_ns(h.min()),
-                fmt_ns(h.value_at_quantile(0.5)),
-                fmt_ns(h.value_at_quantile(0.99)),
-                fmt_ns(h.max()),
+                format_duration_ns(h.min()),
+                format_duration_ns(h.value_at_quantile(0.5)),
+                format_duration_ns(h.value_at_quantile(0.99)),
+                format_duration_ns(h.max()),
             ];
             cells.extend(st.above.iter().map(|n| n.to_string()));
             cells.push(st.negative.to_string());
@@ -240,8 +248,9 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
         }
     }
     let mut widths = vec![Constraint::Length(42)];
-    widths.extend([Constraint::Length(9)].repeat(5));
-    widths.extend([Constraint::Length(8)].repeat(thr_names.len() + 1));
+    // `<=1.074 s`, `>250.0 us`: 10 columns hold every latency and threshold.
+    widths.extend([Constraint::Length(10)].repeat(5 + thr_names.len()));
+    widths.push(Constraint::Length(8));
     widths.push(Constraint::Min(20));
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
@@ -337,19 +346,25 @@ mod tests {
             .collect()
     }
 
-    /// The whitespace-separated cells of the first line containing `label`,
-    /// from `label` on; the line itself for messages.
-    fn cells<'a>(text: &'a [String], label: &str) -> (Vec<&'a str>, &'a str) {
+    /// The cells of the first line containing `label`, from `label` on
+    /// (words, a duration's unit kept with its number: `5.000 us`); the
+    /// line itself for messages.
+    fn cells<'a>(text: &'a [String], label: &str) -> (Vec<String>, &'a str) {
         let line = text
             .iter()
             .find(|l| l.contains(label))
             .unwrap_or_else(|| panic!("no line with {label}: {}", text.join("\n")));
-        (
-            line[line.find(label).unwrap()..]
-                .split_whitespace()
-                .collect(),
-            line,
-        )
+        let mut cells: Vec<String> = Vec::new();
+        for word in line[line.find(label).unwrap()..].split_whitespace() {
+            match cells.last_mut() {
+                Some(last) if ["ns", "us", "ms", "s"].contains(&word) => {
+                    last.push(' ');
+                    last.push_str(word);
+                }
+                _ => cells.push(word.to_string()),
+            }
+        }
+        (cells, line)
     }
 
     #[test]
@@ -379,10 +394,10 @@ mod tests {
             TracePoint::NetDevStartXmit as usize * khist::TPS + TracePoint::NetDevXmit as usize;
         counts[stage * khist::BUCKETS + khist::bucket_of(2_000)] = 3;
         stats.kernel = khist::KernelHists::from_counts(&counts);
-        let text = screen(&stats, &lost, 160, 14);
+        let text = screen(&stats, &lost, 170, 14);
         let all = text.join("\n");
-        assert!(all.contains("t=3s"), "{all}");
-        assert!(all.contains(">15.0us"), "threshold column: {all}");
+        assert!(all.contains("t=3.000 s"), "{all}");
+        assert!(all.contains(">15.0 us"), "threshold column: {all}");
         let (scells, srow) = cells(&text, "MU01");
         assert_eq!(
             scells[..9],
@@ -396,13 +411,14 @@ mod tests {
         let (cells_fwd, row) = cells(&text, "rx->fwd");
         // 3 packets reached fwd; one above 15us; worst is seq 2 (40us)
         assert_eq!(cells_fwd[1], "3", "{row}");
-        assert_eq!(cells_fwd[2], "5.0us", "{row}");
-        assert_eq!(cells_fwd[5], "40.0us", "{row}");
+        assert_eq!(cells_fwd[2], "5.000 us", "{row}");
+        assert_eq!(cells_fwd[5], "40.0 us", "{row}");
         assert_eq!(cells_fwd[6], "1", "above threshold: {row}");
         assert!(row.contains("seq 2 tap0"), "{row}");
         let (kcells, krow) = cells(&text, "net_dev_start_xmit->net_dev_xmit");
         // 2000 ns lands in the bucket 1792..=2047
-        assert_eq!(kcells[1..4], ["3", "2.0us", "2.0us"], "{krow}");
+        assert_eq!(khist::bucket_range(khist::bucket_of(2_000)).1, 2_047);
+        assert_eq!(kcells[1..4], ["3", "2.047 us", "2.047 us"], "{krow}");
         assert!(
             all.contains("LOST EVENTS: 9 [net:net_dev_xmit:7 tracking_evicted:2]"),
             "{all}"
@@ -474,13 +490,21 @@ mod tests {
         );
         let (stage_cells, row) = cells(&text, "fwd->tap_xmit");
         // n, exact min, p50/p99 bucket bounds, exact max, above 15us
+        let p99_upper = khist::bucket_range(khist::bucket_of(40_000)).1;
         assert_eq!(
             stage_cells[1..7],
-            ["3", "2.0us", "<=2.0us", "<=41.0us", "40.0us", "1"],
+            [
+                "3".to_string(),
+                "2.000 us".into(),
+                "<=2.047 us".into(),
+                format!("<={}", format_duration_ns(p99_upper)),
+                "40.0 us".into(),
+                "1".into()
+            ],
             "{row}"
         );
         assert!(
-            row.contains("1s: n 3 max 40.0us; worst smpCnt 77 01:00:00.000001 40.0us"),
+            row.contains("1s: n 3 max 40.0 us; worst smpCnt 77 01:00:00.000001 40.0 us"),
             "{row}"
         );
     }

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use anyhow::bail;
 use hoptrace_probes::driver::{parse_filter, run_trace, TraceOptions};
-use hoptrace_probes::stats::parse_duration_ns;
 use hoptrace_probes::Profile;
+use hoptrace_units::arg;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -56,24 +56,24 @@ pub struct Args {
     #[arg(long)]
     kernel_stats: bool,
     /// Stop after this long (e.g. 10s, 500ms).
-    #[arg(long)]
-    duration: Option<String>,
+    #[arg(long, value_parser = arg::duration)]
+    pub(crate) duration: Option<Duration>,
     /// Stop after this many timelines.
     #[arg(long)]
     count: Option<u64>,
     /// Count stage latencies above these (e.g. 100us 250us).
-    #[arg(long = "threshold", num_args = 1..)]
-    thresholds: Vec<String>,
+    #[arg(long = "threshold", num_args = 1.., value_parser = arg::duration_ns)]
+    pub(crate) thresholds: Vec<u64>,
     /// Named network namespace (ip netns) of the interfaces.
     #[arg(long)]
     netns: Option<String>,
     /// Close a packet's timeline after this much event time without a new
     /// event for it (1ms to 60s). Raise it where a hop can hold a frame
     /// longer, e.g. 1s for macvtap (macvlan's broadcast workqueue).
-    #[arg(long, default_value = "200ms")]
-    linger: String,
-    /// SV sample rate (smpCnt wrap) for the epoch/seq columns.
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value = "200ms", value_parser = parse_linger)]
+    pub(crate) linger: Duration,
+    /// SV sample rate (smpCnt wrap) for the epoch/seq columns (e.g. 4000, 4.8kHz).
+    #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
     rate: u32,
     /// Print the hop catalogue and exit.
     #[arg(long)]
@@ -90,16 +90,14 @@ const LINGER_MAX: Duration = Duration::from_secs(60);
 /// `--linger`: a duration from 1 ms to 60 s. Shorter splits every timeline
 /// whose hops are more than that apart; longer keeps every packet of a
 /// minute in memory before any is reported.
-fn parse_linger(s: &str) -> anyhow::Result<Duration> {
-    let d = parse_duration_ns(s)
-        .map(Duration::from_nanos)
-        .map_err(|e| anyhow::anyhow!("--linger: {e}"))?;
+fn parse_linger(s: &str) -> Result<Duration, String> {
+    let d = arg::duration(s)?;
     if d < LINGER_MIN || d > LINGER_MAX {
-        bail!(
+        return Err(format!(
             "--linger `{s}` is out of range: use 1ms to 60s (default 200ms; e.g. 1s on macvtap). \
              Shorter would split a timeline wherever two hops are further apart; longer keeps \
              every packet in memory that long before it is reported"
-        );
+        ));
     }
     Ok(d)
 }
@@ -126,21 +124,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let thresholds_ns = args
-        .thresholds
-        .iter()
-        .map(|t| parse_duration_ns(t).map_err(anyhow::Error::msg))
-        .collect::<anyhow::Result<Vec<u64>>>()?;
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| {
-            parse_duration_ns(d)
-                .map(Duration::from_nanos)
-                .map_err(anyhow::Error::msg)
-        })
-        .transpose()?;
-    let linger = parse_linger(&args.linger)?;
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
     let tty = std::io::stdout().is_terminal();
     if args.live && !tty {
@@ -154,13 +137,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         profile,
         streams: args.streams,
         filter,
-        duration,
+        duration: args.duration,
         count: args.count,
-        thresholds_ns,
+        thresholds_ns: args.thresholds,
         record: args.record,
         rate: args.rate,
         command_line: std::env::args().collect(),
-        linger,
+        linger: args.linger,
         periodic,
         hops: args
             .hops
@@ -214,10 +197,16 @@ mod tests {
         assert_eq!(parse_linger("1ms").unwrap(), LINGER_MIN);
         assert_eq!(parse_linger("60s").unwrap(), LINGER_MAX);
         for bad in ["0", "0s", "500us", "61s", "3600s"] {
-            let e = parse_linger(bad).unwrap_err().to_string();
+            let e = parse_linger(bad).unwrap_err();
             assert!(e.contains("out of range: use 1ms to 60s"), "{bad}: {e}");
         }
-        let e = parse_linger("soon").unwrap_err().to_string();
-        assert!(e.starts_with("--linger: bad duration `soon`"), "{e}");
+        let e = parse_linger("soon").unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "`soon` is not a duration: {}",
+                hoptrace_units::DURATION_FORMS
+            )
+        );
     }
 }
