@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hoptrace_record::{
-    ClockDomain as RecClock, HopColumn, PacketRowRef, PacketStatus, RecordingMeta, RecordingWriter,
-    RotatePolicy, StampSource,
+    HopColumn, PacketRowRef, RecordingMeta, RecordingWriter, RotatePolicy, StampSource,
 };
 
 use crate::catalogue::{catalogue, device_mask, emit_mask, Profile, TracePoint};
@@ -26,11 +25,9 @@ use crate::event::HopEvent;
 use crate::event::PacketIdentity;
 use crate::khist::KernelHists;
 use crate::kstats::KernelStreams;
-use crate::loader::{
-    run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
-};
+use crate::loader::{run_session, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink};
 use crate::stats::{fmt_ns, Stats};
-use crate::timeline::{Assembler, Status, Timeline};
+use crate::timeline::{Assembler, Timeline};
 
 pub use crate::filter::parse_filter;
 use crate::plain::print_block;
@@ -110,15 +107,6 @@ pub struct TraceSummary {
     pub kernel_streams: Option<KernelStreams>,
 }
 
-fn to_rec_status(s: Status) -> PacketStatus {
-    match s {
-        Status::Ok => PacketStatus::Ok,
-        Status::Dropped => PacketStatus::Dropped,
-        Status::Incomplete => PacketStatus::Incomplete,
-        Status::Malformed => PacketStatus::Malformed,
-    }
-}
-
 struct Run<'a> {
     opts: &'a TraceOptions,
     /// The selected hops (output), and their index in the profile's hops.
@@ -177,7 +165,7 @@ fn handle(
                 epoch: if is_sv { Some(t.epoch) } else { None },
                 seq: t.seq,
                 dest: t.dest.as_deref(),
-                status: to_rec_status(t.status),
+                status: t.status,
                 drop_reason: t.drop_reason.as_deref(),
                 drop_hop: t.drop_hop.as_deref(),
                 hops: &hops_ns,
@@ -221,7 +209,7 @@ impl SessionSink for Run<'_> {
             out,
             "backend {} clock {} hops {} tracepoints {}",
             info.backend.name(),
-            info.clock.schema_name(),
+            info.clock,
             self.hops.join(","),
             info.attached
                 .iter()
@@ -230,10 +218,6 @@ impl SessionSink for Run<'_> {
                 .join(",")
         );
         if let Some(dir) = &self.opts.record {
-            let rec_clock = match info.clock {
-                ClockDomain::Tai => RecClock::Tai,
-                ClockDomain::Monotonic => RecClock::Monotonic,
-            };
             let cat = catalogue();
             let cols = self
                 .hops
@@ -247,7 +231,7 @@ impl SessionSink for Run<'_> {
                             format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning)
                         })
                         .unwrap_or_default();
-                    HopColumn::new(*h, rec_clock, StampSource::Bpf, loc)
+                    HopColumn::new(*h, info.clock, StampSource::Bpf, loc)
                 })
                 .collect();
             let mut meta = RecordingMeta::for_this_host("trace", cols);
@@ -458,7 +442,7 @@ pub fn run_trace<'a>(
         writeln!(out, "recording: {} rows in {} segments", s.rows, s.segments)?;
     }
     summary.backend = info.backend.name().into();
-    summary.clock = info.clock.schema_name().into();
+    summary.clock = info.clock.as_str().into();
     summary.prog_ids = info.prog_ids.clone();
     summary.lost = lost.clone();
     summary.kernel = stats.kernel.clone();
