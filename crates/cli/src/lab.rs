@@ -175,7 +175,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             name,
         } => {
-            let stop = hoptrace_lab::run::interrupt_flag()?;
+            let stop = hoptrace_os::stop_flag()?;
             let opts = RunOptions {
                 topology,
                 name,
@@ -206,7 +206,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             html,
             name,
         } => {
-            let stop = hoptrace_lab::run::interrupt_flag()?;
+            let stop = hoptrace_os::stop_flag()?;
             let list = hoptrace_lab::topology::parse_list(&topologies)?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
             let env = Env::current()?;

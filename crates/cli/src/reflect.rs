@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, ping, sched, signals};
+use hoptrace_endpoints::{config, ping, sched};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -37,7 +37,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
-    let stop = signals::stop_flag()?;
+    let stop = hoptrace_os::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let delay = match args.delay.as_ref().or(file.delay.as_ref()) {
         Some(d) => config::parse_duration(d)?,

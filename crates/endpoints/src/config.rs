@@ -29,12 +29,16 @@
 //! iface = "veth1"
 //! ```
 //!
-//! Unknown keys are an error (a typo must not silently do nothing).
+//! Unknown keys are an error (a typo must not silently do nothing). Values
+//! are checked when the file is read, with the parser of the flag: `vlan` is
+//! the text form of `hoptrace_sv::VlanTag` (`ID[:PRIORITY]`, ID 0..4094,
+//! priority 0..7, 4 when omitted), exactly as `--vlan`.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use serde::Deserialize;
+use hoptrace_sv::VlanTag;
+use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,7 +87,8 @@ pub struct PublishSection {
     pub streams: Option<u16>,
     pub rate: Option<u32>,
     pub asdu: Option<u8>,
-    pub vlan: Option<String>,
+    #[serde(default, deserialize_with = "vlan_tag")]
+    pub vlan: Option<VlanTag>,
     pub duration: Option<String>,
     pub samples: Option<u64>,
     pub cpu: Option<usize>,
@@ -111,6 +116,13 @@ pub struct SubscribeSection {
     pub rate: Option<u32>,
     pub rx_mode: Option<String>,
     pub ring_blocks: Option<u32>,
+}
+
+/// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.
+fn vlan_tag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<VlanTag>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| s.parse().map_err(serde::de::Error::custom))
+        .transpose()
 }
 
 /// Read and parse a configuration file, naming the file in errors.
@@ -143,42 +155,39 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration> {
     Ok(std::time::Duration::from_secs_f64(secs))
 }
 
-/// Parse `--vlan ID[:PRIO]`.
-pub fn parse_vlan(s: &str) -> Result<(u16, u8)> {
-    let (id, prio) = match s.split_once(':') {
-        Some((a, b)) => (a, Some(b)),
-        None => (s, None),
-    };
-    let id: u16 = id
-        .parse()
-        .ok()
-        .filter(|&v| v <= 4094)
-        .with_context(|| format!("--vlan {s:?}: VLAN id must be 0..4094"))?;
-    let prio: u8 = match prio {
-        None => 4,
-        Some(p) => p
-            .parse()
-            .ok()
-            .filter(|&v| v <= 7)
-            .with_context(|| format!("--vlan {s:?}: priority must be 0..7"))?,
-    };
-    Ok((id, prio))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_vlans_parse_or_explain() {
+    fn durations_parse_or_explain() {
         assert_eq!(parse_duration("10s").unwrap().as_secs(), 10);
         assert_eq!(parse_duration("250us").unwrap().as_micros(), 250);
         assert_eq!(parse_duration("2").unwrap().as_secs(), 2);
         assert!(parse_duration("10 parsecs").is_err());
-        assert_eq!(parse_vlan("100:5").unwrap(), (100, 5));
-        assert_eq!(parse_vlan("7").unwrap(), (7, 4));
-        assert!(parse_vlan("5000").is_err());
-        assert!(parse_vlan("1:9").is_err());
+    }
+
+    fn vlan_of(toml_text: &str) -> std::result::Result<Option<VlanTag>, String> {
+        toml::from_str::<ConfigFile>(toml_text)
+            .map(|c| c.publish.vlan)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_config_vlan_is_read_by_the_one_vlan_parser_4094_accepted_4095_refused() {
+        let tag = vlan_of("[publish]\nvlan = \"4094:5\"\n").unwrap().unwrap();
+        assert_eq!((tag.vid, tag.pcp), (4094, 5));
+        assert_eq!(
+            vlan_of("[publish]\nvlan = \"7\"\n").unwrap().unwrap().pcp,
+            4
+        );
+        assert_eq!(vlan_of("[publish]\n").unwrap(), None);
+        let err = vlan_of("[publish]\nvlan = \"4095\"\n").unwrap_err();
+        let expected = "4095".parse::<VlanTag>().unwrap_err().to_string();
+        assert!(err.contains(&expected), "{err}");
+        assert!(vlan_of("[publish]\nvlan = \"1:9\"\n")
+            .unwrap_err()
+            .contains("priority 9 is out of range"));
     }
 
     #[test]

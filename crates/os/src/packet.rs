@@ -501,6 +501,12 @@ impl AsRawFd for PacketSocket {
     }
 }
 
+impl From<PacketSocket> for OwnedFd {
+    fn from(sock: PacketSocket) -> OwnedFd {
+        sock.fd
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

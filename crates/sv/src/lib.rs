@@ -62,10 +62,10 @@ mod tracker;
 
 pub use decode::decode;
 pub use encode::{encode, encode_into};
-pub use error::{DecodeError, EncodeError};
+pub use error::{DecodeError, EncodeError, VlanTagError};
 pub use frame::{
     Asdu, AsduIter, AsduList, MacAddr, Measurement, OwnedAsdu, OwnedSvFrame, SvFrame, VlanTag,
-    ETHERTYPE_SV, LE_SEQ_DATA_LEN, TPID_8021AD, TPID_8021Q,
+    DEFAULT_VLAN_PRIORITY, ETHERTYPE_SV, LE_SEQ_DATA_LEN, TPID_8021AD, TPID_8021Q, VLAN_ID_MAX,
 };
 pub use identity::{SampleId, StreamId};
 pub use le::{LeWaveform, CURRENT_A_PER_LSB, VOLTAGE_V_PER_LSB};
