@@ -29,7 +29,7 @@ pub struct Args {
     /// ASDUs per frame (1 to 8).
     #[arg(long = "asdu", default_value_t = 1)]
     pub asdu: u8,
-    /// 802.1Q tag ID[:PRIO]: VLAN id 0..4094 (0 = priority-tagged), priority
+    /// 802.1Q tag `ID[:PRIO]`: VLAN id 0..4094 (0 = priority-tagged), priority
     /// 0..7 (4 when omitted), e.g. `100` or `100:4`.
     #[arg(long)]
     pub vlan: Option<VlanTag>,

@@ -23,7 +23,7 @@ pub struct Args {
     /// ASDUs per frame (1..8).
     #[arg(long)]
     pub asdu: Option<u8>,
-    /// 802.1Q tag ID[:PRIO]: VLAN id 0..4094 (0 = priority-tagged), priority
+    /// 802.1Q tag `ID[:PRIO]`: VLAN id 0..4094 (0 = priority-tagged), priority
     /// 0..7 (4 when omitted), e.g. `100` or `100:4`.
     #[arg(long)]
     pub vlan: Option<VlanTag>,
@@ -64,7 +64,7 @@ pub struct Args {
     /// Play the capture this many times (smpCnt continues across loops).
     #[arg(long = "loop", requires = "replay")]
     pub loop_count: Option<u32>,
-    /// TOML configuration file ([publish] table); flags override it.
+    /// TOML configuration file (`[publish]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
