@@ -318,7 +318,10 @@ fn ctrl_c_closes_the_recordings_of_a_run_and_tears_its_lab_down() {
     for (log, says) in [("subscribe.log", "ready on"), ("publish.log", "publishing")] {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !std::fs::read_to_string(out_dir.join(log)).is_ok_and(|t| t.contains(says)) {
-            assert!(std::time::Instant::now() < deadline, "{log} never said `{says}`");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{log} never said `{says}`"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
