@@ -10,6 +10,7 @@
 use std::fmt;
 
 use crate::error::VlanTagError;
+use crate::spec::{SV_DEFAULT_VLAN_PRIORITY, VLAN_ID_MAX};
 
 /// A 48-bit Ethernet address.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -70,11 +71,11 @@ pub const ETHERTYPE_SV: u16 = 0x88BA;
 /// Text form (the `--vlan` flags and the `vlan` key of configuration files,
 /// parsed by `str::parse::<VlanTag>()`, written by `Display`): `ID[:PRIORITY]`,
 /// decimal, e.g. `100` or `100:4`. It gives a customer (0x8100) tag.
-/// - `ID` is 0..=4094 ([`VLAN_ID_MAX`]). 0 means *priority-tagged*: the
+/// - `ID` is 0..=4094 ([`crate::VLAN_ID_MAX`]). 0 means *priority-tagged*: the
 ///   frame carries a priority but belongs to no VLAN. 4095 is reserved by
 ///   IEEE 802.1Q and refused.
 /// - `PRIORITY` (PCP) is 0..=7; without it, 4
-///   ([`DEFAULT_VLAN_PRIORITY`], customary for SV).
+///   ([`crate::SV_DEFAULT_VLAN_PRIORITY`], customary for SV).
 ///
 /// A decoded tag keeps whatever id was on the wire (4095 included): the
 /// bound applies to tags hoptrace is asked to write.
@@ -89,11 +90,6 @@ pub struct VlanTag {
     /// VLAN id (12 bits; see the text form for the ids accepted on input).
     pub vid: u16,
 }
-
-/// Highest VLAN id of a tag hoptrace writes (4095 is reserved by IEEE 802.1Q).
-pub const VLAN_ID_MAX: u16 = 4094;
-/// Priority of a tag given as `ID` alone.
-pub const DEFAULT_VLAN_PRIORITY: u8 = 4;
 
 impl std::str::FromStr for VlanTag {
     type Err = VlanTagError;
@@ -115,7 +111,7 @@ impl std::str::FromStr for VlanTag {
         let vid = number(id)?;
         let pcp = match priority {
             Some(p) => number(p)?,
-            None => DEFAULT_VLAN_PRIORITY as u32,
+            None => SV_DEFAULT_VLAN_PRIORITY as u32,
         };
         if vid == 4095 {
             return Err(VlanTagError::ReservedId {
