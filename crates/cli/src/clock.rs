@@ -137,7 +137,7 @@ fn estimate(a: EstimateArgs) -> Result<ExitCode> {
 }
 
 fn host(a: HostArgs) -> Result<ExitCode> {
-    let stop = hoptrace_record::install_stop_flag()?;
+    let stop = hoptrace_os::stop_flag()?;
     let opts = HostOptions {
         socket: a.socket.clone(),
         samples: a.samples.clone(),

@@ -197,7 +197,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             name,
             ..
         } => {
-            let stop = hoptrace_lab::run::interrupt_flag()?;
+            let stop = hoptrace_os::stop_flag()?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-kvm"));
             let w = hoptrace_lab::kvm_lab::Workload {
                 io,
@@ -244,7 +244,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             ..
         } => {
             check_run_duration(duration)?;
-            let stop = hoptrace_lab::run::interrupt_flag()?;
+            let stop = hoptrace_os::stop_flag()?;
             let opts = RunOptions {
                 topology,
                 name,
@@ -276,7 +276,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             name,
         } => {
             check_run_duration(duration)?;
-            let stop = hoptrace_lab::run::interrupt_flag()?;
+            let stop = hoptrace_os::stop_flag()?;
             let list = hoptrace_lab::topology::parse_list(&topologies)?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
             let env = Env::current()?;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, ping, recording, sched, signals};
+use hoptrace_endpoints::{config, ping, recording, sched};
 use hoptrace_units::{arg, format_duration, format_duration_ns, format_size};
 
 #[derive(clap::Args, Debug)]
@@ -97,7 +97,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .unwrap_or(Duration::from_millis(500)),
     };
     let record = args.record.clone().or(file.record.map(PathBuf::from));
-    let stop = signals::stop_flag()?;
+    let stop = hoptrace_os::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     eprintln!(
         "pinging on {} every {}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request (SO_TIMESTAMPING, same host clock)",
@@ -107,8 +107,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let r = ping::ping(&cfg, &stop)?;
     println!(
         "stamps: {} CLOCK_{} ({} of {} requests with a TX stamp; the others use the application send time)",
-        r.stamp_source.schema_source(),
-        r.stamp_source.schema_clock(),
+        r.stamp_source,
+        hoptrace_endpoints::timestamping::stamp_clock(r.stamp_source),
         r.tx_stamps,
         r.sent
     );

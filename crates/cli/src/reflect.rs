@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, ping, sched, signals};
+use hoptrace_endpoints::{config, ping, sched};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -38,7 +38,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
-    let stop = signals::stop_flag()?;
+    let stop = hoptrace_os::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let delay = args.delay.or(file.delay).unwrap_or(Duration::ZERO);
     let n = ping::reflect(&iface, delay, &stop, || {

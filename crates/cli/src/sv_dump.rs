@@ -5,7 +5,9 @@
 //! with another frame's identity), frames of other ethertypes skipped, and a
 //! per-stream summary at the end from `hoptrace_sv::MultiStreamTracker`.
 //!
-//! A live capture (`--iface`) runs until `--count`, `--duration` or Ctrl-C
+//! A live capture (`--iface`) reads `hoptrace_os::PacketSocket` (every
+//! ethertype, promiscuous while it runs, kernel RX software stamps, VLAN tags
+//! put back as on the wire) until `--count`, `--duration` or Ctrl-C
 //! (SIGINT/SIGTERM), and prints the same summary in every case.
 //!
 //! Exit status: 0 when every SV frame decoded; 2 when at least one frame was
@@ -19,7 +21,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hoptrace_pcap::{CaptureReader, LiveCapture};
+use hoptrace_os::{PacketSocket, ETH_P_ALL};
+use hoptrace_pcap::CaptureReader;
 use hoptrace_sv::{decode, MultiStreamTracker, SampleKind};
 use serde_json::json;
 
@@ -181,6 +184,26 @@ impl<W: Write> Dumper<W> {
     }
 }
 
+/// The socket of a live capture on `iface`: every ethertype, promiscuous,
+/// kernel RX software stamps, stripped VLAN tags reported.
+fn live_capture(iface: &str) -> anyhow::Result<PacketSocket> {
+    let sock = PacketSocket::open(iface, ETH_P_ALL)?;
+    let what = |step: &str| format!("live capture on {iface}: {step}");
+    sock.set_promiscuous()
+        .with_context(|| what("promiscuous mode"))?;
+    sock.enable_rx_software_stamps()
+        .with_context(|| what("SO_TIMESTAMPING"))?;
+    sock.report_vlan_tags()
+        .with_context(|| what("PACKET_AUXDATA"))?;
+    Ok(sock)
+}
+
+/// A frame's kernel receive time, ns since the epoch (0 when the kernel
+/// gave none).
+fn stamp_ns(r: &hoptrace_os::Received) -> u64 {
+    r.stamps.software.map_or(0, |t| t as u64)
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let stdout = std::io::stdout();
     let mut d = Dumper {
@@ -208,12 +231,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     } else if let Some(iface) = &args.iface {
-        let mut cap = LiveCapture::open(iface)?;
+        let cap = live_capture(iface)?;
+        let mut buf = vec![0u8; 65536];
         // SIGINT/SIGTERM end the capture like --duration does: the loop sees
         // the flag within one receive timeout (200 ms) and the per-stream
         // summary below is printed before exit.
-        let stop = hoptrace_record::install_stop_flag()
-            .context("installing the SIGINT/SIGTERM handlers")?;
+        let stop = hoptrace_os::stop_flag()?;
         eprintln!(
             "hoptrace sv dump: capturing on {iface} (AF_PACKET); Ctrl-C stops and prints the per-stream summary"
         );
@@ -230,8 +253,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 None => Some(Duration::from_millis(200)),
             };
-            if let Some(p) = cap.next_packet(timeout)? {
-                d.frame(p.time_ns, &p.data)?;
+            if let Some(r) = cap.recv(&mut buf, timeout)? {
+                d.frame(stamp_ns(&r), &r.wire_frame(&buf))?;
                 if !args.json && d.frames % 64 == 0 {
                     d.out.flush()?;
                 }
@@ -241,8 +264,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // Frames already queued on the socket when Ctrl-C came were
             // received by the kernel before the stop: print them too.
             while d.frames < count {
-                match cap.next_packet(Some(Duration::ZERO))? {
-                    Some(p) => d.frame(p.time_ns, &p.data)?,
+                match cap.recv(&mut buf, Some(Duration::ZERO))? {
+                    Some(r) => d.frame(stamp_ns(&r), &r.wire_frame(&buf))?,
                     None => break,
                 }
             }

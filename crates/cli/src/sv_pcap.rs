@@ -34,9 +34,10 @@ pub struct Args {
     /// ASDUs per frame (1 to 8).
     #[arg(long = "asdu", default_value_t = 1)]
     pub asdu: u8,
-    /// 802.1Q tag: VLAN id with optional priority, e.g. `100` or `100:4`.
+    /// 802.1Q tag `ID[:PRIO]`: VLAN id 0..4094 (0 = priority-tagged), priority
+    /// 0..7 (4 when omitted), e.g. `100` or `100:4`.
     #[arg(long)]
-    pub vlan: Option<String>,
+    pub vlan: Option<VlanTag>,
     /// svID of stream i is PREFIX followed by i.
     #[arg(long = "svid-prefix", default_value = "HOPTRACE_SV")]
     pub svid_prefix: String,
@@ -79,27 +80,6 @@ pub struct Args {
     /// Quality word of every value.
     #[arg(long, default_value_t = 0)]
     pub quality: u32,
-}
-
-/// Parses `ID[:PRIO]`.
-pub fn parse_vlan(s: &str) -> anyhow::Result<VlanTag> {
-    let (id, prio) = match s.split_once(':') {
-        Some((a, b)) => (a, Some(b)),
-        None => (s, None),
-    };
-    let vid: u16 = id
-        .parse()
-        .with_context(|| format!("--vlan `{s}`: VLAN id must be 0..4095"))?;
-    let pcp: u8 = match prio {
-        Some(p) => p
-            .parse()
-            .with_context(|| format!("--vlan `{s}`: priority must be 0..7"))?,
-        None => 4,
-    };
-    if vid > 4095 || pcp > 7 {
-        bail!("--vlan `{s}`: VLAN id must be 0..4095 and priority 0..7");
-    }
-    Ok(VlanTag::dot1q(vid, pcp))
 }
 
 fn parse_u16_hex(s: &str) -> anyhow::Result<u16> {
@@ -153,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .map(|d| Rate::per_second(args.rate).events_in(d)))
             .unwrap_or(args.rate as u64),
         asdu_per_frame: args.asdu,
-        vlan: args.vlan.as_deref().map(parse_vlan).transpose()?,
+        vlan: args.vlan,
         sv_id_prefix: args.svid_prefix.clone(),
         sv_id_index_width: args.svid_width,
         appid_base: parse_u16_hex(&args.appid).context("--appid")?,

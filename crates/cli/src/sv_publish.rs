@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::timestamping::StampSource;
-use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched, signals};
+use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched};
+use hoptrace_record::StampSource;
+use hoptrace_sv::VlanTag;
 use hoptrace_units::{arg, format_rate, Rate};
 
 #[derive(clap::Args, Debug)]
@@ -24,9 +25,10 @@ pub struct Args {
     /// ASDUs per frame (1..8).
     #[arg(long)]
     pub asdu: Option<u8>,
-    /// 802.1Q tag `ID[:PRIO]` (priority 4 by default).
+    /// 802.1Q tag `ID[:PRIO]`: VLAN id 0..4094 (0 = priority-tagged), priority
+    /// 0..7 (4 when omitted), e.g. `100` or `100:4`.
     #[arg(long)]
-    pub vlan: Option<String>,
+    pub vlan: Option<VlanTag>,
     /// Run time (10s, 500ms); default: until Ctrl-C.
     #[arg(long, conflicts_with = "samples", value_parser = arg::duration)]
     pub duration: Option<Duration>,
@@ -79,7 +81,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
     let rate = args.rate.or(file.rate).unwrap_or(4000);
-    let stop = signals::stop_flag()?;
+    let stop = hoptrace_os::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let record = args
         .record
@@ -126,10 +128,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(p) = args.svid_prefix.clone().or(file.svid_prefix.clone()) {
         plan.sv_id_prefix = p;
     }
-    if let Some(v) = args.vlan.clone().or(file.vlan.clone()) {
-        let (id, prio) = config::parse_vlan(&v)?;
-        plan.vlan = Some(hoptrace_sv::VlanTag::dot1q(id, prio));
-    }
+    plan.vlan = args.vlan.or(file.vlan);
     let samples = match (
         args.samples.or(file.samples),
         args.duration.or(file.duration),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, recording, rx::RxMode, sched, signals, subscriber};
+use hoptrace_endpoints::{config, recording, rx::RxMode, sched, subscriber};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -105,7 +105,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .reference
         .clone()
         .or(file.reference.as_ref().map(PathBuf::from));
-    let stop = signals::stop_flag()?;
+    let stop = hoptrace_os::stop_flag()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
@@ -121,8 +121,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             eprintln!(
                 "hoptrace sv subscribe: ready on {iface}: receive path {path}; RX stamps (T3) {} CLOCK_{}, application stamps (T4) CLOCK_REALTIME after decode",
-                source.schema_source(),
-                source.schema_clock()
+                source,
+                hoptrace_endpoints::timestamping::stamp_clock(source)
             );
             let _ = std::io::stderr().flush();
         },

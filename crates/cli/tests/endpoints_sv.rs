@@ -343,7 +343,12 @@ fn missing_and_down_interfaces_are_explained() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no interface nosuch0 in this network namespace"),
+        err.contains(&format!(
+            "no interface `nosuch0` in network namespace `{}` (interfaces there: lo, vb): \
+             check the name with `ip -n {} -br link`",
+            p.b.name(),
+            p.b.name()
+        )),
         "{err}"
     );
     p.b.ip(&["link", "set", "vb", "down"]).unwrap();

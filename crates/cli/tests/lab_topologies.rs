@@ -283,9 +283,28 @@ fn compare_gives_a_row_per_topology_and_stage() {
     let _ = std::fs::remove_dir_all(&out_dir);
 }
 
+/// The open segments (`.partial`) left in the recordings under `dir`.
+fn partial_segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for rec in ["sub", "pub", "trace"] {
+        for e in std::fs::read_dir(dir.join(rec))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if e.path().to_string_lossy().ends_with(".partial") {
+                found.push(e.path());
+            }
+        }
+    }
+    found
+}
+
 #[test]
-fn interrupted_run_tears_its_lab_down() {
-    if !hoptrace_netns::require_privileges("interrupted_run_tears_its_lab_down") {
+fn ctrl_c_closes_the_recordings_of_a_run_and_tears_its_lab_down() {
+    if !hoptrace_netns::require_privileges(
+        "ctrl_c_closes_the_recordings_of_a_run_and_tears_its_lab_down",
+    ) {
         return;
     }
     let lab = "tci";
@@ -295,9 +314,22 @@ fn interrupted_run_tears_its_lab_down() {
     let (child, st) = run_until_up("xdp", lab, &out_dir);
     let progs = xdp_prog_ids(&st);
     assert_eq!(progs.len(), 2, "{st}");
-    // Ctrl-C: the run stops its processes and removes the lab by itself.
+    // Both endpoints are recording.
+    for (log, says) in [("subscribe.log", "ready on"), ("publish.log", "publishing")] {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !std::fs::read_to_string(out_dir.join(log)).is_ok_and(|t| t.contains(says)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{log} never said `{says}`"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    // Ctrl-C in a terminal: SIGINT to the run's whole process group. The
+    // children have their own group, so each gets one SIGINT (from the run)
+    // and closes its recording; the run removes the lab by itself.
     let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", "--", &format!("-{}", child.id())])
         .status()
         .unwrap();
     assert!(sent.success());
@@ -308,6 +340,11 @@ fn interrupted_run_tears_its_lab_down() {
         "an interrupted run must not report success: {t}"
     );
     assert!(t.contains("interrupted"), "{t}");
+    assert_eq!(
+        partial_segments(&out_dir),
+        Vec::<std::path::PathBuf>::new(),
+        "a child was ended before it closed its recording: {t}"
+    );
     assert_nothing_left(lab, &progs, "interrupted xdp run");
     let _ = std::fs::remove_dir_all(&out_dir);
 }

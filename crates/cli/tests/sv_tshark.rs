@@ -430,5 +430,76 @@ fn dump_missing_file_and_interface_fail_clearly() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no network interface named `nosuchif0`"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no interface `nosuchif0` in "), "{err}");
+    assert!(
+        err.contains("(interfaces there: ") && err.contains("lo"),
+        "{err}"
+    );
+}
+
+/// `sv pcap --vlan`, `sv publish --vlan` and the `vlan` key of a publish
+/// configuration file go through the one parser, `hoptrace_sv::VlanTag`'s
+/// `FromStr`: 4094 is written, 4095 is refused with the same sentence.
+#[test]
+fn vlan_4094_is_accepted_and_4095_refused_alike_by_sv_pcap_sv_publish_and_a_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let reserved = "4095".parse::<VlanTag>().unwrap_err().to_string();
+    let pcap = dir.path().join("v.pcap");
+    let sv_pcap = |vlan: &str| {
+        Command::new(BIN)
+            .args(["sv", "pcap", "-o"])
+            .arg(&pcap)
+            .args(["--samples", "2", "--vlan", vlan])
+            .output()
+            .unwrap()
+    };
+    let out = sv_pcap("4094:6");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let frames: Vec<_> = CaptureReader::open(&pcap)
+        .unwrap()
+        .map(|p| p.unwrap())
+        .collect();
+    let tag = decode(&frames[0].data).unwrap().vlan_tags().next().unwrap();
+    assert_eq!((tag.vid, tag.pcp), (4094, 6));
+
+    let out = sv_pcap("4095");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&reserved));
+
+    let out = Command::new(BIN)
+        .args([
+            "sv",
+            "publish",
+            "--iface",
+            "lo",
+            "--samples",
+            "1",
+            "--vlan",
+            "4095",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&reserved));
+
+    let config = dir.path().join("publish.toml");
+    std::fs::write(
+        &config,
+        "[publish]\niface = \"lo\"\nsamples = 1\nvlan = \"4095\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["sv", "publish", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&reserved), "{err}");
+    assert!(err.contains("publish.toml"), "the file is named: {err}");
 }

@@ -34,14 +34,18 @@
 //! iface = "veth1"
 //! ```
 //!
-//! Unknown keys are an error (a typo must not silently do nothing).
+//! Unknown keys are an error (a typo must not silently do nothing). Values
+//! are checked when the file is read, with the parser of the flag: `vlan` is
+//! the text form of `hoptrace_sv::VlanTag` (`ID[:PRIORITY]`, ID 0..4094,
+//! priority 0..7, 4 when omitted), exactly as `--vlan`.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hoptrace_sv::VlanTag;
 use hoptrace_units::de::{option_duration, option_size, option_whole_rate};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,7 +100,8 @@ pub struct PublishSection {
     #[serde(default, deserialize_with = "option_whole_rate")]
     pub rate: Option<u32>,
     pub asdu: Option<u8>,
-    pub vlan: Option<String>,
+    #[serde(default, deserialize_with = "vlan_tag")]
+    pub vlan: Option<VlanTag>,
     #[serde(default, deserialize_with = "option_duration")]
     pub duration: Option<Duration>,
     pub samples: Option<u64>,
@@ -130,6 +135,13 @@ pub struct SubscribeSection {
     pub ring_blocks: Option<u32>,
 }
 
+/// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.
+fn vlan_tag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<VlanTag>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| s.parse().map_err(serde::de::Error::custom))
+        .transpose()
+}
+
 /// Read and parse a configuration file, naming the file in errors.
 pub fn load(path: &Path) -> Result<ConfigFile> {
     let text = std::fs::read_to_string(path)
@@ -137,38 +149,31 @@ pub fn load(path: &Path) -> Result<ConfigFile> {
     toml::from_str(&text).with_context(|| format!("config file {} is not valid", path.display()))
 }
 
-/// Parse `--vlan ID[:PRIO]`.
-pub fn parse_vlan(s: &str) -> Result<(u16, u8)> {
-    let (id, prio) = match s.split_once(':') {
-        Some((a, b)) => (a, Some(b)),
-        None => (s, None),
-    };
-    let id: u16 = id
-        .parse()
-        .ok()
-        .filter(|&v| v <= 4094)
-        .with_context(|| format!("--vlan {s:?}: VLAN id must be 0..4094"))?;
-    let prio: u8 = match prio {
-        None => 4,
-        Some(p) => p
-            .parse()
-            .ok()
-            .filter(|&v| v <= 7)
-            .with_context(|| format!("--vlan {s:?}: priority must be 0..7"))?,
-    };
-    Ok((id, prio))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn vlan_of(toml_text: &str) -> std::result::Result<Option<VlanTag>, String> {
+        toml::from_str::<ConfigFile>(toml_text)
+            .map(|c| c.publish.vlan)
+            .map_err(|e| e.to_string())
+    }
+
     #[test]
-    fn vlans_parse_or_explain() {
-        assert_eq!(parse_vlan("100:5").unwrap(), (100, 5));
-        assert_eq!(parse_vlan("7").unwrap(), (7, 4));
-        assert!(parse_vlan("5000").is_err());
-        assert!(parse_vlan("1:9").is_err());
+    fn a_config_vlan_is_read_by_the_one_vlan_parser_4094_accepted_4095_refused() {
+        let tag = vlan_of("[publish]\nvlan = \"4094:5\"\n").unwrap().unwrap();
+        assert_eq!((tag.vid, tag.pcp), (4094, 5));
+        assert_eq!(
+            vlan_of("[publish]\nvlan = \"7\"\n").unwrap().unwrap().pcp,
+            4
+        );
+        assert_eq!(vlan_of("[publish]\n").unwrap(), None);
+        let err = vlan_of("[publish]\nvlan = \"4095\"\n").unwrap_err();
+        let expected = "4095".parse::<VlanTag>().unwrap_err().to_string();
+        assert!(err.contains(&expected), "{err}");
+        assert!(vlan_of("[publish]\nvlan = \"1:9\"\n")
+            .unwrap_err()
+            .contains("priority 9 is out of range"));
     }
 
     #[test]

@@ -88,7 +88,7 @@ mod tests {
     use crate::publisher::SentSample;
     use crate::recording::{publisher_recorder, subscriber_recorder};
     use crate::subscriber::ReceivedSample;
-    use crate::timestamping::StampSource;
+    use hoptrace_record::StampSource;
     use hoptrace_sv::SampleKind;
 
     const BASE: i64 = 1_763_800_000_000_000_000;

@@ -1,7 +1,8 @@
 //! `hoptrace-endpoints`: the ends of the measured path.
 //!
-//! * [`socket`]: AF_PACKET raw sockets bound to one interface, with errors
-//!   that say what to do (missing interface, missing CAP_NET_RAW, link down).
+//! * Sockets are `hoptrace_os::PacketSocket` (AF_PACKET bound to one
+//!   interface, errors that say what to do); stop requests are
+//!   `hoptrace_os::stop_flag` (SIGINT/SIGTERM).
 //! * [`timestamping`]: `SO_TIMESTAMPING` RX/TX stamps (hardware when the NIC
 //!   has a PTP clock, else software), TX stamps from the error queue.
 //! * [`rx`] / [`ring`]: receive through a TPACKET_V3 mmap ring or batched
@@ -25,8 +26,6 @@ pub mod ring;
 pub mod rx;
 pub mod sample_join;
 pub mod sched;
-pub mod signals;
-pub mod socket;
 pub mod stats;
 pub mod subscriber;
 pub mod timestamping;

@@ -27,11 +27,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
 
 use crate::pacing::{PaceClock, Pacer};
 use crate::rx::RxBatch;
-use crate::socket::PacketSocket;
-use crate::timestamping::{self, StampSource};
+use crate::timestamping::{self, stamp_of};
 
 pub const ETHERTYPE_PING: u16 = 0x88B5;
 pub const MAGIC: [u8; 4] = *b"HTPG";
@@ -202,8 +203,7 @@ pub fn trace_marker(instance: Option<&str>, line: &str) -> Result<()> {
 pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
     let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
     let src = sock.mac().context("reading the interface MAC address")?;
-    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)
-        .context("enabling SO_TIMESTAMPING")?;
+    let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
     sock.set_recv_buffer(4 << 20);
     let mut batch = RxBatch::new(64);
     let mut samples: Vec<PingSample> = Vec::with_capacity(cfg.count.min(1 << 24) as usize);
@@ -303,10 +303,7 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
                     report.reordered += 1;
                 }
                 max_seen = Some(max_seen.map_or(seq, |m| m.max(seq)));
-                let t_rx = f
-                    .stamps
-                    .get(source)
-                    .unwrap_or_else(timestamping::realtime_ns);
+                let t_rx = stamp_of(&f.stamps, source).unwrap_or_else(timestamping::realtime_ns);
                 s.t_rx = Some(t_rx);
                 let sample = *s;
                 let value = (t_rx - sample.t_tx.unwrap_or(sample.t_app_tx)).max(1) as u64;
@@ -336,7 +333,7 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
         }
         timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
             if let Some(&seq) = id_to_seq.get(id as usize) {
-                if let (Some(s), Some(t)) = (samples.get_mut(seq as usize), st.get(source)) {
+                if let (Some(s), Some(t)) = (samples.get_mut(seq as usize), stamp_of(&st, source)) {
                     if s.t_tx.is_none() {
                         s.t_tx = Some(t);
                         report.tx_stamps += 1;

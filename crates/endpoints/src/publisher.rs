@@ -22,12 +22,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
 use hoptrace_sv::generate::StreamPlan;
 
 use crate::pacing::{offset_to_realtime, PaceClock, Pacer};
-use crate::socket::PacketSocket;
 use crate::stats::SignedHistogram;
-use crate::timestamping::{self, StampSource};
+use crate::timestamping::{self, stamp_of};
 
 /// Placeholder refrTm written at encode time and patched before sending.
 const REFRTM_PLACEHOLDER: [u8; 8] = [0xA5, 0x5A, 0xC3, 0x3C, 0x96, 0x69, 0x0F, 0xF0];
@@ -171,8 +172,7 @@ pub fn publish(
     let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
     sock.set_send_buffer(4 << 20);
     sock.set_recv_buffer(16 << 20);
-    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)
-        .context("enabling SO_TIMESTAMPING TX stamps")?;
+    let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING TX stamps")?;
     on_ready(source)?;
     let streams = plan.streams as usize;
     let k = plan.asdu_per_frame as u64;
@@ -285,7 +285,7 @@ pub fn publish(
             pending.frames.push_back((rows, None));
         }
         timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-            if let Some(t) = st.get(source) {
+            if let Some(t) = stamp_of(&st, source) {
                 pending.stamp(id, t);
                 report.tx_stamps += 1;
             }
@@ -295,7 +295,7 @@ pub fn publish(
     // Give the last stamps a moment to arrive, then flush everything.
     std::thread::sleep(std::time::Duration::from_millis(20));
     timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-        if let Some(t) = st.get(source) {
+        if let Some(t) = stamp_of(&st, source) {
             pending.stamp(id, t);
             report.tx_stamps += 1;
         }
@@ -320,8 +320,8 @@ impl PublishReport {
             self.late,
             hoptrace_units::format_duration_ns(self.slip_ns),
             self.skipped,
-            self.stamp_source.schema_source(),
-            self.stamp_source.schema_clock(),
+            self.stamp_source,
+            crate::timestamping::stamp_clock(self.stamp_source),
             self.tx_stamps
         ));
         for (id, n) in self.sv_ids.iter().zip(&self.frames_per_stream) {

@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use hoptrace_record::{
     ClockDomain, ExtraColumn, HopColumn, PacketRowRef, PacketStatus, RecordingMeta,
-    RecordingReader, RecordingWriter, RotatePolicy, StampSource as RecSource,
+    RecordingReader, RecordingWriter, RotatePolicy, StampSource,
 };
 
 use crate::ping::PingReport;
@@ -24,20 +24,7 @@ use crate::publisher::SentSample;
 use crate::sample_join::PublisherIndex;
 use crate::stats::SignedHistogram;
 use crate::subscriber::ReceivedSample;
-use crate::timestamping::StampSource;
-
-fn rec_clock(s: StampSource) -> ClockDomain {
-    match s {
-        StampSource::Hardware => ClockDomain::Tai,
-        StampSource::Software => ClockDomain::Realtime,
-    }
-}
-fn rec_source(s: StampSource) -> RecSource {
-    match s {
-        StampSource::Hardware => RecSource::Hardware,
-        StampSource::Software => RecSource::Software,
-    }
-}
+use crate::timestamping::stamp_clock;
 
 /// An optional recording of published samples.
 pub struct PublisherRecorder {
@@ -59,11 +46,11 @@ pub fn publisher_recorder(
         Some(d) => {
             let hops = vec![HopColumn::new(
                 "tx",
-                rec_clock(source),
-                rec_source(source),
+                stamp_clock(source),
+                source,
                 format!(
                     "SO_TIMESTAMPING TX {} stamp (software: skb_tx_timestamp in the driver xmit), read from the AF_PACKET error queue, matched by OPT_ID",
-                    source.schema_source()
+                    source
                 ),
             )];
             let mut meta = RecordingMeta::for_this_host("sv-publish", hops);
@@ -142,17 +129,14 @@ pub fn subscriber_recorder(
             let hops = vec![
                 HopColumn::new(
                     "rx",
-                    rec_clock(source),
-                    rec_source(source),
-                    format!(
-                        "SO_TIMESTAMPING RX {} stamp, AF_PACKET on {iface}",
-                        source.schema_source()
-                    ),
+                    stamp_clock(source),
+                    source,
+                    format!("SO_TIMESTAMPING RX {} stamp, AF_PACKET on {iface}", source),
                 ),
                 HopColumn::new(
                     "app",
                     ClockDomain::Realtime,
-                    RecSource::Application,
+                    StampSource::Application,
                     "clock_gettime(CLOCK_REALTIME) after decode in the subscriber",
                 ),
             ];
@@ -233,14 +217,14 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
     let hops = vec![
         HopColumn::new(
             "tx",
-            rec_clock(report.stamp_source),
-            rec_source(report.stamp_source),
+            stamp_clock(report.stamp_source),
+            report.stamp_source,
             format!("SO_TIMESTAMPING TX stamp of the request on {iface} (error queue)"),
         ),
         HopColumn::new(
             "rx",
-            rec_clock(report.stamp_source),
-            rec_source(report.stamp_source),
+            stamp_clock(report.stamp_source),
+            report.stamp_source,
             format!("SO_TIMESTAMPING RX stamp of the reply on {iface}"),
         ),
     ];

@@ -22,12 +22,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
 
 use crate::pacing::{offset_to_realtime, sleep_until, PaceClock};
 use crate::publisher::SentSample;
-use crate::socket::PacketSocket;
 use crate::stats::SignedHistogram;
-use crate::timestamping::{self, StampSource};
+use crate::timestamping::{self, stamp_of};
 
 #[derive(Debug, Clone)]
 pub struct ReplayConfig {
@@ -59,8 +60,8 @@ impl ReplayReport {
             self.frames_in_capture,
             self.late_groups,
             hoptrace_units::format_duration_ns(self.slip_ns),
-            self.stamp_source.schema_source(),
-            self.stamp_source.schema_clock()
+            self.stamp_source,
+            crate::timestamping::stamp_clock(self.stamp_source)
         );
         for (id, n) in &self.per_stream {
             s.push_str(&format!("  {id}: {n} frames\n"));
@@ -136,7 +137,7 @@ pub fn replay(
     let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
     sock.set_send_buffer(4 << 20);
     sock.set_recv_buffer(16 << 20);
-    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, true)?;
+    let source = timestamping::enable(&sock, true)?;
     on_ready(source)?;
     // Samples per stream in the capture (for continuous smpCnt).
     let mut per_stream: HashMap<Vec<u8>, u64> = HashMap::new();
@@ -248,7 +249,8 @@ pub fn replay(
             }
             report.frames_sent += n as u64;
             timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-                if let (Some(slot), Some(t)) = (stamps.get_mut(id as usize), st.get(source)) {
+                if let (Some(slot), Some(t)) = (stamps.get_mut(id as usize), stamp_of(&st, source))
+                {
                     *slot = Some(t);
                 }
             });
@@ -257,7 +259,7 @@ pub fn replay(
     }
     std::thread::sleep(std::time::Duration::from_millis(20));
     timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-        if let (Some(slot), Some(t)) = (stamps.get_mut(id as usize), st.get(source)) {
+        if let (Some(slot), Some(t)) = (stamps.get_mut(id as usize), stamp_of(&st, source)) {
             *slot = Some(t);
         }
     });

@@ -31,9 +31,11 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use hoptrace_os::stamps::{Stamps, SOF_TIMESTAMPING_RAW_HARDWARE};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
+
 use crate::rx::{RxFrame, FRAME_CAPACITY};
-use crate::socket::PacketSocket;
-use crate::timestamping::{StampSource, Stamps, SOF_TIMESTAMPING_RAW_HARDWARE};
 
 const PACKET_RX_RING: i32 = 5;
 const PACKET_VERSION: i32 = 10;
@@ -50,6 +52,7 @@ const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
 const TPACKET3_HDRLEN: usize = 48;
 
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct TpacketReq3 {
     tp_block_size: u32,
     tp_block_nr: u32,
@@ -114,32 +117,16 @@ pub struct RxRing {
 // The mapping is owned by this struct and only touched through &mut self.
 unsafe impl Send for RxRing {}
 
-fn setsockopt<T>(fd: RawFd, level: i32, name: i32, v: &T) -> io::Result<()> {
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            std::mem::size_of::<T>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 impl RxRing {
     /// Set up the ring on `sock` (which must not have received anything it
     /// needs yet: frames queued before the ring existed are not in it).
     /// `source` says which stamp the caller enabled with SO_TIMESTAMPING.
     pub fn new(sock: &PacketSocket, geo: RingGeometry, source: StampSource) -> io::Result<Self> {
         let fd = sock.raw_fd();
-        setsockopt(fd, libc::SOL_PACKET, PACKET_VERSION, &TPACKET_V3)?;
+        sock.set_option(libc::SOL_PACKET, PACKET_VERSION, TPACKET_V3)?;
         if source == StampSource::Hardware {
             let v = SOF_TIMESTAMPING_RAW_HARDWARE as i32;
-            setsockopt(fd, libc::SOL_PACKET, PACKET_TIMESTAMP, &v)?;
+            sock.set_option(libc::SOL_PACKET, PACKET_TIMESTAMP, v)?;
         }
         let frame_size = FRAME_CAPACITY as u32;
         let req = TpacketReq3 {
@@ -151,7 +138,7 @@ impl RxRing {
             tp_sizeof_priv: 0,
             tp_feature_req_word: 0,
         };
-        setsockopt(fd, libc::SOL_PACKET, PACKET_RX_RING, &req)?;
+        sock.set_option(libc::SOL_PACKET, PACKET_RX_RING, req)?;
         let map_len = geo.block_size as usize * geo.block_nr as usize;
         let map = unsafe {
             libc::mmap(

@@ -5,8 +5,8 @@
 //! `recvmmsg` path:
 //!
 //! One call returns up to `capacity` frames; each message has its own data
-//! buffer, control buffer (for the `SCM_TIMESTAMPING` cmsg, see
-//! [`crate::timestamping`]) and `sockaddr_ll` (whose `sll_pkttype` tells
+//! buffer, control buffer (for the `SCM_TIMESTAMPING` cmsg, read by
+//! `hoptrace_os::stamps`) and `sockaddr_ll` (whose `sll_pkttype` tells
 //! frames we sent ourselves, `PACKET_OUTGOING`, from received ones).
 //! `MSG_WAITFORONE` blocks for the first frame only (bounded by the socket's
 //! `SO_RCVTIMEO`, so the caller can check for a stop request) and then takes
@@ -14,9 +14,11 @@
 
 use std::io;
 
+use hoptrace_os::stamps::{parse_cmsgs, Stamps, CONTROL_LEN};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
+
 use crate::ring::{RingGeometry, RxRing};
-use crate::socket::PacketSocket;
-use crate::timestamping::{parse_cmsgs, StampSource, Stamps, CONTROL_LEN};
 
 /// Which receive path to use (`--rx-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

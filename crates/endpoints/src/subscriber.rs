@@ -23,14 +23,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
 use hoptrace_sv::{MacAddr, SampleKind, SampleTracker, StreamCounters};
 
 use crate::publisher::refrtm_ns;
 use crate::ring::kernel_stats;
 use crate::rx::{Receiver, RxFrame, RxMode};
-use crate::socket::PacketSocket;
 use crate::stats::{summary, SignedHistogram};
-use crate::timestamping::{self, StampSource};
+use crate::timestamping::{self, stamp_of};
 
 /// Settings of a subscriber run.
 #[derive(Debug, Clone)]
@@ -159,8 +160,8 @@ impl SubscribeReport {
         let mut s = format!(
             "receive path: {}\nRX stamps: {} {} (T3 = t_rx), application stamps: CLOCK_REALTIME after decode (T4 = t_app)\n",
             self.rx_path,
-            self.stamp_source.schema_source(),
-            self.stamp_source.schema_clock()
+            self.stamp_source,
+            crate::timestamping::stamp_clock(self.stamp_source)
         );
         s.push_str(&format!(
             "frames {} samples {} malformed {} filtered out {} without RX stamp {} kernel drops {}\n",
@@ -224,8 +225,8 @@ pub fn subscribe(
     let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
     sock.set_recv_buffer(64 << 20);
     sock.set_recv_timeout(Duration::from_millis(100))?;
-    let source = timestamping::enable(sock.raw_fd(), &cfg.iface, false)
-        .context("enabling SO_TIMESTAMPING RX stamps")?;
+    let source =
+        timestamping::enable(&sock, false).context("enabling SO_TIMESTAMPING RX stamps")?;
     let mut rx = Receiver::new(&sock, cfg.rx_mode, source).with_context(|| {
         format!(
             "setting up the receive path ({}) on {}",
@@ -291,7 +292,7 @@ fn handle_frame(
         return;
     }
     report.frames += 1;
-    let t_rx = f.stamps.get(source);
+    let t_rx = stamp_of(&f.stamps, source);
     if t_rx.is_none() {
         report.missing_rx_stamp += 1;
     }

@@ -11,6 +11,9 @@
 //!   carries a `SCM_TIMESTAMPING` control message: three `timespec`s,
 //!   `[0]` software (CLOCK_REALTIME, taken in `__netif_receive_skb` /
 //!   `netif_rx` when the skb enters the stack), `[2]` raw hardware (PHC time).
+//!   The flags and the reading of those messages are `hoptrace_os::stamps`
+//!   (shared with every other AF_PACKET user); this module chooses what to
+//!   ask for and what a stamp means for a recording.
 //! * **TX.** With `SOF_TIMESTAMPING_TX_SOFTWARE` the driver calls
 //!   `skb_tx_timestamp()` just before handing the frame to the device (veth
 //!   does this in `veth_xmit`), and the kernel queues a copy on the socket's
@@ -21,52 +24,44 @@
 //!   `recvmsg(MSG_ERRQUEUE)`: a `SOL_PACKET/PACKET_TX_TIMESTAMP` cmsg with the
 //!   `sock_extended_err` (origin `SO_EE_ORIGIN_TIMESTAMPING`) and a
 //!   `SCM_TIMESTAMPING` cmsg with the time.
+//!
+//! The source of a stamp is the recording vocabulary's
+//! [`StampSource`]: `Hardware` (PHC time, TAI when PTP-synced) or
+//! `Software` (CLOCK_REALTIME); [`stamp_clock`] gives its clock domain.
 
 use std::io;
 use std::os::fd::RawFd;
 
-pub const SOF_TIMESTAMPING_TX_HARDWARE: u32 = 1 << 0;
-pub const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
-pub const SOF_TIMESTAMPING_RX_HARDWARE: u32 = 1 << 2;
-pub const SOF_TIMESTAMPING_RX_SOFTWARE: u32 = 1 << 3;
-pub const SOF_TIMESTAMPING_SOFTWARE: u32 = 1 << 4;
-pub const SOF_TIMESTAMPING_RAW_HARDWARE: u32 = 1 << 6;
-pub const SOF_TIMESTAMPING_OPT_ID: u32 = 1 << 7;
-pub const SOF_TIMESTAMPING_OPT_TSONLY: u32 = 1 << 11;
+use hoptrace_os::stamps::{
+    parse_cmsgs, Stamps, CONTROL_LEN, SOF_TIMESTAMPING_OPT_ID, SOF_TIMESTAMPING_OPT_TSONLY,
+    SOF_TIMESTAMPING_RAW_HARDWARE, SOF_TIMESTAMPING_RX_HARDWARE, SOF_TIMESTAMPING_RX_SOFTWARE,
+    SOF_TIMESTAMPING_SOFTWARE, SOF_TIMESTAMPING_TX_HARDWARE, SOF_TIMESTAMPING_TX_SOFTWARE,
+};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::ClockDomain;
+use hoptrace_record::StampSource;
 
-const SO_TIMESTAMPING_OLD: i32 = 37;
-const SO_TIMESTAMPING_NEW: i32 = 65;
-const PACKET_TX_TIMESTAMP: i32 = 16;
-const SO_EE_ORIGIN_TIMESTAMPING: u8 = 4;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const SIOCSHWTSTAMP: libc::c_ulong = 0x89b0;
 const ETHTOOL_GET_TS_INFO: u32 = 0x41;
 const HWTSTAMP_TX_ON: i32 = 1;
 const HWTSTAMP_FILTER_ALL: i32 = 1;
 
-/// Where a packet timestamp comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StampSource {
-    /// NIC PTP hardware clock (`raw hardware`), PHC time (TAI when PTP-synced).
-    Hardware,
-    /// Kernel software stamp, CLOCK_REALTIME.
-    Software,
+/// The clock domain of a socket stamp of `source`: PHC time for hardware
+/// stamps (TAI when PTP-synced), CLOCK_REALTIME for software ones.
+pub fn stamp_clock(source: StampSource) -> ClockDomain {
+    match source {
+        StampSource::Hardware => ClockDomain::Tai,
+        _ => ClockDomain::Realtime,
+    }
 }
 
-impl StampSource {
-    /// `source` value of the recording schema.
-    pub fn schema_source(self) -> &'static str {
-        match self {
-            StampSource::Hardware => "hardware",
-            StampSource::Software => "software",
-        }
-    }
-    /// `clock` value of the recording schema.
-    pub fn schema_clock(self) -> &'static str {
-        match self {
-            StampSource::Hardware => "TAI",
-            StampSource::Software => "REALTIME",
-        }
+/// The stamp of `source` among `stamps`: a hardware receiver falls back to
+/// the software stamp of a frame the NIC did not stamp.
+pub fn stamp_of(stamps: &Stamps, source: StampSource) -> Option<i64> {
+    match source {
+        StampSource::Hardware => stamps.hardware.or(stamps.software),
+        _ => stamps.software,
     }
 }
 
@@ -145,10 +140,11 @@ fn enable_hardware_stamping(fd: RawFd, iface: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Turn on RX and TX timestamping on `fd` (bound to `iface`): hardware when
-/// the driver supports it and accepts `SIOCSHWTSTAMP`, else software.
-/// Returns the source in use.
-pub fn enable(fd: RawFd, iface: &str, want_tx: bool) -> io::Result<StampSource> {
+/// Turn on RX and TX timestamping on `sock`: hardware when the driver
+/// supports it and accepts `SIOCSHWTSTAMP`, else software. Returns the
+/// source in use.
+pub fn enable(sock: &PacketSocket, want_tx: bool) -> io::Result<StampSource> {
+    let (fd, iface) = (sock.raw_fd(), sock.iface());
     let hw = ts_info(fd, iface)
         .map(|i| i.hardware_capable())
         .unwrap_or(false)
@@ -164,83 +160,13 @@ pub fn enable(fd: RawFd, iface: &str, want_tx: bool) -> io::Result<StampSource> 
             flags |= SOF_TIMESTAMPING_TX_HARDWARE;
         }
     }
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_TIMESTAMPING_OLD,
-            &flags as *const u32 as *const libc::c_void,
-            4,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    sock.set_timestamping(flags)?;
     Ok(if hw {
         StampSource::Hardware
     } else {
         StampSource::Software
     })
 }
-
-/// The stamps found in one message's control data.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stamps {
-    /// Software stamp, ns since the epoch (CLOCK_REALTIME).
-    pub software: Option<i64>,
-    /// Raw hardware stamp, ns in the PHC's time scale.
-    pub hardware: Option<i64>,
-    /// `OPT_ID` key of a TX stamp (error queue only).
-    pub tx_id: Option<u32>,
-}
-
-impl Stamps {
-    /// The stamp of the given source, if present.
-    pub fn get(&self, source: StampSource) -> Option<i64> {
-        match source {
-            StampSource::Hardware => self.hardware.or(self.software),
-            StampSource::Software => self.software,
-        }
-    }
-}
-
-fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
-    if ts.tv_sec == 0 && ts.tv_nsec == 0 {
-        None
-    } else {
-        Some(ts.tv_sec * 1_000_000_000 + ts.tv_nsec)
-    }
-}
-
-/// Walk the control messages of `msg` and collect timestamps.
-///
-/// # Safety
-/// `msg` must describe a control buffer filled by the kernel (`recvmsg`).
-pub unsafe fn parse_cmsgs(msg: &libc::msghdr) -> Stamps {
-    let mut out = Stamps::default();
-    let mut cmsg = libc::CMSG_FIRSTHDR(msg);
-    while !cmsg.is_null() {
-        let hdr = &*cmsg;
-        let data = libc::CMSG_DATA(cmsg);
-        if hdr.cmsg_level == libc::SOL_SOCKET
-            && (hdr.cmsg_type == SO_TIMESTAMPING_OLD || hdr.cmsg_type == SO_TIMESTAMPING_NEW)
-        {
-            let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
-            out.software = timespec_ns(&ts[0]);
-            out.hardware = timespec_ns(&ts[2]);
-        } else if hdr.cmsg_level == libc::SOL_PACKET && hdr.cmsg_type == PACKET_TX_TIMESTAMP {
-            let ee = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
-            if ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
-                out.tx_id = Some(ee.ee_data);
-            }
-        }
-        cmsg = libc::CMSG_NXTHDR(msg, cmsg);
-    }
-    out
-}
-
-/// Size of a control buffer large enough for the timestamp cmsgs.
-pub const CONTROL_LEN: usize = 256;
 
 /// Read every TX stamp queued on the error queue of `fd` without blocking.
 /// Calls `each(id, stamps)` per stamp, returns how many were read.

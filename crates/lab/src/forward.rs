@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::packet::RawSocket;
+use crate::packet;
 
 /// Where the forwarder reads frames.
 #[derive(Clone, Debug)]
@@ -130,7 +130,7 @@ pub fn open_source(src: &Source) -> Result<OwnedFd> {
 /// Forward frames from `src` to interface `out` until killed (or `max_frames`).
 pub fn run(src: &Source, out: &str, max_frames: Option<u64>) -> Result<u64> {
     let fd = open_source(src)?;
-    let sock = RawSocket::open(out)?;
+    let sock = packet::sender(out)?;
     let mut buf = vec![0u8; 65536];
     let mut n_frames = 0u64;
     eprintln!("forwarder: {src:?} -> {out} ready");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hoptrace_netns::{veth_pair, Netns};
 
-use crate::packet::{probe_frame, probe_seq, RawSocket};
+use crate::packet::{self, probe_frame, probe_seq};
 use crate::state::{check_name, comm_of, ns_name, Daemon, LabState};
 pub use crate::teardown::{down, down_all, is_lab_namespace, kill_orphan_processes, teardown};
 use crate::topology::{Topology, PUB_IP, PUB_MAC, VM_IP, VM_MAC};
@@ -312,14 +312,14 @@ pub fn health_check(st: &LabState, n: u32) -> Result<(u32, u32)> {
     let (w, r, d, g) = (warm.clone(), ready.clone(), done.clone(), got.clone());
     let receiver = std::thread::spawn(move || {
         vm_ns.run_in(move || -> Result<()> {
-            let sock = RawSocket::open("eth0")?;
+            let sock = packet::receiver("eth0")?;
             r.store(true, Ordering::SeqCst);
             let mut seen = vec![false; n as usize];
             let mut buf = vec![0u8; 2048];
             let deadline = Instant::now() + Duration::from_secs(8);
             while Instant::now() < deadline && !d.load(Ordering::SeqCst) {
-                if let Some(len) = sock.recv(&mut buf, Duration::from_millis(50))? {
-                    match probe_seq(&buf[..len]) {
+                if let Some(got) = sock.recv(&mut buf, Some(Duration::from_millis(50)))? {
+                    match probe_seq(&buf[..got.len]) {
                         Some(s) if s >= 1_000_000 => w.store(true, Ordering::SeqCst),
                         Some(s) if (s as usize) < seen.len() && !seen[s as usize] => {
                             seen[s as usize] = true;
@@ -337,7 +337,7 @@ pub fn health_check(st: &LabState, n: u32) -> Result<(u32, u32)> {
         while !r.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let sock = RawSocket::open("eth0")?;
+        let sock = packet::sender("eth0")?;
         let src = [0x02, 0x68, 0x74, 0, 0, 1];
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut k = 1_000_000;
@@ -346,12 +346,14 @@ pub fn health_check(st: &LabState, n: u32) -> Result<(u32, u32)> {
                 d.store(true, Ordering::SeqCst);
                 return Ok(0);
             }
-            sock.send(&probe_frame(src, k))?;
+            sock.send(&probe_frame(src, k))
+                .context("sending a probe frame")?;
             k += 1;
             std::thread::sleep(Duration::from_millis(50));
         }
         for s in 0..n {
-            sock.send(&probe_frame(src, s))?;
+            sock.send(&probe_frame(src, s))
+                .context("sending a probe frame")?;
             std::thread::sleep(Duration::from_millis(2));
         }
         let until = Instant::now() + Duration::from_secs(2);

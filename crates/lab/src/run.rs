@@ -17,8 +17,11 @@
 //!    end-to-end recording `e2e` (hops tx -> rx -> app), then `hoptrace
 //!    report --html report.html` on it and on the tracer's recording;
 //! 6. teardown, always: on success, on error and on Ctrl-C (SIGINT/SIGTERM
-//!    set a flag that every wait loop checks). After a SIGKILL,
-//!    `hoptrace lab down NAME` removes what is left (XDP programs included).
+//!    set the `hoptrace_os::stop_flag` that every wait loop checks; the
+//!    children, in their own process group, each get one SIGINT from the
+//!    run and close their recordings). A second Ctrl-C ends the run at once
+//!    without teardown, as a SIGKILL does: `hoptrace lab down NAME` then
+//!    removes what is left (XDP programs included).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -129,12 +132,18 @@ pub(crate) fn note(res: &mut RunResult, s: String) {
     res.notes.push(s);
 }
 
+/// Start `hoptrace ARGS` in namespace `ns`, output to `log`. The child gets
+/// its own process group, so a Ctrl-C in the terminal reaches only the lab
+/// run, which then stops each child with exactly one SIGINT ([`wait_child`]):
+/// a second signal would end the child before it closed its recording.
 pub(crate) fn spawn_in(ns: &str, exe: &Path, args: &[String], log: &Path) -> Result<Child> {
+    use std::os::unix::process::CommandExt;
     let f = std::fs::File::create(log)?;
     Command::new("ip")
         .args(["netns", "exec", ns])
         .arg(exe)
         .args(args)
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(f.try_clone()?)
         .stderr(f)
@@ -474,14 +483,4 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         note(&mut res, "report: no recording to report on".into());
     }
     Ok(res)
-}
-
-/// A flag set by SIGINT/SIGTERM (Ctrl-C), checked by the run's wait loops.
-pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&flag))
-            .context("installing the Ctrl-C handler")?;
-    }
-    Ok(flag)
 }

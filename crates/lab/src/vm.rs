@@ -40,7 +40,7 @@ use hoptrace_units::format_duration;
 
 use crate::guest;
 use crate::lifecycle::{spawn_daemon, Env};
-use crate::packet::{probe_frame, RawSocket};
+use crate::packet::{self, probe_frame};
 use crate::state::{kill_daemon, Daemon, LabState};
 use crate::topology::VM_MAC;
 
@@ -437,10 +437,11 @@ pub fn probe_guest(st: &LabState, n: u32) -> Result<(u32, u64)> {
     let before = guest_rx_packets(&st.name)?;
     let publ = Netns::adopt(st.namespace("pub")?).keep();
     publ.run_in(move || -> Result<()> {
-        let sock = RawSocket::open("eth0")?;
+        let sock = packet::sender("eth0")?;
         let src = [0x02, 0x68, 0x74, 0, 0, 1];
         for s in 0..n {
-            sock.send(&probe_frame(src, s))?;
+            sock.send(&probe_frame(src, s))
+                .context("sending a probe frame")?;
             std::thread::sleep(Duration::from_millis(5));
         }
         Ok(())

@@ -77,9 +77,7 @@ impl std::fmt::Display for XdpCounters {
 }
 
 fn ifindex(name: &str) -> Result<i32> {
-    let i = nix::net::if_::if_nametoindex(name)
-        .with_context(|| format!("interface {name} not found in this namespace"))?;
-    Ok(i as i32)
+    Ok(hoptrace_os::interface_index(name)? as i32)
 }
 
 fn attach_in(ns: &Netns, iface: &str, prog: OwnedFd) -> Result<()> {

@@ -1,4 +1,4 @@
-//! Errors of capture files and live capture, phrased for the user.
+//! Errors of capture files, phrased for the user.
 
 use std::path::PathBuf;
 
@@ -26,17 +26,6 @@ pub enum CaptureError {
     LinkType { linktype: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-    #[error("no network interface named `{iface}` (list them with `ip link`)")]
-    NoSuchInterface { iface: String },
-    #[error("opening a raw AF_PACKET socket on `{iface}` needs CAP_NET_RAW: run as root (or `setcap cap_net_raw+ep` the binary)")]
-    Privileges { iface: String },
-    #[error("live capture on `{iface}`: {op} failed: {source}")]
-    Live {
-        iface: String,
-        op: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("writing capture: {0}")]
     Write(String),
 }

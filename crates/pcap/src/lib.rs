@@ -1,4 +1,4 @@
-//! `hoptrace-pcap`: frame sources and sinks with nanosecond timestamps.
+//! `hoptrace-pcap`: capture files (pcap, pcapng) with nanosecond timestamps.
 //!
 //! - [`CaptureReader`]: reads pcap (micro- or nanosecond magic, either byte
 //!   order) and pcapng (EPB/SPB/obsolete PB, per-interface `if_tsresol` and
@@ -9,17 +9,16 @@
 //!   number and byte offset of the cut, then `None`.
 //! - [`CaptureWriter`]: writes pcap (nanosecond magic) or pcapng (one
 //!   Ethernet interface with `if_tsresol` = 9).
-//! - [`LiveCapture`]: an AF_PACKET raw socket bound to one interface with
-//!   kernel software receive timestamps (`SO_TIMESTAMPNS`), VLAN tags put back
-//!   from `PACKET_AUXDATA`, optional ethertype filter.
+//!
+//! Live capture from an interface is `hoptrace_os::PacketSocket` (the one
+//! AF_PACKET wrapper: kernel RX software stamps, VLAN tags put back, an
+//! ethertype filter, promiscuous mode); this crate only reads and writes files.
 
 mod error;
-mod live;
 mod reader;
 mod writer;
 
 pub use error::CaptureError;
-pub use live::{LiveCapture, LivePacket};
 pub use reader::{CaptureReader, Packet};
 pub use writer::CaptureWriter;
 

@@ -78,7 +78,7 @@ fn run_phase(bed: &Bed, streams: usize, secs: u64, tag: &str) -> (Vec<u64>, u64,
     let (sent, took) = bed
         .publ
         .run_in(move || {
-            let (fd, idx) = packet_socket("pub0");
+            let sock = packet_socket("pub0");
             let mut frames: Vec<Vec<u8>> = (0..streams)
                 .map(|s| sv_frame(&format!("{tag}{s}"), 0))
                 .collect();
@@ -95,7 +95,7 @@ fn run_phase(bed: &Bed, streams: usize, secs: u64, tag: &str) -> (Vec<u64>, u64,
                 for (f, off) in frames.iter_mut().zip(&offs) {
                     f[*off..*off + 2].copy_from_slice(&smp);
                     f[100..108].copy_from_slice(&mono_ns().to_be_bytes());
-                    send_frame(&fd, idx, f);
+                    send_frame(&sock, f);
                     sent += 1;
                 }
             }

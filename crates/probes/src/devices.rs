@@ -11,6 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use hoptrace_os::{InterfaceError, Namespace};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -124,8 +125,9 @@ impl DeviceTable {
         self.by_key.get(&(netns, ifindex))
     }
 
-    /// ifindex of `name` in namespace `ns` (None = current), with a clear
-    /// error naming the devices that exist.
+    /// ifindex of `name` in namespace `ns` (None = current), with the
+    /// interface-lookup error of `hoptrace_os` (the namespace searched, the
+    /// devices that exist there, what to do).
     pub fn resolve(&self, ns: Option<&str>, name: &str) -> Result<(u32, u32)> {
         let ino = netns_inode(ns)?;
         if let Some(((n, i), _)) = self
@@ -135,18 +137,16 @@ impl DeviceTable {
         {
             return Ok((*n, *i));
         }
-        let mut known: Vec<&str> = self
-            .by_key
-            .iter()
-            .filter(|((n, _), _)| *n == ino)
-            .map(|(_, d)| d.name.as_str())
+        let existing = self
+            .devices_in(ino)
+            .into_iter()
+            .map(|(_, d)| d.name.clone())
             .collect();
-        known.sort();
-        bail!(
-            "no interface `{name}` in {}: known interfaces there: {}",
-            ns.map(|n| format!("namespace {n}"))
-                .unwrap_or_else(|| "this namespace".into()),
-            known.join(", ")
-        )
+        Err(InterfaceError::NotFound {
+            name: name.to_string(),
+            namespace: ns.map_or_else(Namespace::current, |n| Namespace::Named(n.to_string())),
+            existing,
+        }
+        .into())
     }
 }

@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hoptrace_record::{
-    ClockDomain as RecClock, HopColumn, PacketRowRef, PacketStatus, RecordingMeta, RecordingWriter,
-    RotatePolicy, StampSource,
+    ClockDomain, HopColumn, PacketRowRef, RecordingMeta, RecordingWriter, RotatePolicy, StampSource,
 };
 
 use crate::catalogue::{catalogue, device_mask, emit_mask, Profile, TracePoint};
@@ -26,11 +25,9 @@ use crate::event::HopEvent;
 use crate::event::PacketIdentity;
 use crate::khist::KernelHists;
 use crate::kstats::KernelStreams;
-use crate::loader::{
-    run_session, ClockDomain, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink,
-};
+use crate::loader::{run_session, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink};
 use crate::stats::Stats;
-use crate::timeline::{Assembler, Status, Timeline};
+use crate::timeline::{Assembler, Timeline};
 use hoptrace_units::format_duration_ns;
 
 pub use crate::filter::parse_filter;
@@ -111,15 +108,6 @@ pub struct TraceSummary {
     pub kernel_streams: Option<KernelStreams>,
 }
 
-fn to_rec_status(s: Status) -> PacketStatus {
-    match s {
-        Status::Ok => PacketStatus::Ok,
-        Status::Dropped => PacketStatus::Dropped,
-        Status::Incomplete => PacketStatus::Incomplete,
-        Status::Malformed => PacketStatus::Malformed,
-    }
-}
-
 struct Run<'a> {
     opts: &'a TraceOptions,
     /// The selected hops (output), and their index in the profile's hops.
@@ -172,10 +160,6 @@ impl Run<'_> {
         dir: &std::path::Path,
         clock: ClockDomain,
     ) -> Result<RecordingWriter> {
-        let rec_clock = match clock {
-            ClockDomain::Tai => RecClock::Tai,
-            ClockDomain::Monotonic => RecClock::Monotonic,
-        };
         let cat = catalogue();
         let cols = self
             .hops
@@ -187,7 +171,7 @@ impl Run<'_> {
                 let loc = spec
                     .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
                     .unwrap_or_default();
-                HopColumn::new(*h, rec_clock, StampSource::Bpf, loc)
+                HopColumn::new(*h, clock, StampSource::Bpf, loc)
             })
             .collect();
         let mut meta = RecordingMeta::for_this_host("trace", cols);
@@ -219,7 +203,7 @@ fn append_row(w: &mut RecordingWriter, t: &Timeline) -> Result<(), hoptrace_reco
         epoch: if is_sv { Some(t.epoch) } else { None },
         seq: t.seq,
         dest: t.dest.as_deref(),
-        status: to_rec_status(t.status),
+        status: t.status,
         drop_reason: t.drop_reason.as_deref(),
         drop_hop: t.drop_hop.as_deref(),
         hops: &hops_ns,
@@ -253,7 +237,7 @@ impl SessionSink for Run<'_> {
             out,
             "backend {} clock {} hops {} tracepoints {}",
             info.backend.name(),
-            info.clock.schema_name(),
+            info.clock,
             self.hops.join(","),
             info.attached
                 .iter()
@@ -463,7 +447,7 @@ impl<'a> Run<'a> {
         let counters = &self.assembler.counters;
         let summary = &mut self.summary;
         summary.backend = info.backend.name().into();
-        summary.clock = info.clock.schema_name().into();
+        summary.clock = info.clock.as_str().into();
         summary.prog_ids = info.prog_ids.clone();
         summary.lost = lost;
         summary.kernel = self.stats.kernel.clone();

@@ -84,7 +84,7 @@ pub fn format_mac(m: &[u8; 6]) -> String {
 /// One tracepoint hit on a frame of interest.
 #[derive(Debug, Clone)]
 pub struct HopEvent {
-    /// Nanoseconds, TAI or MONOTONIC (see [`crate::loader::ClockDomain`]).
+    /// Nanoseconds, TAI or MONOTONIC (see `hoptrace_record::ClockDomain`).
     pub ts: u64,
     pub tracepoint: TracePoint,
     pub skb: u64,

@@ -43,5 +43,5 @@ mod skel {
 
 pub use catalogue::{Profile, TracePoint};
 pub use event::{HopEvent, PacketIdentity};
-pub use loader::{run_session, Backend, ClockDomain, Filters, OtherFilter, SessionInfo};
-pub use timeline::{Assembler, Status, Timeline};
+pub use loader::{run_session, Backend, Filters, OtherFilter, SessionInfo};
+pub use timeline::{Assembler, Timeline};

@@ -28,6 +28,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use hoptrace_record::ClockDomain;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::OpenObject;
 
@@ -51,38 +52,6 @@ impl Backend {
             Backend::TpBtf => "tp_btf",
             Backend::RawTp => "raw_tp",
         }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum ClockDomain {
-    Tai,
-    Monotonic,
-}
-
-impl ClockDomain {
-    /// Name as in the recording schema.
-    pub fn schema_name(self) -> &'static str {
-        match self {
-            ClockDomain::Tai => "TAI",
-            ClockDomain::Monotonic => "MONOTONIC",
-        }
-    }
-    /// The matching user-space clock.
-    pub fn clock_id(self) -> libc::clockid_t {
-        match self {
-            ClockDomain::Tai => libc::CLOCK_TAI,
-            ClockDomain::Monotonic => libc::CLOCK_MONOTONIC,
-        }
-    }
-    pub fn now_ns(self) -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes into the timespec we own.
-        unsafe { libc::clock_gettime(self.clock_id(), &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
     }
 }
 

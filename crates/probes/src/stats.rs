@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 
-use crate::timeline::{Status, Timeline};
+use hoptrace_record::PacketStatus;
+
+use crate::timeline::Timeline;
 
 #[derive(Debug, Clone)]
 pub struct Worst {
@@ -98,10 +100,10 @@ impl Stats {
         let n_thr = self.thresholds_ns.len();
         let s = self.streams.entry(t.stream.clone()).or_default();
         match t.status {
-            Status::Ok => s.ok += 1,
-            Status::Incomplete => s.incomplete += 1,
-            Status::Malformed => s.malformed += 1,
-            Status::Dropped => {
+            PacketStatus::Ok => s.ok += 1,
+            PacketStatus::Incomplete => s.incomplete += 1,
+            PacketStatus::Malformed => s.malformed += 1,
+            PacketStatus::Dropped => {
                 *s.drops
                     .entry((
                         t.drop_reason.clone().unwrap_or_default(),
@@ -127,7 +129,7 @@ impl Stats {
                 )
             })
             .collect();
-        if t.status == Status::Ok && present.len() >= 2 {
+        if t.status == PacketStatus::Ok && present.len() >= 2 {
             let (first, last) = (present[0].1, present[present.len() - 1].1);
             pairs.push(("end_to_end".into(), first, last));
         }
@@ -177,7 +179,7 @@ mod tests {
             stream: "ping".into(),
             dest: Some("tap0".into()),
             hops: vec![Some(100), Some(110), Some(130)],
-            status: Status::Ok,
+            status: PacketStatus::Ok,
             drop_reason: None,
             drop_hop: None,
             epoch: 0,

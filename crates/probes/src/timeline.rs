@@ -27,6 +27,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hoptrace_record::PacketStatus;
+
 use crate::catalogue::{is_optional, profile_hops, Profile, TracePoint};
 use crate::devices::DeviceTable;
 use crate::drop_reason::DropReasons;
@@ -44,7 +46,7 @@ pub struct Timeline {
     pub dest: Option<String>,
     /// Timestamp per hop, in [`Assembler::hops`] order.
     pub hops: Vec<Option<u64>>,
-    pub status: Status,
+    pub status: PacketStatus,
     pub drop_reason: Option<String>,
     pub drop_hop: Option<String>,
     pub epoch: u32,
@@ -52,25 +54,6 @@ pub struct Timeline {
     /// CPU and task of the last hop seen (who handled it last).
     pub last_cpu: u32,
     pub last_comm: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Status {
-    Ok,
-    Dropped,
-    Incomplete,
-    Malformed,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Dropped => "dropped",
-            Status::Incomplete => "incomplete",
-            Status::Malformed => "malformed",
-        }
-    }
 }
 
 #[derive(Debug, Default)]
@@ -423,17 +406,17 @@ impl Assembler {
                 t.is_some() || is_optional(name) || (macvtap && *name == "tap_xmit")
             });
             let status = if matches!(id, PacketIdentity::SvMalformed { .. }) {
-                Status::Malformed
+                PacketStatus::Malformed
             } else if drop.is_some() {
-                Status::Dropped
+                PacketStatus::Dropped
             } else if complete {
-                Status::Ok
+                PacketStatus::Ok
             } else {
-                Status::Incomplete
+                PacketStatus::Incomplete
             };
             match status {
-                Status::Dropped => self.counters.dropped += 1,
-                Status::Incomplete => self.counters.incomplete += 1,
+                PacketStatus::Dropped => self.counters.dropped += 1,
+                PacketStatus::Incomplete => self.counters.incomplete += 1,
                 _ => {}
             }
             self.counters.timelines += 1;
@@ -533,10 +516,10 @@ mod tests {
         let t0 = &out[0];
         assert_eq!(t0.dest.as_deref(), Some("tap0"));
         assert_eq!(t0.hops, vec![Some(10), Some(20), Some(30), Some(50), None]);
-        assert_eq!(t0.status, Status::Ok);
+        assert_eq!(t0.status, PacketStatus::Ok);
         let t1 = &out[1];
         assert_eq!(t1.dest.as_deref(), Some("tap1"));
-        assert_eq!(t1.status, Status::Dropped);
+        assert_eq!(t1.status, PacketStatus::Dropped);
         assert_eq!(
             t1.drop_reason.as_deref(),
             Some("SKB_DROP_REASON_NOT_SPECIFIED")
@@ -544,7 +527,7 @@ mod tests {
         assert_eq!(t1.drop_hop.as_deref(), Some("tap_xmit"));
         let rest = a.expire(true);
         assert_eq!(rest.len(), 1);
-        assert_eq!(rest[0].status, Status::Incomplete);
+        assert_eq!(rest[0].status, PacketStatus::Incomplete);
         assert_eq!(a.counters.incomplete, 1);
     }
 
@@ -579,17 +562,17 @@ mod tests {
         assert!(out.is_empty(), "all still lingering");
         out.extend(a.expire(true));
         assert_eq!(a.counters.duplicates, 0);
-        let mut seqs: Vec<(u64, u32, Status)> =
+        let mut seqs: Vec<(u64, u32, PacketStatus)> =
             out.iter().map(|t| (t.seq, t.epoch, t.status)).collect();
         seqs.sort_by_key(|s| s.0);
         assert_eq!(
             seqs,
             vec![
-                (5, 0, Status::Ok),
-                (2000, 0, Status::Ok),
-                (3999, 0, Status::Ok),
-                (4000, 1, Status::Ok),
-                (4005, 1, Status::Ok),
+                (5, 0, PacketStatus::Ok),
+                (2000, 0, PacketStatus::Ok),
+                (3999, 0, PacketStatus::Ok),
+                (4000, 1, PacketStatus::Ok),
+                (4005, 1, PacketStatus::Ok),
             ]
         );
     }

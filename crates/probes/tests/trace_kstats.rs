@@ -40,12 +40,12 @@ fn send_mixed(bed: &Bed, prefix: &str) {
     let names: Vec<String> = (0..S).map(|s| sv_name(prefix, s)).collect();
     bed.publ
         .run_in(move || {
-            let (fd, idx) = packet_socket("pub0");
+            let sock = packet_socket("pub0");
             for k in 0..N {
                 // rotate the order, so each stream follows each other one
                 for j in 0..S {
                     let n = &names[(k as usize + j) % S];
-                    send_frame(&fd, idx, &sv_frame(n, k));
+                    send_frame(&sock, &sv_frame(n, k));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use hoptrace_netns::{require_privileges, unique_name, veth_pair, Netns};
-use hoptrace_probes::Status;
+use hoptrace_record::PacketStatus;
 use support::*;
 
 #[test]
@@ -31,7 +31,7 @@ fn trace_bridge_tap_consumer_path() {
     assert_eq!(lost, 0, "no lost events: {:?}", summary.lost);
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     for t in &mine {
-        assert_eq!(t.status, Status::Ok, "{t:?}");
+        assert_eq!(t.status, PacketStatus::Ok, "{t:?}");
         assert_eq!(t.dest.as_deref(), Some("tap0"));
         let hops: Vec<u64> = t.hops[..4]
             .iter()
@@ -89,11 +89,11 @@ fn trace_full_tap_ring_reports_drop_reason() {
     );
     let dropped: Vec<_> = mine
         .iter()
-        .filter(|t| t.status == Status::Dropped)
+        .filter(|t| t.status == PacketStatus::Dropped)
         .collect();
     let queued = mine
         .iter()
-        .filter(|t| t.status == Status::Incomplete)
+        .filter(|t| t.status == PacketStatus::Incomplete)
         .count();
     println!(
         "dropped {} queued {queued} reasons {:?}",
@@ -135,7 +135,7 @@ fn trace_stage_median_matches_injected_delay() {
         .hv
         .run_in(move || {
             std::thread::spawn(move || {
-                let (out, idx) = packet_socket("out0");
+                let out = packet_socket("out0");
                 let mut n = 0;
                 while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
                     let mut ts = libc::timespec {
@@ -156,7 +156,7 @@ fn trace_stage_median_matches_injected_delay() {
                         );
                     }
                     if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                        send_frame(&out, idx, &f);
+                        send_frame(&out, &f);
                         n += 1;
                     }
                 }
@@ -230,12 +230,12 @@ fn trace_filtered_eight_streams_loses_nothing() {
     let ok = summary
         .timelines
         .iter()
-        .filter(|t| t.stream.starts_with(&p2) && t.status == Status::Ok)
+        .filter(|t| t.stream.starts_with(&p2) && t.status == PacketStatus::Ok)
         .count();
     let dropped = summary
         .timelines
         .iter()
-        .filter(|t| t.stream.starts_with(&p2) && t.status == Status::Dropped)
+        .filter(|t| t.stream.starts_with(&p2) && t.status == PacketStatus::Dropped)
         .count();
     assert_eq!(
         ok, consumed,
@@ -304,9 +304,9 @@ fn trace_sv_header_longer_than_first_copy() {
     let id = sv_id.clone();
     bed.publ
         .run_in(move || {
-            let (fd, idx) = packet_socket("pub0");
+            let sock = packet_socket("pub0");
             for i in 0..N {
-                send_frame(&fd, idx, &long_header_frame(&id, i));
+                send_frame(&sock, &long_header_frame(&id, i));
                 std::thread::sleep(Duration::from_millis(2));
             }
         })
@@ -315,7 +315,10 @@ fn trace_sv_header_longer_than_first_copy() {
     let summary = tracer.finish();
     assert_eq!(consumed, N as usize, "the consumer read every frame");
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame, full svID");
-    assert!(mine.iter().all(|t| t.status == Status::Ok), "{mine:?}");
+    assert!(
+        mine.iter().all(|t| t.status == PacketStatus::Ok),
+        "{mine:?}"
+    );
 }
 
 /// Identity once per skb: the later hops of a frame come as compact records
@@ -351,10 +354,10 @@ fn trace_later_hops_are_compact_records() {
     let send = ids.clone();
     bed.publ
         .run_in(move || {
-            let (fd, idx) = packet_socket("pub0");
+            let sock = packet_socket("pub0");
             for i in 0..N {
                 for id in &send {
-                    send_frame(&fd, idx, &datset_frame(id, b"MU/LLN0$PhsMeas1", i));
+                    send_frame(&sock, &datset_frame(id, b"MU/LLN0$PhsMeas1", i));
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -374,7 +377,10 @@ fn trace_later_hops_are_compact_records() {
         let mut seqs: Vec<u64> = mine.iter().map(|t| t.seq).collect();
         seqs.sort();
         assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>(), "{id}");
-        assert!(mine.iter().all(|t| t.status == Status::Ok), "{mine:?}");
+        assert!(
+            mine.iter().all(|t| t.status == PacketStatus::Ok),
+            "{mine:?}"
+        );
     }
     let (full, compact) = summary.records;
     assert_eq!(full + compact, summary.events, "every record is one event");
@@ -432,7 +438,7 @@ fn trace_clones_to_two_taps_keep_their_identity() {
             seqs.sort();
             assert_eq!(seqs, (0..N as u64).collect::<Vec<_>>(), "{id} to {dest}");
             for t in &mine {
-                assert_eq!(t.status, Status::Ok, "{t:?}");
+                assert_eq!(t.status, PacketStatus::Ok, "{t:?}");
                 assert!(t.hops[..4].iter().all(|h| h.is_some()), "{t:?}");
             }
         }

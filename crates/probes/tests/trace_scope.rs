@@ -12,34 +12,15 @@ mod support;
 use std::time::Duration;
 
 use hoptrace_netns::{require_privileges, unique_name, veth_pair, Netns};
-use hoptrace_probes::Status;
+use hoptrace_record::PacketStatus;
 use support::*;
 
 /// A packet socket bound to `ifname` (in the caller's namespace) that
 /// receives SV frames.
 fn sv_listener(ifname: &str) -> std::os::fd::OwnedFd {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let c = std::ffi::CString::new(ifname).unwrap();
-    let proto = 0x88BAu16.to_be();
-    // SAFETY: plain libc calls on values we own; sockaddr_ll is plain data.
-    unsafe {
-        let ifindex = libc::if_nametoindex(c.as_ptr()) as i32;
-        assert!(ifindex > 0, "no interface {ifname}");
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto));
-        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
-        let fd = OwnedFd::from_raw_fd(fd);
-        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto;
-        sll.sll_ifindex = ifindex;
-        let rc = libc::bind(
-            fd.as_raw_fd(),
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        );
-        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
-        fd
-    }
+    hoptrace_os::PacketSocket::open(ifname, 0x88BA)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into()
 }
 
 #[test]
@@ -52,14 +33,14 @@ fn trace_ignores_copies_in_the_next_namespace() {
     let vm = Netns::create(&unique_name("vm")).unwrap();
     veth_pair(&bed.hv, "out0", &vm, "vm0", None, None).unwrap();
     let tap = bed.open_tap();
-    let (out, out_index) = bed.hv.run_in(|| packet_socket("out0")).unwrap();
+    let out = bed.hv.run_in(|| packet_socket("out0")).unwrap();
     let listener = vm.run_in(|| sv_listener("vm0")).unwrap();
     let tracer = start_tracer(bed.hv.name());
     let forwarder = std::thread::spawn(move || {
         let mut n = 0;
         while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
             if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                send_frame(&out, out_index, &f);
+                send_frame(&out, &f);
                 n += 1;
             }
         }
@@ -84,7 +65,7 @@ fn trace_ignores_copies_in_the_next_namespace() {
     );
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     for t in &mine {
-        assert_eq!(t.status, Status::Ok, "{t:?}");
+        assert_eq!(t.status, PacketStatus::Ok, "{t:?}");
         assert_eq!(t.dest.as_deref(), Some("tap0"));
         assert!(
             t.hops.iter().all(|h| h.is_some()),

@@ -18,7 +18,7 @@ mod support;
 use std::time::Duration;
 
 use hoptrace_netns::require_privileges;
-use hoptrace_probes::Status;
+use hoptrace_record::PacketStatus;
 use support::*;
 
 #[test]
@@ -52,7 +52,7 @@ fn trace_stale_entries_never_lend_their_identity() {
     );
     let mine = one_timeline_per_frame(&summary, &sv_id, N, "one timeline per frame");
     for t in &mine {
-        assert_eq!(t.status, Status::Ok, "{t:?}");
+        assert_eq!(t.status, PacketStatus::Ok, "{t:?}");
         assert!(t.hops[..4].iter().all(|h| h.is_some()), "{t:?}");
     }
     assert_eq!(summary.duplicates, 0, "no hop given to another frame");

@@ -19,6 +19,8 @@
 //!   `.stage_pairs()`, `.end_to_end()`, `.to_json()`, `RecordingMeta::from_json`.
 //! - [`HopColumn`]`::new(name, `[`ClockDomain`]`, `[`StampSource`]`, location)`
 //!   (column `t_<name>`), [`ExtraColumn`]`::new(column, description)`.
+//!   [`ClockDomain`], [`StampSource`] and [`PacketStatus`] are the vocabulary
+//!   the probes and the endpoints use directly (no mirrored copies).
 //!
 //! Rows ([`row`]):
 //! - [`PacketRow`] (owned) / [`PacketRowRef`] (borrowed, no allocation):
@@ -35,8 +37,8 @@
 //!   `.rotate()`, `.close() -> `[`CloseSummary`]; accounting: `.buffered_rows()`,
 //!   `.buffered_bytes()`, `.peak_buffered_rows()`, `.segments_closed()`,
 //!   `.rows_written()`, `.rows_appended()`.
-//! - [`install_stop_flag`]`() -> Arc<AtomicBool>`: SIGINT/SIGTERM set the flag;
-//!   poll it and call `close()`.
+//! - A producer stops cleanly by calling `close()` when its stop flag is set
+//!   (`hoptrace_os::stop_flag`: SIGINT/SIGTERM set it).
 //!
 //! Reading ([`reader`]):
 //! - [`RecordingReader::open`]`(dir_or_file)`, `.meta()`, `.segments()`
@@ -88,7 +90,6 @@ pub mod error;
 pub mod meta;
 pub mod reader;
 pub mod row;
-mod signals;
 pub mod typed;
 pub mod writer;
 
@@ -101,7 +102,6 @@ pub use reader::{
     CutSegment, RecordBatches, RecordingReader, Rows, SegmentInfo, DEFAULT_BATCH_ROWS,
 };
 pub use row::{parse_mac, recording_schema, PacketRow, PacketRowRef, PacketStatus, FIXED_COLUMNS};
-pub use signals::install_stop_flag;
 pub use typed::batch_to_rows;
 pub use writer::{
     realtime_now_ns, segment_file_name, CloseSummary, RecordingWriter, RotatePolicy, PARTIAL_SUFFIX,

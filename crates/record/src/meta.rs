@@ -17,7 +17,8 @@ pub const FORMAT_VERSION: u32 = 1;
 /// Parquet key-value metadata key holding the JSON [`RecordingMeta`].
 pub const META_KEY: &str = "hoptrace";
 
-/// Clock a hop's timestamps are taken in.
+/// Clock a hop's timestamps are taken in. This is the one clock vocabulary
+/// of hoptrace: the probes, the endpoints and the recordings all use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ClockDomain {
     #[serde(rename = "TAI")]
@@ -28,6 +29,31 @@ pub enum ClockDomain {
     Monotonic,
     #[serde(rename = "BOOTTIME")]
     Boottime,
+}
+
+impl ClockDomain {
+    pub const ALL: [ClockDomain; 4] = [
+        ClockDomain::Tai,
+        ClockDomain::Realtime,
+        ClockDomain::Monotonic,
+        ClockDomain::Boottime,
+    ];
+
+    /// The name stored in the recording metadata (`TAI`, `REALTIME`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockDomain::Tai => "TAI",
+            ClockDomain::Realtime => "REALTIME",
+            ClockDomain::Monotonic => "MONOTONIC",
+            ClockDomain::Boottime => "BOOTTIME",
+        }
+    }
+}
+
+impl std::fmt::Display for ClockDomain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// How a hop's timestamp was taken.
@@ -44,6 +70,33 @@ pub enum StampSource {
     Application,
     /// pcap record timestamp.
     Capture,
+}
+
+impl StampSource {
+    pub const ALL: [StampSource; 5] = [
+        StampSource::Hardware,
+        StampSource::Software,
+        StampSource::Bpf,
+        StampSource::Application,
+        StampSource::Capture,
+    ];
+
+    /// The name stored in the recording metadata (`hardware`, `software`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StampSource::Hardware => "hardware",
+            StampSource::Software => "software",
+            StampSource::Bpf => "bpf",
+            StampSource::Application => "application",
+            StampSource::Capture => "capture",
+        }
+    }
+}
+
+impl std::fmt::Display for StampSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One hop: a `t_<name>` Int64 column of nanoseconds in `clock`.
@@ -296,5 +349,16 @@ mod tests {
         assert_eq!(m.hop_index("t_rx"), Some(0));
         assert_eq!(m.stage_pairs().len(), 1);
         assert!(!m.kernel.is_empty());
+    }
+
+    #[test]
+    fn the_names_shown_are_the_names_stored_in_the_metadata() {
+        for c in ClockDomain::ALL {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
+            assert_eq!(c.as_str(), c.to_string());
+        }
+        for s in StampSource::ALL {
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+        }
     }
 }

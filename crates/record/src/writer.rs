@@ -251,8 +251,8 @@ impl RecordingWriter {
     /// Finish cleanly: write the buffered rows, close the open segment
     /// (footer, fsync, rename). An open segment without rows is removed,
     /// except when it is the only one (an empty recording still carries its
-    /// metadata). Call it from the producer's SIGINT/SIGTERM path (see
-    /// [`crate::install_stop_flag`]); dropping the writer does the same,
+    /// metadata). Call it from the producer's SIGINT/SIGTERM path (the stop
+    /// flag of `hoptrace_os::stop_flag`); dropping the writer does the same,
     /// ignoring errors.
     pub fn close(mut self) -> Result<CloseSummary> {
         self.close_inner()

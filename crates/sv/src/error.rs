@@ -118,6 +118,19 @@ impl DecodeError {
     }
 }
 
+/// Why a text is not a VLAN tag (`ID[:PRIORITY]`, see [`crate::VlanTag`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum VlanTagError {
+    #[error("VLAN tag `{text}`: write ID[:PRIORITY] in decimal, e.g. 100 or 100:4 (ID 0..4094, priority 0..7, 4 when omitted)")]
+    Syntax { text: String },
+    #[error("VLAN tag `{text}`: VLAN id 4095 is reserved by IEEE 802.1Q; use 1..4094, or 0 for a priority-tagged frame (no VLAN)")]
+    ReservedId { text: String },
+    #[error("VLAN tag `{text}`: VLAN id {vid} is out of range; use 1..4094, or 0 for a priority-tagged frame (no VLAN)")]
+    IdOutOfRange { text: String, vid: u32 },
+    #[error("VLAN tag `{text}`: priority {pcp} is out of range; use 0..7")]
+    PriorityOutOfRange { text: String, pcp: u32 },
+}
+
 /// Why a frame could not be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum EncodeError {

@@ -9,6 +9,9 @@
 
 use std::fmt;
 
+use crate::error::VlanTagError;
+use crate::spec::{SV_DEFAULT_VLAN_PRIORITY, VLAN_ID_MAX};
+
 /// A 48-bit Ethernet address.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct MacAddr(pub [u8; 6]);
@@ -64,6 +67,18 @@ pub const TPID_8021AD: u16 = 0x88A8;
 pub const ETHERTYPE_SV: u16 = 0x88BA;
 
 /// One VLAN tag as on the wire.
+///
+/// Text form (the `--vlan` flags and the `vlan` key of configuration files,
+/// parsed by `str::parse::<VlanTag>()`, written by `Display`): `ID[:PRIORITY]`,
+/// decimal, e.g. `100` or `100:4`. It gives a customer (0x8100) tag.
+/// - `ID` is 0..=4094 ([`crate::VLAN_ID_MAX`]). 0 means *priority-tagged*: the
+///   frame carries a priority but belongs to no VLAN. 4095 is reserved by
+///   IEEE 802.1Q and refused.
+/// - `PRIORITY` (PCP) is 0..=7; without it, 4
+///   ([`crate::SV_DEFAULT_VLAN_PRIORITY`], customary for SV).
+///
+/// A decoded tag keeps whatever id was on the wire (4095 included): the
+/// bound applies to tags hoptrace is asked to write.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct VlanTag {
     /// 0x8100 or 0x88A8.
@@ -72,8 +87,61 @@ pub struct VlanTag {
     pub pcp: u8,
     /// Drop eligible indicator.
     pub dei: bool,
-    /// VLAN id (0..=4095).
+    /// VLAN id (12 bits; see the text form for the ids accepted on input).
     pub vid: u16,
+}
+
+impl std::str::FromStr for VlanTag {
+    type Err = VlanTagError;
+
+    /// Parse the text form `ID[:PRIORITY]` (see [`VlanTag`]).
+    fn from_str(text: &str) -> Result<VlanTag, VlanTagError> {
+        let (id, priority) = match text.split_once(':') {
+            Some((id, p)) => (id, Some(p)),
+            None => (text, None),
+        };
+        let number = |s: &str| -> Result<u32, VlanTagError> {
+            if s.is_empty() || s.len() > 9 || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(VlanTagError::Syntax {
+                    text: text.to_string(),
+                });
+            }
+            Ok(s.parse().expect("1 to 9 decimal digits fit a u32"))
+        };
+        let vid = number(id)?;
+        let pcp = match priority {
+            Some(p) => number(p)?,
+            None => SV_DEFAULT_VLAN_PRIORITY as u32,
+        };
+        if vid == 4095 {
+            return Err(VlanTagError::ReservedId {
+                text: text.to_string(),
+            });
+        }
+        if vid > VLAN_ID_MAX as u32 {
+            return Err(VlanTagError::IdOutOfRange {
+                text: text.to_string(),
+                vid,
+            });
+        }
+        if pcp > 7 {
+            return Err(VlanTagError::PriorityOutOfRange {
+                text: text.to_string(),
+                pcp,
+            });
+        }
+        Ok(VlanTag::dot1q(vid as u16, pcp as u8))
+    }
+}
+
+impl fmt::Display for VlanTag {
+    /// `ID:PRIORITY`, preceded by the TPID for a tag other than 0x8100.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.tpid != TPID_8021Q {
+            write!(f, "0x{:04X}/", self.tpid)?;
+        }
+        write!(f, "{}:{}", self.vid, self.pcp)
+    }
 }
 
 impl VlanTag {
@@ -423,4 +491,94 @@ pub struct OwnedSvFrame {
     pub asdus: Vec<OwnedAsdu>,
     /// Bytes appended after the APDU (padding); normally empty.
     pub trailer: Vec<u8>,
+}
+
+#[cfg(test)]
+mod vlan_text_tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<VlanTag, VlanTagError> {
+        s.parse()
+    }
+
+    #[test]
+    fn vlan_id_4094_is_the_highest_accepted() {
+        let t = parse("4094").unwrap();
+        assert_eq!((t.tpid, t.vid, t.pcp, t.dei), (TPID_8021Q, 4094, 4, false));
+        assert_eq!(parse("4094:7").unwrap().pcp, 7);
+    }
+
+    #[test]
+    fn vlan_id_4095_is_refused_as_reserved_with_what_to_use_instead() {
+        let e = parse("4095").unwrap_err();
+        assert_eq!(
+            e,
+            VlanTagError::ReservedId {
+                text: "4095".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "VLAN tag `4095`: VLAN id 4095 is reserved by IEEE 802.1Q; use 1..4094, or 0 for a priority-tagged frame (no VLAN)"
+        );
+        assert!(matches!(
+            parse("4095:4"),
+            Err(VlanTagError::ReservedId { .. })
+        ));
+    }
+
+    #[test]
+    fn vlan_id_0_is_a_priority_tagged_frame() {
+        let t = parse("0:5").unwrap();
+        assert_eq!((t.vid, t.pcp), (0, 5));
+    }
+
+    #[test]
+    fn ids_above_4095_and_priorities_above_7_are_out_of_range() {
+        assert!(matches!(
+            parse("4096"),
+            Err(VlanTagError::IdOutOfRange { vid: 4096, .. })
+        ));
+        assert!(matches!(
+            parse("5000:1"),
+            Err(VlanTagError::IdOutOfRange { vid: 5000, .. })
+        ));
+        let e = parse("100:8").unwrap_err();
+        assert!(matches!(e, VlanTagError::PriorityOutOfRange { pcp: 8, .. }));
+        assert!(e.to_string().contains("use 0..7"), "{e}");
+    }
+
+    #[test]
+    fn anything_but_decimal_id_and_priority_is_refused_with_the_text_form() {
+        for bad in [
+            "",
+            ":",
+            "100:",
+            ":4",
+            "x",
+            "-1",
+            "+5",
+            "0x64",
+            "100:4:1",
+            " 100",
+            "99999999999",
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(
+                matches!(e, VlanTagError::Syntax { .. }),
+                "{bad:?} gave {e:?}"
+            );
+            assert!(e.to_string().contains("ID[:PRIORITY]"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_written_form_parses_back_to_the_same_tag() {
+        for s in ["0:0", "1:4", "100:4", "4094:7"] {
+            let t = parse(s).unwrap();
+            assert_eq!(t.to_string(), s);
+            assert_eq!(parse(&t.to_string()).unwrap(), t);
+        }
+        assert_eq!(parse("100").unwrap().to_string(), "100:4");
+    }
 }

@@ -77,7 +77,7 @@ mod verify;
 
 pub use decode::decode;
 pub use encode::{encode, encode_into};
-pub use error::{DecodeError, EncodeError};
+pub use error::{DecodeError, EncodeError, VlanTagError};
 pub use frame::{
     Asdu, AsduIter, AsduList, MacAddr, Measurement, OwnedAsdu, OwnedSvFrame, SvFrame, VlanTag,
     ETHERTYPE_SV, LE_SEQ_DATA_LEN, TPID_8021AD, TPID_8021Q,

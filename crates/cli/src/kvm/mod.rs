@@ -150,7 +150,7 @@ fn trace(args: Args) -> anyhow::Result<ExitCode> {
         record: args.record,
         command_line: std::env::args().collect(),
     };
-    let stop = hoptrace_record::install_stop_flag()
+    let stop = hoptrace_os::stop_flag()
         .map_err(|e| anyhow::anyhow!("installing the SIGINT/SIGTERM handlers: {e}"))?;
     let json = args.json;
     let say = move |s: &str| {

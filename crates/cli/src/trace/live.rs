@@ -311,19 +311,21 @@ mod tests {
     use super::*;
     use hoptrace_probes::event::PacketIdentity;
     use hoptrace_probes::khist;
-    use hoptrace_probes::{Status, Timeline, TracePoint};
+    use hoptrace_probes::{Timeline, TracePoint};
+    use hoptrace_record::PacketStatus;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
-    fn timeline(seq: u64, hops: Vec<Option<u64>>, status: Status) -> Timeline {
+    fn timeline(seq: u64, hops: Vec<Option<u64>>, status: PacketStatus) -> Timeline {
         Timeline {
             identity: PacketIdentity::Ping { seq, reply: false },
             stream: "MU01".into(),
             dest: Some("tap0".into()),
             hops,
             status,
-            drop_reason: (status == Status::Dropped).then(|| "SKB_DROP_REASON_FULL_RING".into()),
-            drop_hop: (status == Status::Dropped).then(|| "fwd".into()),
+            drop_reason: (status == PacketStatus::Dropped)
+                .then(|| "SKB_DROP_REASON_FULL_RING".into()),
+            drop_hop: (status == PacketStatus::Dropped).then(|| "fwd".into()),
             epoch: 0,
             seq,
             last_cpu: 1,
@@ -373,17 +375,17 @@ mod tests {
         stats.add(&timeline(
             1,
             vec![Some(0), Some(10_000), Some(12_000)],
-            Status::Ok,
+            PacketStatus::Ok,
         ));
         stats.add(&timeline(
             2,
             vec![Some(0), Some(40_000), Some(41_000)],
-            Status::Ok,
+            PacketStatus::Ok,
         ));
         stats.add(&timeline(
             3,
             vec![Some(0), Some(5_000), None],
-            Status::Dropped,
+            PacketStatus::Dropped,
         ));
         let lost = LostCounts {
             per_tracepoint: vec![(TracePoint::NetDevXmit, 7)],

@@ -153,8 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         kernel_stats: args.kernel_stats,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
-    let stop = hoptrace_record::install_stop_flag()
-        .map_err(|e| anyhow::anyhow!("installing the SIGINT/SIGTERM handlers: {e}"))?;
+    let stop = hoptrace_os::stop_flag()?;
     let mut out = std::io::stdout();
     let mut view = live.then(|| {
         live::TermView::new(format!(

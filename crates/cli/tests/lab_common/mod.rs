@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,6 +138,9 @@ pub fn run_until_up(topo: &str, lab: &str, out_dir: &Path) -> (Child, String) {
             "--out",
             out,
         ])
+        // Its own process group, as a shell job: a test can send it the
+        // Ctrl-C of a terminal (SIGINT to the whole group).
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,5 +1,5 @@
 //! Helpers shared by the privileged tests and the overhead bench: SV frame
-//! builder, AF_PACKET sender, tap attach (as QEMU does), in-process tracer
+//! builder, AF_PACKET sender (`hoptrace_os::PacketSocket`), tap attach (as QEMU does), in-process tracer
 //! with a "ready" wait, and the publisher -> bridge -> tap testbed.
 #![allow(dead_code)]
 
@@ -10,6 +10,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hoptrace_netns::{unique_name, veth_pair, Netns};
+use hoptrace_os::PacketSocket;
 use hoptrace_probes::driver::{run_trace, TraceOptions, TraceSummary};
 use hoptrace_probes::{Profile, Timeline};
 
@@ -41,46 +42,15 @@ pub fn sv_frame(sv_id: &str, smp: u16) -> Vec<u8> {
     f
 }
 
-/// Open an AF_PACKET raw socket bound to `ifname` (in the calling thread's netns).
-pub fn packet_socket(ifname: &str) -> (OwnedFd, i32) {
-    let c = std::ffi::CString::new(ifname).unwrap();
-    // SAFETY: plain libc calls on values we own.
-    unsafe {
-        let ifindex = libc::if_nametoindex(c.as_ptr()) as i32;
-        assert!(ifindex > 0, "no interface {ifname}");
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
-        assert!(
-            fd >= 0,
-            "AF_PACKET socket: {}",
-            std::io::Error::last_os_error()
-        );
-        (OwnedFd::from_raw_fd(fd), ifindex)
-    }
+/// An AF_PACKET socket on `ifname` (in the calling thread's netns) that
+/// only sends.
+pub fn packet_socket(ifname: &str) -> PacketSocket {
+    PacketSocket::open(ifname, 0).unwrap_or_else(|e| panic!("AF_PACKET socket: {e}"))
 }
 
-pub fn send_frame(fd: &OwnedFd, ifindex: i32, frame: &[u8]) {
-    // SAFETY: sockaddr_ll is plain data; sendto reads `frame` only.
-    unsafe {
-        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = ifindex;
-        sll.sll_halen = 6;
-        sll.sll_addr[..6].copy_from_slice(&frame[..6]);
-        let rc = libc::sendto(
-            fd.as_raw_fd(),
-            frame.as_ptr().cast(),
-            frame.len(),
-            0,
-            (&sll as *const libc::sockaddr_ll).cast(),
-            std::mem::size_of::<libc::sockaddr_ll>() as u32,
-        );
-        assert_eq!(
-            rc as usize,
-            frame.len(),
-            "sendto: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+pub fn send_frame(sock: &PacketSocket, frame: &[u8]) {
+    sock.send(frame)
+        .unwrap_or_else(|e| panic!("send on {}: {e}", sock.iface()));
 }
 
 /// Attach to the persistent tap `name` as QEMU does (IFF_TAP | IFF_NO_PI).
@@ -301,9 +271,9 @@ pub fn send_sv(bed: &Bed, sv_id: &str, n: u16, gap: Duration) {
     let sv_id = sv_id.to_string();
     bed.publ
         .run_in(move || {
-            let (fd, idx) = packet_socket("pub0");
+            let sock = packet_socket("pub0");
             for i in 0..n {
-                send_frame(&fd, idx, &sv_frame(&sv_id, i));
+                send_frame(&sock, &sv_frame(&sv_id, i));
                 std::thread::sleep(gap);
             }
         })
@@ -316,7 +286,7 @@ pub fn send_streams(bed: &Bed, prefix: &str, streams: usize, per_stream: u16, ra
     let prefix = prefix.to_string();
     bed.publ
         .run_in(move || {
-            let (fd, idx) = packet_socket("pub0");
+            let sock = packet_socket("pub0");
             let period = Duration::from_nanos(1_000_000_000 / rate as u64);
             let start = std::time::Instant::now();
             for k in 0..per_stream {
@@ -326,7 +296,7 @@ pub fn send_streams(bed: &Bed, prefix: &str, streams: usize, per_stream: u16, ra
                     std::thread::sleep(due - now);
                 }
                 for s in 0..streams {
-                    send_frame(&fd, idx, &sv_frame(&format!("{prefix}{s}"), k));
+                    send_frame(&sock, &sv_frame(&format!("{prefix}{s}"), k));
                 }
             }
         })
