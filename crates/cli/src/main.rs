@@ -2,7 +2,7 @@
 //!
 //! This crate is deliberately thin: it parses arguments and wires them to the
 //! library crates (`hoptrace-sv`, `hoptrace-endpoints`, `hoptrace-probes`,
-//! `hoptrace-analysis`, `hoptrace-lab`). No measurement logic lives here.
+//! `hoptrace-analysis`, `hoptrace-lab`, `hoptrace-doctor`). No measurement logic lives here.
 //! Each subcommand has its own module with an `Args` struct and a `run`
 //! function returning the process exit code.
 
@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod compare;
 mod correlate;
+mod doctor;
 mod lab;
 mod lab_compare;
 mod ping;
@@ -51,6 +52,8 @@ enum Command {
     Compare(compare::Args),
     /// Join SV frames captured at several points by sample identity.
     Correlate(correlate::Args),
+    /// Is this host ready for real-time traffic, and the traced path set up as intended?
+    Doctor(doctor::Args),
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Correlate(a) => correlate::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Lab(c) => lab::run(c),
     };
     match result {

@@ -69,7 +69,7 @@ impl std::error::Error for DoctorError {}
 fn validate(root: &Root, kernel: &dyn Kernel, opts: &Options) -> Result<(), DoctorError> {
     if opts.interval < INTERVAL_MIN || opts.interval > INTERVAL_MAX {
         return Err(DoctorError(format!(
-            "--interval {:?} is out of range: use 10ms to 10m (default 1s)",
+            "--interval {:?} is out of range: use 10ms to 600s (default 1s)",
             opts.interval
         )));
     }
