@@ -4,7 +4,7 @@
 //! The field checks a real-time hypervisor with SEAPATH's cukinia tests and
 //! Ansible roles, tuned's realtime-virtual-host profile, rteval's system
 //! report, or by hand from the kernel's real-time guide. This crate does
-//! the same checks from one catalogue ([`catalogue`]), and goes one step
+//! the same checks from one catalogue ([`mod@catalogue`]), and goes one step
 //! further: it looks at the threads the traced packets actually depend on
 //! (NIC IRQ threads, ksoftirqd, vhost workers, vCPU threads, the
 //! subscriber; [`path`]).

@@ -1,7 +1,7 @@
 //! The threads a packet's path depends on, found from `--iface`,
 //! `--netns` and `--pid`:
 //!
-//! 1. each interface's driver and bus ([`Kernel::nic`]): a PCI or virtio
+//! 1. each interface's driver and bus ([`Kernel::nic`](crate::kernel::Kernel::nic)): a PCI or virtio
 //!    device has interrupts (`/sys/bus/pci/devices/ADDR/msi_irqs`, and the
 //!    `/proc/interrupts` rows named after the interface or the virtio
 //!    device); veth, tun/tap, macvtap and bridges have none: their frames
@@ -20,7 +20,7 @@
 //! 5. the vCPU threads of every *other* QEMU process (`qemu*` or `*kvm*`),
 //!    to see which CPUs the path shares with another VM.
 //!
-//! Each thread's policy and priority come from [`Kernel::sched`], its
+//! Each thread's policy and priority come from [`Kernel::sched`](crate::kernel::Kernel::sched), its
 //! allowed CPUs from `/proc/PID/task/TID/status`.
 
 use std::collections::BTreeSet;

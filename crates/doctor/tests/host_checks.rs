@@ -44,17 +44,6 @@ fn every_host_check_is_unknown_on_an_empty_root_never_pass() {
     assert_eq!(r.summary.unknown.len(), r.checks.len());
 }
 
-/// (check, change to the fixture, expected status)
-type Case = (&'static str, fn(&Fixture), Status);
-
-fn run_cases(cases: &[Case]) {
-    for (id, change, want) in cases {
-        let f = Fixture::rt_host();
-        change(&f);
-        assert_status(&f.check(id), *want);
-    }
-}
-
 #[test]
 fn kernel_checks_fail_when_the_kernel_is_not_set_up_for_real_time() {
     run_cases(&[

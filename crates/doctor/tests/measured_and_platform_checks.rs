@@ -9,16 +9,6 @@ use fixture::*;
 use hoptrace_doctor::kernel::Coalescing;
 use hoptrace_doctor::Status;
 
-type Case = (&'static str, fn(&mut Fixture), Status);
-
-fn run_cases(cases: &[Case]) {
-    for (id, change, want) in cases {
-        let mut f = Fixture::rt_host();
-        change(&mut f);
-        assert_status(&f.check(id), *want);
-    }
-}
-
 fn after(f: &mut Fixture, path: &str, content: String) {
     f.after_wait.push((path.into(), content));
 }

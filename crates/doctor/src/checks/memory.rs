@@ -129,7 +129,6 @@ fn hugepages(ctx: &Ctx) -> Outcome {
     let field = |k: &str| {
         meminfo.lines().find_map(|l| {
             l.strip_prefix(k)?
-                .trim()
                 .split_whitespace()
                 .next()?
                 .parse::<u64>()

@@ -1,5 +1,5 @@
 //! The checks, one module per area; each module's `checks()` is its part
-//! of the catalogue (see [`crate::catalogue`]). Helpers shared by several
+//! of the catalogue (see [`mod@crate::catalogue`]). Helpers shared by several
 //! areas live here.
 
 pub mod cpu;
