@@ -17,9 +17,17 @@ fi
 export RUSTC_BOOTSTRAP=1
 # Keep the fuzz build apart from the workspace's target directory.
 export CARGO_TARGET_DIR="${HOPTRACE_FUZZ_TARGET_DIR:-$PWD/target}"
-for target in decode_frame read_capture; do
+for target in decode_frame read_capture read_scl; do
   echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
   mkdir -p "corpus/$target"
-  cargo fuzz run "$target" -- -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048
+  seeds=()
+  flags=()
+  if [ "$target" = read_scl ]; then
+    # Start from the test fixtures (valid and broken SCL) and SCL's tokens.
+    seeds=(../crates/scl/tests/fixtures)
+    flags=(-dict=dicts/scl.dict)
+  fi
+  cargo fuzz run "$target" "corpus/$target" "${seeds[@]}" -- \
+    -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 "${flags[@]}"
 done
 echo "fuzz.sh: no crash"

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod clock;
 mod compare;
 mod correlate;
 mod doctor;
@@ -21,6 +22,7 @@ mod report;
 mod sv_dump;
 mod sv_pcap;
 mod sv_publish;
+mod sv_scl;
 mod sv_subscribe;
 mod trace;
 
@@ -57,6 +59,9 @@ enum Command {
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
+    /// Align a guest's clock with its host's: offset, drift and error bound.
+    #[command(subcommand)]
+    Clock(clock::Command),
 }
 
 #[derive(Subcommand, Debug)]
@@ -69,6 +74,8 @@ enum SvCommand {
     Publish(sv_publish::Args),
     /// Subscribe to SV streams: counts, losses, receive latency.
     Subscribe(sv_subscribe::Args),
+    /// List the SV streams an SCL file (.scd, .cid, .icd) defines.
+    Scl(sv_scl::Args),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +85,7 @@ fn main() -> ExitCode {
         Command::Sv(SvCommand::Dump(a)) => sv_dump::run(a),
         Command::Sv(SvCommand::Publish(a)) => sv_publish::run(a),
         Command::Sv(SvCommand::Subscribe(a)) => sv_subscribe::run(a),
+        Command::Sv(SvCommand::Scl(a)) => sv_scl::run(a),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),
@@ -86,6 +94,7 @@ fn main() -> ExitCode {
         Command::Correlate(a) => correlate::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Lab(c) => lab::run(c),
+        Command::Clock(c) => clock::run(c),
     };
     match result {
         Ok(code) => code,

@@ -6,7 +6,10 @@
 //!    the guest subscriber's count must equal what was published; the
 //!    hypervisor-side tracer must show the tap_xmit -> consumer_copy stage
 //!    with QEMU as the reader; the guest's recording must be on the host;
-//!    and nothing of the lab may remain afterwards.
+//!    the clock exchange over the virtio-serial port must have given an
+//!    estimate that no raw sample contradicts, and `hoptrace clock
+//!    estimate` must recompute it from the samples file; and nothing of
+//!    the lab may remain afterwards.
 //! 2. `lab up vm` killed with SIGKILL once QEMU runs: `lab down` removes
 //!    QEMU, the namespaces and the state.
 
@@ -47,6 +50,33 @@ fn stage_count(log: &str, stage: &str) -> Option<(u64, String)> {
     let w: Vec<&str> = l.split_whitespace().collect();
     let n = w.iter().position(|x| *x == "n")?;
     Some((w.get(n + 1)?.parse().ok()?, l.to_string()))
+}
+
+/// The run's clock estimate (`clock.json`) and its offline recomputation.
+fn check_clock_exchange(out: &std::path::Path) {
+    let json = std::fs::read_to_string(out.join("clock.json")).expect("clock.json");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let e = &v["estimate"];
+    assert_eq!(v["host_clock"], "TAI", "{json}");
+    assert_eq!(v["guest_clock"], "TAI", "{json}");
+    assert!(e["used"].as_u64().unwrap() >= 2, "{json}");
+    assert_eq!(e["contradicting_samples"], 0, "{json}");
+    assert!(e["bound_ns"].as_i64().unwrap() > 0, "{json}");
+    let samples = out.join("clock-samples.tsv");
+    let again = out.join("clock-again.json");
+    let o = Command::new(H)
+        .args(["clock", "estimate", samples.to_str().unwrap(), "--json"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let a: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&again).unwrap()).unwrap();
+    assert_eq!(a["estimate"], v["estimate"], "the offline estimate differs");
+    eprint!(
+        "clock exchange under this run: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }
 
 #[test]
@@ -102,6 +132,7 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     assert!(n > 0, "{line}");
     eprintln!("guest subscriber: {sub_counts:?} (received, lost); host: {line}");
     assert!(trace.contains("qemu-system-x86"), "{trace}");
+    check_clock_exchange(&out);
     assert_nothing_left("vmt", &[], "vm run");
     let _ = std::fs::remove_dir_all(&out);
 }

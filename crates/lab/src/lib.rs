@@ -25,6 +25,7 @@ pub mod state;
 pub mod teardown;
 pub mod topology;
 pub mod vm;
+pub mod vm_clock;
 pub mod vm_run;
 pub mod xdp;
 

@@ -25,6 +25,10 @@
 //!    ([`GuestJob`]): the host writes `jobs/<id>.sh`, the guest's `/init`
 //!    runs it and leaves `<id>.log`, `<id>.pid` and, at the end, `<id>.rc`;
 //!    writing `<id>.stop` sends SIGTERM to the job.
+//! 6. A virtio-serial port named `org.hoptrace.clock`, backed by the unix
+//!    socket [`clock_socket`] (QEMU listens, `wait=off`), carries the clock
+//!    exchange between `hoptrace clock host` and `hoptrace clock agent` in
+//!    the guest, off the measured NIC ([`crate::vm_clock`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -90,6 +94,11 @@ pub fn share_dir(name: &str) -> PathBuf {
     LabState::run_dir(name).join("share")
 }
 
+/// QEMU's chardev socket of the guest's clock port (lab `name`).
+pub fn clock_socket(name: &str) -> PathBuf {
+    LabState::run_dir(name).join("clock.sock")
+}
+
 fn serial_log(name: &str) -> PathBuf {
     LabState::run_dir(name).join("serial.log")
 }
@@ -131,6 +140,16 @@ fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<S
         ),
         "-serial".into(),
         format!("file:{}", serial_log(&st.name).display()),
+        // The clock exchange's own channel (hoptrace_clocksync::channel).
+        "-device".into(),
+        "virtio-serial-pci,id=vser0".into(),
+        "-chardev".into(),
+        format!(
+            "socket,id=clk0,path={},server=on,wait=off",
+            clock_socket(&st.name).display()
+        ),
+        "-device".into(),
+        "virtserialport,bus=vser0.0,chardev=clk0,name=org.hoptrace.clock".into(),
     ]);
     a
 }
@@ -451,6 +470,16 @@ mod tests {
             "{j}"
         );
         assert!(j.contains("file:/run/hoptrace/labs/vx/serial.log"), "{j}");
+        assert!(
+            j.contains(
+                "-chardev socket,id=clk0,path=/run/hoptrace/labs/vx/clock.sock,server=on,wait=off"
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains("-device virtserialport,bus=vser0.0,chardev=clk0,name=org.hoptrace.clock"),
+            "{j}"
+        );
         let k = qemu_args(&st, Accel::Kvm, Path::new("/k"), Path::new("/i")).join(" ");
         assert!(k.contains("-accel kvm -cpu host"), "{k}");
     }

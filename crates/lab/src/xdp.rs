@@ -20,7 +20,9 @@
 //! Both programs are attached in native (driver) mode with the netlink API
 //! (`bpf_xdp_attach`), not as BPF links: they stay attached after `hoptrace
 //! lab up` exits, like the lab's namespaces. Their kernel ids and the id of
-//! the counters map are saved in the lab state, which is how `lab status`
+//! the counters map (one per-CPU `struct xdp_lab_counters`, defined in
+//! `src/bpf/xdp_redirect_abi.h` and read as the skeleton's generated type)
+//! are saved in the lab state, which is how `lab status`
 //! reads the counters (redirected, dropped, delivered) and how teardown
 //! detaches them (`ip link set dev IF xdpdrv off` in the namespace) and then
 //! checks that the kernel freed them. After a `kill -9`, the programs are
@@ -39,10 +41,19 @@ use hoptrace_netns::Netns;
 
 use crate::state::{LabState, XdpAttachment};
 
+#[allow(clippy::all, unused_imports, dead_code, missing_docs)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/xdp_redirect.skel.rs"));
 }
+use skel::types::xdp_lab_counters;
 use skel::XdpRedirectSkelBuilder;
+
+// SAFETY: libbpf-cargo generates `xdp_lab_counters` from the object's BTF
+// as a #[repr(C)] struct of three u64 (src/bpf/xdp_redirect_abi.h, which
+// asserts its layout): every bit pattern is a valid value, no padding.
+unsafe impl bytemuck::Zeroable for xdp_lab_counters {}
+// SAFETY: as above; it derives Copy.
+unsafe impl bytemuck::Pod for xdp_lab_counters {}
 
 /// Counters of the lab's XDP programs (sums over CPUs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -138,24 +149,32 @@ pub fn counters(st: &LabState) -> Result<Option<XdpCounters>> {
             st.name
         )
     })?;
-    let mut v = [0u64; 3];
-    for (k, slot) in v.iter_mut().enumerate() {
-        let per_cpu = map
-            .lookup_percpu(&(k as u32).to_ne_bytes(), MapFlags::ANY)?
-            .unwrap_or_default();
-        *slot = per_cpu
-            .iter()
-            .filter_map(|b| {
-                b.get(..8)
-                    .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
-            })
-            .sum();
+    let per_cpu = map
+        .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default();
+    let mut sum = XdpCounters::default();
+    for bytes in per_cpu {
+        // The value is copied into the generated type after an exact
+        // length check; fields named without `..`, so one added in C does
+        // not compile until it is counted here.
+        let xdp_lab_counters {
+            redirected,
+            dropped,
+            delivered,
+        } = bytemuck::try_pod_read_unaligned(&bytes).map_err(|_| {
+            anyhow::anyhow!(
+                "the XDP counters map of lab {} holds {}-byte values, expected {}: was the lab set up by another hoptrace version? (`hoptrace lab down {}` and up again)",
+                st.name,
+                bytes.len(),
+                std::mem::size_of::<xdp_lab_counters>(),
+                st.name
+            )
+        })?;
+        sum.redirected += redirected;
+        sum.dropped += dropped;
+        sum.delivered += delivered;
     }
-    Ok(Some(XdpCounters {
-        redirected: v[0],
-        dropped: v[1],
-        delivered: v[2],
-    }))
+    Ok(Some(sum))
 }
 
 /// Whether the kernel still has a program with this id.

@@ -21,7 +21,8 @@
 
 use serde::Serialize;
 
-/// Kernel tracepoints hoptrace attaches to (ids shared with `hops.bpf.c`).
+/// Kernel tracepoints hoptrace attaches to (ids: `enum tp_id` of
+/// `src/bpf/hops_abi.h`, the same by a build-time check in `src/abi.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum TracePoint {
     NetifReceiveSkb = 0,

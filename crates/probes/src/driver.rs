@@ -140,61 +140,93 @@ struct Run<'a> {
     ks_names: Option<(DeviceTable, DropReasons)>,
 }
 
-/// Select, project, count and record finished timelines (called from the
-/// session sink and once more for the timelines left at exit, when the
-/// sink's fields are already taken apart: hence the plain arguments).
-#[allow(clippy::too_many_arguments)]
-fn handle(
-    opts: &TraceOptions,
-    select: &[usize],
-    tls: Vec<Timeline>,
-    stats: &mut Stats,
-    writer: &mut Option<RecordingWriter>,
-    summary: &mut TraceSummary,
-    count: &mut u64,
-    write_err: &mut Option<anyhow::Error>,
-) {
-    for mut t in tls {
-        if !opts.streams.is_empty() && !opts.streams.contains(&t.stream) {
-            continue;
-        }
-        if select.len() != t.hops.len() {
-            t.hops = select.iter().map(|&i| t.hops[i]).collect();
-        }
-        stats.add(&t);
-        if let Some(w) = writer.as_mut() {
-            let hops_ns: Vec<Option<i64>> = t.hops.iter().map(|h| h.map(|v| v as i64)).collect();
-            let (app_id, smp_cnt) = match &t.identity {
-                PacketIdentity::Sv {
-                    app_id, smp_cnt, ..
-                } => (Some(*app_id), Some(*smp_cnt)),
-                _ => (None, None),
-            };
-            let is_sv = app_id.is_some();
-            let r = w.append_ref(PacketRowRef {
-                stream: &t.stream,
-                dst_mac: t.identity.dst_mac(),
-                app_id,
-                smp_cnt,
-                epoch: if is_sv { Some(t.epoch) } else { None },
-                seq: t.seq,
-                dest: t.dest.as_deref(),
-                status: to_rec_status(t.status),
-                drop_reason: t.drop_reason.as_deref(),
-                drop_hop: t.drop_hop.as_deref(),
-                hops: &hops_ns,
-                extra: &[Some(t.last_cpu as i64)],
-            });
-            if let Err(e) = r {
-                write_err.get_or_insert(anyhow::Error::from(e).context("writing the recording"));
+impl Run<'_> {
+    /// Select, project, count and record finished timelines (from the
+    /// session's events, and once more for those left at exit).
+    fn take_timelines(&mut self, tls: Vec<Timeline>) {
+        for mut t in tls {
+            if !self.opts.streams.is_empty() && !self.opts.streams.contains(&t.stream) {
+                continue;
+            }
+            if self.select.len() != t.hops.len() {
+                t.hops = self.select.iter().map(|&i| t.hops[i]).collect();
+            }
+            self.stats.add(&t);
+            if let Some(w) = self.writer.as_mut() {
+                if let Err(e) = append_row(w, &t) {
+                    self.write_err
+                        .get_or_insert(anyhow::Error::from(e).context("writing the recording"));
+                }
+            }
+            self.count += 1;
+            self.summary.timeline_count += 1;
+            if self.opts.keep_timelines {
+                self.summary.timelines.push(t);
             }
         }
-        *count += 1;
-        summary.timeline_count += 1;
-        if opts.keep_timelines {
-            summary.timelines.push(t);
-        }
     }
+
+    /// The recording of `--record`: one column per selected hop, described
+    /// from the catalogue.
+    fn create_recording(
+        &self,
+        dir: &std::path::Path,
+        clock: ClockDomain,
+    ) -> Result<RecordingWriter> {
+        let rec_clock = match clock {
+            ClockDomain::Tai => RecClock::Tai,
+            ClockDomain::Monotonic => RecClock::Monotonic,
+        };
+        let cat = catalogue();
+        let cols = self
+            .hops
+            .iter()
+            .map(|h| {
+                let spec = cat
+                    .iter()
+                    .find(|s| s.name == *h && s.profile == self.opts.profile);
+                let loc = spec
+                    .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
+                    .unwrap_or_default();
+                HopColumn::new(*h, rec_clock, StampSource::Bpf, loc)
+            })
+            .collect();
+        let mut meta = RecordingMeta::for_this_host("trace", cols);
+        meta.command_line = self.opts.command_line.clone();
+        meta.rate = Some(self.opts.rate);
+        meta.doctor = self.opts.doctor.clone();
+        meta.extra_columns = vec![hoptrace_record::ExtraColumn::new(
+            "cpu",
+            "CPU of the last hop seen",
+        )];
+        Ok(RecordingWriter::create(dir, meta, RotatePolicy::default())?)
+    }
+}
+
+/// One recording row: a timeline, its hops projected.
+fn append_row(w: &mut RecordingWriter, t: &Timeline) -> Result<(), hoptrace_record::RecordError> {
+    let hops_ns: Vec<Option<i64>> = t.hops.iter().map(|h| h.map(|v| v as i64)).collect();
+    let (app_id, smp_cnt) = match &t.identity {
+        PacketIdentity::Sv {
+            app_id, smp_cnt, ..
+        } => (Some(*app_id), Some(*smp_cnt)),
+        _ => (None, None),
+    };
+    let is_sv = app_id.is_some();
+    w.append_ref(PacketRowRef {
+        stream: &t.stream,
+        dst_mac: t.identity.dst_mac(),
+        app_id,
+        smp_cnt,
+        epoch: if is_sv { Some(t.epoch) } else { None },
+        seq: t.seq,
+        dest: t.dest.as_deref(),
+        status: to_rec_status(t.status),
+        drop_reason: t.drop_reason.as_deref(),
+        drop_hop: t.drop_hop.as_deref(),
+        hops: &hops_ns,
+        extra: &[Some(t.last_cpu as i64)],
+    })
 }
 
 impl SessionSink for Run<'_> {
@@ -232,44 +264,15 @@ impl SessionSink for Run<'_> {
                 .join(",")
         );
         if let Some(dir) = &self.opts.record {
-            let rec_clock = match info.clock {
-                ClockDomain::Tai => RecClock::Tai,
-                ClockDomain::Monotonic => RecClock::Monotonic,
-            };
-            let cat = catalogue();
-            let cols = self
-                .hops
-                .iter()
-                .map(|h| {
-                    let spec = cat
-                        .iter()
-                        .find(|s| s.name == *h && s.profile == self.opts.profile);
-                    let loc = spec
-                        .map(|s| {
-                            format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning)
-                        })
-                        .unwrap_or_default();
-                    HopColumn::new(*h, rec_clock, StampSource::Bpf, loc)
-                })
-                .collect();
-            let mut meta = RecordingMeta::for_this_host("trace", cols);
-            meta.command_line = self.opts.command_line.clone();
-            meta.rate = Some(self.opts.rate);
-            meta.doctor = self.opts.doctor.clone();
-            meta.extra_columns = vec![hoptrace_record::ExtraColumn::new(
-                "cpu",
-                "CPU of the last hop seen",
-            )];
-            match RecordingWriter::create(dir, meta, RotatePolicy::default()) {
+            match self.create_recording(dir, info.clock) {
                 Ok(w) => self.writer = Some(w),
                 Err(e) => {
-                    self.write_err = Some(
-                        anyhow::Error::from(e)
-                            .context(format!("creating the recording {}", dir.display())),
-                    )
+                    self.write_err =
+                        Some(e.context(format!("creating the recording {}", dir.display())))
                 }
             }
         }
+        let out = &mut *self.out;
         let _ = writeln!(out, "ready");
         let _ = out.flush();
         if let Some(v) = self.live.as_mut() {
@@ -297,16 +300,7 @@ impl SessionSink for Run<'_> {
             return;
         }
         let tls = self.assembler.push(e);
-        handle(
-            self.opts,
-            &self.select,
-            tls,
-            &mut self.stats,
-            &mut self.writer,
-            &mut self.summary,
-            &mut self.count,
-            &mut self.write_err,
-        );
+        self.take_timelines(tls);
     }
 
     fn kernel_hists(&mut self, hists: KernelHists) {
@@ -360,170 +354,187 @@ pub fn run_trace<'a>(
     check_kernel_stats(opts)?;
     let devices = DeviceTable::scan()?;
     let filters = bpf_filters(opts, &devices)?;
+    write_start_notes(out, opts, &filters)?;
+    let mut run = Run::new(opts, &filters, devices, out, live)?;
+    let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
+    if let Some(v) = run.live.as_mut() {
+        v.finish();
+    }
+    let (info, lost) = res?;
+    run.finish(&info, lost)
+}
+
+/// What the run says before the probes are loaded.
+fn write_start_notes(out: &mut dyn Write, opts: &TraceOptions, filters: &Filters) -> Result<()> {
     if filters.devices.is_empty() {
         writeln!(
             out,
             "note: no --iface/--netns: tracing every device of every namespace on this host"
         )?;
     }
-    let reasons = DropReasons::from_kernel();
-    let ks_names = opts
-        .kernel_stats
-        .then(|| (devices.clone(), reasons.clone()));
     if opts.kernel_stats {
         writeln!(
             out,
             "note: --kernel-stats: no per-packet events; per-stream, per-stage statistics are kept in the kernel"
         )?;
     }
-    let assembler = Assembler::new(
-        opts.profile,
-        devices,
-        reasons,
-        opts.rate,
-        opts.linger.as_nanos() as u64,
-    );
-    let all_hops: Vec<&'static str> = assembler.hops().to_vec();
-    let select: Vec<usize> = match &opts.hops {
-        None => (0..all_hops.len()).collect(),
-        Some(names) => {
-            let mut idx = Vec::new();
-            for n in names {
-                let Some(i) = all_hops.iter().position(|h| h == n) else {
-                    bail!(
-                        "unknown hop `{n}` for this profile: hops are {}",
-                        all_hops.join(",")
-                    );
-                };
-                idx.push(i);
-            }
-            idx.sort_unstable();
-            idx.dedup();
-            idx
-        }
-    };
-    let hops: Vec<&'static str> = select.iter().map(|&i| all_hops[i]).collect();
-    let mut run = Run {
-        opts,
-        stats: {
-            let mut s = Stats::new(&hops, opts.thresholds_ns.clone());
-            s.kstreams = opts
-                .kernel_stats
-                .then(|| KernelStreams::new(opts.profile, filters.emit_mask, &opts.thresholds_ns));
-            s
-        },
-        hops,
-        live,
-        assembler,
-        writer: None,
-        summary: TraceSummary::default(),
-        started: Instant::now(),
-        last_block: Instant::now(),
-        count: 0,
-        write_err: None,
-        out,
-        select,
-        ks_names,
-    };
-    let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
-    if let Some(v) = run.live.as_mut() {
-        v.finish();
-    }
-    let (info, lost) = res?;
-    let Run {
-        mut assembler,
-        mut stats,
-        mut writer,
-        mut summary,
-        started,
-        out,
-        mut count,
-        mut write_err,
-        select,
-        ..
-    } = run;
-    let rest = assembler.expire(true);
-    handle(
-        opts,
-        &select,
-        rest,
-        &mut stats,
-        &mut writer,
-        &mut summary,
-        &mut count,
-        &mut write_err,
-    );
-    if let Some(e) = write_err {
-        return Err(e);
-    }
-    if let Some(w) = writer.take() {
-        let s = w.close().context("closing the recording")?;
-        writeln!(out, "recording: {} rows in {} segments", s.rows, s.segments)?;
-    }
-    summary.backend = info.backend.name().into();
-    summary.clock = info.clock.schema_name().into();
-    summary.prog_ids = info.prog_ids.clone();
-    summary.lost = lost.clone();
-    summary.kernel = stats.kernel.clone();
-    summary.kernel_streams = stats.kstreams.clone();
-    if !opts.kernel_stats {
-        summary.events = assembler.counters.events;
-    }
-    summary.records = (info.full_records, info.compact_records);
-    summary.reidentified = info.reidentified;
-    summary.duplicates = assembler.counters.duplicates;
-    summary.unmatched = assembler.counters.unmatched;
-    summary.incomplete = assembler.counters.incomplete;
-    summary.dropped = assembler.counters.dropped;
+    Ok(())
+}
 
-    writeln!(out, "=== summary")?;
-    print_block(out, &stats, started.elapsed(), &lost)?;
-    writeln!(
-        out,
-        "events {} (records: full {} compact {}) timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
-        assembler.counters.events,
-        info.full_records,
-        info.compact_records,
-        summary.timeline_count,
-        assembler.counters.incomplete,
-        assembler.counters.dropped,
-        assembler.counters.duplicates,
-        assembler.counters.unmatched
-    )?;
-    if !opts.kernel_stats {
+/// The indices of the `--hops` selection in the profile's hops (all when
+/// there is none), or an error naming the profile's hops.
+fn select_hops(opts: &TraceOptions, all_hops: &[&'static str]) -> Result<Vec<usize>> {
+    let Some(names) = &opts.hops else {
+        return Ok((0..all_hops.len()).collect());
+    };
+    let mut idx = Vec::new();
+    for n in names {
+        let Some(i) = all_hops.iter().position(|h| h == n) else {
+            bail!(
+                "unknown hop `{n}` for this profile: hops are {}",
+                all_hops.join(",")
+            );
+        };
+        idx.push(i);
+    }
+    idx.sort_unstable();
+    idx.dedup();
+    Ok(idx)
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        opts: &'a TraceOptions,
+        filters: &Filters,
+        devices: DeviceTable,
+        out: &'a mut dyn Write,
+        live: Option<&'a mut dyn LiveView>,
+    ) -> Result<Self> {
+        let reasons = DropReasons::from_kernel();
+        let ks_names = opts
+            .kernel_stats
+            .then(|| (devices.clone(), reasons.clone()));
+        let assembler = Assembler::new(
+            opts.profile,
+            devices,
+            reasons,
+            opts.rate,
+            opts.linger.as_nanos() as u64,
+        );
+        let all_hops: Vec<&'static str> = assembler.hops().to_vec();
+        let select = select_hops(opts, &all_hops)?;
+        let hops: Vec<&'static str> = select.iter().map(|&i| all_hops[i]).collect();
+        let mut stats = Stats::new(&hops, opts.thresholds_ns.clone());
+        stats.kstreams = opts
+            .kernel_stats
+            .then(|| KernelStreams::new(opts.profile, filters.emit_mask, &opts.thresholds_ns));
+        Ok(Run {
+            opts,
+            stats,
+            hops,
+            live,
+            assembler,
+            writer: None,
+            summary: TraceSummary::default(),
+            started: Instant::now(),
+            last_block: Instant::now(),
+            count: 0,
+            write_err: None,
+            out,
+            select,
+            ks_names,
+        })
+    }
+
+    /// The session ended: the timelines left, the recording closed, the
+    /// summary filled and printed.
+    fn finish(mut self, info: &SessionInfo, lost: LostCounts) -> Result<TraceSummary> {
+        let rest = self.assembler.expire(true);
+        self.take_timelines(rest);
+        if let Some(e) = self.write_err.take() {
+            return Err(e);
+        }
+        if let Some(w) = self.writer.take() {
+            let s = w.close().context("closing the recording")?;
+            writeln!(
+                self.out,
+                "recording: {} rows in {} segments",
+                s.rows, s.segments
+            )?;
+        }
+        let counters = &self.assembler.counters;
+        let summary = &mut self.summary;
+        summary.backend = info.backend.name().into();
+        summary.clock = info.clock.schema_name().into();
+        summary.prog_ids = info.prog_ids.clone();
+        summary.lost = lost;
+        summary.kernel = self.stats.kernel.clone();
+        summary.kernel_streams = self.stats.kstreams.clone();
+        if !self.opts.kernel_stats {
+            summary.events = counters.events;
+        }
+        summary.records = (info.full_records, info.compact_records);
+        summary.reidentified = info.reidentified;
+        summary.duplicates = counters.duplicates;
+        summary.unmatched = counters.unmatched;
+        summary.incomplete = counters.incomplete;
+        summary.dropped = counters.dropped;
+        self.write_summary(info)?;
+        Ok(self.summary)
+    }
+
+    /// The exit summary.
+    fn write_summary(&mut self, info: &SessionInfo) -> Result<()> {
+        let (out, stats, counters) = (&mut *self.out, &self.stats, &self.assembler.counters);
+        let lost = &self.summary.lost;
+        writeln!(out, "=== summary")?;
+        print_block(out, stats, self.started.elapsed(), lost)?;
         writeln!(
             out,
-            "tracked skbs re-identified (identity check failed, full parse): {}",
-            info.reidentified
+            "events {} (records: full {} compact {}) timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
+            counters.events,
+            info.full_records,
+            info.compact_records,
+            self.summary.timeline_count,
+            counters.incomplete,
+            counters.dropped,
+            counters.duplicates,
+            counters.unmatched
         )?;
+        if !self.opts.kernel_stats {
+            writeln!(
+                out,
+                "tracked skbs re-identified (identity check failed, full parse): {}",
+                info.reidentified
+            )?;
+        }
+        let dups: Vec<String> = counters
+            .duplicates_per_hop
+            .iter()
+            .zip(self.assembler.hops())
+            .filter(|(n, _)| **n > 0)
+            .map(|(n, h)| format!("{h}={n}"))
+            .collect();
+        if !dups.is_empty() {
+            writeln!(out, "duplicates per hop: {}", dups.join(" "))?;
+        }
+        writeln!(out, "lost events per tracepoint: {}", lost.all())?;
+        if let Some((stream, w)) = stats
+            .streams
+            .iter()
+            .filter_map(|(name, s)| Some((name, s.stages.get("end_to_end")?.worst.as_ref()?)))
+            .max_by_key(|(_, w)| w.ns)
+        {
+            writeln!(
+                out,
+                "worst end to end: {} ({stream} seq {} dest {})",
+                fmt_ns(w.ns),
+                w.seq,
+                w.dest.as_deref().unwrap_or("-")
+            )?;
+        }
+        Ok(())
     }
-    let dups: Vec<String> = assembler
-        .counters
-        .duplicates_per_hop
-        .iter()
-        .zip(assembler.hops())
-        .filter(|(n, _)| **n > 0)
-        .map(|(n, h)| format!("{h}={n}"))
-        .collect();
-    if !dups.is_empty() {
-        writeln!(out, "duplicates per hop: {}", dups.join(" "))?;
-    }
-    writeln!(out, "lost events per tracepoint: {}", lost.all())?;
-    if let Some((stream, w)) = stats
-        .streams
-        .iter()
-        .filter_map(|(name, s)| Some((name, s.stages.get("end_to_end")?.worst.as_ref()?)))
-        .max_by_key(|(_, w)| w.ns)
-    {
-        writeln!(
-            out,
-            "worst end to end: {} ({stream} seq {} dest {})",
-            fmt_ns(w.ns),
-            w.seq,
-            w.dest.as_deref().unwrap_or("-")
-        )?;
-    }
-    Ok(summary)
 }
 
 /// Options that `--kernel-stats` cannot honour, refused with what to do.

@@ -1,24 +1,30 @@
 //! Decoding of the ring buffer records written by `hops.bpf.c`.
 //!
-//! The ring carries two record types, told apart by their length:
-//! * a FULL record, the 152-byte C struct `struct hop_event`, written by the
-//!   first hop of an skb (and whenever the kernel's validation of a tracked
-//!   skb fails). It carries the identity of the frame: SV (dst MAC, APPID,
-//!   svID, smpCnt of the first ASDU), hoptrace ping (sequence) or another
-//!   frame (FNV-1a hash of its first 40 bytes);
-//! * a COMPACT record, the 64-byte `struct hop_compact`, written by the later
-//!   hops of the same skb: the hop fields without the identity, which
+//! The ring carries two record types, told apart by their length (layouts:
+//! `src/bpf/hops_abi.h`, typed in Rust by `src/abi.rs`):
+//! * a FULL record, `struct hop_event`, written by the first hop of an skb
+//!   (and whenever the kernel's validation of a tracked skb fails): the hop
+//!   fields of a compact record, then the identity of the frame: SV (dst
+//!   MAC, APPID, svID, smpCnt of the first ASDU), hoptrace ping (sequence)
+//!   or another frame (FNV-1a hash of its first 40 bytes);
+//! * a COMPACT record, `struct hop_compact`, written by the later hops of
+//!   the same skb: the hop fields without the identity, which
 //!   [`crate::identity::SkbIdentities`] fills in from the skb's full record.
 //!
-//! Both are decoded field by field at fixed offsets (native endianness, as
-//! the kernel wrote them) rather than transmuted, so a short or foreign
-//! record is an error, never undefined behaviour.
+//! A record's bytes are copied into the generated type after an exact
+//! length check (a short or foreign record is an error, never undefined
+//! behaviour), then destructured field by field without `..`: a field
+//! added to a record in C and not handled here does not compile.
 
+use std::mem::size_of;
+
+use crate::abi::{self, types};
 use crate::catalogue::TracePoint;
 
-pub const RAW_EVENT_SIZE: usize = 152;
-/// Size of `struct hop_compact`.
-pub const COMPACT_EVENT_SIZE: usize = 64;
+/// Size of a full record (`struct hop_event`).
+pub const RAW_EVENT_SIZE: usize = size_of::<types::hop_event>();
+/// Size of a compact record (`struct hop_compact`).
+pub const COMPACT_EVENT_SIZE: usize = size_of::<types::hop_compact>();
 
 /// The identity of a frame, the same at every hop it crosses.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,16 +107,6 @@ pub enum DecodeError {
     TracePoint(u32),
 }
 
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or_default())
-}
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_ne_bytes(b[o..o + 4].try_into().unwrap_or_default())
-}
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_ne_bytes(b[o..o + 2].try_into().unwrap_or_default())
-}
-
 /// A compact record: a later hop of an skb whose identity came with an
 /// earlier full record of the same skb address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,86 +152,97 @@ pub enum Record {
 impl Record {
     /// Decode a record, full or compact by its length.
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
-        if b.len() == COMPACT_EVENT_SIZE {
-            return CompactHop::decode(b).map(Record::Compact);
+        if let Some(raw) = abi::from_bytes::<types::hop_compact>(b) {
+            return CompactHop::from_raw(raw).map(Record::Compact);
         }
-        HopEvent::decode(b).map(Record::Full)
+        if let Some(raw) = abi::from_bytes::<types::hop_event>(b) {
+            return HopEvent::from_raw(raw).map(Record::Full);
+        }
+        Err(DecodeError::Size(b.len()))
     }
 }
 
-fn comm_at(b: &[u8], o: usize) -> String {
-    let raw = &b[o..o + 16];
-    let n = raw.iter().position(|&c| c == 0).unwrap_or(16);
-    String::from_utf8_lossy(&raw[..n]).into_owned()
-}
-
 impl CompactHop {
+    /// Decode a compact record (exactly [`COMPACT_EVENT_SIZE`] bytes).
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
-        if b.len() < COMPACT_EVENT_SIZE {
-            return Err(DecodeError::Size(b.len()));
-        }
-        let tp_id = u32_at(b, 16);
-        let tracepoint = TracePoint::from_id(tp_id).ok_or(DecodeError::TracePoint(tp_id))?;
+        let raw = abi::from_bytes::<types::hop_compact>(b).ok_or(DecodeError::Size(b.len()))?;
+        Self::from_raw(raw)
+    }
+
+    /// The hop fields of a record (compact, or the start of a full one).
+    fn from_raw(raw: types::hop_compact) -> Result<Self, DecodeError> {
+        let types::hop_compact {
+            ts,
+            skb,
+            tp,
+            ifindex,
+            netns,
+            cpu,
+            pid,
+            tid,
+            drop_reason,
+            pad: _,
+            comm,
+        } = raw;
+        let tracepoint = TracePoint::from_id(tp.0).ok_or(DecodeError::TracePoint(tp.0))?;
         Ok(CompactHop {
-            ts: u64_at(b, 0),
-            skb: u64_at(b, 8),
+            ts,
             tracepoint,
-            ifindex: u32_at(b, 20),
-            netns: u32_at(b, 24),
-            cpu: u32_at(b, 28),
-            pid: u32_at(b, 32),
-            tid: u32_at(b, 36),
-            drop_reason: u32_at(b, 40),
-            comm: comm_at(b, 48),
+            skb,
+            ifindex,
+            netns,
+            cpu,
+            pid,
+            tid,
+            comm: abi::c_string(&comm),
+            drop_reason,
         })
     }
 }
 
 impl HopEvent {
+    /// Decode a full record (exactly [`RAW_EVENT_SIZE`] bytes).
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
-        if b.len() < RAW_EVENT_SIZE {
-            return Err(DecodeError::Size(b.len()));
-        }
-        let tp_id = u32_at(b, 24);
-        let tracepoint = TracePoint::from_id(tp_id).ok_or(DecodeError::TracePoint(tp_id))?;
-        let mut dst_mac = [0u8; 6];
-        dst_mac.copy_from_slice(&b[64..70]);
-        let flow_hash = u32_at(b, 52);
-        let ethertype = u16_at(b, 60);
-        let identity = match b[62] {
-            1 => {
-                let n = (b[63] as usize).min(64);
-                PacketIdentity::Sv {
-                    dst_mac,
-                    app_id: u16_at(b, 56),
-                    sv_id: b[88..88 + n].to_vec(),
-                    smp_cnt: u16_at(b, 58),
-                }
-            }
-            2 => PacketIdentity::Ping {
-                seq: u64_at(b, 16),
-                reply: b[71] == 1,
+        let raw = abi::from_bytes::<types::hop_event>(b).ok_or(DecodeError::Size(b.len()))?;
+        Self::from_raw(raw)
+    }
+
+    fn from_raw(raw: types::hop_event) -> Result<Self, DecodeError> {
+        let types::hop_event {
+            hop,
+            ping_seq,
+            flow_hash,
+            app_id,
+            smp_cnt,
+            ethertype,
+            kind,
+            svid_len,
+            dst_mac,
+            ping_kind,
+            pad: _,
+            svid,
+        } = raw;
+        let identity = match types::pkt_kind(u32::from(kind)) {
+            types::pkt_kind::KIND_SV => PacketIdentity::Sv {
+                dst_mac,
+                app_id,
+                sv_id: svid[..usize::from(svid_len).min(svid.len())].to_vec(),
+                smp_cnt,
             },
-            3 => PacketIdentity::SvMalformed { dst_mac, flow_hash },
+            types::pkt_kind::KIND_PING => PacketIdentity::Ping {
+                seq: ping_seq,
+                reply: ping_kind == 1,
+            },
+            types::pkt_kind::KIND_SV_MALFORMED => {
+                PacketIdentity::SvMalformed { dst_mac, flow_hash }
+            }
             _ => PacketIdentity::Other {
                 dst_mac,
                 ethertype,
                 flow_hash,
             },
         };
-        Ok(HopEvent {
-            ts: u64_at(b, 0),
-            skb: u64_at(b, 8),
-            tracepoint,
-            ifindex: u32_at(b, 28),
-            netns: u32_at(b, 32),
-            cpu: u32_at(b, 36),
-            pid: u32_at(b, 40),
-            tid: u32_at(b, 44),
-            drop_reason: u32_at(b, 48),
-            comm: comm_at(b, 72),
-            identity,
-        })
+        Ok(CompactHop::from_raw(hop)?.with_identity(identity))
     }
 }
 
@@ -243,19 +250,60 @@ impl HopEvent {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn raw(kind: u8) -> Vec<u8> {
-        let mut b = vec![0u8; RAW_EVENT_SIZE];
-        b[0..8].copy_from_slice(&42u64.to_ne_bytes());
-        b[16..24].copy_from_slice(&7u64.to_ne_bytes());
-        b[24..28].copy_from_slice(&2u32.to_ne_bytes());
-        b[56..58].copy_from_slice(&0x4000u16.to_ne_bytes());
-        b[58..60].copy_from_slice(&3999u16.to_ne_bytes());
-        b[62] = kind;
-        b[63] = 4;
-        b[64..70].copy_from_slice(&[1, 0x0c, 0xcd, 4, 0, 1]);
-        b[72..76].copy_from_slice(b"qemu");
-        b[88..92].copy_from_slice(b"MU01");
-        b
+    /// A task name as the kernel pads it.
+    pub(crate) fn comm(name: &[u8]) -> [u8; 16] {
+        let mut c = [0u8; 16];
+        c[..name.len()].copy_from_slice(name);
+        c
+    }
+
+    /// The hop fields of a record, as the kernel fills them.
+    pub(crate) fn raw_hop(ts: u64, skb: u64, tp: u32, reason: u32) -> types::hop_compact {
+        types::hop_compact {
+            ts,
+            skb,
+            tp: types::tp_id(tp),
+            ifindex: 5,
+            netns: 4026531840,
+            cpu: 1,
+            pid: 77,
+            tid: 78,
+            drop_reason: reason,
+            pad: 0,
+            comm: comm(b"vhost-12345"),
+        }
+    }
+
+    /// A full record of kind `kind` (enum pkt_kind) at net_dev_xmit.
+    pub(crate) fn raw_event(kind: u32) -> types::hop_event {
+        let mut svid = [0u8; 64];
+        svid[..4].copy_from_slice(b"MU01");
+        types::hop_event {
+            hop: types::hop_compact {
+                comm: comm(b"qemu"),
+                ..raw_hop(42, 0xffff_8880_0000_1000, TracePoint::NetDevXmit as u32, 0)
+            },
+            ping_seq: 7,
+            flow_hash: 0xdead_beef,
+            app_id: 0x4000,
+            smp_cnt: 3999,
+            ethertype: 0x88ba,
+            kind: kind as u8,
+            svid_len: 4,
+            dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
+            ping_kind: 0,
+            pad: [0; 5],
+            svid,
+        }
+    }
+
+    pub(crate) fn raw(kind: u32) -> Vec<u8> {
+        abi::bytes_of(&raw_event(kind)).to_vec()
+    }
+
+    /// A compact record as `struct hop_compact` lays it out.
+    pub(crate) fn compact(ts: u64, skb: u64, tp: u32, reason: u32) -> Vec<u8> {
+        abi::bytes_of(&raw_hop(ts, skb, tp, reason)).to_vec()
     }
 
     #[test]
@@ -276,46 +324,20 @@ pub(crate) mod tests {
         assert_eq!(e.identity.stream(), "MU01");
     }
 
-    /// A compact record as `struct hop_compact` lays it out.
-    pub(crate) fn compact(ts: u64, skb: u64, tp: u32, reason: u32) -> Vec<u8> {
-        let mut b = vec![0u8; COMPACT_EVENT_SIZE];
-        b[0..8].copy_from_slice(&ts.to_ne_bytes());
-        b[8..16].copy_from_slice(&skb.to_ne_bytes());
-        b[16..20].copy_from_slice(&tp.to_ne_bytes());
-        b[20..24].copy_from_slice(&5u32.to_ne_bytes());
-        b[24..28].copy_from_slice(&4026531840u32.to_ne_bytes());
-        b[28..32].copy_from_slice(&1u32.to_ne_bytes());
-        b[32..36].copy_from_slice(&77u32.to_ne_bytes());
-        b[36..40].copy_from_slice(&78u32.to_ne_bytes());
-        b[40..44].copy_from_slice(&reason.to_ne_bytes());
-        b[48..59].copy_from_slice(b"vhost-12345");
-        b
-    }
-
     #[test]
     fn tells_full_and_compact_records_apart_by_length() {
         let Record::Full(f) = Record::decode(&raw(1)).unwrap() else {
-            panic!("a 152-byte record is a full record")
+            panic!("a {RAW_EVENT_SIZE}-byte record is a full record")
         };
         assert_eq!(f.identity.stream(), "MU01");
         let Record::Compact(c) = Record::decode(&compact(99, 0xffff_8880_1234_5600, 6, 2)).unwrap()
         else {
-            panic!("a 64-byte record is a compact record")
+            panic!("a {COMPACT_EVENT_SIZE}-byte record is a compact record")
         };
+        // every field: abi::tests::every_kernel_layout_round_trips_through_its_generated_type
         assert_eq!(
-            c,
-            CompactHop {
-                ts: 99,
-                tracepoint: TracePoint::KfreeSkb,
-                skb: 0xffff_8880_1234_5600,
-                ifindex: 5,
-                netns: 4026531840,
-                cpu: 1,
-                pid: 77,
-                tid: 78,
-                comm: "vhost-12345".into(),
-                drop_reason: 2,
-            }
+            (c.tracepoint, c.comm.as_str()),
+            (TracePoint::KfreeSkb, "vhost-12345")
         );
         let e = c.with_identity(f.identity.clone());
         assert_eq!((e.ts, e.skb, e.drop_reason), (99, 0xffff_8880_1234_5600, 2));
@@ -323,12 +345,36 @@ pub(crate) mod tests {
         // Neither size: an error naming both expected sizes.
         let err = Record::decode(&[0u8; 100]).unwrap_err();
         assert!(matches!(err, DecodeError::Size(100)));
-        assert!(err.to_string().contains("152 (full) or 64 (compact)"));
-        let mut bad = compact(1, 2, 3, 0);
-        bad[16] = 42;
+        assert!(err.to_string().contains("160 (full) or 64 (compact)"));
+        let bad = compact(1, 2, 42, 0);
         assert!(matches!(
             Record::decode(&bad),
             Err(DecodeError::TracePoint(42))
+        ));
+    }
+
+    #[test]
+    fn a_short_or_long_record_is_an_error_not_a_partial_read() {
+        for len in [
+            0,
+            10,
+            COMPACT_EVENT_SIZE - 1,
+            RAW_EVENT_SIZE - 1,
+            RAW_EVENT_SIZE + 1,
+        ] {
+            let b = vec![0u8; len];
+            assert!(
+                matches!(Record::decode(&b), Err(DecodeError::Size(n)) if n == len),
+                "{len} bytes"
+            );
+        }
+        assert!(matches!(
+            HopEvent::decode(&compact(1, 2, 3, 0)),
+            Err(DecodeError::Size(64))
+        ));
+        assert!(matches!(
+            CompactHop::decode(&raw(1)),
+            Err(DecodeError::Size(160))
         ));
     }
 
@@ -346,10 +392,10 @@ pub(crate) mod tests {
             HopEvent::decode(&[0u8; 10]),
             Err(DecodeError::Size(10))
         ));
-        let mut b = raw(1);
-        b[24] = 99;
+        let mut bad = raw_event(1);
+        bad.hop.tp = types::tp_id(99);
         assert!(matches!(
-            HopEvent::decode(&b),
+            HopEvent::decode(abi::bytes_of(&bad)),
             Err(DecodeError::TracePoint(99))
         ));
     }

@@ -1,4 +1,4 @@
-//! In-kernel per-stage latency histograms (`khist` map of hops.bpf.c).
+//! In-kernel per-stage latency histograms (`khist` map, khist.bpf.h).
 //!
 //! Mechanism: the tracked-skb map value keeps the timestamp and tracepoint of
 //! the last hop reported for each skb. When a later hop of the same skb is
@@ -16,18 +16,19 @@
 //! - quantiles are bucket upper bounds, so approximate by design (at most
 //!   25% above the true value, one sub-bucket).
 
+use crate::abi::{self, types};
 use crate::catalogue::TracePoint;
 
-/// Buckets per stage (mirrors HIST_BUCKETS of hops.bpf.c).
-pub const BUCKETS: usize = 128;
+/// Buckets per stage (`HIST_BUCKETS` of src/bpf/hops_abi.h).
+pub const BUCKETS: usize = abi::limit(types::hop_limits::HIST_BUCKETS);
 /// The last bucket: 2^30 ns and above.
 pub const OVERFLOW: usize = BUCKETS - 1;
 /// Buckets 0..REGULAR tile 0..2^30 ns; REGULAR..OVERFLOW stay empty.
 pub const REGULAR: usize = 4 * 29;
-/// Tracepoints (mirrors TP_COUNT).
+/// Tracepoints (`TP_COUNT`, the same by a build-time check in src/abi.rs).
 pub const TPS: usize = TracePoint::ALL.len();
 
-/// The bucket of a delta in ns (same rule as `hist_add` in hops.bpf.c).
+/// The bucket of a delta in ns (same rule as `hist_bucket` in khist.bpf.h).
 pub fn bucket_of(d: u64) -> usize {
     if d < 4 {
         return d as usize;
@@ -127,6 +128,17 @@ impl KernelHists {
             }
         }
         KernelHists { stages }
+    }
+
+    /// Build from the `khist` map as read: one counter per (stage, bucket)
+    /// (key = stage * BUCKETS + bucket, stage = from * TPS + to), each with
+    /// its value on every CPU, key-major.
+    pub(crate) fn from_kernel(per_cpu: &[u64], cpus: usize) -> Self {
+        let counts: Vec<u64> = per_cpu
+            .chunks(cpus.max(1))
+            .map(|c| c.iter().sum())
+            .collect();
+        Self::from_counts(&counts)
     }
 
     pub fn get(&self, from: TracePoint, to: TracePoint) -> Option<&StageHist> {

@@ -12,13 +12,14 @@
 //! with the worst packet's identity and time. A drop of a tracked skb still
 //! submits one record, for its reason.
 //!
-//! User space ([`crate::kstats_read`]) reads the maps once a second into a
+//! User space (`kstats_read`) reads the maps once a second into a
 //! [`Snapshot`] (summed over CPUs); [`KernelStreams::update`] turns it into
 //! per-second figures (differences of the cumulative buckets, the window's
 //! min/max/worst) and cumulative ones, named per stream and per stage.
 
 use std::collections::BTreeMap;
 
+use crate::abi::{self, types};
 use crate::catalogue::{Profile, TracePoint};
 use crate::khist::{bucket_range, BUCKETS};
 pub use crate::kstats_names::{stage_label, stage_pairs, StreamKey};
@@ -35,12 +36,12 @@ pub struct KsConfig {
     pub quiet_rx_free: bool,
 }
 
-/// Stream slots (mirrors KS_STREAMS).
-pub const STREAMS: usize = 64;
-/// Stage indices (mirrors KS_STAGES).
-pub const STAGES: usize = 16;
-/// Thresholds counted in the kernel (mirrors KS_THRESHOLDS).
-pub const THRESHOLDS: usize = 4;
+/// Stream slots (`KS_STREAMS` of src/bpf/hops_abi.h).
+pub const STREAMS: usize = abi::limit(types::hop_limits::KS_STREAMS);
+/// Stage indices (`KS_STAGES`).
+pub const STAGES: usize = abi::limit(types::hop_limits::KS_STAGES);
+/// Thresholds counted in the kernel (`KS_THRESHOLDS`).
+pub const THRESHOLDS: usize = abi::limit(types::hop_limits::KS_THRESHOLDS);
 
 /// Cumulative figures of one (slot, stage), summed over CPUs.
 #[derive(Debug, Clone, PartialEq, Eq)]

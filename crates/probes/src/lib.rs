@@ -6,12 +6,17 @@
 //! the first ASDU, hoptrace ping sequence, or a flow hash) once per skb and
 //! sends a full record through a ring buffer, then a compact record (no
 //! identity) for each later hop of the same skb. User space ([`loader`])
-//! loads and attaches the programs, [`identity`] gives compact records their
+//! loads and attaches the programs; the records and
+//! every other layout shared with the kernel are typed once, in C
+//! (`src/bpf/hops_abi.h`), and reach Rust as generated types (`abi`);
+//! [`identity`] gives compact records their
 //! skb's identity, [`timeline`] assembles the records into one timeline per
 //! packet and destination using the hop [`catalogue`], and [`stats`] keeps
 //! per-stream, per-stage histograms for the live views.
 
+mod abi;
 pub mod backends;
+mod bpf_config;
 pub mod catalogue;
 pub mod devices;
 pub mod driver;
@@ -25,7 +30,9 @@ mod kstats_names;
 mod kstats_read;
 pub mod loader;
 pub mod lost;
+mod percpu;
 mod plain;
+mod session;
 pub mod stats;
 pub mod timeline;
 

@@ -14,22 +14,29 @@
 //! when the load with it fails the object is reloaded with
 //! `bpf_ktime_get_ns` (CLOCK_MONOTONIC) and the clock is recorded as such.
 //!
-//! Nothing is pinned: programs and links live as long as the [`Session`]
+//! A session is a sequence of steps ([`run_session`]): plan the tracepoints,
+//! choose the backend and clock by loading for real, load with the
+//! configuration in the object's read-only data (`src/bpf_config.rs`),
+//! fill the maps, attach, then read until stopped (`crate::session`).
+//!
+//! Nothing is pinned: programs and links live as long as the session
 //! call that created them (libbpf-rs links detach on drop), so a killed
 //! hoptrace leaves no program behind.
 
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use libbpf_rs::OpenObject;
 
+use crate::abi::types;
+use crate::bpf_config;
 use crate::catalogue::TracePoint;
-use crate::event::{HopEvent, Record};
-use crate::identity::SkbIdentities;
+use crate::event::HopEvent;
 use crate::khist::KernelHists;
+use crate::session;
 use crate::skel::{HopsSkel, HopsSkelBuilder, OpenHopsSkel};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -144,9 +151,6 @@ pub struct SessionInfo {
     pub reidentified: u64,
 }
 
-/// How often the ring is drained (the BPF side never wakes the reader).
-const POLL: Duration = Duration::from_millis(5);
-
 pub use crate::lost::LostCounts;
 
 fn prog_name(backend: Backend, tp: TracePoint) -> String {
@@ -165,39 +169,23 @@ fn quiet_libbpf() {
     }
 }
 
-/// Sets of the kernel's tracked-skb table (track.bpf.h): all 32768, unless
-/// the test knob `HOPTRACE_TRACK_SETS` (a power of two, 1 to 32768) asks for
-/// fewer, so that a test can fill a set and see evictions counted.
-fn track_sets() -> Result<u32> {
-    const ALL: u32 = 32768;
-    let Some(v) = std::env::var_os("HOPTRACE_TRACK_SETS") else {
-        return Ok(ALL);
-    };
-    let v = v.to_string_lossy();
-    match v.parse::<u32>() {
-        Ok(n) if n.is_power_of_two() && n <= ALL => Ok(n),
-        _ => {
-            bail!("HOPTRACE_TRACK_SETS={v}: expected a power of two from 1 to {ALL} (or unset it)")
-        }
-    }
-}
-
+/// Open the object, set its read-only configuration, keep the programs of
+/// `wanted` for `backend`, and load it.
 fn open_and_load<'o>(
     storage: &'o mut MaybeUninit<OpenObject>,
     backend: Backend,
-    use_tai: bool,
     wanted: &[TracePoint],
-    kernel_stats: Option<&crate::kstats::KsConfig>,
+    config: &types::hop_config,
 ) -> Result<HopsSkel<'o>> {
     quiet_libbpf();
     let builder = HopsSkelBuilder::default();
     let mut open: OpenHopsSkel<'o> = builder.open(storage).context("opening the BPF object")?;
-    let track_sets = track_sets()?;
-    if let Some(ro) = open.maps.rodata_data.as_mut() {
-        ro.use_tai = u32::from(use_tai);
-        ro.track_set_mask = track_sets - 1;
-    }
-    crate::kstats_read::set_rodata(&mut open, kernel_stats);
+    let ro = open
+        .maps
+        .rodata_data
+        .as_mut()
+        .context("the BPF object has no read-only data to configure it with")?;
+    ro.hop_cfg = *config;
     for mut prog in open.open_object_mut().progs_mut() {
         let name = prog.name().to_string_lossy().into_owned();
         let keep = wanted.iter().any(|tp| prog_name(backend, *tp) == name);
@@ -221,76 +209,164 @@ pub trait SessionSink {
     fn kernel_streams(&mut self, _snap: crate::kstats::Snapshot) {}
 }
 
-/// Load, attach, run `on_event` for every event until `stop` is set (or
-/// `on_tick` returns false), calling `on_tick` about every `tick`.
-/// `on_ready` runs once everything is attached.
+/// Load, attach, and hand every event to `sink` until `stop` is set (or
+/// `sink.tick` returns false), calling `sink.tick` about every `tick`;
+/// `sink.ready` runs once everything is attached.
 pub fn run_session(
     filters: &Filters,
     stop: &AtomicBool,
     tick: Duration,
     sink: &mut dyn SessionSink,
 ) -> Result<(SessionInfo, LostCounts)> {
-    let avail = available_tracepoints()?;
-    let emit_mask = if filters.emit_mask == 0 {
-        u32::MAX
-    } else {
-        filters.emit_mask
+    let plan = Plan::new(filters)?;
+    let chosen = choose_backend(&plan, filters)?;
+    let config = bpf_config::hop_config(filters, plan.emit_mask, chosen.use_tai, plan.track_sets);
+    // Load for real (the probe loads were dropped with their skeletons).
+    let mut storage = MaybeUninit::uninit();
+    let skel = open_and_load(&mut storage, chosen.backend, &plan.wanted, &config)
+        .context("reloading the BPF object")?;
+    bpf_config::configure_maps(&skel, filters, plan.emit_mask)?;
+    let (links, prog_ids) = attach(&skel, chosen.backend, &plan.wanted)?;
+    let mut info = SessionInfo {
+        backend: chosen.backend,
+        clock: if chosen.use_tai {
+            ClockDomain::Tai
+        } else {
+            ClockDomain::Monotonic
+        },
+        attached: plan.wanted,
+        missing: plan.missing,
+        notes: [plan.notes, chosen.notes].concat(),
+        prog_ids,
+        optional: crate::backends::probe_optional(),
+        full_records: 0,
+        compact_records: 0,
+        reidentified: 0,
     };
-    // consume_skb and kfree_skb always run: they forget tracked skbs (the
-    // identity check, not this, is what keeps a reused skb address from
-    // inheriting an old frame's identity). The test knob
-    // HOPTRACE_TEST_NO_CONSUME_PROBE=1 leaves consume_skb out unless it
-    // sends events, so that every delivered skb leaves a stale entry.
-    let no_consume = std::env::var_os("HOPTRACE_TEST_NO_CONSUME_PROBE").is_some_and(|v| v == "1");
-    let needed = |tp: TracePoint| {
-        emit_mask & (1 << tp as u32) != 0
-            || match tp {
-                TracePoint::ConsumeSkb => !no_consume,
-                TracePoint::KfreeSkb => true,
-                _ => false,
-            }
-    };
-    let wanted: Vec<TracePoint> = avail
-        .iter()
-        .filter(|(t, p)| *p && needed(*t))
-        .map(|(t, _)| *t)
-        .collect();
-    let missing: Vec<TracePoint> = avail
-        .iter()
-        .filter(|(t, p)| !*p && needed(*t))
-        .map(|(t, _)| *t)
-        .collect();
-    let mut notes = Vec::new();
-    if no_consume && !wanted.contains(&TracePoint::ConsumeSkb) {
-        notes.push(
-            "test knob HOPTRACE_TEST_NO_CONSUME_PROBE: consume_skb not attached, delivered skbs stay tracked until their address is reused"
-                .into(),
+    let kernel_stats = filters.kernel_stats.is_some();
+    let end = session::read_until_stopped(&skel, &info, stop, tick, kernel_stats, sink)?;
+    drop(links);
+    if end.undecodable > 0 {
+        bail!(
+            "{} ring buffer records could not be decoded (BPF and user-space layouts disagree)",
+            end.undecodable
         );
     }
-    for tp in &missing {
-        notes.push(format!(
-            "this kernel has no tracepoint {}: its hops are not traced",
-            tp.name()
-        ));
-    }
-    if !wanted.contains(&TracePoint::NetifReceiveSkb)
-        && !wanted.contains(&TracePoint::NetDevStartXmit)
-    {
-        bail!("this kernel has neither net:netif_receive_skb nor net:net_dev_start_xmit: nothing to trace");
-    }
+    info.full_records = end.full_records;
+    info.compact_records = end.compact_records;
+    info.reidentified = end.reidentified;
+    Ok((info, end.lost))
+}
 
-    let ks = filters.kernel_stats.as_ref();
-    let mut storage: MaybeUninit<OpenObject>;
-    let mut chosen = None;
+/// Which tracepoints a session attaches, and what it notes about them.
+struct Plan {
+    /// Bit `1 << tp` for the tracepoints that send events.
+    emit_mask: u32,
+    /// Present on this kernel and needed: attached.
+    wanted: Vec<TracePoint>,
+    /// Needed but missing on this kernel.
+    missing: Vec<TracePoint>,
+    notes: Vec<String>,
+    /// Sets of the tracked-skb table (see [`bpf_config::track_sets`]).
+    track_sets: u32,
+}
+
+impl Plan {
+    fn new(filters: &Filters) -> Result<Self> {
+        let avail = available_tracepoints()?;
+        let emit_mask = if filters.emit_mask == 0 {
+            u32::MAX
+        } else {
+            filters.emit_mask
+        };
+        // consume_skb and kfree_skb always run: they forget tracked skbs
+        // (the identity check, not this, is what keeps a reused skb address
+        // from inheriting an old frame's identity). The test knob
+        // HOPTRACE_TEST_NO_CONSUME_PROBE=1 leaves consume_skb out unless it
+        // sends events, so that every delivered skb leaves a stale entry.
+        let no_consume =
+            std::env::var_os("HOPTRACE_TEST_NO_CONSUME_PROBE").is_some_and(|v| v == "1");
+        let needed = |tp: TracePoint| {
+            emit_mask & (1 << tp as u32) != 0
+                || match tp {
+                    TracePoint::ConsumeSkb => !no_consume,
+                    TracePoint::KfreeSkb => true,
+                    _ => false,
+                }
+        };
+        let pick = |present: bool| -> Vec<TracePoint> {
+            avail
+                .iter()
+                .filter(|(t, p)| *p == present && needed(*t))
+                .map(|(t, _)| *t)
+                .collect()
+        };
+        let (wanted, missing) = (pick(true), pick(false));
+        let mut notes = Vec::new();
+        if no_consume && !wanted.contains(&TracePoint::ConsumeSkb) {
+            notes.push(
+                "test knob HOPTRACE_TEST_NO_CONSUME_PROBE: consume_skb not attached, delivered skbs stay tracked until their address is reused"
+                    .into(),
+            );
+        }
+        for tp in &missing {
+            notes.push(format!(
+                "this kernel has no tracepoint {}: its hops are not traced",
+                tp.name()
+            ));
+        }
+        if !wanted.contains(&TracePoint::NetifReceiveSkb)
+            && !wanted.contains(&TracePoint::NetDevStartXmit)
+        {
+            bail!("this kernel has neither net:netif_receive_skb nor net:net_dev_start_xmit: nothing to trace");
+        }
+        Ok(Plan {
+            emit_mask,
+            wanted,
+            missing,
+            notes,
+            track_sets: bpf_config::track_sets()?,
+        })
+    }
+}
+
+/// The backend and clock that load here, and the fallbacks taken.
+struct Chosen {
+    backend: Backend,
+    use_tai: bool,
+    notes: Vec<String>,
+}
+
+/// Load the object for real with `tp_btf`, then `raw_tp`, each with the TAI
+/// clock helper, then without: the first that loads is the one used.
+fn choose_backend(plan: &Plan, filters: &Filters) -> Result<Chosen> {
     let mut errors = Vec::new();
-    'outer: for backend in [Backend::TpBtf, Backend::RawTp] {
+    for backend in [Backend::TpBtf, Backend::RawTp] {
         for use_tai in [true, false] {
-            // Each attempt needs fresh storage; the failed skeleton is dropped.
-            storage = MaybeUninit::uninit();
-            match open_and_load(&mut storage, backend, use_tai, &wanted, ks) {
+            let config = bpf_config::hop_config(filters, plan.emit_mask, use_tai, plan.track_sets);
+            // Each attempt needs fresh storage; the loaded skeleton is dropped.
+            let mut storage = MaybeUninit::uninit();
+            let loaded = open_and_load(&mut storage, backend, &plan.wanted, &config).map(drop);
+            match loaded {
                 Ok(_) => {
-                    chosen = Some((backend, use_tai));
-                    break 'outer;
+                    let mut notes = Vec::new();
+                    if backend != Backend::TpBtf {
+                        notes.push(format!(
+                            "tp_btf refused, fell back to raw_tp: {}",
+                            errors.join("; ")
+                        ));
+                    }
+                    if !use_tai {
+                        notes.push(
+                            "bpf_ktime_get_tai_ns unavailable: timestamps are CLOCK_MONOTONIC"
+                                .into(),
+                        );
+                    }
+                    return Ok(Chosen {
+                        backend,
+                        use_tai,
+                        notes,
+                    });
                 }
                 Err(e) => errors.push(format!(
                     "{} ({}): {e:#}",
@@ -300,31 +376,19 @@ pub fn run_session(
             }
         }
     }
-    let Some((backend, use_tai)) = chosen else {
-        bail!(
-            "no BPF backend loads on this kernel (are you root? is BTF present?):\n  {}",
-            errors.join("\n  ")
-        );
-    };
-    if backend != Backend::TpBtf {
-        notes.push(format!(
-            "tp_btf refused, fell back to raw_tp: {}",
-            errors.join("; ")
-        ));
-    }
-    if !use_tai {
-        notes.push("bpf_ktime_get_tai_ns unavailable: timestamps are CLOCK_MONOTONIC".into());
-    }
-    // Load for real (the probe load above was dropped with its skeleton).
-    storage = MaybeUninit::uninit();
-    let skel = open_and_load(&mut storage, backend, use_tai, &wanted, ks)
-        .context("reloading the BPF object")?;
+    bail!(
+        "no BPF backend loads on this kernel (are you root? is BTF present?):\n  {}",
+        errors.join("\n  ")
+    )
+}
 
-    configure(&skel, filters, emit_mask)?;
-    if ks.is_some() {
-        crate::kstats_read::configure(&skel, emit_mask)?;
-    }
-
+/// Attach the programs of `wanted`: their links (detached on drop) and
+/// kernel ids.
+fn attach(
+    skel: &HopsSkel<'_>,
+    backend: Backend,
+    wanted: &[TracePoint],
+) -> Result<(Vec<libbpf_rs::Link>, Vec<u32>)> {
     let mut links = Vec::new();
     let mut prog_ids = Vec::new();
     for prog in skel.object().progs_mut() {
@@ -336,102 +400,7 @@ pub fn run_session(
         prog_ids.push(prog_id(prog.as_fd_raw()));
         links.push(link);
     }
-
-    let mut info = SessionInfo {
-        backend,
-        clock: if use_tai {
-            ClockDomain::Tai
-        } else {
-            ClockDomain::Monotonic
-        },
-        attached: wanted.clone(),
-        missing,
-        notes,
-        prog_ids,
-        optional: crate::backends::probe_optional(),
-        full_records: 0,
-        compact_records: 0,
-        reidentified: 0,
-    };
-
-    let decode_errors = std::cell::Cell::new(0u64);
-    let (full_records, compact_records) = (std::cell::Cell::new(0u64), std::cell::Cell::new(0u64));
-    let sink = std::cell::RefCell::new(sink);
-    // Compact records get the identity of their skb's full record here, so
-    // the sink sees the same events as with full records only.
-    let identities = std::cell::RefCell::new(SkbIdentities::default());
-    let mut builder = RingBufferBuilder::new();
-    builder.add(&skel.maps.events, |data: &[u8]| {
-        match Record::decode(data) {
-            Ok(r) => {
-                let n = match r {
-                    Record::Full(_) => &full_records,
-                    Record::Compact(_) => &compact_records,
-                };
-                n.set(n.get() + 1);
-                if let Some(e) = identities.borrow_mut().resolve(r) {
-                    sink.borrow_mut().event(e)
-                }
-            }
-            Err(_) => decode_errors.set(decode_errors.get() + 1),
-        }
-        0
-    })?;
-    let ring = builder.build()?;
-    sink.borrow_mut().ready(&info);
-    let mut last_tick = std::time::Instant::now();
-    let mut last_ks = std::time::Instant::now();
-    loop {
-        // The BPF side submits without a wakeup: poll() times out after
-        // POLL and the ring is drained here (poll() alone does not consume
-        // after a timeout).
-        ring.poll(POLL).or_else(|e| {
-            if e.kind() == libbpf_rs::ErrorKind::Interrupted {
-                Ok(())
-            } else {
-                Err(e)
-            }
-        })?;
-        ring.consume()?;
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if last_tick.elapsed() >= tick {
-            last_tick = std::time::Instant::now();
-            let mut lost = read_lost(&skel)?;
-            identities.borrow().add_lost(&mut lost);
-            sink.borrow_mut().kernel_hists(read_khist(&skel)?);
-            if ks.is_some() && last_ks.elapsed() >= Duration::from_secs(1) {
-                last_ks = std::time::Instant::now();
-                sink.borrow_mut()
-                    .kernel_streams(crate::kstats_read::read(&skel)?);
-            }
-            if !sink.borrow_mut().tick(&lost) {
-                break;
-            }
-        }
-    }
-    // Drain what is left.
-    let _ = ring.consume();
-    drop(ring);
-    let mut lost = read_lost(&skel)?;
-    identities.borrow().add_lost(&mut lost);
-    sink.borrow_mut().kernel_hists(read_khist(&skel)?);
-    if ks.is_some() {
-        sink.borrow_mut()
-            .kernel_streams(crate::kstats_read::read(&skel)?);
-    }
-    drop(links);
-    if decode_errors.get() > 0 {
-        bail!(
-            "{} ring buffer records could not be decoded (BPF and user-space layouts disagree)",
-            decode_errors.get()
-        );
-    }
-    info.full_records = full_records.get();
-    info.compact_records = compact_records.get();
-    info.reidentified = read_reidentified(&skel)?;
-    Ok((info, lost))
+    Ok((links, prog_ids))
 }
 
 fn prog_id(fd: i32) -> u32 {
@@ -456,92 +425,6 @@ impl AsFdRaw for libbpf_rs::ProgramMut<'_> {
     }
 }
 
-/// Namespaces listed in the BPF configuration (FILTER_NETNS_MAX in hops.bpf.c).
-const FILTER_NETNS_MAX: usize = 8;
-
-/// The bytes of the BPF `struct config` (hops.bpf.c): dev_filter_on,
-/// accept_other, other_ethertype, other_dst_mac_on, other_dst_mac[8],
-/// emit_mask, netns_count, netns[8]. netns_count is 0 when the device
-/// filter has keys of more than FILTER_NETNS_MAX namespaces (no quick
-/// namespace check) or is off.
-fn config_bytes(filters: &Filters, emit_mask: u32) -> [u8; 64] {
-    let mut cfg = [0u8; 64];
-    cfg[24..28].copy_from_slice(&emit_mask.to_ne_bytes());
-    let on = u32::from(!filters.devices.is_empty());
-    cfg[0..4].copy_from_slice(&on.to_ne_bytes());
-    if let Some(o) = &filters.other {
-        cfg[4..8].copy_from_slice(&1u32.to_ne_bytes());
-        cfg[8..12].copy_from_slice(&u32::from(o.ethertype.unwrap_or(0)).to_ne_bytes());
-        if let Some(m) = o.dst_mac {
-            cfg[12..16].copy_from_slice(&1u32.to_ne_bytes());
-            cfg[16..22].copy_from_slice(&m);
-        }
-    }
-    let mut netns: Vec<u32> = filters.devices.iter().map(|(ns, _, _)| *ns).collect();
-    netns.sort_unstable();
-    netns.dedup();
-    if netns.len() <= FILTER_NETNS_MAX {
-        cfg[28..32].copy_from_slice(&(netns.len() as u32).to_ne_bytes());
-        for (i, ns) in netns.iter().enumerate() {
-            cfg[32 + 4 * i..36 + 4 * i].copy_from_slice(&ns.to_ne_bytes());
-        }
-    }
-    cfg
-}
-
-fn configure(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<()> {
-    let cfg = config_bytes(filters, emit_mask);
-    skel.maps
-        .config_map
-        .update(&0u32.to_ne_bytes(), &cfg, MapFlags::ANY)
-        .context("writing the BPF configuration")?;
-    for (netns, ifindex, mask) in &filters.devices {
-        let mut key = [0u8; 8];
-        key[0..4].copy_from_slice(&netns.to_ne_bytes());
-        key[4..8].copy_from_slice(&ifindex.to_ne_bytes());
-        skel.maps
-            .dev_filter
-            .update(&key, &mask.to_ne_bytes(), MapFlags::ANY)
-            .context("writing the device filter")?;
-    }
-    Ok(())
-}
-
-/// Sum the per-CPU `reidentified` counter (hops.bpf.c).
-fn read_reidentified(skel: &HopsSkel<'_>) -> Result<u64> {
-    crate::kstats_read::sum_percpu_u64(&skel.maps.reidentified, 0)
-}
-
-/// Sum the per-CPU `lost_events` counters: one per tracepoint, then the
-/// tracking evictions at index `TP_COUNT` (see [`crate::lost`]).
-fn read_lost(skel: &HopsSkel<'_>) -> Result<LostCounts> {
-    let read = |index: u32| crate::kstats_read::sum_percpu_u64(&skel.maps.lost_events, index);
-    let mut out = LostCounts::default();
-    for tp in TracePoint::ALL {
-        out.per_tracepoint.push((tp, read(tp as u32)?));
-    }
-    out.tracking_evicted = read(TracePoint::ALL.len() as u32)?;
-    Ok(out)
-}
-
-/// Sum the per-CPU in-kernel histograms. One `BPF_MAP_LOOKUP_BATCH` call
-/// reads the whole array (8192 keys, every CPU), so a read a second costs
-/// one or two system calls, not one per key (libbpf-rs refuses batch
-/// lookups of per-CPU maps, hence the direct libbpf call).
-fn read_khist(skel: &HopsSkel<'_>) -> Result<KernelHists> {
-    use std::os::fd::{AsFd, AsRawFd};
-    let n = crate::khist::TPS * crate::khist::TPS * crate::khist::BUCKETS;
-    let cpus = libbpf_rs::num_possible_cpus().context("counting the possible CPUs")?;
-    let raw =
-        crate::kstats_read::lookup_percpu_array(skel.maps.khist.as_fd().as_raw_fd(), n, 1, cpus)
-            .context("reading the in-kernel histograms")?;
-    let counts: Vec<u64> = raw
-        .chunks_exact(8 * cpus)
-        .map(crate::kstats_read::sum_words)
-        .collect();
-    Ok(KernelHists::from_counts(&counts))
-}
-
 /// Text for `--list-backends`: what loads here.
 pub fn describe_backends() -> Result<String> {
     let mut s = String::new();
@@ -556,11 +439,19 @@ pub fn describe_backends() -> Result<String> {
     }
     let wanted: Vec<TracePoint> = avail.iter().filter(|(_, p)| *p).map(|(t, _)| *t).collect();
     s.push_str("backends:\n");
+    let loads = |backend: Backend, use_tai: bool| -> Result<()> {
+        let config = bpf_config::hop_config(
+            &Filters::default(),
+            u32::MAX,
+            use_tai,
+            bpf_config::TRACK_SETS,
+        );
+        let mut storage = MaybeUninit::<OpenObject>::uninit();
+        open_and_load(&mut storage, backend, &wanted, &config).map(|_| ())
+    };
     for backend in [Backend::TpBtf, Backend::RawTp] {
-        let mut storage = MaybeUninit::<OpenObject>::uninit();
-        let tai = open_and_load(&mut storage, backend, true, &wanted, None).map(|_| ());
-        let mut storage = MaybeUninit::<OpenObject>::uninit();
-        let mono = open_and_load(&mut storage, backend, false, &wanted, None).map(|_| ());
+        let tai = loads(backend, true);
+        let mono = loads(backend, false);
         let state = match (&tai, &mono) {
             (Ok(()), _) => "loads (clock TAI via bpf_ktime_get_tai_ns)".to_string(),
             (Err(_), Ok(())) => "loads (clock MONOTONIC; bpf_ktime_get_tai_ns refused)".to_string(),
@@ -574,46 +465,4 @@ pub fn describe_backends() -> Result<String> {
         s.push_str(&format!("  {}\n", p.describe()));
     }
     Ok(s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn word(cfg: &[u8], at: usize) -> u32 {
-        u32::from_ne_bytes(cfg[at..at + 4].try_into().unwrap())
-    }
-
-    fn filters(devices: Vec<(u32, u32, u32)>) -> Filters {
-        Filters {
-            devices,
-            emit_mask: 0,
-            other: None,
-            kernel_stats: None,
-        }
-    }
-
-    #[test]
-    fn config_lists_each_filtered_namespace_once() {
-        let cfg = config_bytes(&filters(vec![(77, 3, 1), (5, 0, 2), (77, 0, 4)]), 0x15);
-        assert_eq!(word(&cfg, 0), 1, "device filter on");
-        assert_eq!(word(&cfg, 24), 0x15, "emit mask");
-        assert_eq!(word(&cfg, 28), 2, "two namespaces");
-        assert_eq!((word(&cfg, 32), word(&cfg, 36)), (5, 77));
-        assert_eq!(word(&cfg, 40), 0);
-    }
-
-    #[test]
-    fn config_lists_no_namespace_when_there_are_too_many_or_no_filter() {
-        let many: Vec<(u32, u32, u32)> = (1..=9).map(|ns| (ns, 0, 1)).collect();
-        let cfg = config_bytes(&filters(many), 0);
-        assert_eq!(word(&cfg, 0), 1);
-        assert_eq!(
-            word(&cfg, 28),
-            0,
-            "9 namespaces: not listed, lookups decide"
-        );
-        let cfg = config_bytes(&filters(vec![]), 0);
-        assert_eq!((word(&cfg, 0), word(&cfg, 28)), (0, 0), "no filter");
-    }
 }

@@ -1,18 +1,19 @@
 //! What the tracer could not see, counted: never silent.
 //!
-//! Two kinds of loss are counted in the kernel's per-CPU `lost_events`
-//! array (hops.bpf.c) and summed here:
+//! Two kinds of loss are counted in the kernel's per-CPU `hop_counters`
+//! (`struct hop_counters`, src/bpf/hops_abi.h) and summed here:
 //! * per tracepoint: a ring buffer reserve that failed (the ring was full),
 //!   plus, added by user space, compact records whose skb had no known
 //!   identity ([`crate::identity::SkbIdentities`]), which are never attributed
 //!   to another packet;
-//! * tracking evictions (index `TP_COUNT`, track.bpf.h): a tracked skb whose
+//! * tracking evictions (`tracking_evicted`, track.bpf.h): a tracked skb whose
 //!   table entry was given to another skb while its last hop was less than a
 //!   second old, because all the ways of its set were in use. Its later
 //!   socket and free hops, which are only reported for tracked skbs, are not
 //!   seen; which hops those would have been is unknown, so it is a count of
 //!   skbs, not of hops.
 
+use crate::abi::types;
 use crate::catalogue::TracePoint;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -66,6 +67,30 @@ impl LostCounts {
         parts.push(format!("tracking_evicted={}", self.tracking_evicted));
         parts.join(" ")
     }
+}
+
+/// The kernel's per-CPU counters, summed over the CPUs: what was lost,
+/// and the hops that re-identified their skb (event mode).
+pub(crate) fn sum_counters(per_cpu: &[types::hop_counters]) -> (LostCounts, u64) {
+    let mut lost_per_tp = [0u64; TracePoint::ALL.len()];
+    let (mut evicted, mut reidentified_all) = (0, 0);
+    for c in per_cpu {
+        let types::hop_counters {
+            lost,
+            tracking_evicted,
+            reidentified,
+        } = *c;
+        for (sum, n) in lost_per_tp.iter_mut().zip(lost) {
+            *sum += n;
+        }
+        evicted += tracking_evicted;
+        reidentified_all += reidentified;
+    }
+    let lost = LostCounts {
+        per_tracepoint: TracePoint::ALL.into_iter().zip(lost_per_tp).collect(),
+        tracking_evicted: evicted,
+    };
+    (lost, reidentified_all)
 }
 
 #[cfg(test)]

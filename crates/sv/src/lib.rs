@@ -33,6 +33,19 @@
 //! - [`MultiStreamTracker`]`::new(default_wrap)`, `.observe(dst, appid, sv_id,
 //!   smp_cnt, wrap_hint)`, `.streams()`.
 //!
+//! Configured streams (what SCL or a config file defines for one stream):
+//! - [`StreamSpec`] { `sv_id`, `dat_set`, `appid`, `dst_mac`, `vlan`,
+//!   `conf_rev`, `smp_synch`, `smp_rate`, `smp_mod` ([`SmpMod`]),
+//!   `nominal_frequency_hz`, `asdus_per_frame`, `simulation`, `security`,
+//!   `asdu_fields` ([`AsduFields`]) }; [`StreamSpec::le`] (9-2LE defaults),
+//!   [`StreamSpec::validate`]` -> Result<Vec<`[`SpecWarning`]`>, Vec<`[`SpecError`]`>>`,
+//!   [`StreamSpec::stream_id`] (the subscriber's key),
+//!   [`StreamSpec::samples_per_second`], [`StreamSpec::smp_cnt_wrap`].
+//! - [`StreamSpec::verify`]`(&frame, &asdu) -> `[`Mismatches`] (set of
+//!   [`Checked`] fields: noASDU, confRev, datSet, VLAN, smpRate, smpSynch,
+//!   simulation, security), [`StreamSpec::explain`];
+//!   [`StreamSpec::frame_template`], [`StreamSpec::asdu_template`].
+//!
 //! ```
 //! use hoptrace_sv::{decode, encode, generate::StreamPlan, SampleTracker};
 //! let plan = StreamPlan { streams: 2, samples: 8, asdu_per_frame: 2, ..Default::default() };
@@ -58,7 +71,9 @@ mod frame;
 pub mod generate;
 mod identity;
 mod le;
+mod spec;
 mod tracker;
+mod verify;
 
 pub use decode::decode;
 pub use encode::{encode, encode_into};
@@ -69,6 +84,12 @@ pub use frame::{
 };
 pub use identity::{SampleId, StreamId};
 pub use le::{LeWaveform, CURRENT_A_PER_LSB, VOLTAGE_V_PER_LSB};
+pub use spec::{
+    AsduFields, SmpMod, SpecError, SpecWarning, StreamSpec, DAT_SET_MAX_LEN, MAX_ASDUS_PER_FRAME,
+    SV_APPID_RANGE, SV_DEFAULT_VLAN_PRIORITY, SV_ID_MAX_LEN, SV_MULTICAST_FIRST, SV_MULTICAST_LAST,
+    VLAN_ID_MAX,
+};
 pub use tracker::{
     MultiStreamTracker, Observation, SampleKind, SampleTracker, StreamCounters, DEFAULT_WINDOW,
 };
+pub use verify::{Checked, Mismatches};

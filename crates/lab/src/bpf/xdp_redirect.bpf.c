@@ -11,14 +11,13 @@
  * `eth0`, returns XDP_PASS so the frame continues into the consumer's stack,
  * where the subscriber's AF_PACKET socket reads it as in every topology.
  *
- * Counters (per-CPU array `ht_lab_stats`, summed by `hoptrace lab status`):
- *   0 redirected: bpf_redirect_map() returned XDP_REDIRECT on in0;
- *   1 dropped:    the devmap lookup failed (no out0): frame dropped;
- *   2 delivered:  frames seen by the consumer's eth0 program (redirected
- *                 frames that the transmit side did not drop).
+ * Counters: one per-CPU struct xdp_lab_counters (xdp_redirect_abi.h) in
+ * `ht_lab_stats`, summed by `hoptrace lab status`: frames redirected,
+ * dropped (no target) and delivered.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include "xdp_redirect_abi.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -31,35 +30,40 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 4);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct xdp_lab_counters);
 } ht_lab_stats SEC(".maps");
 
-static __always_inline void count(__u32 key)
+static __always_inline struct xdp_lab_counters *counters(void)
 {
-	__u64 *v = bpf_map_lookup_elem(&ht_lab_stats, &key);
+	__u32 zero = 0;
 
-	if (v)
-		*v += 1;
+	return bpf_map_lookup_elem(&ht_lab_stats, &zero);
 }
 
 SEC("xdp")
 int ht_lab_redir(struct xdp_md *ctx)
 {
 	long rc = bpf_redirect_map(&ht_lab_out, 0, 0);
+	struct xdp_lab_counters *c = counters();
 
 	if (rc == XDP_REDIRECT) {
-		count(0);
+		if (c)
+			c->redirected += 1;
 		return XDP_REDIRECT;
 	}
-	count(1);
+	if (c)
+		c->dropped += 1;
 	return XDP_DROP;
 }
 
 SEC("xdp")
 int ht_lab_pass(struct xdp_md *ctx)
 {
-	count(2);
+	struct xdp_lab_counters *c = counters();
+
+	if (c)
+		c->delivered += 1;
 	return XDP_PASS;
 }

@@ -7,7 +7,8 @@
 //! architecture and the host's loader path is what the binaries name), the
 //! modules of [`super::MODULES`] and their dependencies from `modules.dep`
 //! (decompressed when the kernel ships `.ko.xz` / `.ko.zst`), their load
-//! order in `/etc/hoptrace-modules`, and `/init`.
+//! order in `/etc/hoptrace-modules`, the [`super::OPTIONAL_MODULES`] the
+//! kernel has in `/etc/hoptrace-modules-optional`, and `/init`.
 //!
 //! The archive is cached as `initramfs-<key>.cpio` where `<key>` hashes the
 //! hoptrace binary's bytes, the busybox binary's size, the kernel release,
@@ -24,7 +25,7 @@ use anyhow::{bail, Context, Result};
 
 use super::cpio::Archive;
 use super::kernel::Kernel;
-use super::{INIT, MODULES};
+use super::{INIT, MODULES, OPTIONAL_MODULES};
 
 /// The initramfs for `exe` on `kernel`, built into `cache` when missing.
 /// Returns its path and whether it was built now.
@@ -74,6 +75,7 @@ fn cache_key(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<u64> {
     h.write(kernel.release.as_bytes());
     h.write(INIT.as_bytes());
     h.write(MODULES.join(",").as_bytes());
+    h.write(OPTIONAL_MODULES.join(",").as_bytes());
     h.write_u64(std::fs::metadata(busybox)?.len());
     Ok(h.finish())
 }
@@ -205,6 +207,20 @@ fn add_dirs(a: &mut Archive, made: &mut BTreeSet<String>, path: &str) {
     }
 }
 
+/// Add the modules `order` (paths relative to the kernel's module tree) as
+/// `lib/modules/<name>.ko`; returns their names, one a line.
+fn add_modules(a: &mut Archive, kernel: &Kernel, order: &[String]) -> Result<String> {
+    let mut list = String::new();
+    for rel in order {
+        let data = module_bytes(&kernel.modules.join(rel))?;
+        let name = format!("{}.ko", module_name(rel));
+        a.file(&format!("lib/modules/{name}"), 0o644, &data);
+        list.push_str(&name);
+        list.push('\n');
+    }
+    Ok(list)
+}
+
 fn build(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<Vec<u8>> {
     let mut a = Archive::new();
     let mut made = BTreeSet::new();
@@ -245,15 +261,17 @@ fn build(kernel: &Kernel, exe: &Path, busybox: &Path) -> Result<Vec<u8>> {
     }
     let dep = std::fs::read_to_string(kernel.modules.join("modules.dep"))?;
     let order = load_order(&dep, &MODULES)?;
-    let mut list = String::new();
-    for rel in &order {
-        let data = module_bytes(&kernel.modules.join(rel))?;
-        let name = format!("{}.ko", module_name(rel));
-        a.file(&format!("lib/modules/{name}"), 0o644, &data);
-        list.push_str(&name);
-        list.push('\n');
-    }
+    let list = add_modules(&mut a, kernel, &order)?;
     a.file("etc/hoptrace-modules", 0o644, list.as_bytes());
+    // Optional modules this kernel has, without the ones already loaded.
+    let mut optional = Vec::new();
+    for m in OPTIONAL_MODULES {
+        if let Ok(o) = load_order(&dep, &[m]) {
+            optional.extend(o.into_iter().filter(|p| !order.contains(p)));
+        }
+    }
+    let list = add_modules(&mut a, kernel, &optional)?;
+    a.file("etc/hoptrace-modules-optional", 0o644, list.as_bytes());
     Ok(a.finish())
 }
 

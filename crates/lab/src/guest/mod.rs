@@ -10,8 +10,10 @@
 //! 2. Initramfs ([`initramfs`]): a `newc` cpio archive ([`cpio`]) holding
 //!    busybox (static), the stripped hoptrace binary and the shared libraries
 //!    `ldd` lists for it, the kernel modules for virtio-net, virtio-pci and
-//!    virtio-9p with every dependency resolved from `modules.dep` (written in
-//!    load order to `/etc/hoptrace-modules`), and the `/init` script
+//!    virtio-9p and virtio-console with every dependency resolved from
+//!    `modules.dep` (written in load order to `/etc/hoptrace-modules`), the
+//!    optional ones ([`OPTIONAL_MODULES`], `/etc/hoptrace-modules-optional`),
+//!    and the `/init` script
 //!    ([`INIT`]). It is cached as `initramfs-<key>.cpio`, the key hashing the
 //!    hoptrace binary's content, the kernel release and the init script.
 //! 3. In the guest, `/init` loads the modules, brings `eth0` up in
@@ -33,8 +35,19 @@ pub const READY: &str = "HOPTRACE-GUEST-READY";
 /// The line the guest prints when its set-up failed (then it powers off).
 pub const FAILED: &str = "HOPTRACE-GUEST-FAILED";
 
-/// Modules the guest needs (their dependencies are added from modules.dep).
-pub const MODULES: [&str; 4] = ["virtio_pci", "virtio_net", "9pnet_virtio", "9p"];
+/// Modules the guest needs (their dependencies are added from modules.dep):
+/// `virtio_console` carries the clock exchange's virtio-serial port.
+pub const MODULES: [&str; 5] = [
+    "virtio_pci",
+    "virtio_net",
+    "9pnet_virtio",
+    "9p",
+    "virtio_console",
+];
+
+/// Modules loaded when they load (no failure otherwise): `ptp_kvm` gives
+/// a KVM guest the host's clock, and refuses to load under TCG.
+pub const OPTIONAL_MODULES: [&str; 1] = ["ptp_kvm"];
 
 /// The guest's `/init`. Jobs: the host writes `jobs/<id>.sh` (atomically, by
 /// rename); the guest renames it `<id>.run`, runs it with output to
@@ -51,6 +64,9 @@ fail() { echo "HOPTRACE-GUEST-FAILED: $*"; poweroff -f; }
 while read -r m; do
   insmod "/lib/modules/$m" || fail "insmod $m"
 done < /etc/hoptrace-modules
+while read -r m; do
+  insmod "/lib/modules/$m" 2>/dev/null
+done < /etc/hoptrace-modules-optional
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
 mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf 2>/dev/null

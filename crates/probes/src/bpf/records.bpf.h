@@ -1,74 +1,43 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Ring buffer records of the hop probes (included once, by hops.bpf.c,
- * after its maps and sv_parse.bpf.h): the FULL record of the first hop of an
- * skb (emit_full: frame copy, parse, identity and its validation for
- * `struct tracked`) and the COMPACT record of its later hops (emit_compact:
- * the hop fields only). User space tells them apart by their length
- * (src/event.rs) and joins them by skb address (src/identity.rs).
+ * Ring buffer records of the hop probes (layouts: struct hop_event and
+ * struct hop_compact in hops_abi.h): the FULL record of the first hop of
+ * an skb (emit_full: frame copy, parse, identity and its validation for
+ * `struct tracked`), the COMPACT record of its later hops (emit_compact:
+ * the hop fields only) and the full record of a clone's first hop, copied
+ * from the last parsed frame's (emit_clone). User space tells full and
+ * compact records apart by their length (src/event.rs) and joins them by
+ * skb address (src/identity.rs).
+ *
+ * The identity steps (frame_read, frame_wanted, frame_identify) also serve
+ * --kernel-stats, which parses a first hop into a per-CPU buffer instead
+ * of a ring record (live_stats.bpf.h).
  */
 #ifndef HOPTRACE_RECORDS_BPF_H
 #define HOPTRACE_RECORDS_BPF_H
 
-/* Full record. Layout mirrored by `RawEvent` in src/event.rs. */
-struct hop_event {
-	__u64 ts;
-	__u64 skb;
-	__u64 ping_seq;
-	__u32 tp;
-	__u32 ifindex;
-	__u32 netns;
-	__u32 cpu;
-	__u32 pid;
-	__u32 tid;
-	__u32 drop_reason;
-	__u32 flow_hash;
-	__u16 app_id;
-	__u16 smp_cnt;
-	__u16 ethertype;
-	__u8 kind;
-	__u8 svid_len;
-	__u8 dst_mac[6];
-	__u8 has_smp_cnt;
-	__u8 ping_kind;
-	char comm[16];
-	__u8 svid[SVID_MAX];
-};
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "hops_abi.h"
+#include "config.bpf.h"
+#include "context.bpf.h"
+#include "counters.bpf.h"
+#include "sv_parse.bpf.h"
+#include "track.bpf.h"
 
-/* --kernel-stats: the first hop's identity is parsed into this per-CPU
- * record instead of a ring buffer one (emit_full with ks = 1). */
+/* 32 MiB: about 200000 records, several seconds of an 8 x 4800/s path. */
+#define RING_BYTES (32 << 20)
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct hop_event);
-} ks_event_buf SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_BYTES);
+} events SEC(".maps");
 
-/* Compact record of a later hop of a tracked skb (no identity: user space
- * takes it from the skb's full record). Mirrored in src/event.rs. */
-struct hop_compact {
-	__u64 ts;
-	__u64 skb;
-	__u32 tp;
-	__u32 ifindex;
-	__u32 netns;
-	__u32 cpu;
-	__u32 pid;
-	__u32 tid;
-	__u32 drop_reason;
-	__u32 pad;
-	char comm[16];
-};
-
-
-/* Where and by whom a hop was seen: the fields every record (full, compact,
- * clone) fills the same way from the current context. A macro because the
- * full and the compact record are two layouts with the same field names. */
 /* The current task's name. tp_btf programs read it with two plain loads
  * through the task's BTF pointer (the kernel keeps it NUL-padded); raw_tp
  * programs, which may not dereference BTF pointers, use the helper (a
  * bounded string copy, about 40 ns here). */
-static __always_inline void fill_comm(char *dst, int btf)
+static __always_inline void fill_comm(__u8 *dst, int btf)
 {
 	if (btf) {
 		struct task_struct *task = bpf_get_current_task_btf();
@@ -78,30 +47,22 @@ static __always_inline void fill_comm(char *dst, int btf)
 	}
 }
 
-#define FILL_HOP_CONTEXT(r, tp_, skb_addr_, ifindex_, netns_, reason_, btf_)    \
-	do {                                                                    \
-		__u64 pid_tgid = bpf_get_current_pid_tgid();                    \
-		(r)->skb = (skb_addr_);                                         \
-		(r)->tp = (tp_);                                                \
-		(r)->ifindex = (ifindex_);                                      \
-		(r)->netns = (netns_);                                          \
-		(r)->cpu = bpf_get_smp_processor_id();                          \
-		(r)->pid = pid_tgid >> 32;                                      \
-		(r)->tid = (__u32)pid_tgid;                                     \
-		(r)->drop_reason = (reason_);                                   \
-		fill_comm((r)->comm, (btf_));                                   \
-	} while (0)
-
-static __always_inline void count_lost(__u32 tp)
+/* Where and by whom the hop was seen: the fields every record (full,
+ * compact, clone) fills the same way, from the hop context. */
+static __always_inline void fill_hop(struct hop_compact *r, const struct hop_ctx *h)
 {
-	__u64 *lost = bpf_map_lookup_elem(&lost_events, &tp);
-	if (lost)
-		*lost += 1;
-}
-
-static __always_inline __u64 now_ns(void)
-{
-	return use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	r->ts = h->ts;
+	r->skb = h->skb_addr;
+	r->tp = h->tp;
+	r->ifindex = h->ifindex;
+	r->netns = h->netns;
+	r->cpu = bpf_get_smp_processor_id();
+	r->pid = pid_tgid >> 32;
+	r->tid = (__u32)pid_tgid;
+	r->drop_reason = h->reason;
+	r->pad = 0;
+	fill_comm(r->comm, h->btf);
 }
 
 /* Never a wakeup: user space drains the ring every 5 ms (src/loader.rs,
@@ -113,19 +74,91 @@ static __always_inline void submit(void *e)
 }
 
 /* Compact record of a later hop of a tracked skb. Returns 0 when submitted. */
-static __always_inline int emit_compact(__u32 tp, __u64 skb_addr, __u32 ifindex, __u32 netns,
-					__u32 reason, __u64 ts, int btf)
+static __always_inline int emit_compact(const struct hop_ctx *h)
 {
 	struct hop_compact *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 	if (!c) {
-		count_lost(tp);
+		count_lost(h->tp);
 		return -1;
 	}
-	c->ts = ts;
-	c->pad = 0;
-	FILL_HOP_CONTEXT(c, tp, skb_addr, ifindex, netns, reason, btf);
+	fill_hop(c, h);
 	submit(c);
 	return 0;
+}
+
+/* The frame of a first hop, copied into the per-CPU scratch area. */
+struct frame {
+	struct scratch *s;
+	/* the frame's first byte in the kernel (hop_frame_bounds) */
+	__u64 start;
+	/* linear bytes from the frame start (at most FRAME_MAX), and how
+	 * many of them are in s->frame */
+	__u32 avail;
+	__u32 got;
+	/* the ethertype after 0-2 VLAN tags, and the offset after it */
+	__u32 etype;
+	__u32 off;
+	int is_ping;
+};
+
+/* Copy the first FRAME_FIRST bytes of the frame (Ethernet, VLAN tags, the
+ * ping header, the hash bytes and, for usual svIDs, the SV header up to
+ * the first smpCnt) and find its ethertype. The rest is copied only when
+ * the SV parse runs out of bytes (long svID/datSet). -1: no frame. */
+static __always_inline int frame_read(const struct hop_ctx *h, struct frame *fr)
+{
+	__u32 zero = 0;
+	fr->s = bpf_map_lookup_elem(&scratch_map, &zero);
+	if (!fr->s)
+		return -1;
+	__u64 head, start, end;
+	hop_frame_bounds(h, &head, &start, &end);
+	fr->start = start;
+	__u64 avail64 = end > start ? end - start : 0;
+	fr->avail = avail64 > FRAME_MAX ? FRAME_MAX : (__u32)avail64;
+	if (fr->avail < 14)
+		return -1;
+	fr->got = fr->avail > FRAME_FIRST ? FRAME_FIRST : fr->avail;
+	if (bpf_probe_read_kernel(fr->s->frame, fr->got, (void *)start))
+		return -1;
+	const __u8 *f = fr->s->frame;
+	__u32 off = 12;
+	__u32 etype = be16_at(f, off);
+	if (etype == 0x8100 || etype == 0x88a8) {
+		off += 4;
+		etype = be16_at(f, off);
+		if (etype == 0x8100) {
+			off += 4;
+			etype = be16_at(f, off);
+		}
+	}
+	off += 2;
+	fr->etype = etype;
+	fr->off = off;
+	fr->is_ping = etype == 0x88B5 && off + 16 <= fr->got && byte_at(f, off) == 'H' &&
+		      byte_at(f, off + 1) == 'T' && byte_at(f, off + 2) == 'P' &&
+		      byte_at(f, off + 3) == 'G';
+	return 0;
+}
+
+/* Whether the frame is reported: SV, ping, or other traffic that passes
+ * the --filter of the configuration. Checked before any ring space is
+ * reserved. */
+static __always_inline int frame_wanted(const struct frame *fr)
+{
+	if (fr->etype == 0x88BA || fr->is_ping)
+		return 1;
+	if (!hop_cfg.accept_other)
+		return 0;
+	if (hop_cfg.other_ethertype && hop_cfg.other_ethertype != fr->etype)
+		return 0;
+	if (hop_cfg.other_dst_mac_on) {
+		__u32 i;
+		for (i = 0; i < 6; i++)
+			if (byte_at(fr->s->frame, i) != hop_cfg.other_dst_mac[i])
+				return 0;
+	}
+	return 1;
 }
 
 /* The 8 bytes of the copied frame at `off`, as an 8-byte kernel read of the
@@ -141,173 +174,118 @@ static __always_inline __u64 frame_u64(const __u8 *f, __u32 off)
 	return v;
 }
 
-/* Full path: copy and parse the frame, submit a full record (ks = 1: fill
- * the per-CPU `ks_event_buf` instead, for --kernel-stats). Returns 0 when
- * submitted (filled), with the validation of its identity in t->id_addr/id_val and
- * t->id_addr2/id_val2 (struct tracked); -1 when the frame is not of interest or the record was
- * lost (counted). */
-static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifindex, __u32 netns,
-				     __u32 reason, __u64 ts, struct config *cfg, int btf,
-				     struct tracked *t, int ks, struct hop_event *save)
+/* Other traffic, or SV whose APDU does not parse: identified by the hash
+ * of its first bytes (no validation address: never a compact record). */
+static __always_inline void identify_by_hash(struct frame *fr, struct hop_event *e,
+					     struct tracked *t, __u8 kind)
 {
-	__u32 zero = 0;
-	struct scratch *s = bpf_map_lookup_elem(&scratch_map, &zero);
-	if (!s)
-		return -1;
-	unsigned char *head, *data;
-	__u16 mac;
-	__u32 len, data_len;
-	if (btf) {
-		head = skb->head;
-		data = skb->data;
-		mac = skb->mac_header;
-		len = skb->len;
-		data_len = skb->data_len;
-	} else {
-		head = BPF_CORE_READ(skb, head);
-		data = BPF_CORE_READ(skb, data);
-		mac = BPF_CORE_READ(skb, mac_header);
-		len = BPF_CORE_READ(skb, len);
-		data_len = BPF_CORE_READ(skb, data_len);
-	}
-	unsigned char *frame = data;
-	if (mac != (__u16)~0U && head + mac <= data)
-		frame = head + mac;
-	/* linear bytes from the frame start to the end of the head */
-	__u64 linear_end = (__u64)data + (len - data_len);
-	__u64 avail64 = linear_end > (__u64)frame ? linear_end - (__u64)frame : 0;
-	__u32 avail = avail64 > FRAME_MAX ? FRAME_MAX : (__u32)avail64;
-	if (avail < 14)
-		return -1;
-	/* Copy the first FRAME_FIRST bytes: Ethernet, VLAN tags, the ping
-	 * header, the hash bytes and, for usual svIDs, the SV header up to the
-	 * first smpCnt. The rest is copied only when the SV parse runs out of
-	 * bytes (long svID/datSet). */
-	__u32 got = avail > FRAME_FIRST ? FRAME_FIRST : avail;
-	if (bpf_probe_read_kernel(s->frame, got, frame))
-		return -1;
-	const __u8 *f = s->frame;
+	hash_frame(fr->s, fr->got);
+	e->kind = kind;
+	e->flow_hash = fr->s->flow_hash;
+	t->id_val = fr->s->flow_hash;
+}
 
-	__u32 off = 12;
-	__u32 etype = be16_at(f, off);
-	if (etype == 0x8100 || etype == 0x88a8) {
-		off += 4;
-		etype = be16_at(f, off);
-		if (etype == 0x8100) {
-			off += 4;
-			etype = be16_at(f, off);
+/* SV: APPID, svID and smpCnt of the first ASDU, and as validation the 8
+ * bytes ending with the smpCnt value (the svID's end, or the datSet's when
+ * there is one), plus the 8 bytes ending with the svID value when a datSet
+ * sits between them, so that streams whose datSet names end alike stay
+ * apart. */
+static __always_inline void identify_sv(const struct hop_ctx *h, struct frame *fr,
+					struct hop_event *e, struct tracked *t)
+{
+	struct scratch *s = fr->s;
+	s->svid_len = 0;
+	s->smp_cnt = 0;
+	s->smp_off = 0;
+	s->svid_end = 0;
+	int bad = parse_sv(s, fr->off, fr->got);
+	if (bad && fr->got < fr->avail) {
+		s->svid_len = 0;
+		s->smp_cnt = 0;
+		if (bpf_probe_read_kernel(s->frame, fr->avail, (void *)fr->start) == 0) {
+			fr->got = fr->avail;
+			bad = parse_sv(s, fr->off, fr->got);
 		}
 	}
-	off += 2;
-
-	/* Reject other traffic before reserving ring buffer space. */
-	int is_ping = etype == 0x88B5 && off + 16 <= got && byte_at(f, off) == 'H' &&
-		      byte_at(f, off + 1) == 'T' && byte_at(f, off + 2) == 'P' &&
-		      byte_at(f, off + 3) == 'G';
-	if (etype != 0x88BA && !is_ping) {
-		int ok = cfg->accept_other;
-		if (ok && cfg->other_ethertype && cfg->other_ethertype != etype)
-			ok = 0;
-		if (ok && cfg->other_dst_mac_on) {
-			__u32 i;
-			for (i = 0; i < 6; i++)
-				if (byte_at(f, i) != cfg->other_dst_mac[i])
-					ok = 0;
-		}
-		if (!ok)
-			return -1;
+	if (bad) {
+		identify_by_hash(fr, e, t, KIND_SV_MALFORMED);
+		return;
 	}
-
-	struct hop_event *e;
-	if (ks) {
-		e = bpf_map_lookup_elem(&ks_event_buf, &zero);
-		if (!e)
-			return -1;
-	} else {
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-		if (!e) {
-			count_lost(tp);
-			return -1;
-		}
+	__u32 n = s->svid_len;
+	e->kind = KIND_SV;
+	e->app_id = s->app_id;
+	e->smp_cnt = s->smp_cnt;
+	asm volatile("%0 &= 0x7f" : "+r"(n));
+	if (n <= SVID_MAX) {
+		e->svid_len = n;
+		__builtin_memcpy(e->svid, s->svid, SVID_MAX);
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->ethertype = etype;
+	/* smp_off > 30 (after the Ethernet and SV headers) */
+	__u32 id_off = s->smp_off + 2 - 8;
+	__u32 sv_end = s->svid_end;
+	t->id_addr = fr->start + id_off;
+	t->id_val = frame_u64(s->frame, id_off);
+	if (sv_end >= 8 && sv_end < id_off) {
+		t->id_addr2 = fr->start + sv_end - 8;
+		t->id_val2 = frame_u64(s->frame, sv_end - 8);
+	}
+}
+
+/* hoptrace ping: the sequence number, which is also the validation. */
+static __always_inline void identify_ping(const struct hop_ctx *h, const struct frame *fr,
+					  struct hop_event *e, struct tracked *t)
+{
+	const __u8 *f = fr->s->frame;
+	__u64 seq = 0;
+	__u32 i;
+	for (i = 0; i < 8; i++)
+		seq = (seq << 8) | byte_at(f, fr->off + 8 + i);
+	e->ping_seq = seq;
+	e->ping_kind = byte_at(f, fr->off + 4);
+	e->kind = KIND_PING;
+	t->id_addr = fr->start + fr->off + 8;
+	t->id_val = frame_u64(f, fr->off + 8);
+}
+
+/* The identity of a wanted frame into the zeroed record `e`, and the
+ * validation of it into t->id_addr/id_val and t->id_addr2/id_val2. */
+static __always_inline void frame_identify(const struct hop_ctx *h, struct frame *fr,
+					   struct hop_event *e, struct tracked *t)
+{
+	__u32 i;
+	e->ethertype = fr->etype;
 	t->id_addr = 0;
 	t->id_addr2 = 0;
 	t->id_val2 = 0;
-	if (etype == 0x88BA) {
-		s->svid_len = 0;
-		s->smp_cnt = 0;
-		s->smp_off = 0;
-		s->svid_end = 0;
-		int bad = parse_sv(s, off, got);
-		if (bad && got < avail) {
-			s->svid_len = 0;
-			s->smp_cnt = 0;
-			if (bpf_probe_read_kernel(s->frame, avail, frame) == 0) {
-				got = avail;
-				bad = parse_sv(s, off, got);
-			}
-		}
-		if (!bad) {
-			__u32 n = s->svid_len;
-			e->kind = KIND_SV;
-			e->app_id = s->app_id;
-			e->smp_cnt = s->smp_cnt;
-			e->has_smp_cnt = 1;
-			asm volatile("%0 &= 0x7f" : "+r"(n));
-			if (n <= SVID_MAX) {
-				e->svid_len = n;
-				__builtin_memcpy(e->svid, s->svid, SVID_MAX);
-			}
-			/* the 8 bytes ending with the smpCnt value (smp_off > 30):
-			 * the svID's end, or the datSet's when there is one; then
-			 * also the 8 bytes ending with the svID value, so that
-			 * streams whose datSet names end alike stay apart. */
-			__u32 id_off = s->smp_off + 2 - 8;
-			__u32 sv_end = s->svid_end;
-			t->id_addr = (__u64)frame + id_off;
-			t->id_val = frame_u64(f, id_off);
-			if (sv_end >= 8 && sv_end < id_off) {
-				t->id_addr2 = (__u64)frame + sv_end - 8;
-				t->id_val2 = frame_u64(f, sv_end - 8);
-			}
-		} else {
-			e->kind = KIND_SV_MALFORMED;
-			hash_frame(s, got);
-			e->flow_hash = s->flow_hash;
-			t->id_val = s->flow_hash;
-		}
-	} else if (is_ping) {
-		__u64 seq = 0;
-		__u32 i;
-		for (i = 0; i < 8; i++)
-			seq = (seq << 8) | byte_at(f, off + 8 + i);
-		e->ping_seq = seq;
-		e->ping_kind = byte_at(f, off + 4);
-		e->kind = KIND_PING;
-		t->id_addr = (__u64)frame + off + 8;
-		t->id_val = frame_u64(f, off + 8);
-	} else {
-		e->kind = KIND_OTHER;
-		hash_frame(s, got);
-		e->flow_hash = s->flow_hash;
-		t->id_val = s->flow_hash;
+	if (fr->etype == 0x88BA)
+		identify_sv(h, fr, e, t);
+	else if (fr->is_ping)
+		identify_ping(h, fr, e, t);
+	else
+		identify_by_hash(fr, e, t, KIND_OTHER);
+	for (i = 0; i < 6; i++)
+		e->dst_mac[i] = byte_at(fr->s->frame, i);
+}
+
+/* Full path: copy and parse the frame, submit a full record. Returns 0
+ * when submitted, with the validation of its identity in `t`; -1 when the
+ * frame is not of interest or the record was lost (counted). A record
+ * with a validation is also copied to `save` (when not NULL): the identity
+ * a clone's first hop may reuse (ev_last, hops.bpf.c). */
+static __always_inline int emit_full(const struct hop_ctx *h, struct tracked *t,
+				     struct hop_event *save)
+{
+	struct frame fr;
+	if (frame_read(h, &fr) || !frame_wanted(&fr))
+		return -1;
+	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(h->tp);
+		return -1;
 	}
-	e->ts = ts;
-	if (ks) {
-		__u32 i;
-		for (i = 0; i < 6; i++)
-			e->dst_mac[i] = byte_at(f, i);
-		return 0;
-	}
-	{
-		__u32 i;
-		for (i = 0; i < 6; i++)
-			e->dst_mac[i] = byte_at(f, i);
-	}
-	FILL_HOP_CONTEXT(e, tp, (__u64)skb, ifindex, netns, reason, btf);
-	/* the identity a clone's first hop may reuse (ev_last, hops.bpf.c) */
+	__builtin_memset(e, 0, sizeof(*e));
+	frame_identify(h, &fr, e, t);
+	fill_hop(&e->hop, h);
 	if (save && t->id_addr)
 		__builtin_memcpy(save, e, sizeof(*e));
 	submit(e);
@@ -317,17 +295,15 @@ static __always_inline int emit_full(__u32 tp, struct sk_buff *skb, __u32 ifinde
 /* Full record of the first hop of a clone whose data is the last parsed
  * frame's (ev_last in hops.bpf.c): the identity is copied from `last`, the
  * frame is not read. Returns 0 when submitted. */
-static __always_inline int emit_clone(__u32 tp, __u64 skb_addr, __u32 ifindex, __u32 netns,
-				      __u32 reason, __u64 ts, const struct hop_event *last, int btf)
+static __always_inline int emit_clone(const struct hop_ctx *h, const struct hop_event *last)
 {
 	struct hop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_lost(tp);
+		count_lost(h->tp);
 		return -1;
 	}
 	__builtin_memcpy(e, last, sizeof(*e));
-	e->ts = ts;
-	FILL_HOP_CONTEXT(e, tp, skb_addr, ifindex, netns, reason, btf);
+	fill_hop(&e->hop, h);
 	submit(e);
 	return 0;
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Frame parsing of the hop probes (included once, by hops.bpf.c): the
- * per-CPU scratch area holding the copied frame, masked byte reads, BER
+ * Frame parsing of the hop probes: the per-CPU scratch area holding the copied frame, masked byte reads, BER
  * lengths, the SV APDU walk up to the first smpCnt, and the FNV-1a hash that
  * identifies other traffic.
  *
@@ -12,6 +11,22 @@
  */
 #ifndef HOPTRACE_SV_PARSE_BPF_H
 #define HOPTRACE_SV_PARSE_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "hops_abi.h"
+
+#define FRAME_MAX 256
+#define FRAME_MASK 0xff
+/* Bytes copied first; the rest of FRAME_MAX only for a long SV header. */
+#define FRAME_FIRST 128
+/* Identity hash of other frames: the first 40 bytes, i.e. Ethernet, an
+ * IPv4 header without options and the UDP ports and length (TCP: ports and
+ * half the sequence number). It stops before the UDP/TCP checksum, which the
+ * kernel may fill in between two hops (checksum offload resolved when the
+ * frame is sent to a device without it, e.g. a tap), so one frame keeps one
+ * identity along its path. */
+#define HASH_BYTES 40
 
 /* Per-CPU work area: the copied frame and the identity parsed from it. */
 struct scratch {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The tracked-skb table of the hop probes (included once, by hops.bpf.c,
- * after `struct tracked` and `lost_events`).
+ * The tracked-skb table of the hop probes, and the validation of a tracked
+ * entry (identity_holds).
  *
  * Mechanism: a set-associative table in a plain BPF array, instead of a
  * hash map. The skb address picks one set (Fibonacci hashing: the top
@@ -16,8 +16,9 @@
  * A way is taken from another skb only when the set has no free way. When
  * that skb's last hop is less than TRACK_EVICT_NS old, its skb may still be
  * on its way and its later socket/free hops (which only exist for tracked
- * skbs) would be missed: the eviction is counted in lost_events[TP_COUNT]
- * and shown next to the lost events, never silent. An older entry is one
+ * skbs) would be missed: the eviction is counted in
+ * hop_counters.tracking_evicted and shown next to the lost events, never
+ * silent. An older entry is one
  * whose free was not traced (e.g. merged by GRO): taking its way loses
  * nothing (its skb would fail the identity check anyway, STALE_NS and
  * KS_HOLD_NS are both shorter).
@@ -29,17 +30,38 @@
 #ifndef HOPTRACE_TRACK_BPF_H
 #define HOPTRACE_TRACK_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "config.bpf.h"
+#include "counters.bpf.h"
+
 #define TRACK_SET_BITS 15
 #define TRACK_SETS (1U << TRACK_SET_BITS)
 #define TRACK_WAYS 4
 #define TRACK_EVICT_NS (1000ULL * 1000 * 1000)
-/* lost_events index of the evictions (after the per-tracepoint ones) */
-#define LOST_TRACK_EVICTED TP_COUNT
+/* A tracked skb not seen for this long is re-identified by a full parse
+ * (well under the 1 s wrap of smpCnt at 4000-4800 samples/s). */
+#define STALE_NS (250ULL * 1000 * 1000)
 
-/* Sets in use, minus one: TRACK_SETS - 1 unless user space (the test knob
- * HOPTRACE_TRACK_SETS, src/loader.rs) sets fewer, to make evictions happen
- * on purpose. */
-const volatile __u32 track_set_mask = TRACK_SETS - 1;
+/* An entry: the last hop reported for this skb (the start of the next
+ * in-kernel histogram stage) and the validation of its identity (see
+ * identity_holds): compact records only while head, the 8 bytes at id_addr
+ * and (when id_addr2 is set: SV with a datSet between svID and smpCnt) the
+ * 8 bytes at id_addr2 are unchanged. id_addr 0: no compact records (other
+ * traffic, malformed SV); id_val then holds the flow hash. */
+struct tracked {
+	__u64 ts;
+	__u64 head;
+	__u64 id_addr;
+	__u64 id_val;
+	__u64 id_addr2;
+	__u64 id_val2;
+	__u32 tp;
+	/* --kernel-stats (live_stats.bpf.h): stream slot + 1 (0: none) and
+	 * the packet's identity number (smpCnt, ping sequence, flow hash) */
+	__u32 stream_slot;
+	__u64 ks_id;
+};
 
 struct track_set {
 	__u64 skb[TRACK_WAYS];
@@ -62,7 +84,11 @@ static __always_inline struct track_set *track_set_of(__u64 skb_addr)
 {
 	__u64 a = skb_addr;
 	asm volatile("%0 = le64 %0" : "+r"(a));
-	__u32 k = (__u32)((a * 0x9E3779B97F4A7C15ULL) >> (64 - TRACK_SET_BITS)) & track_set_mask;
+	/* hop_config.track_set_mask: sets in use, minus one (fewer than
+	 * TRACK_SETS only with the test knob HOPTRACE_TRACK_SETS, to make
+	 * evictions happen on purpose) */
+	__u32 k = (__u32)((a * 0x9E3779B97F4A7C15ULL) >> (64 - TRACK_SET_BITS)) &
+		  hop_cfg.track_set_mask;
 	return bpf_map_lookup_elem(&tracked_skbs, &k);
 }
 
@@ -103,12 +129,35 @@ static __always_inline void track_put(struct track_set *s, __u64 skb_addr,
 		if (w < 0) {
 			w = oldest;
 			if ((__s64)(t->ts - s->e[w & (TRACK_WAYS - 1)].ts) < (__s64)TRACK_EVICT_NS)
-				count_lost(LOST_TRACK_EVICTED);
+				count_evicted();
 		}
 	}
 	w &= TRACK_WAYS - 1;
 	s->e[w] = *t;
 	s->skb[w] = skb_addr;
+}
+
+/* Whether the entry `prev` still describes the packet now at its skb
+ * address (hops.bpf.c top comment): the same head, at most STALE_NS since
+ * the previous hop (ts), and the remembered identity bytes unchanged and
+ * inside the current frame's linear data [start, end), so that bytes a
+ * previous packet left in a reused head buffer, outside the current frame,
+ * never pass. */
+static __always_inline int identity_holds(const struct tracked *prev, __u64 head, __u64 start,
+					  __u64 end, __u64 ts)
+{
+	__u64 v = 0;
+	if (!prev->id_addr || prev->head != head || (__s64)(ts - prev->ts) > (__s64)STALE_NS)
+		return 0;
+	if (prev->id_addr < start || prev->id_addr + 8 > end ||
+	    (prev->id_addr2 && prev->id_addr2 < start))
+		return 0;
+	if (bpf_probe_read_kernel(&v, sizeof(v), (void *)prev->id_addr) || v != prev->id_val)
+		return 0;
+	if (prev->id_addr2 &&
+	    (bpf_probe_read_kernel(&v, sizeof(v), (void *)prev->id_addr2) || v != prev->id_val2))
+		return 0;
+	return 1;
 }
 
 #endif /* HOPTRACE_TRACK_BPF_H */

@@ -1,0 +1,219 @@
+//! `hoptrace clock`: align a guest's clock with its host's.
+//!
+//! `estimate` recomputes offset, drift and error bound from a samples file
+//! (`clock-samples.tsv` of a `lab run vm`). `host` and `agent` (hidden: the
+//! `vm` lab starts them) are the two ends of the exchange over the
+//! virtio-serial port `org.hoptrace.clock`. Logic in `hoptrace_clocksync`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use hoptrace_clocksync::channel::PORT_NAME;
+use hoptrace_clocksync::clock::parse_domain;
+use hoptrace_clocksync::exchange::HostConfig;
+use hoptrace_clocksync::session::{run_agent, run_host, AgentOptions, HostOptions};
+use hoptrace_clocksync::{align, Alignment, EstimatorConfig, SampleKind, SamplesFile};
+use hoptrace_record::meta::ClockDomain;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Offset, drift and error bound of a guest's clock from a samples file.
+    Estimate(EstimateArgs),
+    /// Host end of the clock exchange (connects to QEMU's chardev socket).
+    #[command(hide = true)]
+    Host(HostArgs),
+    /// Guest end of the clock exchange (answers on the virtio-serial port).
+    #[command(hide = true)]
+    Agent(AgentArgs),
+}
+
+/// The one parser of this command's durations (10s, 500ms, 2m).
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    crate::sv_dump::parse_duration(s)
+}
+
+fn clock_arg(s: &str) -> Result<ClockDomain, String> {
+    parse_domain(s)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct EstimateArgs {
+    /// Samples file (`clock-samples.tsv`).
+    pub samples: PathBuf,
+    /// Which samples: the two-way exchange, or the guest's ptp_kvm readings.
+    #[arg(long, default_value = "exchange", value_parser = ["exchange", "ptp_kvm"])]
+    pub kind: String,
+    /// One minimum-RTT sample is kept per window of this length.
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    pub window: Duration,
+    /// Windows whose best RTT exceeds this many times the median are rejected.
+    #[arg(long, default_value_t = 4.0)]
+    pub outlier_factor: f64,
+    /// Also write the estimate as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct HostArgs {
+    /// QEMU's chardev unix socket of the clock port.
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// Samples file to write (raw t1..t4 of every exchange).
+    #[arg(long)]
+    pub samples: PathBuf,
+    /// Write the estimate here as JSON at the end.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Clock the host reads: the clock of the host's records (TAI for BPF hop stamps).
+    #[arg(long, default_value = "TAI", value_parser = clock_arg)]
+    pub clock: ClockDomain,
+    /// Time between bursts of pings.
+    #[arg(long, default_value = "100ms", value_parser = duration_arg)]
+    pub interval: Duration,
+    /// Pings per burst, back to back (the later ones find the guest awake).
+    #[arg(long, default_value_t = 4)]
+    pub burst: u32,
+    /// A ping not answered within this counts as unanswered.
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    pub reply_timeout: Duration,
+    /// How long to wait for the socket and the guest agent.
+    #[arg(long, default_value = "120s", value_parser = duration_arg)]
+    pub connect_timeout: Duration,
+    /// Stop after this long (default: at SIGINT/SIGTERM or when QEMU ends).
+    #[arg(long, value_parser = duration_arg)]
+    pub duration: Option<Duration>,
+    /// Estimator window for the final estimate.
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    pub window: Duration,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AgentArgs {
+    /// Name of the virtio-serial port (looked up in /sys/class/virtio-ports).
+    #[arg(long, default_value = PORT_NAME)]
+    pub port: String,
+    /// The port's device, instead of looking it up by name.
+    #[arg(long)]
+    pub device: Option<PathBuf>,
+    /// Clock the guest reads: the clock of the guest's records.
+    #[arg(long, default_value = "TAI", value_parser = clock_arg)]
+    pub clock: ClockDomain,
+    /// Do not send ptp_kvm readings even when the guest has that clock.
+    #[arg(long)]
+    pub no_ptp: bool,
+}
+
+pub fn run(cmd: Command) -> Result<ExitCode> {
+    match cmd {
+        Command::Estimate(a) => estimate(a),
+        Command::Host(a) => host(a),
+        Command::Agent(a) => agent(a),
+    }
+}
+
+fn write_json(path: &Path, a: &Alignment) -> Result<()> {
+    let text = serde_json::to_string_pretty(a)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+fn estimate(a: EstimateArgs) -> Result<ExitCode> {
+    let file = SamplesFile::read(&a.samples)
+        .with_context(|| format!("reading the samples file {}", a.samples.display()))?;
+    let kind = if a.kind == "ptp_kvm" {
+        SampleKind::PtpKvm
+    } else {
+        SampleKind::Exchange
+    };
+    let cfg = EstimatorConfig {
+        window_ns: a.window.as_nanos() as i64,
+        outlier_factor: a.outlier_factor,
+        ..Default::default()
+    };
+    let al = align(&file, kind, &cfg)
+        .with_context(|| format!("estimating from {}", a.samples.display()))?;
+    println!("{}", al.describe());
+    if let Some(p) = &a.json {
+        write_json(p, &al)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn host(a: HostArgs) -> Result<ExitCode> {
+    let stop = hoptrace_record::install_stop_flag()?;
+    let opts = HostOptions {
+        socket: a.socket.clone(),
+        samples: a.samples.clone(),
+        clock: a.clock,
+        exchange: HostConfig {
+            interval: a.interval,
+            burst: a.burst,
+            reply_timeout: a.reply_timeout,
+        },
+        connect_timeout: a.connect_timeout,
+        duration: a.duration,
+    };
+    let out = run_host(&opts, &stop, &mut |l| println!("clock host: {l}"))?;
+    let s = &out.summary;
+    println!(
+        "clock host: {} pings, {} answered, {} unanswered, {} stale replies dropped, {} ptp_kvm readings{}; samples in {}",
+        s.pings,
+        s.answered,
+        s.unanswered,
+        s.stale,
+        s.ptp_readings,
+        if s.peer_closed { ", QEMU closed the channel" } else { "" },
+        a.samples.display()
+    );
+    let file = SamplesFile::read(&a.samples)?;
+    let cfg = EstimatorConfig {
+        window_ns: a.window.as_nanos() as i64,
+        ..Default::default()
+    };
+    let mut code = ExitCode::SUCCESS;
+    let kinds = [SampleKind::Exchange, SampleKind::PtpKvm];
+    for kind in kinds {
+        if file.samples(kind).is_empty() {
+            continue;
+        }
+        match align(&file, kind, &cfg) {
+            Ok(al) => {
+                println!("{}", al.describe());
+                // The exchange's estimate goes to --json; ptp_kvm's next to it.
+                if let Some(p) = &a.json {
+                    let p = match kind {
+                        SampleKind::Exchange => p.clone(),
+                        SampleKind::PtpKvm => p.with_extension("ptp_kvm.json"),
+                    };
+                    write_json(&p, &al)?;
+                }
+            }
+            Err(e) => {
+                println!("clock host: no {} estimate: {e}", kind.name());
+                code = ExitCode::from(2);
+            }
+        }
+    }
+    if out.samples.is_empty() {
+        println!("clock host: no sample was taken");
+        code = ExitCode::from(2);
+    }
+    Ok(code)
+}
+
+fn agent(a: AgentArgs) -> Result<ExitCode> {
+    // Blocked in read(2) on the port most of the time: SIGTERM's default
+    // action ends it (there is nothing to flush on this side).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let opts = AgentOptions {
+        device: a.device,
+        port_name: a.port,
+        clock: a.clock,
+        ptp: !a.no_ptp,
+    };
+    let answered = run_agent(&opts, &stop, &mut |l| println!("clock agent: {l}"))?;
+    println!("clock agent: {answered} pings answered");
+    Ok(ExitCode::SUCCESS)
+}

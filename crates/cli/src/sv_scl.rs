@@ -1,0 +1,244 @@
+//! `hoptrace sv scl FILE`: the SV streams an SCL file defines, one line each
+//! (or `--json`), so a user can check what hoptrace understood before
+//! publishing or subscribing with it. Reading is `hoptrace_scl`'s job.
+//!
+//! Exit status: 0 when every selected control block became a stream; 2 when
+//! some could not (those that could are still listed, the problems follow
+//! on stderr with file:line:column); 1 when the file cannot be read at all
+//! or `--ied`/`--svcb` select nothing.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use hoptrace_scl::{read_file, Problem, ReadOptions, SclError, SclStream, Selection};
+use serde_json::{json, Value};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// SCL file: .scd (substation), .cid or .icd (one device).
+    pub file: PathBuf,
+    /// Only the control blocks of these IEDs.
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub ied: Vec<String>,
+    /// Only these control blocks: NAME, or LD/LLN0.NAME when an IED has the
+    /// name in two logical devices.
+    #[arg(long, num_args = 1.., value_delimiter = ',')]
+    pub svcb: Vec<String>,
+    /// Power system frequency for rates given in samples per period.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub frequency: u16,
+    /// One JSON document (streams, warnings, problems).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// svIDs longer than this are shortened in the table (never in `--json`).
+const SV_ID_WIDTH: usize = 18;
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let options = ReadOptions {
+        selection: Selection {
+            ieds: args.ied.clone(),
+            svcbs: args.svcb.clone(),
+        },
+        nominal_frequency_hz: args.frequency,
+    };
+    let file = args.file.display().to_string();
+    let (edition, streams, warnings, problems) = match read_file(&args.file, &options) {
+        Ok(r) => (Some(r.edition), r.streams, r.warnings, Vec::new()),
+        Err(SclError::Invalid {
+            problems,
+            understood,
+            warnings,
+        }) => (None, understood, warnings, problems),
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = String::new();
+    if args.json {
+        let doc = json!({
+            "file": file,
+            "edition": edition,
+            "nominal_frequency_hz": args.frequency,
+            "streams": streams.iter().map(stream_json).collect::<Vec<_>>(),
+            "warnings": warnings.iter().map(problem_json).collect::<Vec<_>>(),
+            "problems": problems.iter().map(problem_json).collect::<Vec<_>>(),
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    } else {
+        print_table(&mut out, &streams)?;
+        let shortened = streams.iter().any(|s| s.spec.sv_id.len() > SV_ID_WIDTH);
+        writeln!(
+            out,
+            "{} stream(s) from {file}{}",
+            streams.len(),
+            edition.map_or(String::new(), |e| format!(" (SCL {e})")),
+        )?;
+        writeln!(
+            out,
+            "RATE (N/T): N samples per period at {} Hz. VLAN: id (decimal) p priority.",
+            args.frequency
+        )?;
+        writeln!(
+            out,
+            "OPT: optional fields in every ASDU: d datSet, r refrTm, s smpRate+smpMod, x security."
+        )?;
+        if shortened {
+            writeln!(out, "Long svIDs are shortened: --json has them whole.")?;
+        }
+    }
+    // A reader that stops early (`| head`) is not an error.
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+        _ => {}
+    }
+    if !args.json {
+        for w in &warnings {
+            eprintln!("warning: {w}");
+        }
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn print_table(out: &mut String, streams: &[SclStream]) -> std::fmt::Result {
+    let header = [
+        "IED/LD/SVCB",
+        "SVID",
+        "APPID",
+        "DESTINATION",
+        "VLAN",
+        "REV",
+        "RATE",
+        "ASDU",
+        "DATASET",
+        "OPT",
+    ];
+    let rows: Vec<[String; 10]> = streams.iter().map(row).collect();
+    let mut widths = header.map(str::len);
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        writeln!(out, "{}", padded.join("  ").trim_end())
+    };
+    line(&header.map(String::from))?;
+    for r in &rows {
+        line(r)?;
+    }
+    Ok(())
+}
+
+fn row(s: &SclStream) -> [String; 10] {
+    let spec = &s.spec;
+    let sv_id = if spec.sv_id.len() > SV_ID_WIDTH {
+        format!("{}..({})", &spec.sv_id[..SV_ID_WIDTH - 7], spec.sv_id.len())
+    } else {
+        spec.sv_id.clone()
+    };
+    let vlan = spec
+        .vlan
+        .map_or("-".to_string(), |v| format!("{} p{}", v.vid, v.pcp));
+    let rate = match spec.samples_per_second() {
+        Some(per_s) if spec.smp_mod == hoptrace_sv::SmpMod::SamplesPerPeriod => {
+            format!("{per_s}/s ({}/T)", spec.smp_rate)
+        }
+        Some(per_s) => format!("{per_s}/s"),
+        None => format!("1 per {} s", spec.smp_rate),
+    };
+    let dataset = s.dataset.as_ref().map_or("-".to_string(), |d| {
+        format!("{}({})", d.name, d.members.len())
+    });
+    let f = spec.asdu_fields;
+    let fields: String = [
+        (f.dat_set, 'd'),
+        (f.refr_tm, 'r'),
+        (f.smp_rate, 's'),
+        (spec.security, 'x'),
+    ]
+    .into_iter()
+    .filter_map(|(on, letter)| on.then_some(letter))
+    .collect();
+    [
+        format!(
+            "{}/{}/{}",
+            s.control_block.ied, s.control_block.ld_inst, s.control_block.name
+        ),
+        sv_id,
+        format!("0x{:04X}", spec.appid),
+        spec.dst_mac.to_string(),
+        vlan,
+        spec.conf_rev.to_string(),
+        rate,
+        spec.asdus_per_frame.to_string(),
+        dataset,
+        if fields.is_empty() {
+            "-".into()
+        } else {
+            fields
+        },
+    ]
+}
+
+fn stream_json(s: &SclStream) -> Value {
+    let spec = &s.spec;
+    let cb = &s.control_block;
+    json!({
+        "ied": cb.ied,
+        "access_point": cb.access_point,
+        "ld_inst": cb.ld_inst,
+        "ld_name": cb.ld_name,
+        "svcb": cb.name,
+        "object_reference": cb.object_reference(),
+        "location": s.location.to_string(),
+        "smv_location": s.smv_location.to_string(),
+        "subnetwork": s.subnetwork,
+        "svid": spec.sv_id,
+        "dat_set": spec.dat_set,
+        "appid": spec.appid,
+        "dst_mac": spec.dst_mac.to_string(),
+        "vlan": spec.vlan.map(|v| json!({"id": v.vid, "priority": v.pcp})),
+        "conf_rev": spec.conf_rev,
+        "smp_rate": spec.smp_rate,
+        "smp_mod": spec.smp_mod.scl_name(),
+        "samples_per_second": spec.samples_per_second(),
+        "asdus_per_frame": spec.asdus_per_frame,
+        "simulation": spec.simulation,
+        "security": spec.security,
+        "asdu_fields": {
+            "dat_set": spec.asdu_fields.dat_set,
+            "refr_tm": spec.asdu_fields.refr_tm,
+            "smp_rate": spec.asdu_fields.smp_rate,
+        },
+        "dataset": s.dataset.as_ref().map(|d| json!({"name": d.name, "members": d.members})),
+    })
+}
+
+fn problem_json(p: &Problem) -> Value {
+    json!({
+        "file": p.location.file,
+        "line": p.location.line,
+        "column": p.location.column,
+        "element": p.element,
+        "ied": p.control_block.as_ref().map(|c| &c.ied),
+        "ld_inst": p.control_block.as_ref().map(|c| &c.ld_inst),
+        "svcb": p.control_block.as_ref().map(|c| &c.name),
+        "message": p.message,
+        "text": p.to_string(),
+    })
+}

@@ -1,0 +1,172 @@
+//! A loaded and attached session, read until it is stopped.
+//!
+//! The BPF side submits ring buffer records without a wakeup: the ring is
+//! polled with a timeout of [`POLL`] and drained after every poll. Each
+//! record is decoded ([`Record::decode`]); compact records get the
+//! identity of their skb's full record here ([`SkbIdentities`]), so the
+//! sink sees the same events as with full records only. About every tick
+//! the kernel's counters (lost events, evictions) and in-kernel histograms
+//! are read and handed to the sink, and with `--kernel-stats` its maps once
+//! a second; everything once more after the last drain.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use libbpf_rs::{RingBuffer, RingBufferBuilder};
+
+use crate::abi::types;
+use crate::event::Record;
+use crate::identity::SkbIdentities;
+use crate::khist::{KernelHists, BUCKETS, TPS};
+use crate::loader::{LostCounts, SessionInfo, SessionSink};
+use crate::percpu;
+use crate::skel::HopsSkel;
+
+/// How often the ring is drained (the BPF side never wakes the reader).
+const POLL: Duration = Duration::from_millis(5);
+
+/// What a session read, at its end.
+pub(crate) struct SessionEnd {
+    pub lost: LostCounts,
+    pub full_records: u64,
+    pub compact_records: u64,
+    /// Records of neither layout (counted; the caller fails the session).
+    pub undecodable: u64,
+    /// Hops that re-identified their skb (event mode).
+    pub reidentified: u64,
+}
+
+/// The reader's state, shared by the ring callback and the loop.
+struct Reader<'s> {
+    sink: RefCell<&'s mut dyn SessionSink>,
+    identities: RefCell<SkbIdentities>,
+    full: Cell<u64>,
+    compact: Cell<u64>,
+    undecodable: Cell<u64>,
+}
+
+impl Reader<'_> {
+    /// One ring buffer record.
+    fn record(&self, data: &[u8]) {
+        let Ok(r) = Record::decode(data) else {
+            self.undecodable.set(self.undecodable.get() + 1);
+            return;
+        };
+        let n = match r {
+            Record::Full(_) => &self.full,
+            Record::Compact(_) => &self.compact,
+        };
+        n.set(n.get() + 1);
+        if let Some(e) = self.identities.borrow_mut().resolve(r) {
+            self.sink.borrow_mut().event(e)
+        }
+    }
+
+    /// Read the counters and histograms (and the `--kernel-stats` maps when
+    /// `with_streams`) into the sink; the lost counts, with the compact
+    /// records that found no identity.
+    fn read_maps(&self, skel: &HopsSkel<'_>, with_streams: bool) -> Result<(LostCounts, u64)> {
+        let (mut lost, reidentified) = read_counters(skel)?;
+        self.identities.borrow().add_lost(&mut lost);
+        let mut sink = self.sink.borrow_mut();
+        sink.kernel_hists(read_khist(skel)?);
+        if with_streams {
+            sink.kernel_streams(crate::kstats_read::read(skel)?);
+        }
+        Ok((lost, reidentified))
+    }
+}
+
+/// Read the session until `stop` is set or the sink's tick returns false.
+pub(crate) fn read_until_stopped(
+    skel: &HopsSkel<'_>,
+    info: &SessionInfo,
+    stop: &AtomicBool,
+    tick: Duration,
+    kernel_stats: bool,
+    sink: &mut dyn SessionSink,
+) -> Result<SessionEnd> {
+    let reader = Reader {
+        sink: RefCell::new(sink),
+        identities: RefCell::new(SkbIdentities::default()),
+        full: Cell::new(0),
+        compact: Cell::new(0),
+        undecodable: Cell::new(0),
+    };
+    let mut builder = RingBufferBuilder::new();
+    builder.add(&skel.maps.events, |data: &[u8]| {
+        reader.record(data);
+        0
+    })?;
+    let ring = builder.build()?;
+    reader.sink.borrow_mut().ready(info);
+    poll_until_stopped(skel, &ring, &reader, stop, tick, kernel_stats)?;
+    // Drain what is left.
+    let _ = ring.consume();
+    drop(ring);
+    let (lost, reidentified) = reader.read_maps(skel, kernel_stats)?;
+    Ok(SessionEnd {
+        lost,
+        full_records: reader.full.get(),
+        compact_records: reader.compact.get(),
+        undecodable: reader.undecodable.get(),
+        reidentified,
+    })
+}
+
+fn poll_until_stopped(
+    skel: &HopsSkel<'_>,
+    ring: &RingBuffer<'_>,
+    reader: &Reader<'_>,
+    stop: &AtomicBool,
+    tick: Duration,
+    kernel_stats: bool,
+) -> Result<()> {
+    let mut last_tick = Instant::now();
+    let mut last_streams = Instant::now();
+    loop {
+        // poll() times out after POLL; the ring is drained here (poll()
+        // alone does not consume after a timeout).
+        ring.poll(POLL).or_else(|e| {
+            if e.kind() == libbpf_rs::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
+        ring.consume()?;
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if last_tick.elapsed() < tick {
+            continue;
+        }
+        last_tick = Instant::now();
+        let streams_due = kernel_stats && last_streams.elapsed() >= Duration::from_secs(1);
+        if streams_due {
+            last_streams = Instant::now();
+        }
+        let (lost, _) = reader.read_maps(skel, streams_due)?;
+        if !reader.sink.borrow_mut().tick(&lost) {
+            return Ok(());
+        }
+    }
+}
+
+/// The per-CPU `hop_counters`, summed: what was lost, and the hops that
+/// re-identified their skb.
+fn read_counters(skel: &HopsSkel<'_>) -> Result<(LostCounts, u64)> {
+    let per_cpu = percpu::values::<types::hop_counters>(&skel.maps.hop_counters, 0)?;
+    Ok(crate::lost::sum_counters(&per_cpu))
+}
+
+/// The in-kernel histograms, summed over the CPUs. One batch lookup reads
+/// the whole array (8192 counters, every CPU): a read a second costs one
+/// or two system calls, not one per key.
+fn read_khist(skel: &HopsSkel<'_>) -> Result<KernelHists> {
+    let cpus = percpu::cpus()?;
+    let per_cpu = percpu::array::<u64>(&skel.maps.khist, TPS * TPS * BUCKETS, cpus)?;
+    Ok(KernelHists::from_kernel(&per_cpu, cpus))
+}

@@ -1,0 +1,373 @@
+//! One control block + its SMV address -> one [`StreamSpec`].
+//!
+//! Steps, each collecting every problem it finds rather than stopping at
+//! the first (a user fixes a file in one pass):
+//! 1. the SampledValueControl's attributes (smvID, nofASDU and smpRate are
+//!    required; confRev defaults to 1 with a warning; smpMod to
+//!    SmpPerPeriod) and its SmvOpts;
+//! 2. the DataSet its `datSet` names, in the same LN0;
+//! 3. exactly one SMV address for it ([`SmvIndex::lookup`]), read by
+//!    [`read_address`];
+//! 4. [`StreamSpec::validate`], each error placed on the element or
+//!    attribute its value came from.
+
+use hoptrace_sv::{AsduFields, SmpMod, SpecError, SpecWarning, StreamSpec};
+use roxmltree::Node;
+
+use crate::address::{element_at, read_address, SmvAddress, SmvIndex};
+use crate::control::{dataset_info, datasets, DataSetInfo, FoundCb};
+use crate::error::Problem;
+use crate::xml::{attr, SclDoc};
+use crate::SclStream;
+
+/// The SampledValueControl attributes, parsed.
+struct CbAttributes {
+    sv_id: String,
+    dat_set: Option<String>,
+    conf_rev: u32,
+    smp_rate: u16,
+    smp_mod: SmpMod,
+    asdus_per_frame: u8,
+    fields: AsduFields,
+    security: bool,
+}
+
+/// Builds the stream of `found`, or says everything wrong with it.
+pub fn build_stream(
+    scl: &SclDoc<'_>,
+    found: &FoundCb<'_, '_>,
+    smvs: &SmvIndex<'_, '_>,
+    nominal_frequency_hz: u16,
+    warnings: &mut Vec<Problem>,
+) -> Result<SclStream, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let attrs = read_attributes(scl, found, &mut problems, warnings);
+    let dataset = find_dataset(scl, found, &mut problems);
+    let address = find_address(scl, found, smvs, &mut problems);
+    let (Some(attrs), Some(dataset), Some(address)) = (attrs, dataset, address) else {
+        return Err(problems);
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let spec = StreamSpec {
+        sv_id: attrs.sv_id,
+        dat_set: attrs
+            .dat_set
+            .map(|d| format!("{}/LLN0${d}", found.cb.ld_name)),
+        appid: address.appid,
+        dst_mac: address.mac,
+        vlan: address.vlan,
+        conf_rev: attrs.conf_rev,
+        smp_synch: None,
+        smp_rate: attrs.smp_rate,
+        smp_mod: attrs.smp_mod,
+        nominal_frequency_hz,
+        asdus_per_frame: attrs.asdus_per_frame,
+        simulation: false,
+        security: attrs.security,
+        asdu_fields: attrs.fields,
+    };
+    let place = |field: &str| -> (Node<'_, '_>, Option<&'static str>) {
+        match field {
+            "APPID" => (address.appid_node, None),
+            "destination MAC" => (address.mac_node, None),
+            "VLAN id" | "VLAN priority" | "VLAN" => (address.vlan_node.unwrap_or(found.node), None),
+            "svID" => (found.node, Some("smvID")),
+            "datSet" => (found.node, Some("datSet")),
+            "smpRate" => (found.node, Some("smpRate")),
+            "nofASDU" => (found.node, Some("nofASDU")),
+            _ => (found.node, None),
+        }
+    };
+    match spec.validate() {
+        Err(errors) => Err(errors
+            .iter()
+            .map(|e: &SpecError| {
+                let (node, attr) = place(e.field());
+                scl.problem(node, attr, Some(&found.cb), e.to_string())
+            })
+            .collect()),
+        Ok(spec_warnings) => {
+            for w in &spec_warnings {
+                let w: &SpecWarning = w;
+                let (node, attr) = place(w.field());
+                warnings.push(scl.problem(node, attr, Some(&found.cb), w.to_string()));
+            }
+            Ok(stream(scl, found, spec, dataset, &address))
+        }
+    }
+}
+
+fn stream(
+    scl: &SclDoc<'_>,
+    found: &FoundCb<'_, '_>,
+    spec: StreamSpec,
+    dataset: Option<DataSetInfo>,
+    address: &SmvAddress<'_, '_>,
+) -> SclStream {
+    let smv = address
+        .mac_node
+        .ancestors()
+        .find(|n| scl.is(*n, "SMV"))
+        .unwrap_or(address.mac_node);
+    SclStream {
+        spec,
+        control_block: found.cb.clone(),
+        location: scl.location(found.node.range().start),
+        smv_location: scl.location(smv.range().start),
+        subnetwork: address.subnetwork.clone(),
+        dataset,
+    }
+}
+
+/// `multicast="false"`: a unicast control block, whose destination a
+/// client sets at run time (no SMV address in SCL). `Err`: the attribute's
+/// value is no boolean (the message to place on it).
+pub fn is_unicast(found: &FoundCb<'_, '_>) -> Result<bool, String> {
+    match attr(found.node, "multicast") {
+        None => Ok(false),
+        Some(v) => parse_bool(v)
+            .map(|m| !m)
+            .map_err(|m| format!("multicast {m}")),
+    }
+}
+
+fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("`{v}` is not a boolean: use true or false")),
+    }
+}
+
+fn read_attributes(
+    scl: &SclDoc<'_>,
+    found: &FoundCb<'_, '_>,
+    problems: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) -> Option<CbAttributes> {
+    let node = found.node;
+    let before = problems.len();
+    let mut bad = |name: &'static str, message: String| {
+        let at = attr(node, name).map(|_| name);
+        problems.push(scl.problem(node, at, Some(&found.cb), message));
+    };
+    let required = |name: &'static str, bad: &mut dyn FnMut(&'static str, String)| {
+        let v = attr(node, name);
+        if v.is_none() {
+            bad(
+                name,
+                format!(
+                    "no {name} attribute: it is required ({})",
+                    required_hint(name)
+                ),
+            );
+        }
+        v
+    };
+    if attr(node, "name").is_none_or(str::is_empty) {
+        bad(
+            "name",
+            "no name: a control block needs one (e.g. name=\"MSVCB01\")".into(),
+        );
+    }
+    let sv_id = required("smvID", &mut bad).map(str::to_string);
+    let smp_rate = required("smpRate", &mut bad).and_then(|v| match v.trim().parse::<u32>() {
+        Ok(r) if r <= u16::MAX as u32 => Some(r as u16),
+        Ok(r) => {
+            bad("smpRate", format!("smpRate {r} does not fit the 16-bit smpRate field (at most 65535)"));
+            None
+        }
+        Err(_) => {
+            bad("smpRate", format!("smpRate `{v}` is not a whole number (80 for 9-2LE protection, 256 for metering)"));
+            None
+        }
+    });
+    let asdus = required("nofASDU", &mut bad).and_then(|v| match v.trim().parse::<u32>() {
+        Ok(n) if n <= u8::MAX as u32 => Some(n as u8),
+        Ok(n) => {
+            bad(
+                "nofASDU",
+                SpecError::AsdusPerFrameOutOfRange { count: n }.to_string(),
+            );
+            None
+        }
+        Err(_) => {
+            bad(
+                "nofASDU",
+                format!("nofASDU `{v}` is not a whole number: use 1 to 8"),
+            );
+            None
+        }
+    });
+    let conf_rev = match attr(node, "confRev") {
+        None => {
+            warnings.push(
+                scl.problem(
+                    node,
+                    None,
+                    Some(&found.cb),
+                    "no confRev: 1 assumed (relays drop frames whose confRev differs from theirs)"
+                        .into(),
+                ),
+            );
+            Some(1)
+        }
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .map_err(|_| {
+                bad(
+                    "confRev",
+                    format!("confRev `{v}` is not a whole number from 0 to 4294967295"),
+                );
+            })
+            .ok(),
+    };
+    let smp_mod = match attr(node, "smpMod") {
+        None => Some(SmpMod::SamplesPerPeriod),
+        Some(v) => SmpMod::from_scl_name(v.trim()).or_else(|| {
+            bad(
+                "smpMod",
+                format!("smpMod `{v}` is not SmpPerPeriod, SmpPerSec or SecPerSmp"),
+            );
+            None
+        }),
+    };
+    let dat_set = attr(node, "datSet").map(str::to_string);
+    let (fields, security) = read_smv_opts(scl, found, problems, warnings);
+    if problems.len() > before {
+        return None;
+    }
+    Some(CbAttributes {
+        sv_id: sv_id?,
+        dat_set,
+        conf_rev: conf_rev?,
+        smp_rate: smp_rate?,
+        smp_mod: smp_mod?,
+        asdus_per_frame: asdus?,
+        fields,
+        security,
+    })
+}
+
+fn required_hint(attr: &str) -> &'static str {
+    match attr {
+        "smvID" => "the svID every frame carries",
+        "smpRate" => "80 for 9-2LE protection, 256 for metering",
+        "nofASDU" => "ASDUs per frame: 1 at 80 samples/period, 8 at 256",
+        _ => "see IEC 61850-6",
+    }
+}
+
+/// SmvOpts: which optional fields the frames carry. Edition 1 spells
+/// `dataSet` as `dataRef`; `sampleSynchronized` is ignored (smpSynch is in
+/// every 9-2 frame).
+fn read_smv_opts(
+    scl: &SclDoc<'_>,
+    found: &FoundCb<'_, '_>,
+    problems: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) -> (AsduFields, bool) {
+    let Some(opts) = scl.child(found.node, "SmvOpts") else {
+        warnings.push(scl.problem(
+            found.node,
+            None,
+            Some(&found.cb),
+            "no <SmvOpts>: frames without datSet, refrTm, smpRate or security assumed".into(),
+        ));
+        return (AsduFields::default(), false);
+    };
+    let mut flag = |name: &'static str| match attr(opts, name) {
+        None => false,
+        Some(v) => parse_bool(v).unwrap_or_else(|m| {
+            problems.push(scl.problem(opts, Some(name), Some(&found.cb), format!("{name} {m}")));
+            false
+        }),
+    };
+    let fields = AsduFields {
+        dat_set: flag("dataSet") | flag("dataRef"),
+        refr_tm: flag("refreshTime"),
+        smp_rate: flag("sampleRate"),
+    };
+    (fields, flag("security"))
+}
+
+fn find_dataset(
+    scl: &SclDoc<'_>,
+    found: &FoundCb<'_, '_>,
+    problems: &mut Vec<Problem>,
+) -> Option<Option<DataSetInfo>> {
+    let Some(name) = attr(found.node, "datSet") else {
+        return Some(None);
+    };
+    if let Some(ds) = datasets(scl, found.ln0).find(|d| attr(*d, "name") == Some(name)) {
+        return Some(Some(dataset_info(scl, ds)));
+    }
+    let names: Vec<&str> = datasets(scl, found.ln0)
+        .filter_map(|d| attr(d, "name"))
+        .collect();
+    let have = if names.is_empty() {
+        "this LN0 has no DataSet".to_string()
+    } else {
+        format!("this LN0 has {}", names.join(", "))
+    };
+    problems.push(scl.problem(
+        found.node,
+        Some("datSet"),
+        Some(&found.cb),
+        format!("datSet `{name}` names no DataSet of its LN0 ({have})"),
+    ));
+    None
+}
+
+fn find_address<'a, 'input>(
+    scl: &'a SclDoc<'input>,
+    found: &FoundCb<'a, 'input>,
+    smvs: &SmvIndex<'a, 'input>,
+    problems: &mut Vec<Problem>,
+) -> Option<SmvAddress<'a, 'input>> {
+    let entries = smvs.lookup(&found.cb, &found.access_points);
+    match entries.as_slice() {
+        [] => {
+            let elsewhere = smvs.under_other_access_points(&found.cb);
+            let hint = match elsewhere.first() {
+                Some(n) => format!(
+                    "; {} is under ConnectedAP apName=\"{}\", not one of this server's access points ({})",
+                    element_at(scl, *n),
+                    n.parent().and_then(|p| attr(p, "apName")).unwrap_or(""),
+                    found.access_points.join(", ")
+                ),
+                None => String::new(),
+            };
+            problems.push(scl.problem(
+                found.node,
+                None,
+                Some(&found.cb),
+                format!(
+                    "no SMV address: add <SMV ldInst=\"{}\" cbName=\"{}\"> with MAC-Address and APPID under Communication/SubNetwork/ConnectedAP iedName=\"{}\" apName=\"{}\"{hint}",
+                    found.cb.ld_inst, found.cb.name, found.cb.ied, found.cb.access_point
+                ),
+            ));
+            None
+        }
+        [one] => read_address(scl, *one, &found.cb)
+            .map_err(|p| problems.extend(p))
+            .ok(),
+        [first, rest @ ..] => {
+            for other in rest {
+                problems.push(scl.problem(
+                    *other,
+                    None,
+                    Some(&found.cb),
+                    format!(
+                        "a second SMV address for this control block (the first is {}): keep one",
+                        element_at(scl, *first)
+                    ),
+                ));
+            }
+            None
+        }
+    }
+}
