@@ -15,7 +15,7 @@ pub enum Command {
     /// Bring up a lab: veth, bridge, macvtap, xdp, ovs or vm.
     Up {
         topology: Topology,
-        /// Lab name (1-6 characters a-z0-9); namespaces are ht-<name>-pub|hyp|vm0.
+        /// Lab name (1-6 characters a-z0-9); namespaces are `ht-<name>-pub|hyp|vm0`.
         #[arg(long, default_value = "demo")]
         name: String,
     },

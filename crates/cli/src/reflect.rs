@@ -23,7 +23,7 @@ pub struct Args {
     /// Run SCHED_FIFO with this priority (1..99).
     #[arg(long)]
     pub fifo: Option<i32>,
-    /// TOML configuration file ([reflect] table); flags override it.
+    /// TOML configuration file (`[reflect]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }

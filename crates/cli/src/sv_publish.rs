@@ -22,7 +22,7 @@ pub struct Args {
     /// ASDUs per frame (1..8).
     #[arg(long)]
     pub asdu: Option<u8>,
-    /// 802.1Q tag ID[:PRIO] (priority 4 by default).
+    /// 802.1Q tag `ID[:PRIO]` (priority 4 by default).
     #[arg(long)]
     pub vlan: Option<String>,
     /// Run time (10s, 500ms); default: until Ctrl-C.
@@ -62,7 +62,7 @@ pub struct Args {
     /// Play the capture this many times (smpCnt continues across loops).
     #[arg(long = "loop", requires = "replay")]
     pub loop_count: Option<u32>,
-    /// TOML configuration file ([publish] table); flags override it.
+    /// TOML configuration file (`[publish]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }

@@ -52,7 +52,7 @@ pub struct Args {
     /// Do not print the per-second status line.
     #[arg(long)]
     pub quiet: bool,
-    /// TOML configuration file ([subscribe] table); flags override it.
+    /// TOML configuration file (`[subscribe]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }

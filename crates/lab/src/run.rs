@@ -5,7 +5,7 @@
 //! which keeps it independent of their library APIs:
 //!
 //! 1. `lab up TOPOLOGY` (health-checked), then the host checks on the
-//!    hypervisor path (`hoptrace doctor`, see [`crate::host_checks`]) whose
+//!    hypervisor path (`hoptrace doctor`, see `host_checks.rs`) whose
 //!    summary every recording of the run carries;
 //! 2. `hoptrace trace --record` in the hypervisor namespace; a tracer that
 //!    fails is reported and the run goes on without it;
