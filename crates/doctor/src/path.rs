@@ -12,7 +12,8 @@
 //! 3. the processes holding a traced tap open (a tun fd whose
 //!    `/proc/PID/fdinfo` says `iff: NAME`, or `/dev/tapIFINDEX` for a
 //!    macvtap), preferring those in `--netns`, plus every `--pid`;
-//! 4. in each of them, QEMU's vCPU threads (`CPU n/KVM`, `CPU n/TCG`) and
+//! 4. in each of them, QEMU's vCPU threads (`CPU n/KVM`, `CPU n/TCG`: QEMU
+//!    names them with `-name ...,debug-threads=on`, as libvirt does) and
 //!    vhost workers (`vhost-PID`: QEMU threads since Linux 6.4, kernel
 //!    threads before); the main thread of a QEMU without vhost reads the tap
 //!    itself; every thread of any other process is the consumer
@@ -130,6 +131,9 @@ pub struct PathModel {
     pub threads: Vec<PathThread>,
     /// vCPU threads of QEMU processes not on the path.
     pub other_vcpus: Vec<PathThread>,
+    /// QEMU processes on the path whose threads carry no name (started
+    /// without `-name ...,debug-threads=on`): their vCPUs cannot be told apart.
+    pub unnamed_qemu: Vec<u32>,
     /// What discovery could not read.
     pub notes: Vec<String>,
 }
@@ -344,7 +348,19 @@ fn add_process(ctx: &Ctx, pid: u32, holds_tap: bool, m: &mut PathModel) {
             return;
         }
     };
-    let qemu = tasks.iter().any(|t| is_vcpu(&t.comm));
+    let named = tasks.iter().any(|t| is_vcpu(&t.comm));
+    let main_comm = tasks
+        .iter()
+        .find(|t| t.tid == pid)
+        .map(|t| t.comm.as_str())
+        .unwrap_or("");
+    let qemu = named || main_comm.starts_with("qemu");
+    if qemu && !named {
+        m.unnamed_qemu.push(pid);
+        m.notes.push(format!(
+            "pid {pid} ({main_comm}): its threads have no names; start QEMU with -name <vm>,debug-threads=on (libvirt does) so its vCPU threads can be told apart"
+        ));
+    }
     let vhost_name = format!("vhost-{pid}");
     let mut vhost: Vec<PathThread> = tasks
         .iter()

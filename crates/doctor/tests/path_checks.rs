@@ -258,3 +258,21 @@ fn a_missing_interface_or_process_is_refused_with_what_to_do() {
         .to_string();
     assert!(e.contains("--netns needs the live host"), "{e}");
 }
+
+#[test]
+fn a_qemu_without_thread_names_makes_the_vcpus_unknown_and_says_how_to_name_them() {
+    let f = Fixture::rt_host();
+    f.task(100, 101, "qemu-system-x86", false, "2", 1, FIFO)
+        .task(100, 102, "qemu-system-x86", false, "3", 1, FIFO)
+        .remove("/proc/100/task/103");
+    let r = f.check_with("path.vcpus", PATH);
+    assert_status(&r, Status::Unknown);
+    assert!(r.found.contains("-name <vm>,debug-threads=on"), "{r:#?}");
+    let c = f.check_with("path.consumer", PATH);
+    assert!(
+        c.details
+            .iter()
+            .any(|d| d.starts_with("tap reader `qemu-system-x86` (tid 100")),
+        "{c:#?}"
+    );
+}

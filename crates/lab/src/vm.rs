@@ -105,7 +105,12 @@ fn serial_log(name: &str) -> PathBuf {
 
 fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<String> {
     let share = share_dir(&st.name);
-    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
+    // debug-threads=on names the vCPU threads `CPU n/TCG` (`/KVM`), as
+    // libvirt does: `hoptrace doctor` tells them apart by those names.
+    let mut a: Vec<String> = vec![
+        "-name".into(),
+        format!("hoptrace-{},debug-threads=on", st.name),
+    ];
     a.extend(["-accel".into(), accel.name().into()]);
     if accel == Accel::Kvm {
         a.extend(["-cpu".into(), "host".into()]);

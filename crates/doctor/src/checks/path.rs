@@ -295,6 +295,12 @@ fn consumer(ctx: &Ctx) -> Outcome {
 fn vcpus(ctx: &Ctx) -> Outcome {
     let m = ctx.path();
     let threads = m.with_role(Role::Vcpu);
+    if threads.is_empty() && !m.unnamed_qemu.is_empty() {
+        return Outcome::unknown(format!(
+            "QEMU pid(s) {:?} run without thread names: their vCPU threads cannot be told apart (start QEMU with -name <vm>,debug-threads=on, as libvirt does)",
+            m.unnamed_qemu
+        ));
+    }
     if threads.is_empty() {
         return Outcome::not_applicable(
             "no vCPU thread on the path (no QEMU holds the tap, no --pid of a QEMU)",
