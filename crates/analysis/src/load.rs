@@ -53,6 +53,7 @@ pub fn provenance_of(path: &Path, reader: &RecordingReader) -> Provenance {
             .iter()
             .map(|c| format!("{}: {}", c.path.display(), c.reason))
             .collect(),
+        doctor: m.doctor.clone(),
     }
 }
 

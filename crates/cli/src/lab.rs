@@ -104,6 +104,9 @@ pub enum Command {
         sub_rec: PathBuf,
         #[arg(value_name = "OUT")]
         out: PathBuf,
+        /// The run's `hoptrace doctor --json`, whose summary the joined recording keeps.
+        #[arg(long, value_name = "FILE")]
+        doctor_report: Option<PathBuf>,
     },
     /// (internal) Read a tap/macvtap like QEMU and forward frames into a veth.
     #[command(hide = true)]
@@ -346,8 +349,14 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             pub_rec,
             sub_rec,
             out,
+            doctor_report,
         } => {
-            let c = hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out)?;
+            let doctor = match &doctor_report {
+                Some(f) => crate::doctor::summary_for_recording(Some(f), &[], None)?,
+                None => None,
+            };
+            let c =
+                hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out, doctor)?;
 
             println!(
                 "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",

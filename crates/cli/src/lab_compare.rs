@@ -204,7 +204,7 @@ mod tests {
             })
             .collect();
         write(&s, "sv-subscribe", &["rx", "app"], &sub);
-        let c = join_end_to_end(&p, &s, &o).unwrap();
+        let c = join_end_to_end(&p, &s, &o, None).unwrap();
         assert_eq!((c.sub_rows, c.matched), (4, 3));
         let r = RecordingReader::open(&o).unwrap();
         assert_eq!(r.meta().hop_names(), vec!["tx", "rx", "app"]);

@@ -2,7 +2,7 @@
 //!
 //! This crate is deliberately thin: it parses arguments and wires them to the
 //! library crates (`hoptrace-sv`, `hoptrace-endpoints`, `hoptrace-probes`,
-//! `hoptrace-analysis`, `hoptrace-lab`). No measurement logic lives here.
+//! `hoptrace-analysis`, `hoptrace-lab`, `hoptrace-doctor`). No measurement logic lives here.
 //! Each subcommand has its own module with an `Args` struct and a `run`
 //! function returning the process exit code.
 
@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod clock;
 mod compare;
 mod correlate;
+mod doctor;
 mod kvm;
 mod lab;
 mod lab_compare;
@@ -57,6 +58,8 @@ enum Command {
     Correlate(correlate::Args),
     /// VM exits per reason, vCPU and VM, from the kvm tracepoints.
     Kvm(kvm::Args),
+    /// Is this host ready for real-time traffic, and the traced path set up as intended?
+    Doctor(doctor::Args),
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare::run(a),
         Command::Correlate(a) => correlate::run(a),
         Command::Kvm(a) => kvm::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Lab(c) => lab::run(c),
         Command::Clock(c) => clock::run(c),
     };

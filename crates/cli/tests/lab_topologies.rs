@@ -348,3 +348,80 @@ fn ctrl_c_closes_the_recordings_of_a_run_and_tears_its_lab_down() {
     assert_nothing_left(lab, &progs, "interrupted xdp run");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
+
+#[test]
+fn lab_run_recordings_carry_the_doctor_summary_and_report_shows_it() {
+    if !hoptrace_netns::require_privileges(
+        "lab_run_recordings_carry_the_doctor_summary_and_report_shows_it",
+    ) {
+        return;
+    }
+    let out_dir = std::env::temp_dir().join(format!("hoptrace-labtest-{}-tdr", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let o = hoptrace(&[
+        "lab",
+        "run",
+        "bridge",
+        "--name",
+        "tdr",
+        "--rate",
+        "1000",
+        "--duration",
+        "1s",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_nothing_left("tdr", &[], "bridge run with host checks");
+    // The run saved the checks of its hypervisor path...
+    let json = std::fs::read_to_string(out_dir.join("doctor.json")).expect("doctor.json");
+    let summary = hoptrace_doctor::summary_from_json(&json).unwrap();
+    assert_eq!(
+        summary.scope,
+        "host + path: iface in0 tap0 out0 in ht-tdr-hyp"
+    );
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let consumer = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "path.consumer")
+        .unwrap();
+    assert!(
+        consumer["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().unwrap().starts_with("tap reader `hoptrace`")),
+        "the lab's tap reader is found through its tap fd: {consumer}"
+    );
+    // ...and every recording it reports on carries that summary.
+    for rec in ["e2e", "trace"] {
+        let meta = hoptrace_record::RecordingReader::open(out_dir.join(rec))
+            .unwrap()
+            .meta()
+            .clone();
+        assert_eq!(meta.doctor.as_ref(), Some(&summary), "{rec}");
+        let r = text(&hoptrace(&["report", out_dir.join(rec).to_str().unwrap()]));
+        assert!(
+            r.contains(&format!(
+                "host checks (hoptrace doctor): {}",
+                summary.headline()
+            )),
+            "{rec}: {r}"
+        );
+    }
+    let html = std::fs::read_to_string(out_dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("<td>host checks</td><td>hoptrace doctor: "),
+        "report.html"
+    );
+    // A recording made without the checks says so.
+    let r = text(&hoptrace(&[
+        "report",
+        out_dir.join("pub").to_str().unwrap(),
+    ]));
+    assert!(r.contains("host checks: not recorded"), "{r}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

@@ -19,7 +19,9 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use hoptrace_record::{HopColumn, RecordingMeta, RecordingReader, RecordingWriter, RotatePolicy};
+use hoptrace_record::{
+    DoctorSummary, HopColumn, RecordingMeta, RecordingReader, RecordingWriter, RotatePolicy,
+};
 
 use crate::sample_join::PublisherIndex;
 
@@ -37,7 +39,13 @@ pub struct JoinCounts {
 
 /// Join the publisher and subscriber recordings of one run into `out`
 /// (hops tx, rx, app). Subscriber rows without a publisher row keep `tx` empty.
-pub fn join_end_to_end(pub_rec: &Path, sub_rec: &Path, out: &Path) -> Result<JoinCounts> {
+/// `doctor` (the run's host checks) goes into the joined recording's metadata.
+pub fn join_end_to_end(
+    pub_rec: &Path,
+    sub_rec: &Path,
+    out: &Path,
+    doctor: Option<DoctorSummary>,
+) -> Result<JoinCounts> {
     let p = RecordingReader::open(pub_rec)
         .with_context(|| format!("opening the publisher recording {}", pub_rec.display()))?;
     let s = RecordingReader::open(sub_rec)
@@ -55,6 +63,7 @@ pub fn join_end_to_end(pub_rec: &Path, sub_rec: &Path, out: &Path) -> Result<Joi
     hops.extend(s.meta().hops.iter().cloned());
     let mut meta = RecordingMeta::for_this_host("lab-join", hops);
     meta.rate = s.meta().rate.or(p.meta().rate);
+    meta.doctor = doctor;
     meta.extra = serde_json::json!({
         "joined": [pub_rec.display().to_string(), sub_rec.display().to_string()],
         "key": "stream, epoch (publisher's, aligned per stream), smp_cnt",
@@ -166,7 +175,7 @@ mod tests {
         }
         rec.finish().unwrap();
 
-        let c = join_end_to_end(&p, &s, &o).unwrap();
+        let c = join_end_to_end(&p, &s, &o, None).unwrap();
         assert_eq!((c.sub_rows, c.matched), (expected, expected));
         assert_eq!(
             c.epoch_offsets,

@@ -15,6 +15,7 @@
 mod follow;
 pub mod forward;
 pub mod guest;
+mod host_checks;
 pub mod kvm_lab;
 pub mod lifecycle;
 mod load;

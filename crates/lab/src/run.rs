@@ -4,7 +4,9 @@
 //! binary itself inside its namespaces (`ip netns exec NS hoptrace ...`),
 //! which keeps it independent of their library APIs:
 //!
-//! 1. `lab up TOPOLOGY` (health-checked);
+//! 1. `lab up TOPOLOGY` (health-checked), then the host checks on the
+//!    hypervisor path (`hoptrace doctor`, see `host_checks.rs`) whose
+//!    summary every recording of the run carries;
 //! 2. `hoptrace trace --record` in the hypervisor namespace; a tracer that
 //!    fails is reported and the run goes on without it;
 //! 3. `sv subscribe --record` in the consumer and `sv publish --record` in the
@@ -209,6 +211,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
 
     // 2. tracer on the hypervisor hops
     let mut tracer = None;
+    let mut doctor = None;
     if let Ok(hyp) = st.namespace("hyp") {
         {
             // Only the hypervisor's path devices: ingress, the tap (or
@@ -219,6 +222,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
                 Topology::Vm => &["in0", "tap0"],
                 _ => &["in0", "out0"],
             };
+            doctor = crate::host_checks::run(exe, hyp, devs, &out, &mut res);
             let mut args: Vec<String> = vec![
                 "trace".into(),
                 "--record".into(),
@@ -230,6 +234,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             ];
             for dev in devs {
                 args.extend(["--iface".into(), dev.to_string()]);
+            }
+            if let Some(d) = &doctor {
+                args.extend(["--doctor-report".into(), d.to_string_lossy().into()]);
             }
             // macvlan hands multicast to its ports from a workqueue that can
             // hold a frame ~200 ms on a busy machine: a longer linger keeps
@@ -364,10 +371,12 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         // End to end: the publisher's TX stamps joined to the subscriber's rows.
         let e2e = out.join("e2e");
         if pc == Some(0) && sc == Some(0) {
-            let o = Command::new(exe)
-                .args(["lab", "join"])
-                .args([&pub_rec, &sub_rec, &e2e])
-                .output();
+            let mut join = Command::new(exe);
+            join.args(["lab", "join"]).args([&pub_rec, &sub_rec, &e2e]);
+            if let Some(d) = &doctor {
+                join.arg("--doctor-report").arg(d);
+            }
+            let o = join.output();
             match o {
                 Ok(o) if o.status.success() => {
                     note(

@@ -127,7 +127,12 @@ fn qemu_args(st: &LabState, accel: Accel, kernel: &Path, initrd: &Path) -> Vec<S
 /// serial console to `serial.log`.
 pub(crate) fn guest_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
     let share = share_dir(&st.name);
-    let mut a: Vec<String> = vec!["-name".into(), format!("hoptrace-{}", st.name)];
+    // debug-threads=on names the vCPU threads `CPU n/TCG` (`/KVM`), as
+    // libvirt does: `hoptrace doctor` tells them apart by those names.
+    let mut a: Vec<String> = vec![
+        "-name".into(),
+        format!("hoptrace-{},debug-threads=on", st.name),
+    ];
     for s in [
         "-smp",
         "1",

@@ -65,6 +65,8 @@ pub struct TraceOptions {
     /// statistics kept in the kernel (src/kstats.rs). No timelines, no
     /// recording.
     pub kernel_stats: bool,
+    /// `hoptrace doctor`'s summary of the host, stored in the recording's metadata.
+    pub doctor: Option<hoptrace_record::DoctorSummary>,
 }
 
 /// A screen that shows the statistics every second instead of the plain
@@ -177,6 +179,7 @@ impl Run<'_> {
         let mut meta = RecordingMeta::for_this_host("trace", cols);
         meta.command_line = self.opts.command_line.clone();
         meta.rate = Some(self.opts.rate);
+        meta.doctor = self.opts.doctor.clone();
         meta.extra_columns = vec![hoptrace_record::ExtraColumn::new(
             "cpu",
             "CPU of the last hop seen",

@@ -14,9 +14,11 @@
 //! - [`RecordingMeta`] { `format`, `format_version`, `producer`, `tool_version`,
 //!   `command_line`, `host`, `kernel`, `kernel_cmdline`, `isolcpus`, `nohz_full`,
 //!   `segment`, `start_realtime_ns`, `end_realtime_ns`, `rate`, `hops`,
-//!   `extra_columns`, `extra` }; [`RecordingMeta::for_this_host`]`(producer, hops)`,
+//!   `extra_columns`, `extra`, `doctor` }; [`RecordingMeta::for_this_host`]`(producer, hops)`,
 //!   `.hop_columns()`, `.hop_names()`, `.hop_index(name)`, `.extra_index(col)`,
 //!   `.stage_pairs()`, `.end_to_end()`, `.to_json()`, `RecordingMeta::from_json`.
+//! - [`DoctorSummary`] (`hoptrace doctor`'s counts per status and severity, failed ids):
+//!   optional, absent in recordings made without it; `.headline()`.
 //! - [`HopColumn`]`::new(name, `[`ClockDomain`]`, `[`StampSource`]`, location)`
 //!   (column `t_<name>`), [`ExtraColumn`]`::new(column, description)`.
 //!   [`ClockDomain`], [`StampSource`] and [`PacketStatus`] are the vocabulary
@@ -95,8 +97,8 @@ pub mod writer;
 
 pub use error::{RecordError, Result};
 pub use meta::{
-    cpu_list_from_cmdline, ClockDomain, ExtraColumn, HopColumn, RecordingMeta, StampSource, FORMAT,
-    FORMAT_VERSION, META_KEY,
+    cpu_list_from_cmdline, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary,
+    ExtraColumn, HopColumn, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,
 };
 pub use reader::{
     CutSegment, RecordBatches, RecordingReader, Rows, SegmentInfo, DEFAULT_BATCH_ROWS,

@@ -186,6 +186,68 @@ pub struct RecordingMeta {
     /// Producer-specific settings (free JSON object).
     #[serde(default = "empty_object")]
     pub extra: serde_json::Value,
+    /// What `hoptrace doctor` found on the host when the recording was made
+    /// (absent in recordings made without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doctor: Option<DoctorSummary>,
+}
+
+/// The compact result of `hoptrace doctor` kept in a recording: how many
+/// checks ended in each status, how many failed per severity, and which.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DoctorSummary {
+    /// Checks run.
+    pub checks: u32,
+    /// Checks per status.
+    pub status: DoctorStatusCounts,
+    /// Failed checks per severity.
+    pub failed_by_severity: DoctorSeverityCounts,
+    /// Ids of the failed checks, most severe first.
+    pub failed: Vec<String>,
+    /// Ids of the checks whose source could not be read.
+    pub unknown: Vec<String>,
+    /// What was checked: `host`, or the host and the path's interfaces and processes.
+    pub scope: String,
+    /// CLOCK_REALTIME ns when the checks ended.
+    pub time_realtime_ns: i64,
+}
+
+/// Checks per status (see `docs/doctor.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DoctorStatusCounts {
+    pub pass: u32,
+    pub warn: u32,
+    pub fail: u32,
+    pub unknown: u32,
+    pub disputed: u32,
+    #[serde(rename = "n/a")]
+    pub not_applicable: u32,
+}
+
+/// Failed checks per severity.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct DoctorSeverityCounts {
+    pub fatal: u32,
+    pub high: u32,
+    pub medium: u32,
+    pub info: u32,
+}
+
+impl DoctorSummary {
+    /// One line: `47 checks: 12 fail (1 fatal, 3 high, 8 medium), 9 warn, ...; failed: a, b`.
+    pub fn headline(&self) -> String {
+        let s = &self.status;
+        let f = &self.failed_by_severity;
+        let mut line = format!(
+            "{} checks ({}): {} fail ({} fatal, {} high, {} medium, {} info), {} warn, {} unknown, {} disputed, {} n/a, {} pass",
+            self.checks, self.scope, s.fail, f.fatal, f.high, f.medium, f.info, s.warn, s.unknown,
+            s.disputed, s.not_applicable, s.pass
+        );
+        if !self.failed.is_empty() {
+            line.push_str(&format!("; failed: {}", self.failed.join(", ")));
+        }
+        line
+    }
 }
 
 fn empty_object() -> serde_json::Value {
@@ -224,6 +286,7 @@ impl RecordingMeta {
             hops,
             extra_columns: Vec::new(),
             extra: empty_object(),
+            doctor: None,
         }
     }
 
@@ -326,6 +389,41 @@ mod tests {
         );
         assert_eq!(cpu_list_from_cmdline(c, "rcu_nocbs"), None);
         assert_eq!(cpu_list_from_cmdline("xisolcpus=1", "isolcpus"), None);
+    }
+
+    #[test]
+    fn metadata_without_a_doctor_summary_still_reads_and_one_with_it_round_trips() {
+        let mut m = RecordingMeta::for_this_host("test", vec![]);
+        let j = m.to_json();
+        assert!(!j.contains("\"doctor\""), "{j}");
+        assert_eq!(RecordingMeta::from_json(&j).unwrap().doctor, None);
+        m.doctor = Some(DoctorSummary {
+            checks: 3,
+            status: DoctorStatusCounts {
+                pass: 1,
+                fail: 1,
+                not_applicable: 1,
+                ..Default::default()
+            },
+            failed_by_severity: DoctorSeverityCounts {
+                fatal: 1,
+                ..Default::default()
+            },
+            failed: vec!["kernel.preempt_rt".into()],
+            unknown: vec![],
+            scope: "host".into(),
+            time_realtime_ns: 1,
+        });
+        let j = m.to_json();
+        assert!(j.contains("\"n/a\":1"), "{j}");
+        let back = RecordingMeta::from_json(&j).unwrap();
+        assert_eq!(back.doctor, m.doctor);
+        let line = back.doctor.unwrap().headline();
+        assert!(
+            line.starts_with("3 checks (host): 1 fail (1 fatal"),
+            "{line}"
+        );
+        assert!(line.ends_with("failed: kernel.preempt_rt"), "{line}");
     }
 
     #[test]

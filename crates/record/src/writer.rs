@@ -1,6 +1,6 @@
 //! Segmented, crash-tolerant Parquet writer.
 //!
-//! Mechanism: rows go into a `RowBuffer` (Arrow builders) holding at most
+//! Mechanism: rows go into a `RowBuffer` (Arrow builders, src/buffer.rs) holding at most
 //! one row group. When it is full (`row_group_rows` rows or `row_group_bytes`
 //! bytes) the batch is encoded and written to the open segment file
 //! `segment-NNNNNN.parquet.partial` as one Parquet row group, so memory stays

@@ -395,6 +395,13 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
             ),
             ("command line", p.command_line.join(" ")),
             ("report command", report.command_line.join(" ")),
+            (
+                "host checks",
+                p.doctor
+                    .as_ref()
+                    .map(|d| format!("hoptrace doctor: {}", d.headline()))
+                    .unwrap_or_else(|| "not recorded".into()),
+            ),
         ];
         for (k, v) in rows {
             let _ = write!(b, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));

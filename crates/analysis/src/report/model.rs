@@ -30,6 +30,8 @@ pub struct Provenance {
     pub segments: usize,
     /// Segments that could not be read (producer killed, truncated file).
     pub cut_segments: Vec<String>,
+    /// `hoptrace doctor`'s summary of the host, when the recording has one.
+    pub doctor: Option<hoptrace_record::DoctorSummary>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -158,6 +158,10 @@ pub fn render(report: &Report, markdown: bool) -> String {
                 p.segments
             ),
         ];
+        meta.push(match &p.doctor {
+            Some(d) => format!("host checks (hoptrace doctor): {}", d.headline()),
+            None => "host checks: not recorded (hoptrace doctor did not run for it)".into(),
+        });
         for c in &p.cut_segments {
             meta.push(format!("WARNING cut segment skipped: {c}"));
         }

@@ -7,6 +7,8 @@
 //! the ratatui view of [`live`]; `--plain` prints a text block per second.
 //! `--kernel-stats` keeps the statistics in the kernel instead of sending
 //! every hop to user space (hoptrace_probes::kstats); both views show them.
+//! With `--record`, the host checks (`hoptrace doctor`, host and the traced
+//! path) run first and their summary goes into the recording's metadata.
 
 mod live;
 
@@ -75,6 +77,19 @@ pub struct Args {
     /// SV sample rate (smpCnt wrap) for the epoch/seq columns (e.g. 4000, 4.8kHz).
     #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
     rate: u32,
+    /// With --record: take the host checks' summary for the recording from
+    /// this saved `hoptrace doctor --json` instead of running them.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "record",
+        conflicts_with = "no_doctor"
+    )]
+    doctor_report: Option<PathBuf>,
+    /// With --record: do not run the host checks (`hoptrace doctor`) before
+    /// attaching; the recording then carries no doctor summary.
+    #[arg(long, requires = "record")]
+    no_doctor: bool,
     /// Print the hop catalogue and exit.
     #[arg(long)]
     list_hops: bool,
@@ -125,6 +140,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
+    // The host checks run before the probes attach (their interval would
+    // otherwise be spent with the probes' own load on the CPUs).
+    let doctor = match (&args.record, args.no_doctor) {
+        (Some(_), false) => crate::doctor::summary_for_recording(
+            args.doctor_report.as_deref(),
+            &args.ifaces,
+            args.netns.as_deref(),
+        )?,
+        _ => None,
+    };
     let tty = std::io::stdout().is_terminal();
     if args.live && !tty {
         bail!("--live needs a terminal on stdout: use --plain for logs and pipes");
@@ -151,6 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|h| h.split(',').map(str::to_string).collect()),
         keep_timelines: false,
         kernel_stats: args.kernel_stats,
+        doctor,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;

@@ -159,6 +159,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         hops: None,
         keep_timelines: true,
         kernel_stats: false,
+        doctor: None,
     }
 }
 
