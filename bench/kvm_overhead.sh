@@ -18,7 +18,7 @@ h="$PWD/target/release/hoptrace"
 lab=kbench
 "$h" lab down "$lab" >/dev/null 2>&1 || true
 trap '"$h" lab down "$lab" >/dev/null 2>&1 || true' EXIT
-HOPTRACE_VM_BOOT_TIMEOUT=300 "$h" lab up kvm --name "$lab" | tail -3
+HOPTRACE_VM_BOOT_TIMEOUT=5min "$h" lab up kvm --name "$lab" | tail -3
 wl="hoptrace kvm workload --io $io --hlt $hlt --cpuid $cpuid --mmio $mmio"
 script="
 for r in \$(seq $rounds); do

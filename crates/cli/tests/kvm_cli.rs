@@ -53,7 +53,7 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
         .arg(&out)
         .args(["--io", &n.to_string(), "--hlt", &m.to_string()])
         .args(["--cpuid", &k.to_string(), "--mmio", &j.to_string()])
-        .env("HOPTRACE_VM_BOOT_TIMEOUT", "240")
+        .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
         .output()
         .expect("run hoptrace lab run kvm");
     let log = format!(

@@ -24,7 +24,7 @@ use lab_common::{assert_nothing_left, text, H};
 fn hoptrace(args: &[&str]) -> std::process::Output {
     Command::new(H)
         .args(args)
-        .env("HOPTRACE_VM_BOOT_TIMEOUT", "240")
+        .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
         .output()
         .expect("run hoptrace")
 }

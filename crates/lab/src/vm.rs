@@ -19,7 +19,7 @@
 //!    modules are loaded, `eth0` is up and the share is mounted; then 20
 //!    probe frames sent on pub:eth0 must raise the guest's `eth0` rx_packets
 //!    counter by at least 20 ([`probe_guest`]). The boot
-//!    timeout is 300 s (`HOPTRACE_VM_BOOT_TIMEOUT` in seconds overrides it).
+//!    timeout is 300 s (`HOPTRACE_VM_BOOT_TIMEOUT`, a duration such as `10min`, overrides it).
 //! 5. Results come back through a virtio-9p share, `<run dir>/share`, mounted
 //!    on `/mnt/host` in the guest. Commands are run in the guest as jobs
 //!    ([`GuestJob`]): the host writes `jobs/<id>.sh`, the guest's `/init`
