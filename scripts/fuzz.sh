@@ -29,7 +29,7 @@ for target in decode_frame read_capture read_scl kvm_format; do
   fi
   if [ "$target" = kvm_format ]; then
     # Start from the real kvm format files.
-    seeds=(../crates/kvm/tests/fixtures)
+    seeds=(../crates/exit-reasons/tests/fixtures)
   fi
   cargo fuzz run "$target" "corpus/$target" "${seeds[@]}" -- \
     -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 "${flags[@]}"

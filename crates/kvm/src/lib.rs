@@ -22,10 +22,8 @@
 //!   stat report` output for the cross-check of the nested lab.
 
 pub mod crosscheck;
-pub mod format;
 pub mod loader;
 pub mod perf_stat;
-pub mod reasons;
 pub mod recording;
 pub mod session;
 pub mod stats;
@@ -33,7 +31,7 @@ pub mod text;
 pub mod tracefs;
 pub mod workload;
 
-pub use reasons::{ExitReasons, Isa};
+pub use hoptrace_exit_reasons::{format, reasons, ExitReasons, Isa};
 
 #[allow(clippy::all, unused_imports, dead_code, missing_docs)]
 mod skel {
