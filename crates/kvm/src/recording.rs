@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn each_exit_becomes_a_row_with_its_vcpu_stream_reason_name_and_stamps() {
-        let bytes = include_bytes!("../tests/fixtures/kvm_exit-6.1-debian.format");
+        let bytes = include_bytes!("../../exit-reasons/tests/fixtures/kvm_exit-6.1-debian.format");
         let reasons = ExitReasons::from_format_bytes(bytes, "exit_reason").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let rec = dir.path().join("rec");

@@ -402,7 +402,7 @@ mod tests {
     use super::*;
 
     fn cat() -> Catalogue {
-        let bytes = include_bytes!("../tests/fixtures/kvm_exit-6.1-debian.format");
+        let bytes = include_bytes!("../../exit-reasons/tests/fixtures/kvm_exit-6.1-debian.format");
         Catalogue {
             exit: ExitReasons::from_format_bytes(bytes, "exit_reason").unwrap(),
             nested: [None, None],
