@@ -7,7 +7,7 @@
 # records the kernel RX stamp of every frame (on veth it is taken in the
 # sender's xmit, i.e. at departure), so all three are measured the same way.
 #
-# Metric (the definition of issue 3): the capture's schedule says when
+# Metric: the capture's schedule says when
 # frame k is due, s_k = k_instant * 250 us + stream * 1 us. The pacing error
 # of a frame is its actual send time minus its scheduled time; a late frame
 # counts as late, a compressed (catch-up) gap counts as early. Measured from

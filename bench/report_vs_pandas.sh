@@ -10,7 +10,7 @@
 # RSS and the pandas/hoptrace ratios, and checks that both agree on counts,
 # min, max and losses (percentiles within 0.1 %: hoptrace answers from
 # HdrHistogram beyond 2^20 values per stream and stage, see docs/report.md).
-# Targets (issue 5): >= 10x faster than pandas, < 1 GiB peak for hoptrace.
+# Targets: >= 10x faster than pandas, < 1 GiB peak for hoptrace.
 set -euo pipefail
 N=${1:-50000000}
 WORK=${2:-/tmp/hoptrace-bench-report}

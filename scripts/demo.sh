@@ -6,7 +6,7 @@
 #      subscribed with kernel timestamps, the recordings are joined end to end
 #      and reported (terminal report + HTML report), and the lab is removed;
 #   3. `hoptrace lab compare`: the same measurement on every topology (veth,
-#      bridge, macvtap, xdp, ovs) and the seed-004 table per stage and end to
+#      bridge, macvtap, xdp, ovs) and the comparison table per stage and end to
 #      end, with an HTML page of overlaid CDFs.
 #
 #   scripts/demo.sh [DURATION] [COMPARE_DURATION]     (defaults 5s and 3s)
@@ -41,7 +41,7 @@ else
   exit 1
 fi
 
-echo "demo: seed-004 comparison ($CMP_DURATION per topology):"
+echo "demo: comparison ($CMP_DURATION per topology):"
 "$H" lab compare --name "${LAB}c" --topologies veth,bridge,macvtap,xdp,ovs \
   --duration "$CMP_DURATION" --out "$OUT/compare" --html "$OUT/compare.html"
 echo "demo: comparison as HTML (table and overlaid CDFs): $OUT/compare.html"

@@ -15,6 +15,8 @@ export RUST_BACKTRACE=1
 # --test-threads=1 keeps the namespace labs of different tests from
 # competing for the two cores and the shared tracefs.
 cargo build --release --locked --bin hoptrace
+# The API docs build without warnings (stale intra-doc links fail here).
+RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps
 cargo test --release --locked --workspace -- --test-threads=1
 
 # Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).

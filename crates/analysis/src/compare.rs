@@ -1,4 +1,4 @@
-//! `compare`: one row per recording/configuration, the seed-004 table.
+//! `compare`: one row per recording/configuration, the comparison table.
 //!
 //! Each recording is analyzed twice: over all its data and over the chosen
 //! data range (`--from/--to` or `--skip-warmup`), when one is given. The

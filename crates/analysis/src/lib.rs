@@ -9,7 +9,7 @@
 //! - [`spikes`]: top-N table and periodic-stall detection;
 //! - [`analyzer`]: one streaming pass over Arrow batches;
 //! - [`report`]: the report model and its views (terminal, Markdown, JSON, HTML, exports);
-//! - [`compare`]: one row per recording (the seed-004 table);
+//! - [`compare`]: one row per recording (the comparison table);
 //! - [`correlate`]: join SV captures (pcap/pcapng) by sample identity into a recording.
 //!
 //! Definitions: `docs/report.md`; JSON schema: `docs/report-json.md`.

@@ -1,4 +1,4 @@
-//! `hoptrace compare`: one row per recording (the seed-004 table), over all
+//! `hoptrace compare`: one row per recording (the comparison table), over all
 //! data and over the chosen range. Thin wiring over `hoptrace_analysis::compare`.
 
 use std::path::PathBuf;

@@ -16,6 +16,8 @@ use crate::lab_compare::{self, RunRecordings};
 pub enum Command {
     /// Bring up a lab: veth, bridge, macvtap, xdp, ovs, vm or kvm.
     Up {
+        /// What sits between the publisher and the consumer.
+        #[arg(value_parser = topology_arg())]
         topology: Topology,
         /// Lab name (1-6 characters a-z0-9); namespaces are `ht-<name>-pub|hyp|vm0`.
         #[arg(long, default_value = "demo")]
@@ -23,17 +25,22 @@ pub enum Command {
     },
     /// Tear down a lab (or every lab and orphan with --all).
     Down {
+        /// The lab to remove (as given to `lab up --name`).
+        #[arg(required_unless_present = "all")]
         name: Option<String>,
-        #[arg(long)]
+        /// Remove every lab, then the orphans a killed lab left behind.
+        #[arg(long, conflicts_with = "name")]
         all: bool,
     },
     /// Show the labs that exist.
     Status,
     /// Run a command in a lab namespace: `lab exec demo vm -- hoptrace sv subscribe ...`.
     Exec {
+        /// The lab (as given to `lab up --name`).
         name: String,
         /// pub, hyp or vm (vm0).
         role: String,
+        /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
     },
@@ -41,6 +48,8 @@ pub enum Command {
     /// `kvm`: an L1 guest running KVM, an L2 workload with known exits,
     /// `hoptrace kvm` and `perf kvm stat` side by side (--io/--hlt/--cpuid/--mmio).
     Run {
+        /// What sits between the publisher and the consumer.
+        #[arg(value_parser = topology_arg())]
         topology: Topology,
         /// kvm: port writes of the L2 workload (io exits).
         #[arg(long, default_value_t = 20000)]
@@ -54,6 +63,7 @@ pub enum Command {
         /// kvm: MMIO writes of the L2 workload (nested page fault exits).
         #[arg(long, default_value_t = 10)]
         mmio: u32,
+        /// Number of SV streams the publisher sends.
         #[arg(long, default_value_t = 1)]
         streams: u16,
         /// Samples per second per stream (e.g. 4000, 4.8kHz).
@@ -65,26 +75,35 @@ pub enum Command {
         /// Background traffic through the same switch: none or udp.
         #[arg(long, default_value = "none")]
         load: String,
-        /// Output directory for recordings and logs.
+        /// Output directory for recordings and logs (default
+        /// `hoptrace-lab-TOPOLOGY` in the current directory; printed).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Lab name for this run (1-6 characters a-z0-9).
         #[arg(long, default_value = "run")]
         name: String,
     },
     /// Run several topologies in turn and print the comparison table.
     Compare {
+        /// Comma-separated topologies to run in turn (veth, bridge, macvtap,
+        /// xdp, ovs, vm).
         #[arg(long, default_value = "veth,bridge,macvtap,xdp,ovs")]
         topologies: String,
         /// How long the publisher sends on each topology (1ms to 1h, e.g. 3s).
         #[arg(long, default_value = "3s", value_parser = arg::duration)]
         duration: Duration,
+        /// Background traffic through the same switch: none or udp.
         #[arg(long, default_value = "none")]
         load: String,
+        /// Number of SV streams the publisher sends.
         #[arg(long, default_value_t = 1)]
         streams: u16,
         /// Samples per second per stream (e.g. 4000, 4.8kHz).
         #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
         rate: u32,
+        /// Directory for every run's recordings, one subdirectory per
+        /// topology (default `hoptrace-lab-compare` in the current
+        /// directory; printed).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Also write the table and the overlaid CDFs as an HTML page.
@@ -98,10 +117,13 @@ pub enum Command {
     /// recording with hops tx -> rx -> app (matched by stream, epoch, smpCnt).
     #[command(hide = true)]
     Join {
+        /// The publisher's recording (tx stamps).
         #[arg(value_name = "PUB_REC")]
         pub_rec: PathBuf,
+        /// The subscriber's recording (rx and app stamps).
         #[arg(value_name = "SUB_REC")]
         sub_rec: PathBuf,
+        /// Where the joined recording goes.
         #[arg(value_name = "OUT")]
         out: PathBuf,
         /// The run's `hoptrace doctor --json`, whose summary the joined recording keeps.
@@ -111,17 +133,30 @@ pub enum Command {
     /// (internal) Read a tap/macvtap like QEMU and forward frames into a veth.
     #[command(hide = true)]
     Forward {
+        /// The tap to read frames from.
         #[arg(long, conflicts_with = "macvtap")]
         tap: Option<String>,
+        /// The macvtap to read frames from (through its character device).
         #[arg(long)]
         macvtap: Option<String>,
+        /// Where the macvtap's character device node is created.
         #[arg(long, default_value = "/run/hoptrace/labs/dev")]
         node_dir: PathBuf,
+        /// The veth the frames are written to.
         #[arg(long)]
         to: String,
+        /// The lab this forwarder belongs to (for its process name).
         #[arg(long)]
         lab: Option<String>,
     },
+}
+
+/// The topology argument: clap lists the topologies in `--help` and in the
+/// error for an unknown one, from [`Topology::ALL`].
+fn topology_arg() -> impl clap::builder::TypedValueParser<Value = Topology> {
+    use clap::builder::{PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(Topology::ALL.map(|t| t.name()))
+        .map(|name| name.parse::<Topology>().expect("a name from Topology::ALL"))
 }
 
 fn code(c: i32) -> ExitCode {
@@ -282,6 +317,10 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             let stop = hoptrace_os::stop_flag()?;
             let list = hoptrace_lab::topology::parse_list(&topologies)?;
             let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
+            println!(
+                "lab compare: recordings of every run go to {}",
+                out.display()
+            );
             let env = Env::current()?;
             let mut runs = Vec::new();
             let mut failed = false;
@@ -326,7 +365,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                 }
             }
             let t = lab_compare::rows(&runs);
-            println!("\nseed-004 comparison, per stage and end to end (e2e tx..app):");
+            println!("\ncomparison, per stage and end to end (e2e tx..app):");
             print!("{}", hoptrace_analysis::compare::render(&t.rows, false));
             for n in &t.notes {
                 println!("lab compare: not in the table (hop not on this path): {n}");

@@ -1,4 +1,4 @@
-//! `hoptrace lab compare`'s seed-004 table, from the recordings of each run.
+//! `hoptrace lab compare`'s comparison table, from the recordings of each run.
 //!
 //! Every `lab run` leaves, per topology, a publisher recording (`pub`, hop
 //! `tx`: the SO_TIMESTAMPING TX stamp on pub:eth0), a subscriber recording

@@ -103,6 +103,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader of our output went away (`hoptrace sv dump ... | head`):
+        // like other Unix tools, stop quietly; there is nobody to tell.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("hoptrace: error: {err:#}");
             ExitCode::from(1)
@@ -110,11 +113,47 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether an error comes from writing to a pipe whose reader has closed it
+/// (EPIPE; Rust ignores SIGPIPE, so the write returns this error instead of
+/// killing the process).
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     //! The command definitions themselves, parsed as the binary parses them.
 
     use super::*;
+
+    /// Every argument of every subcommand, as `hoptrace SUBCOMMAND...: --flag`,
+    /// that `--help` would show without a line of help.
+    fn arguments_without_help(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" || arg.is_hide_set() {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path}: {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            arguments_without_help(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_flag_and_argument_of_every_command_has_help_text() {
+        use clap::CommandFactory;
+        let mut missing = Vec::new();
+        arguments_without_help(&Cli::command(), "hoptrace", &mut missing);
+        assert!(missing.is_empty(), "no help text:\n{}", missing.join("\n"));
+    }
 
     /// `hoptrace ARGS...`, parsed.
     fn parse(args: &[&str]) -> Command {

@@ -45,8 +45,10 @@ pub struct Args {
     /// Write a recording (one row per request) to this directory.
     #[arg(long)]
     pub record: Option<PathBuf>,
+    /// Pin the pinger to this CPU (e.g. an isolated one).
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Run the pinger SCHED_FIFO at this priority (1-99).
     #[arg(long)]
     pub fifo: Option<i32>,
     /// TOML configuration file ([ping] table); flags override it.

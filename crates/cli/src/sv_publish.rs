@@ -137,6 +137,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (None, Some(d)) => Some(Rate::per_second(rate).events_in(d)),
         (None, None) => None,
     };
+    // Refuse an impossible plan before saying what we are about to publish.
+    plan.validate()?;
     let cfg = publisher::PublishConfig {
         iface,
         plan,

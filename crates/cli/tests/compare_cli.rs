@@ -1,5 +1,5 @@
 //! `hoptrace compare` end to end: two recordings written by
-//! `hoptrace-record` with known end-to-end latencies, the seed-004 table
+//! `hoptrace-record` with known end-to-end latencies, the comparison table
 //! (one row per configuration: min/mean/max/stddev, p99, p99.9, counts above
 //! 500 us and 1 ms) checked against an independent computation, over all
 //! data and over a data range.
@@ -56,7 +56,7 @@ fn human(ns: i64) -> String {
 }
 
 #[test]
-fn seed_004_table_all_data_and_range() {
+fn the_comparison_table_shows_all_data_and_the_range() {
     let d = TempDir::new("cmp");
     let (ra, rb) = (d.path().join("a"), d.path().join("b"));
     let va = write(&ra, fast, false);

@@ -503,3 +503,48 @@ fn vlan_4094_is_accepted_and_4095_refused_alike_by_sv_pcap_sv_publish_and_a_conf
     assert!(err.contains(&reserved), "{err}");
     assert!(err.contains("publish.toml"), "the file is named: {err}");
 }
+
+/// `hoptrace sv dump FILE | head -2`: the reader leaves after two lines and
+/// the dump stops quietly, as other Unix tools do (no "Broken pipe" error,
+/// exit status 0), while the same dump into a reader that stays prints
+/// every line.
+#[test]
+fn sv_dump_into_a_reader_that_leaves_early_stops_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+
+    let dir = ScratchDir::new("epipe");
+    // 20000 frames: far more output than a pipe buffers, so the dump is
+    // still writing when `head` leaves.
+    let file = run_pcap(dir.path(), "many.pcap", &["--samples", "20000"]);
+    let mut dump = Command::new(BIN)
+        .args(["sv", "dump"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = dump.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout); // the reader leaves, as `head` does
+    let out = dump.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.to_lowercase().contains("broken pipe") && !stderr.contains("panicked"),
+        "sv dump told a reader that had left: {stderr}"
+    );
+    assert!(out.status.success(), "sv dump: {:?}, {stderr}", out.status);
+
+    let all = Command::new(BIN)
+        .args(["sv", "dump"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(all.status.success());
+    let lines = String::from_utf8_lossy(&all.stdout).lines().count();
+    assert!(
+        lines >= 20000,
+        "a reader that stays gets every frame: {lines} lines"
+    );
+}

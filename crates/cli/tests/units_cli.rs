@@ -119,3 +119,24 @@ fn a_duration_with_its_unit_is_taken_and_an_unknown_unit_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn sv_publish_refuses_a_rate_of_zero_before_announcing_anything() {
+    let out = hoptrace(&[
+        "sv",
+        "publish",
+        "--iface",
+        "lo",
+        "--rate",
+        "0",
+        "--duration",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "rate 0 was accepted: {stderr}");
+    assert!(stderr.contains("rate 0: use 2 to 65536"), "{stderr}");
+    assert!(
+        !stderr.contains("publishing"),
+        "the start line came before the refusal: {stderr}"
+    );
+}

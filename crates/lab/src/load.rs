@@ -1,5 +1,5 @@
-//! Background UDP load for `lab run --load udp` (seed 004 ran netperf beside
-//! the SV stream): a bounded blaster in the publisher's namespace sends
+//! Background UDP load for `lab run --load udp` (the comparison table's
+//! measurements ran netperf beside the SV stream): a bounded blaster in the publisher's namespace sends
 //! 1000-byte datagrams from 10.203.0.1 to the consumer's 10.203.0.2:9000,
 //! through the same switch as the SV frames and nowhere else; a socket in
 //! the consumer's namespace counts what arrived (zero is a failure: the
