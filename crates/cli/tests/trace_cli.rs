@@ -63,6 +63,12 @@ fn trace_list_backends_and_wrong_iface() {
             .any(|l| l.trim_start().starts_with("tp_btf") && l.contains("loads")),
         "{s}"
     );
+    // tp_btf loads here, so it is the one `trace` uses, and the listing says so.
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("used by `hoptrace trace`: tp_btf ")),
+        "{s}"
+    );
 
     let out = hoptrace(&["trace", "--iface", "ht-no-such-if0", "--duration", "1s"]);
     assert!(!out.status.success());

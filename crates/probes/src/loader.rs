@@ -418,9 +418,14 @@ pub fn describe_backends() -> Result<String> {
         let mut storage = MaybeUninit::<OpenObject>::uninit();
         open_and_load(&mut storage, backend, &wanted, &config).map(|_| ())
     };
-    for backend in [Backend::TpBtf, Backend::RawTp] {
+    let order = [Backend::TpBtf, Backend::RawTp];
+    let mut used = None;
+    for backend in order {
         let tai = loads(backend, true);
         let mono = loads(backend, false);
+        if used.is_none() && (tai.is_ok() || mono.is_ok()) {
+            used = Some(backend);
+        }
         let state = match (&tai, &mono) {
             (Ok(()), _) => "loads (clock TAI via bpf_ktime_get_tai_ns)".to_string(),
             (Err(_), Ok(())) => "loads (clock MONOTONIC; bpf_ktime_get_tai_ns refused)".to_string(),
@@ -432,6 +437,16 @@ pub fn describe_backends() -> Result<String> {
     }
     for p in crate::backends::probe_optional() {
         s.push_str(&format!("  {}\n", p.describe()));
+    }
+    let order = order.map(|b| b.name()).join(", then ");
+    match used {
+        Some(b) => s.push_str(&format!(
+            "used by `hoptrace trace`: {} (the first that loads: {order})\n",
+            b.name()
+        )),
+        None => s.push_str(&format!(
+            "used by `hoptrace trace`: none: neither {order} loads on this kernel (see above)\n"
+        )),
     }
     Ok(s)
 }
