@@ -165,65 +165,9 @@ fn code(c: i32) -> ExitCode {
 
 pub fn run(cmd: Command) -> Result<ExitCode> {
     match cmd {
-        Command::Up { topology, name } => {
-            let st = hoptrace_lab::up(topology, &name, &Env::current()?)?;
-            println!(
-                "lab `{}` up ({}): {}",
-                st.name,
-                st.topology,
-                st.path.join("; ")
-            );
-            for (role, ns) in &st.namespaces {
-                let iface = st
-                    .iface(role)
-                    .map(|i| format!(" iface {i}"))
-                    .unwrap_or_default();
-                println!("  {role:<4} {ns}{iface}");
-            }
-            for a in &st.xdp {
-                println!(
-                    "  xdp  {} id {} on {}:{} (`hoptrace lab status` shows its counters)",
-                    a.prog_name, a.prog_id, a.role, a.iface
-                );
-            }
-            if st.topology == "kvm" {
-                println!("KVM is loaded in the L1 guest: `hoptrace lab exec {} vm -- hoptrace kvm --plain --duration 10s` traces it; `hoptrace lab exec {0} vm -- hoptrace kvm workload` runs an L2 VM", st.name);
-            } else if st.topology == "vm" {
-                println!("health check passed: the guest said it is ready on its serial console (`lab exec {} vm -- CMD` runs CMD in it)", st.name);
-            } else {
-                println!("health check passed: probe frames sent on pub:eth0 arrived on vm0:eth0");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Down { name, all } => {
-            match (name, all) {
-                (_, true) => {
-                    let removed = hoptrace_lab::down_all();
-                    if removed.is_empty() {
-                        println!("nothing to remove");
-                    }
-                    for r in removed {
-                        println!("removed {r}");
-                    }
-                }
-                (Some(n), false) => {
-                    let st = hoptrace_lab::down(&n)?;
-                    println!("lab `{}` ({}) removed", st.name, st.topology);
-                }
-                (None, false) => bail!("say which lab: `hoptrace lab down NAME`, or `--all`"),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Status => {
-            let lines = hoptrace_lab::status();
-            if lines.is_empty() {
-                println!("no lab");
-            }
-            for l in lines {
-                println!("{l}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Up { topology, name } => up(topology, &name),
+        Command::Down { name, all } => down(name, all),
+        Command::Status => status(),
         Command::Exec { name, role, cmd } => Ok(code(hoptrace_lab::exec(&name, &role, &cmd)?)),
         Command::Run {
             topology: Topology::Kvm,
@@ -235,41 +179,13 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             name,
             ..
         } => {
-            let stop = hoptrace_os::stop_flag()?;
-            let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-kvm"));
             let w = hoptrace_lab::kvm_lab::Workload {
                 io,
                 hlt,
                 cpuid,
                 mmio,
             };
-            let mut problems =
-                hoptrace_lab::kvm_lab::run(&name, &w, &out, &Env::current()?, &stop)?;
-            let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
-            match hoptrace_kvm::crosscheck::crosscheck(
-                &read("kvm.json"),
-                &read("workload.json"),
-                &read("perf-kvm.txt"),
-            ) {
-                Ok(c) => {
-                    print!("{}", c.render());
-                    std::fs::write(
-                        out.join("crosscheck.json"),
-                        serde_json::to_string_pretty(&c)?,
-                    )?;
-                    problems.extend(c.problems);
-                }
-                Err(e) => problems.push(format!("cross-check: {e:#}")),
-            }
-            println!("lab run: outputs in {}", out.display());
-            for p in &problems {
-                eprintln!("lab run: FAILED: {p}");
-            }
-            Ok(if problems.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            run_kvm(&name, &w, out)
         }
         Command::Run {
             topology,
@@ -280,29 +196,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             name,
             ..
-        } => {
-            check_run_duration(duration)?;
-            let stop = hoptrace_os::stop_flag()?;
-            let opts = RunOptions {
-                topology,
-                name,
-                streams,
-                rate,
-                duration,
-                load: load.parse::<Load>()?,
-                out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
-            };
-            let res = hoptrace_lab::run::run(&opts, &Env::current()?, stop)?;
-            println!("lab run: outputs in {}", opts.out.display());
-            for f in &res.failures {
-                eprintln!("lab run: FAILED: {f}");
-            }
-            Ok(if res.failures.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
+        } => run_path(topology, streams, rate, duration, &load, out, name),
         Command::Compare {
             topologies,
             duration,
@@ -312,120 +206,291 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             html,
             name,
-        } => {
-            check_run_duration(duration)?;
-            let stop = hoptrace_os::stop_flag()?;
-            let list = hoptrace_lab::topology::parse_list(&topologies)?;
-            let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
-            println!(
-                "lab compare: recordings of every run go to {}",
-                out.display()
-            );
-            let env = Env::current()?;
-            let mut runs = Vec::new();
-            let mut failed = false;
-            for t in list {
-                if stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    bail!("interrupted");
-                }
-                let opts = RunOptions {
-                    topology: t,
-                    name: name.clone(),
-                    streams,
-                    rate,
-                    duration,
-                    load: load.parse::<Load>()?,
-                    out: out.join(t.name()),
-                };
-                println!("== {t}: {}", t.path());
-                match hoptrace_lab::run::run(&opts, &env, stop.clone()) {
-                    Ok(r) => {
-                        failed |= !r.failures.is_empty();
-                        for f in &r.failures {
-                            eprintln!("lab compare: {t}: FAILED: {f}");
-                        }
-                        let mut recs = Vec::new();
-                        for kind in ["e2e", "trace"] {
-                            match r.recordings.iter().find(|p| p.ends_with(kind)) {
-                                Some(p) if p.exists() => recs.push((kind.to_string(), p.clone())),
-                                _ => eprintln!(
-                                    "lab compare: {t}: no {kind} recording from this run (see the run's output above)"
-                                ),
-                            }
-                        }
-                        runs.push(RunRecordings {
-                            topology: t.name().to_string(),
-                            recordings: recs,
-                        });
-                    }
-                    Err(e) => {
-                        eprintln!("lab compare: {t}: {e:#}");
-                        failed = true;
-                    }
-                }
-            }
-            let t = lab_compare::rows(&runs);
-            println!("\ncomparison, per stage and end to end (e2e tx..app):");
-            print!("{}", hoptrace_analysis::compare::render(&t.rows, false));
-            for n in &t.notes {
-                println!("lab compare: not in the table (hop not on this path): {n}");
-            }
-            for p in &t.problems {
-                eprintln!("lab compare: FAILED: {p}");
-            }
-            failed |= !t.problems.is_empty() || t.rows.is_empty();
-            if let Some(h) = html {
-                lab_compare::write_html(&h, &t.rows, &t.curves)?;
-                println!("HTML comparison (table and overlaid CDFs): {}", h.display());
-            }
-            Ok(if failed {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
-        }
+        } => compare(
+            &topologies,
+            duration,
+            &load,
+            streams,
+            rate,
+            out,
+            html,
+            &name,
+        ),
         Command::Join {
             pub_rec,
             sub_rec,
             out,
             doctor_report,
-        } => {
-            let doctor = match &doctor_report {
-                Some(f) => crate::doctor::summary_for_recording(Some(f), &[], None)?,
-                None => None,
-            };
-            let c =
-                hoptrace_endpoints::e2e_join::join_end_to_end(&pub_rec, &sub_rec, &out, doctor)?;
-
-            println!(
-                "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
-                c.matched,
-                c.sub_rows,
-                out.display(),
-                hoptrace_endpoints::sample_join::format_offsets(&c.epoch_offsets),
-            );
-            if !c.unaligned_streams.is_empty() {
-                println!(
-                    "streams not in the publisher recording (or more than 0.5 s away from it at their first sample): {}",
-                    c.unaligned_streams.join(" ")
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => join(&pub_rec, &sub_rec, &out, doctor_report.as_deref()),
         Command::Forward {
             tap,
             macvtap,
             node_dir,
             to,
             lab: _,
-        } => {
-            let src = match (tap, macvtap) {
-                (Some(t), None) => hoptrace_lab::forward::Source::Tap(t),
-                (None, Some(m)) => hoptrace_lab::forward::Source::Macvtap { iface: m, node_dir },
-                _ => bail!("give --tap NAME or --macvtap NAME"),
-            };
-            hoptrace_lab::forward::run(&src, &to, None)?;
-            Ok(ExitCode::SUCCESS)
+        } => forward(tap, macvtap, node_dir, &to),
+    }
+}
+
+/// `lab up`: bring the lab up and say what is where.
+fn up(topology: Topology, name: &str) -> Result<ExitCode> {
+    let st = hoptrace_lab::up(topology, name, &Env::current()?)?;
+    println!(
+        "lab `{}` up ({}): {}",
+        st.name,
+        st.topology,
+        st.path.join("; ")
+    );
+    for (role, ns) in &st.namespaces {
+        let iface = st
+            .iface(role)
+            .map(|i| format!(" iface {i}"))
+            .unwrap_or_default();
+        println!("  {role:<4} {ns}{iface}");
+    }
+    for a in &st.xdp {
+        println!(
+            "  xdp  {} id {} on {}:{} (`hoptrace lab status` shows its counters)",
+            a.prog_name, a.prog_id, a.role, a.iface
+        );
+    }
+    if st.topology == "kvm" {
+        println!("KVM is loaded in the L1 guest: `hoptrace lab exec {} vm -- hoptrace kvm --plain --duration 10s` traces it; `hoptrace lab exec {0} vm -- hoptrace kvm workload` runs an L2 VM", st.name);
+    } else if st.topology == "vm" {
+        println!("health check passed: the guest said it is ready on its serial console (`lab exec {} vm -- CMD` runs CMD in it)", st.name);
+    } else {
+        println!("health check passed: probe frames sent on pub:eth0 arrived on vm0:eth0");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lab down NAME` or `lab down --all`.
+fn down(name: Option<String>, all: bool) -> Result<ExitCode> {
+    match (name, all) {
+        (_, true) => {
+            let removed = hoptrace_lab::down_all();
+            if removed.is_empty() {
+                println!("nothing to remove");
+            }
+            for r in removed {
+                println!("removed {r}");
+            }
+        }
+        (Some(n), false) => {
+            let st = hoptrace_lab::down(&n)?;
+            println!("lab `{}` ({}) removed", st.name, st.topology);
+        }
+        (None, false) => bail!("say which lab: `hoptrace lab down NAME`, or `--all`"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lab status`: the labs that exist.
+fn status() -> Result<ExitCode> {
+    let lines = hoptrace_lab::status();
+    if lines.is_empty() {
+        println!("no lab");
+    }
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lab run kvm`: the nested KVM lab and its cross-check against perf.
+fn run_kvm(
+    name: &str,
+    w: &hoptrace_lab::kvm_lab::Workload,
+    out: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let stop = hoptrace_os::stop_flag()?;
+    let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-kvm"));
+    let mut problems = hoptrace_lab::kvm_lab::run(name, w, &out, &Env::current()?, &stop)?;
+    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
+    match hoptrace_kvm::crosscheck::crosscheck(
+        &read("kvm.json"),
+        &read("workload.json"),
+        &read("perf-kvm.txt"),
+    ) {
+        Ok(c) => {
+            print!("{}", c.render());
+            std::fs::write(
+                out.join("crosscheck.json"),
+                serde_json::to_string_pretty(&c)?,
+            )?;
+            problems.extend(c.problems);
+        }
+        Err(e) => problems.push(format!("cross-check: {e:#}")),
+    }
+    println!("lab run: outputs in {}", out.display());
+    for p in &problems {
+        eprintln!("lab run: FAILED: {p}");
+    }
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `lab run TOPOLOGY` for a packet path: one measurement.
+fn run_path(
+    topology: Topology,
+    streams: u16,
+    rate: u32,
+    duration: Duration,
+    load: &str,
+    out: Option<PathBuf>,
+    name: String,
+) -> Result<ExitCode> {
+    check_run_duration(duration)?;
+    let stop = hoptrace_os::stop_flag()?;
+    let opts = RunOptions {
+        topology,
+        name,
+        streams,
+        rate,
+        duration,
+        load: load.parse::<Load>()?,
+        out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
+    };
+    let res = hoptrace_lab::run::run(&opts, &Env::current()?, stop)?;
+    println!("lab run: outputs in {}", opts.out.display());
+    for f in &res.failures {
+        eprintln!("lab run: FAILED: {f}");
+    }
+    Ok(if res.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `lab compare`: every topology in turn, then the comparison table.
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    topologies: &str,
+    duration: Duration,
+    load: &str,
+    streams: u16,
+    rate: u32,
+    out: Option<PathBuf>,
+    html: Option<PathBuf>,
+    name: &str,
+) -> Result<ExitCode> {
+    check_run_duration(duration)?;
+    let stop = hoptrace_os::stop_flag()?;
+    let list = hoptrace_lab::topology::parse_list(topologies)?;
+    let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
+    println!(
+        "lab compare: recordings of every run go to {}",
+        out.display()
+    );
+    let env = Env::current()?;
+    let mut runs = Vec::new();
+    let mut failed = false;
+    for t in list {
+        if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        let opts = RunOptions {
+            topology: t,
+            name: name.to_string(),
+            streams,
+            rate,
+            duration,
+            load: load.parse::<Load>()?,
+            out: out.join(t.name()),
+        };
+        println!("== {t}: {}", t.path());
+        match hoptrace_lab::run::run(&opts, &env, stop.clone()) {
+            Ok(r) => {
+                failed |= !r.failures.is_empty();
+                for f in &r.failures {
+                    eprintln!("lab compare: {t}: FAILED: {f}");
+                }
+                let mut recs = Vec::new();
+                for kind in ["e2e", "trace"] {
+                    match r.recordings.iter().find(|p| p.ends_with(kind)) {
+                        Some(p) if p.exists() => recs.push((kind.to_string(), p.clone())),
+                        _ => eprintln!(
+                            "lab compare: {t}: no {kind} recording from this run (see the run's output above)"
+                        ),
+                    }
+                }
+                runs.push(RunRecordings {
+                    topology: t.name().to_string(),
+                    recordings: recs,
+                });
+            }
+            Err(e) => {
+                eprintln!("lab compare: {t}: {e:#}");
+                failed = true;
+            }
         }
     }
+    let t = lab_compare::rows(&runs);
+    println!("\ncomparison, per stage and end to end (e2e tx..app):");
+    print!("{}", hoptrace_analysis::compare::render(&t.rows, false));
+    for n in &t.notes {
+        println!("lab compare: not in the table (hop not on this path): {n}");
+    }
+    for p in &t.problems {
+        eprintln!("lab compare: FAILED: {p}");
+    }
+    failed |= !t.problems.is_empty() || t.rows.is_empty();
+    if let Some(h) = html {
+        lab_compare::write_html(&h, &t.rows, &t.curves)?;
+        println!("HTML comparison (table and overlaid CDFs): {}", h.display());
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `lab join`: the publisher's TX stamps joined to the subscriber's rows.
+fn join(
+    pub_rec: &std::path::Path,
+    sub_rec: &std::path::Path,
+    out: &std::path::Path,
+    doctor_report: Option<&std::path::Path>,
+) -> Result<ExitCode> {
+    let doctor = match doctor_report {
+        Some(f) => crate::doctor::summary_for_recording(Some(f), &[], None)?,
+        None => None,
+    };
+    let c = hoptrace_endpoints::e2e_join::join_end_to_end(pub_rec, sub_rec, out, doctor)?;
+
+    println!(
+        "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
+        c.matched,
+        c.sub_rows,
+        out.display(),
+        hoptrace_endpoints::sample_join::format_offsets(&c.epoch_offsets),
+    );
+    if !c.unaligned_streams.is_empty() {
+        println!(
+            "streams not in the publisher recording (or more than 0.5 s away from it at their first sample): {}",
+            c.unaligned_streams.join(" ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `lab forward`: read a tap or macvtap like QEMU and forward into a veth.
+fn forward(
+    tap: Option<String>,
+    macvtap: Option<String>,
+    node_dir: PathBuf,
+    to: &str,
+) -> Result<ExitCode> {
+    let src = match (tap, macvtap) {
+        (Some(t), None) => hoptrace_lab::forward::Source::Tap(t),
+        (None, Some(m)) => hoptrace_lab::forward::Source::Macvtap { iface: m, node_dir },
+        _ => bail!("give --tap NAME or --macvtap NAME"),
+    };
+    hoptrace_lab::forward::run(&src, to, None)?;
+    Ok(ExitCode::SUCCESS)
 }

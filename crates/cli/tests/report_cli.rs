@@ -166,6 +166,21 @@ fn terminal_and_markdown() {
         assert!(t.contains(needle), "terminal lacks {needle}:\n{t}");
     }
     assert!(!t.contains("| --- |") && !t.contains("|---|"), "{t}");
+    // S2's a..b is -2 us at seq 50 with both hops on the TAI clock: the two
+    // hops were not causally ordered for that packet; not a clock problem.
+    assert!(
+        t.contains("a..b: 1 packets where b came before a (not causally ordered; same clock)"),
+        "{t}"
+    );
+    assert!(!t.contains("clock problem"), "{t}");
+    // Times are calendar times with the offset from the run's start, never
+    // raw nanoseconds since the epoch.
+    let raw_epoch_prefix = &T0.to_string()[..8];
+    assert!(!t.contains(raw_epoch_prefix), "raw epoch time in:\n{t}");
+    assert!(
+        t.contains(" TAI (+0.125000 s)"),
+        "worst packet of S1 at seq 500:\n{t}"
+    );
     let o = hoptrace(&["report", &rec, "--markdown"]);
     assert!(o.status.success(), "{}", show(&o));
     let m = stdout(&o);

@@ -195,8 +195,40 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     };
     let st = up(opts.topology, &opts.name, env)?;
     let _guard = Teardown(&st);
+    note_lab_up(opts, &st, &mut res);
+    let exe = &env.exe;
+
+    let (tracer, doctor) = match st.namespace("hyp") {
+        Ok(hyp) => start_tracer(opts, hyp, exe, &out, &mut res),
+        Err(_) => (None, None),
+    };
+    // The publisher's plan, checked before anything else is started.
+    publisher_plan(opts)
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid stream plan: {e}"))?;
+    let load = BackgroundLoad::start(opts, &st, &mut res)?;
+
+    if opts.topology == Topology::Vm {
+        crate::vm_run::sv_through_guest(&st, opts, exe, &out, &stop, &mut res)?;
+    } else {
+        sv_through_namespaces(&st, opts, exe, &out, doctor.as_deref(), &stop, &mut res)?;
+    }
+    note_xdp_counters(&st, &mut res);
+    load.finish(&mut res);
+    if let Some(tracer) = tracer {
+        finish_tracer(tracer, &out, &mut res);
+    }
+    if stop.load(Ordering::SeqCst) {
+        bail!("interrupted: the lab was torn down");
+    }
+    report(exe, &out, &mut res);
+    Ok(res)
+}
+
+/// The lab is up: say so, with the XDP programs it attached.
+fn note_lab_up(opts: &RunOptions, st: &LabState, res: &mut RunResult) {
     note(
-        &mut res,
+        res,
         format!("lab `{}` up: {}", st.name, opts.topology.path()),
     );
     if !st.xdp.is_empty() {
@@ -205,221 +237,160 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             .iter()
             .map(|a| format!("{} id {} on {}:{}", a.prog_name, a.prog_id, a.role, a.iface))
             .collect();
-        note(&mut res, format!("xdp programs: {}", progs.join(", ")));
+        note(res, format!("xdp programs: {}", progs.join(", ")));
     }
-    let exe = &env.exe;
+}
 
-    // 2. tracer on the hypervisor hops
-    let mut tracer = None;
-    let mut doctor = None;
-    if let Ok(hyp) = st.namespace("hyp") {
-        {
-            // Only the hypervisor's path devices: ingress, the tap (or
-            // macvtap) and the forwarder's egress (not the host's traffic).
-            let devs: &[&str] = match opts.topology {
-                Topology::Macvtap => &["in0", "mvt0", "out0"],
-                Topology::Bridge | Topology::Ovs => &["in0", "tap0", "out0"],
-                Topology::Vm => &["in0", "tap0"],
-                _ => &["in0", "out0"],
-            };
-            doctor = crate::host_checks::run(exe, hyp, devs, &out, &mut res);
-            let mut args: Vec<String> = vec![
-                "trace".into(),
-                "--record".into(),
-                out.join("trace").to_string_lossy().into(),
-                "--netns".into(),
-                hyp.to_string(),
-                "--rate".into(),
-                opts.rate.to_string(),
-            ];
-            for dev in devs {
-                args.extend(["--iface".into(), dev.to_string()]);
-            }
-            if let Some(d) = &doctor {
-                args.extend(["--doctor-report".into(), d.to_string_lossy().into()]);
-            }
-            // macvlan hands multicast to its ports from a workqueue that can
-            // hold a frame ~200 ms on a busy machine: a longer linger keeps
-            // those timelines whole instead of splitting them at `rx`.
-            if opts.topology == Topology::Macvtap {
-                args.extend(["--linger".into(), "1s".into()]);
-            }
-            // Only a cap: the lab stops the tracer with SIGINT once the
-            // publisher and subscriber are done (a late publisher would
-            // otherwise outlive a tight duration). vm: the guest subscriber
-            // starts slowly under TCG, hence the larger margin.
-            let margin = Duration::from_secs(if opts.topology == Topology::Vm {
-                180
-            } else {
-                30
-            });
-            args.extend([
-                "--duration".into(),
-                format_duration_exact(opts.duration * 4 + margin),
-            ]);
-            match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
-                Ok(c) => {
-                    note(
-                        &mut res,
-                        format!("tracer: hoptrace {} (in {hyp})", args.join(" ")),
-                    );
-                    // The tracer's per-second blocks, shown as they come.
-                    let live = LogFollower::start(out.join("trace.log"), "trace | ");
-                    tracer = Some((c, live));
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => note(
-                    &mut res,
-                    format!("tracer failed to start, continuing without it: {e:#}"),
-                ),
-            }
+/// The hypervisor's path devices the tracer watches: ingress, the tap (or
+/// macvtap) and the forwarder's egress (not the host's traffic).
+fn traced_devices(topology: Topology) -> &'static [&'static str] {
+    match topology {
+        Topology::Macvtap => &["in0", "mvt0", "out0"],
+        Topology::Bridge | Topology::Ovs => &["in0", "tap0", "out0"],
+        Topology::Vm => &["in0", "tap0"],
+        _ => &["in0", "out0"],
+    }
+}
+
+/// A running tracer and the follower that shows its per-second blocks.
+type Tracer = (Child, LogFollower);
+
+/// Runs the doctor on the path, then starts `hoptrace trace --record` on the
+/// hypervisor's devices. A tracer that does not start is noted and the run
+/// goes on without it. Returns the tracer and the doctor's report file.
+fn start_tracer(
+    opts: &RunOptions,
+    hyp: &str,
+    exe: &Path,
+    out: &Path,
+    res: &mut RunResult,
+) -> (Option<Tracer>, Option<PathBuf>) {
+    let devs = traced_devices(opts.topology);
+    let doctor = crate::host_checks::run(exe, hyp, devs, out, res);
+    let mut args: Vec<String> = vec![
+        "trace".into(),
+        "--record".into(),
+        out.join("trace").to_string_lossy().into(),
+        "--netns".into(),
+        hyp.to_string(),
+        "--rate".into(),
+        opts.rate.to_string(),
+    ];
+    for dev in devs {
+        args.extend(["--iface".into(), dev.to_string()]);
+    }
+    if let Some(d) = &doctor {
+        args.extend(["--doctor-report".into(), d.to_string_lossy().into()]);
+    }
+    // macvlan hands multicast to its ports from a workqueue that can
+    // hold a frame ~200 ms on a busy machine: a longer linger keeps
+    // those timelines whole instead of splitting them at `rx`.
+    if opts.topology == Topology::Macvtap {
+        args.extend(["--linger".into(), "1s".into()]);
+    }
+    // Only a cap: the lab stops the tracer with SIGINT once the
+    // publisher and subscriber are done (a late publisher would
+    // otherwise outlive a tight duration). vm: the guest subscriber
+    // starts slowly under TCG, hence the larger margin.
+    let margin = Duration::from_secs(if opts.topology == Topology::Vm {
+        180
+    } else {
+        30
+    });
+    args.extend([
+        "--duration".into(),
+        format_duration_exact(opts.duration * 4 + margin),
+    ]);
+    match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
+        Ok(c) => {
+            note(
+                res,
+                format!("tracer: hoptrace {} (in {hyp})", args.join(" ")),
+            );
+            // The tracer's per-second blocks, shown as they come.
+            let live = LogFollower::start(out.join("trace.log"), "trace | ");
+            std::thread::sleep(Duration::from_secs(1));
+            (Some((c, live)), doctor)
+        }
+        Err(e) => {
+            note(
+                res,
+                format!("tracer failed to start, continuing without it: {e:#}"),
+            );
+            (None, doctor)
         }
     }
+}
 
-    // The publisher's plan, checked before anything else is started.
-    let plan = StreamPlan {
+/// The publisher's stream plan for this run.
+fn publisher_plan(opts: &RunOptions) -> StreamPlan {
+    StreamPlan {
         streams: opts.streams,
         rate: opts.rate,
         samples: ((opts.rate as f64) * opts.duration.as_secs_f64()).ceil() as u64,
         ..Default::default()
-    };
-    plan.validate()
-        .map_err(|e| anyhow::anyhow!("invalid stream plan: {e}"))?;
+    }
+}
 
-    // 4. background load
-    let load_stop = Arc::new(AtomicBool::new(false));
-    let sink_stop = Arc::new(AtomicBool::new(false));
-    let sink = if opts.load == Load::Udp {
+/// Background UDP traffic through the same switch (`--load udp`): a blaster
+/// in the publisher's namespace and a sink in the consumer's that counts
+/// what crossed.
+struct BackgroundLoad {
+    load_stop: Arc<AtomicBool>,
+    sink_stop: Arc<AtomicBool>,
+    blaster: Option<std::thread::JoinHandle<Result<Result<u64>>>>,
+    sink: Option<std::thread::JoinHandle<Result<Result<u64>>>>,
+}
+
+impl BackgroundLoad {
+    fn start(opts: &RunOptions, st: &LabState, res: &mut RunResult) -> Result<BackgroundLoad> {
+        let mut load = BackgroundLoad {
+            load_stop: Arc::new(AtomicBool::new(false)),
+            sink_stop: Arc::new(AtomicBool::new(false)),
+            blaster: None,
+            sink: None,
+        };
+        if opts.load != Load::Udp {
+            return Ok(load);
+        }
         // The consumer counts the datagrams that crossed the switch.
         let ns = Netns::adopt(st.namespace("vm0")?).keep();
-        let ss = sink_stop.clone();
+        let ss = load.sink_stop.clone();
         let bound = Arc::new(AtomicBool::new(false));
         let b = bound.clone();
         let h = std::thread::spawn(move || ns.run_in(move || crate::load::udp_sink(&ss, &b)));
         while !bound.load(Ordering::SeqCst) && !h.is_finished() {
             std::thread::sleep(Duration::from_millis(5));
         }
-        Some(h)
-    } else {
-        None
-    };
-    let load = if opts.load == Load::Udp {
+        load.sink = Some(h);
         let ns = Netns::adopt(st.namespace("pub")?).keep();
         let dur = opts.duration;
-        let ls = load_stop.clone();
-        note(&mut res, "load: UDP 1000-byte datagrams at 10000/s from 10.203.0.1 to 10.203.0.2:9000 (lab only)".into());
-        Some(std::thread::spawn(move || {
+        let ls = load.load_stop.clone();
+        note(res, "load: UDP 1000-byte datagrams at 10000/s from 10.203.0.1 to 10.203.0.2:9000 (lab only)".into());
+        load.blaster = Some(std::thread::spawn(move || {
             ns.run_in(move || crate::load::udp_blast(dur, 10_000, &ls))
-        }))
-    } else {
-        None
-    };
+        }));
+        Ok(load)
+    }
 
-    if opts.topology == Topology::Vm {
-        crate::vm_run::sv_through_guest(&st, opts, exe, &out, &stop, &mut res)?;
-    } else {
-        let vm = st.namespace("vm0")?.to_string();
-        let publ = st.namespace("pub")?.to_string();
-        let sub_rec = out.join("sub");
-        let pub_rec = out.join("pub");
-        let mut sargs: Vec<String> = vec![
-            "sv".into(),
-            "subscribe".into(),
-            "--iface".into(),
-            "eth0".into(),
-            "--record".into(),
-            sub_rec.to_string_lossy().into(),
-        ];
-        // A safety cap only: the subscriber is stopped (SIGINT, it closes
-        // its recording) 1 s after the publisher ends, however late a
-        // loaded machine made the publisher.
-        sargs.extend([
-            "--duration".into(),
-            format_duration_exact(opts.duration * 4 + Duration::from_secs(60)),
-        ]);
-        let pargs = publish_args(opts, &pub_rec);
-        note(
-            &mut res,
-            format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),
-        );
-        let mut sub = spawn_in(&vm, exe, &sargs, &out.join("subscribe.log"))?;
-        std::thread::sleep(Duration::from_millis(1000));
-        note(
-            &mut res,
-            format!("publisher: hoptrace {} (in {publ})", pargs.join(" ")),
-        );
-        let mut publisher = spawn_in(&publ, exe, &pargs, &out.join("publish.log"))?;
-        let pc = wait_child(
-            &mut publisher,
-            opts.duration + Duration::from_secs(20),
-            &stop,
-        );
-        let sc = wait_child(&mut sub, Duration::from_secs(1), &stop);
-        for (what, code, log) in [
-            ("sv publish", pc, "publish.log"),
-            ("sv subscribe", sc, "subscribe.log"),
-        ] {
-            let text = std::fs::read_to_string(out.join(log)).unwrap_or_default();
-            print!("{text}");
-            if code != Some(0) {
-                res.failures.push(format!(
-                    "{what} exited with {code:?} (log: {})",
-                    out.join(log).display()
-                ));
+    /// Stops the blaster, lets the last datagrams drain, stops the sink and
+    /// notes what each counted.
+    fn finish(self, res: &mut RunResult) {
+        self.load_stop.store(true, Ordering::SeqCst);
+        if let Some(l) = self.blaster {
+            match l.join() {
+                Ok(Ok(Ok(n))) => note(res, format!("load: {n} UDP datagrams sent")),
+                Ok(Ok(Err(e))) | Ok(Err(e)) => res.failures.push(format!("UDP load: {e:#}")),
+                Err(_) => res.failures.push("UDP load thread panicked".into()),
             }
         }
-        // End to end: the publisher's TX stamps joined to the subscriber's rows.
-        let e2e = out.join("e2e");
-        if pc == Some(0) && sc == Some(0) {
-            let mut join = Command::new(exe);
-            join.args(["lab", "join"]).args([&pub_rec, &sub_rec, &e2e]);
-            if let Some(d) = &doctor {
-                join.arg("--doctor-report").arg(d);
-            }
-            let o = join.output();
-            match o {
-                Ok(o) if o.status.success() => {
-                    note(
-                        &mut res,
-                        String::from_utf8_lossy(&o.stdout).trim().to_string(),
-                    );
-                    res.recordings.push(e2e);
-                }
-                Ok(o) => res.failures.push(format!(
-                    "joining the publisher and subscriber recordings: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                )),
-                Err(e) => res.failures.push(format!("hoptrace lab join: {e}")),
-            }
-        }
-        res.recordings.extend([pub_rec, sub_rec]);
-    }
-    match crate::xdp::counters(&st) {
-        Ok(Some(c)) => {
-            note(&mut res, c.to_string());
-            res.xdp = Some(c);
-        }
-        Ok(None) => {}
-        Err(e) => res
-            .failures
-            .push(format!("reading the XDP counters: {e:#}")),
-    }
-    load_stop.store(true, Ordering::SeqCst);
-    if let Some(l) = load {
-        match l.join() {
-            Ok(Ok(Ok(n))) => note(&mut res, format!("load: {n} UDP datagrams sent")),
-            Ok(Ok(Err(e))) | Ok(Err(e)) => res.failures.push(format!("UDP load: {e:#}")),
-            Err(_) => res.failures.push("UDP load thread panicked".into()),
-        }
-    }
-    if let Some(h) = sink {
-        // Let the last datagrams drain through the switch.
+        let Some(h) = self.sink else { return };
         std::thread::sleep(Duration::from_millis(500));
-        sink_stop.store(true, Ordering::SeqCst);
+        self.sink_stop.store(true, Ordering::SeqCst);
         match h.join() {
             Ok(Ok(Ok(n))) => {
                 note(
-                    &mut res,
+                    res,
                     format!(
                         "load: {n} UDP datagrams received by the consumer (vm0 10.203.0.2:9000)"
                     ),
@@ -433,27 +404,138 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
             Err(_) => res.failures.push("UDP load sink thread panicked".into()),
         }
     }
-    if let Some((mut t, live)) = tracer {
-        let code = wait_child(&mut t, Duration::from_secs(5), &AtomicBool::new(true));
-        live.finish();
-        if matches!(code, Some(0) | Some(130)) || code.is_none() {
-            res.recordings.push(out.join("trace"));
-        } else {
-            note(
-                &mut res,
-                format!(
-                    "tracer exited with {code:?}; continuing without it (log: {})",
-                    out.join("trace.log").display()
-                ),
-            );
+}
+
+/// SV from the publisher's namespace to a subscriber in the consumer's
+/// namespace, both recording; then their recordings joined end to end.
+fn sv_through_namespaces(
+    st: &LabState,
+    opts: &RunOptions,
+    exe: &Path,
+    out: &Path,
+    doctor: Option<&Path>,
+    stop: &AtomicBool,
+    res: &mut RunResult,
+) -> Result<()> {
+    let vm = st.namespace("vm0")?.to_string();
+    let publ = st.namespace("pub")?.to_string();
+    let sub_rec = out.join("sub");
+    let pub_rec = out.join("pub");
+    let mut sargs: Vec<String> = vec![
+        "sv".into(),
+        "subscribe".into(),
+        "--iface".into(),
+        "eth0".into(),
+        "--record".into(),
+        sub_rec.to_string_lossy().into(),
+    ];
+    // A safety cap only: the subscriber is stopped (SIGINT, it closes
+    // its recording) 1 s after the publisher ends, however late a
+    // loaded machine made the publisher.
+    sargs.extend([
+        "--duration".into(),
+        format_duration_exact(opts.duration * 4 + Duration::from_secs(60)),
+    ]);
+    let pargs = publish_args(opts, &pub_rec);
+    note(
+        res,
+        format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),
+    );
+    let mut sub = spawn_in(&vm, exe, &sargs, &out.join("subscribe.log"))?;
+    std::thread::sleep(Duration::from_millis(1000));
+    note(
+        res,
+        format!("publisher: hoptrace {} (in {publ})", pargs.join(" ")),
+    );
+    let mut publisher = spawn_in(&publ, exe, &pargs, &out.join("publish.log"))?;
+    let pc = wait_child(
+        &mut publisher,
+        opts.duration + Duration::from_secs(20),
+        stop,
+    );
+    let sc = wait_child(&mut sub, Duration::from_secs(1), stop);
+    for (what, code, log) in [
+        ("sv publish", pc, "publish.log"),
+        ("sv subscribe", sc, "subscribe.log"),
+    ] {
+        let text = std::fs::read_to_string(out.join(log)).unwrap_or_default();
+        print!("{text}");
+        if code != Some(0) {
+            res.failures.push(format!(
+                "{what} exited with {code:?} (log: {})",
+                out.join(log).display()
+            ));
         }
     }
-    if stop.load(Ordering::SeqCst) {
-        bail!("interrupted: the lab was torn down");
+    if pc == Some(0) && sc == Some(0) {
+        join_end_to_end(exe, &pub_rec, &sub_rec, &out.join("e2e"), doctor, res);
     }
+    res.recordings.extend([pub_rec, sub_rec]);
+    Ok(())
+}
 
-    // 5. report
-    // The joined e2e recording replaces pub and sub (it holds their hops).
+/// End to end: the publisher's TX stamps joined to the subscriber's rows.
+fn join_end_to_end(
+    exe: &Path,
+    pub_rec: &Path,
+    sub_rec: &Path,
+    e2e: &Path,
+    doctor: Option<&Path>,
+    res: &mut RunResult,
+) {
+    let mut join = Command::new(exe);
+    join.args(["lab", "join"]).args([pub_rec, sub_rec, e2e]);
+    if let Some(d) = doctor {
+        join.arg("--doctor-report").arg(d);
+    }
+    match join.output() {
+        Ok(o) if o.status.success() => {
+            note(res, String::from_utf8_lossy(&o.stdout).trim().to_string());
+            res.recordings.push(e2e.to_path_buf());
+        }
+        Ok(o) => res.failures.push(format!(
+            "joining the publisher and subscriber recordings: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => res.failures.push(format!("hoptrace lab join: {e}")),
+    }
+}
+
+/// The XDP programs' own counters, where the topology has them.
+fn note_xdp_counters(st: &LabState, res: &mut RunResult) {
+    match crate::xdp::counters(st) {
+        Ok(Some(c)) => {
+            note(res, c.to_string());
+            res.xdp = Some(c);
+        }
+        Ok(None) => {}
+        Err(e) => res
+            .failures
+            .push(format!("reading the XDP counters: {e:#}")),
+    }
+}
+
+/// Stops the tracer (SIGINT through its deadline) and keeps its recording
+/// when it ended cleanly.
+fn finish_tracer((mut t, live): Tracer, out: &Path, res: &mut RunResult) {
+    let code = wait_child(&mut t, Duration::from_secs(5), &AtomicBool::new(true));
+    live.finish();
+    if matches!(code, Some(0) | Some(130)) || code.is_none() {
+        res.recordings.push(out.join("trace"));
+    } else {
+        note(
+            res,
+            format!(
+                "tracer exited with {code:?}; continuing without it (log: {})",
+                out.join("trace.log").display()
+            ),
+        );
+    }
+}
+
+/// `hoptrace report` over the run's recordings, with an HTML page. The
+/// joined e2e recording replaces pub and sub (it holds their hops).
+fn report(exe: &Path, out: &Path, res: &mut RunResult) {
     let has_e2e = res.recordings.iter().any(|p| p.ends_with("e2e"));
     let recs: Vec<PathBuf> = res
         .recordings
@@ -462,34 +544,28 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         .filter(|p| !(has_e2e && (p.ends_with("pub") || p.ends_with("sub"))))
         .cloned()
         .collect();
-    if !recs.is_empty() {
-        let html = out.join("report.html");
-        let mut c = Command::new(exe);
-        c.arg("report").args(&recs).arg("--html").arg(&html);
-        res.html = Some(html);
-        note(
-            &mut res,
-            format!(
-                "report: hoptrace report {}",
-                recs.iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
-        );
-        match c.status() {
-            Ok(s) if s.success() => {
-                if let Some(h) = res.html.clone() {
-                    note(&mut res, format!("HTML report: {}", h.display()));
-                }
-            }
-            Ok(s) => res
-                .failures
-                .push(format!("hoptrace report exited with {s}")),
-            Err(e) => res.failures.push(format!("hoptrace report: {e}")),
-        }
-    } else {
-        note(&mut res, "report: no recording to report on".into());
+    if recs.is_empty() {
+        note(res, "report: no recording to report on".into());
+        return;
     }
-    Ok(res)
+    let html = out.join("report.html");
+    let mut c = Command::new(exe);
+    c.arg("report").args(&recs).arg("--html").arg(&html);
+    let listed: Vec<String> = recs.iter().map(|p| p.display().to_string()).collect();
+    note(res, format!("report: hoptrace report {}", listed.join(" ")));
+    match c.status() {
+        Ok(s) if s.success() => {
+            note(res, format!("HTML report: {}", html.display()));
+            res.html = Some(html);
+        }
+        Ok(s) => {
+            res.html = Some(html);
+            res.failures
+                .push(format!("hoptrace report exited with {s}"));
+        }
+        Err(e) => {
+            res.html = Some(html);
+            res.failures.push(format!("hoptrace report: {e}"));
+        }
+    }
 }

@@ -47,6 +47,7 @@
 pub mod arg;
 pub mod de;
 mod duration;
+mod instant;
 mod number;
 mod rate;
 mod size;
@@ -55,6 +56,7 @@ pub use duration::{
     format_duration, format_duration_exact, format_duration_ns, parse_duration, parse_duration_ns,
     parse_signed_duration_ns, DURATION_FORMS,
 };
+pub use instant::format_instant;
 pub use rate::{format_rate, parse_rate, parse_whole_rate, Rate, RATE_FORMS};
 pub use size::{format_size, parse_size, SIZE_FORMS};
 

@@ -9,9 +9,9 @@
 
 use std::fmt::Write;
 
-use crate::report::model::{Report, StatsSummary};
+use crate::report::model::{Report, RunReport, StageReport, StatsSummary, StreamReport};
 use crate::stats::Percentile;
-use hoptrace_units::format_duration_ns;
+use hoptrace_units::{format_duration_ns, format_instant};
 
 /// `p50`, `p99.9`, `p99.999`.
 pub fn pct_label(p: f64) -> String {
@@ -114,21 +114,54 @@ fn table(out: &mut String, rows: &[Vec<String>], markdown: bool) {
 
 /// Render as terminal text (`markdown = false`) or Markdown.
 pub fn render(report: &Report, markdown: bool) -> String {
-    let mut out = String::new();
-    let h = |out: &mut String, level: usize, title: &str| {
-        if markdown {
-            let _ = writeln!(out, "{} {title}\n", "#".repeat(level));
-        } else {
-            let _ = writeln!(out, "{title}");
-        }
+    let mut t = Text {
+        out: String::new(),
+        markdown,
     };
-    h(
-        &mut out,
+    t.heading(
         1,
         &format!("hoptrace report (tool {})", report.tool_version),
     );
+    let _ = writeln!(t.out, "data range: {}\n", window_text(report));
+    for run in &report.runs {
+        t.heading(2, &format!("recording {}", run.provenance.path));
+        t.items(&run_meta(run));
+        t.out.push('\n');
+        for s in &run.streams {
+            t.stream(report, run, s);
+        }
+        if run.streams.len() > 1 {
+            t.heading(3, "all streams");
+            t.stage_table(report, run.all_streams.iter().map(|s| (&s.stage, &s.stats)));
+        }
+        if !run.top.is_empty() {
+            t.heading(3, &format!("top {} latencies", run.top.len()));
+            t.top_table(run);
+        }
+    }
+    if !report.merged.is_empty() {
+        t.heading(2, "merged over all recordings");
+        t.stage_table(report, report.merged.iter().map(|s| (&s.stage, &s.stats)));
+    }
+    let _ = writeln!(t.out, "(x)* = not meaningful: fewer than 10/(1-p) samples; percentiles are nearest-rank (docs/report.md)");
+    if let Some(g) = &report.gate {
+        let _ = writeln!(
+            t.out,
+            "\nGATE {}: max latency {} on {}: {} (worst {})",
+            if g.passed { "PASS" } else { "FAIL" },
+            format_duration_ns(g.max_latency_ns),
+            g.stages.join(", "),
+            g.reason,
+            opt(g.worst_ns)
+        );
+    }
+    t.out
+}
+
+/// Which samples the report covers.
+fn window_text(report: &Report) -> String {
     let w = &report.window;
-    let window = if w.skip_warmup > 0 {
+    if w.skip_warmup > 0 {
         format!("first {} samples of each stream skipped", w.skip_warmup)
     } else if w.from_ns.is_some() || w.to_ns.is_some() {
         format!(
@@ -140,179 +173,205 @@ pub fn render(report: &Report, markdown: bool) -> String {
         )
     } else {
         "all samples".into()
-    };
-    let _ = writeln!(out, "data range: {window}\n");
-    for run in &report.runs {
-        let p = &run.provenance;
-        h(&mut out, 2, &format!("recording {}", p.path));
-        let mut meta = vec![
-            format!(
-                "producer {} (tool {}), host {}, kernel {}",
-                p.producer, p.tool_version, p.host, p.kernel
-            ),
-            format!("command: {}", p.command_line.join(" ")),
-            format!(
-                "isolcpus: {}, nohz_full: {}, segments: {}",
-                p.isolcpus.as_deref().unwrap_or("-"),
-                p.nohz_full.as_deref().unwrap_or("-"),
-                p.segments
-            ),
-        ];
-        meta.push(match &p.doctor {
-            Some(d) => format!("host checks (hoptrace doctor): {}", d.headline()),
-            None => "host checks: not recorded (hoptrace doctor did not run for it)".into(),
-        });
-        for c in &p.cut_segments {
-            meta.push(format!("WARNING cut segment skipped: {c}"));
-        }
-        let hops: Vec<String> = run
-            .hops
-            .iter()
-            .map(|x| format!("{} [{} {}: {}]", x.name, x.clock, x.source, x.location))
-            .collect();
-        meta.push(format!("hops: {}", hops.join(" -> ")));
-        for s in &run.stages {
-            if s.mixed_clocks {
-                meta.push(format!(
-                    "WARNING stage {} mixes clock domains: only as good as their synchronization",
-                    s.name
-                ));
-            }
-        }
-        for m in meta {
-            let _ = writeln!(out, "{}{m}", if markdown { "- " } else { "  " });
-        }
-        out.push('\n');
-        for s in &run.streams {
-            h(&mut out, 3, &format!("stream {}", s.name));
-            let q = &s.sequence;
-            let _ = writeln!(
-                out,
-                "{}rows {} (excluded by warm-up/window {}), unique {}, lost {}, duplicated {}, reordered {}, status {}",
-                if markdown { "" } else { "  " },
-                s.rows,
-                s.excluded,
-                q.unique,
-                q.lost,
-                q.duplicated,
-                q.reordered,
-                s.status.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
-            );
-            let pc = &s.pacing;
-            let _ = writeln!(
-                out,
-                "{}pacing (first-hop inter-arrival): mean {}, stddev {}, min {}, max {}\n",
-                if markdown { "" } else { "  " },
-                optf(pc.mean_ns),
-                optf(pc.stddev_ns),
-                opt(pc.min_ns),
-                opt(pc.max_ns)
-            );
-            let mut rows = vec![headers(report, "stage")];
-            for st in &s.stages {
-                let mut r = vec![st.stage.clone()];
-                r.extend(stats_cells(&st.stats));
-                rows.push(r);
-            }
-            table(&mut out, &rows, markdown);
-            for st in &s.stages {
-                if let (Some(m), Some(pk)) = (st.stats.max_ns, &st.stats.max_packet) {
-                    let _ = writeln!(
-                        out,
-                        "{}max {} {}: smpCnt {} epoch {} seq {} at t={}ns",
-                        if markdown { "- " } else { "  " },
-                        st.stage,
-                        format_duration_ns(m),
-                        pk.smp_cnt.map_or("-".into(), |x| x.to_string()),
-                        pk.epoch.map_or("-".into(), |x| x.to_string()),
-                        pk.seq,
-                        pk.time_ns
-                    );
-                }
-                if st.stats.negative_count > 0 {
-                    let _ = writeln!(
-                        out,
-                        "{}WARNING {}: {} negative latencies (clock problem), min {}",
-                        if markdown { "- " } else { "  " },
-                        st.stage,
-                        st.stats.negative_count,
-                        opt(st.stats.min_ns)
-                    );
-                }
-                if let Some(ps) = &st.periodic_stall {
-                    let _ = writeln!(
-                        out,
-                        "{}periodic stall on {}: every {} ({} stalls, {} of {} intervals match)",
-                        if markdown { "- " } else { "  " },
-                        st.stage,
-                        format_duration_ns(ps.period_ns),
-                        ps.stalls,
-                        ps.matching_intervals,
-                        ps.intervals
-                    );
-                }
-            }
-            out.push('\n');
-        }
-        if run.streams.len() > 1 {
-            h(&mut out, 3, "all streams");
-            let mut rows = vec![headers(report, "stage")];
-            for st in &run.all_streams {
-                let mut r = vec![st.stage.clone()];
-                r.extend(stats_cells(&st.stats));
-                rows.push(r);
-            }
-            table(&mut out, &rows, markdown);
-            out.push('\n');
-        }
-        if !run.top.is_empty() {
-            h(&mut out, 3, &format!("top {} latencies", run.top.len()));
-            let mut rows = vec![vec![
-                "value".to_string(),
-                "time_ns".into(),
-                "stream".into(),
-                "smpCnt".into(),
-                "epoch".into(),
-                "seq".into(),
-                "stage".into(),
-            ]];
-            for s in &run.top {
-                rows.push(vec![
-                    format_duration_ns(s.value_ns),
-                    s.time_ns.to_string(),
-                    s.stream.clone(),
-                    s.smp_cnt.map_or("-".into(), |x| x.to_string()),
-                    s.epoch.map_or("-".into(), |x| x.to_string()),
-                    s.seq.to_string(),
-                    s.stage.clone(),
-                ]);
-            }
-            table(&mut out, &rows, markdown);
-            out.push('\n');
+    }
+}
+
+/// Provenance, host checks, hops and clock warnings of one recording.
+fn run_meta(run: &RunReport) -> Vec<String> {
+    let p = &run.provenance;
+    let mut meta = vec![
+        format!(
+            "producer {} (tool {}), host {}, kernel {}",
+            p.producer, p.tool_version, p.host, p.kernel
+        ),
+        format!("command: {}", p.command_line.join(" ")),
+        format!(
+            "isolcpus: {}, nohz_full: {}, segments: {}",
+            p.isolcpus.as_deref().unwrap_or("-"),
+            p.nohz_full.as_deref().unwrap_or("-"),
+            p.segments
+        ),
+    ];
+    meta.push(match &p.doctor {
+        Some(d) => format!("host checks (hoptrace doctor): {}", d.headline()),
+        None => "host checks: not recorded (hoptrace doctor did not run for it)".into(),
+    });
+    for c in &p.cut_segments {
+        meta.push(format!("WARNING cut segment skipped: {c}"));
+    }
+    let hops: Vec<String> = run
+        .hops
+        .iter()
+        .map(|x| format!("{} [{} {}: {}]", x.name, x.clock, x.source, x.location))
+        .collect();
+    meta.push(format!("hops: {}", hops.join(" -> ")));
+    for s in &run.stages {
+        if s.mixed_clocks {
+            meta.push(format!(
+                "WARNING stage {} mixes clock domains: only as good as their synchronization",
+                s.name
+            ));
         }
     }
-    if !report.merged.is_empty() {
-        h(&mut out, 2, "merged over all recordings");
+    meta
+}
+
+/// The clock of a recording's timestamps (its first hop's), for readable times.
+fn run_clock(run: &RunReport) -> &str {
+    run.hops.first().map_or("", |h| h.clock.as_str())
+}
+
+/// What a stage's negative latencies mean. Across clock domains they are a
+/// clock problem (offset or drift between the clocks); within one clock the
+/// two hops were simply not causally ordered for those packets: the later
+/// hop of the stage fired first (e.g. a reader copied the frame before the
+/// tap's transmit tracepoint ran), which says nothing about the clocks.
+pub fn negative_stage_note(stage: &StageReport) -> String {
+    let n = stage.stats.negative_count;
+    let min = opt(stage.stats.min_ns);
+    if stage.mixed_clocks {
+        format!(
+            "WARNING {}: {n} negative latencies (clock problem: {} and {} are in different clock domains), min {min}",
+            stage.stage, stage.from, stage.to
+        )
+    } else {
+        format!(
+            "{}: {n} packets where {} came before {} (not causally ordered; same clock), min {min}",
+            stage.stage, stage.to, stage.from
+        )
+    }
+}
+
+/// Terminal text or Markdown, written section by section.
+struct Text {
+    out: String,
+    markdown: bool,
+}
+
+impl Text {
+    fn heading(&mut self, level: usize, title: &str) {
+        if self.markdown {
+            let _ = writeln!(self.out, "{} {title}\n", "#".repeat(level));
+        } else {
+            let _ = writeln!(self.out, "{title}");
+        }
+    }
+
+    /// A list item (Markdown) or an indented line (terminal).
+    fn item(&mut self, line: &str) {
+        let lead = if self.markdown { "- " } else { "  " };
+        let _ = writeln!(self.out, "{lead}{line}");
+    }
+
+    fn items(&mut self, lines: &[String]) {
+        for l in lines {
+            self.item(l);
+        }
+    }
+
+    /// A paragraph line: indented on the terminal, plain in Markdown.
+    fn para(&mut self, line: &str) {
+        let lead = if self.markdown { "" } else { "  " };
+        let _ = writeln!(self.out, "{lead}{line}");
+    }
+
+    /// One row per stage with the statistics columns, then a blank line.
+    fn stage_table<'a>(
+        &mut self,
+        report: &Report,
+        stages: impl Iterator<Item = (&'a String, &'a StatsSummary)>,
+    ) {
         let mut rows = vec![headers(report, "stage")];
-        for st in &report.merged {
+        for (name, stats) in stages {
+            let mut r = vec![name.clone()];
+            r.extend(stats_cells(stats));
+            rows.push(r);
+        }
+        table(&mut self.out, &rows, self.markdown);
+        self.out.push('\n');
+    }
+
+    /// One stream: counts, pacing, the stage table and each stage's notes.
+    fn stream(&mut self, report: &Report, run: &RunReport, s: &StreamReport) {
+        self.heading(3, &format!("stream {}", s.name));
+        let q = &s.sequence;
+        let status: Vec<String> = s.status.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        self.para(&format!(
+            "rows {} (excluded by warm-up/window {}), unique {}, lost {}, duplicated {}, reordered {}, status {}",
+            s.rows, s.excluded, q.unique, q.lost, q.duplicated, q.reordered, status.join(" ")
+        ));
+        let pc = &s.pacing;
+        self.para(&format!(
+            "pacing (first-hop inter-arrival): mean {}, stddev {}, min {}, max {}\n",
+            optf(pc.mean_ns),
+            optf(pc.stddev_ns),
+            opt(pc.min_ns),
+            opt(pc.max_ns)
+        ));
+        let mut rows = vec![headers(report, "stage")];
+        for st in &s.stages {
             let mut r = vec![st.stage.clone()];
             r.extend(stats_cells(&st.stats));
             rows.push(r);
         }
-        table(&mut out, &rows, markdown);
-        out.push('\n');
+        table(&mut self.out, &rows, self.markdown);
+        for st in &s.stages {
+            self.stage_notes(run, st);
+        }
+        self.out.push('\n');
     }
-    let _ = writeln!(out, "(x)* = not meaningful: fewer than 10/(1-p) samples; percentiles are nearest-rank (docs/report.md)");
-    if let Some(g) = &report.gate {
-        let _ = writeln!(
-            out,
-            "\nGATE {}: max latency {} on {}: {} (worst {})",
-            if g.passed { "PASS" } else { "FAIL" },
-            format_duration_ns(g.max_latency_ns),
-            g.stages.join(", "),
-            g.reason,
-            opt(g.worst_ns)
-        );
+
+    /// The worst packet of a stage, its negative latencies and a periodic stall.
+    fn stage_notes(&mut self, run: &RunReport, st: &StageReport) {
+        if let (Some(m), Some(pk)) = (st.stats.max_ns, &st.stats.max_packet) {
+            self.item(&format!(
+                "max {} {}: smpCnt {} epoch {} seq {} at {}",
+                st.stage,
+                format_duration_ns(m),
+                pk.smp_cnt.map_or("-".into(), |x| x.to_string()),
+                pk.epoch.map_or("-".into(), |x| x.to_string()),
+                pk.seq,
+                format_instant(pk.time_ns, run_clock(run), run.first_time_ns)
+            ));
+        }
+        if st.stats.negative_count > 0 {
+            self.item(&negative_stage_note(st));
+        }
+        if let Some(ps) = &st.periodic_stall {
+            self.item(&format!(
+                "periodic stall on {}: every {} ({} stalls, {} of {} intervals match)",
+                st.stage,
+                format_duration_ns(ps.period_ns),
+                ps.stalls,
+                ps.matching_intervals,
+                ps.intervals
+            ));
+        }
     }
-    out
+
+    /// The top latencies of a recording, with readable times.
+    fn top_table(&mut self, run: &RunReport) {
+        let mut rows = vec![vec![
+            "value".to_string(),
+            "time".into(),
+            "stream".into(),
+            "smpCnt".into(),
+            "epoch".into(),
+            "seq".into(),
+            "stage".into(),
+        ]];
+        for s in &run.top {
+            rows.push(vec![
+                format_duration_ns(s.value_ns),
+                format_instant(s.time_ns, run_clock(run), run.first_time_ns),
+                s.stream.clone(),
+                s.smp_cnt.map_or("-".into(), |x| x.to_string()),
+                s.epoch.map_or("-".into(), |x| x.to_string()),
+                s.seq.to_string(),
+                s.stage.clone(),
+            ]);
+        }
+        table(&mut self.out, &rows, self.markdown);
+        self.out.push('\n');
+    }
 }
