@@ -214,6 +214,55 @@ fn html_is_one_self_contained_file() {
         assert!(!html.contains(bad), "external resource {bad}");
     }
     assert!(html.contains("S1") && html.contains("a..c"));
+    // Percentile headers as people write them, without float noise.
+    for header in [
+        "<th>p50</th>",
+        "<th>p99.9</th>",
+        "<th>p99.99</th>",
+        "<th>p99.999</th>",
+    ] {
+        assert!(html.contains(header), "no {header} in the HTML");
+    }
+    assert!(!html.contains("0000000"), "float noise in the HTML");
+    // No raw epoch nanoseconds in the visible text: times are calendar times
+    // in the stamps' clock with the seconds since the start.
+    let visible = visible_text(&html);
+    let raw_epoch_prefix = &T0.to_string()[..8];
+    assert!(
+        !visible.contains(raw_epoch_prefix),
+        "raw epoch time in the visible text of the HTML"
+    );
+    assert!(
+        visible.contains(" TAI (+0.125000 s)"),
+        "no readable time in the top latencies"
+    );
+    // S2's same-clock negative stage is named as such, never a clock problem.
+    assert!(visible.contains("not causally ordered"));
+    assert!(!visible.contains("clock problem"));
+}
+
+/// The text a browser shows: the HTML without tags, scripts and styles.
+fn visible_text(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(i) = rest.find('<') {
+        out.push_str(&rest[..i]);
+        out.push(' ');
+        let tag = &rest[i..];
+        let skip_to = if tag.starts_with("<style") {
+            tag.find("</style>").map(|j| j + 8)
+        } else if tag.starts_with("<script") {
+            tag.find("</script>").map(|j| j + 9)
+        } else {
+            tag.find('>').map(|j| j + 1)
+        };
+        match skip_to {
+            Some(j) => rest = &tag[j..],
+            None => return out,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[test]

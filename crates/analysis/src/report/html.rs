@@ -21,10 +21,10 @@ use anyhow::Context;
 use plotters::prelude::*;
 
 use crate::analyzer::Analyzer;
-use crate::report::model::{Report, StatsSummary};
+use crate::report::model::{Report, RunReport, StatsSummary};
 use crate::stats::LatencyStats;
 use crate::timeline::Bucket;
-use hoptrace_units::format_duration_ns;
+use hoptrace_units::{format_duration_ns, format_instant};
 
 pub const MAX_SERIES: usize = 8;
 const W: u32 = 1100;
@@ -82,11 +82,7 @@ fn stats_header(report: &Report, first: &str) -> String {
     let mut h =
         format!("<tr><th>{first}</th><th>count</th><th>min</th><th>mean</th><th>stddev</th>");
     for p in crate::stats::REPORT_PERCENTILES {
-        let _ = write!(
-            h,
-            "<th>p{}</th>",
-            format!("{}", p * 100.0).trim_end_matches(".0")
-        );
+        let _ = write!(h, "<th>{}</th>", super::text::pct_label(p));
     }
     h.push_str("<th>max</th><th>negative</th>");
     for t in &report.thresholds_ns {
@@ -342,29 +338,39 @@ fn page(title: &str, body: &str) -> String {
 /// Write the report as one self-contained HTML file.
 pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> anyhow::Result<()> {
     let mut b = String::new();
+    report_header(&mut b, report);
+    for (run, a) in report.runs.iter().zip(analyzers) {
+        run_meta_table(&mut b, report, run);
+        run_charts(&mut b, a)?;
+        stats_table(&mut b, report, run);
+        losses_table(&mut b, run);
+        stalls_table(&mut b, run);
+        top_table(&mut b, run);
+    }
+    std::fs::write(path, page("hoptrace report", &b))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Title, data range and the gate's verdict.
+fn report_header(b: &mut String, report: &Report) {
     let _ = write!(
         b,
         "<h1>hoptrace latency report</h1><p>tool {} &middot; ",
         esc(&report.tool_version)
     );
-    let _ = write!(
-        b,
-        "data range: {}</p>",
-        if report.window.skip_warmup > 0 {
-            format!(
-                "first {} samples of each stream skipped",
-                report.window.skip_warmup
-            )
-        } else if report.window.from_ns.is_some() || report.window.to_ns.is_some() {
-            format!(
-                "{} .. {} after the first packet",
-                opt(report.window.from_ns),
-                opt(report.window.to_ns)
-            )
-        } else {
-            "all samples".into()
-        }
-    );
+    let w = &report.window;
+    let range = if w.skip_warmup > 0 {
+        format!("first {} samples of each stream skipped", w.skip_warmup)
+    } else if w.from_ns.is_some() || w.to_ns.is_some() {
+        format!(
+            "{} .. {} after the first packet",
+            opt(w.from_ns),
+            opt(w.to_ns)
+        )
+    } else {
+        "all samples".into()
+    };
+    let _ = write!(b, "data range: {range}</p>");
     if let Some(g) = &report.gate {
         let _ = write!(
             b,
@@ -376,157 +382,196 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
             esc(&g.reason)
         );
     }
-    for (run, a) in report.runs.iter().zip(analyzers) {
-        let p = &run.provenance;
-        let _ = write!(b, "<h2>{}</h2><table class=meta>", esc(&p.path));
-        let rows = [
-            ("producer", p.producer.clone()),
-            ("tool version", p.tool_version.clone()),
-            ("host", p.host.clone()),
-            ("kernel", p.kernel.clone()),
-            ("kernel command line", p.kernel_cmdline.clone()),
-            (
-                "isolcpus / nohz_full",
-                format!(
-                    "{} / {}",
-                    p.isolcpus.as_deref().unwrap_or("-"),
-                    p.nohz_full.as_deref().unwrap_or("-")
-                ),
+}
+
+/// Where a recording comes from: host, kernel, commands, host checks, hops.
+fn run_meta_table(b: &mut String, report: &Report, run: &RunReport) {
+    let p = &run.provenance;
+    let _ = write!(b, "<h2>{}</h2><table class=meta>", esc(&p.path));
+    let rows = [
+        ("producer", p.producer.clone()),
+        ("tool version", p.tool_version.clone()),
+        ("host", p.host.clone()),
+        ("kernel", p.kernel.clone()),
+        ("kernel command line", p.kernel_cmdline.clone()),
+        (
+            "isolcpus / nohz_full",
+            format!(
+                "{} / {}",
+                p.isolcpus.as_deref().unwrap_or("-"),
+                p.nohz_full.as_deref().unwrap_or("-")
             ),
-            ("command line", p.command_line.join(" ")),
-            ("report command", report.command_line.join(" ")),
-            (
-                "host checks",
-                p.doctor
-                    .as_ref()
-                    .map(|d| format!("hoptrace doctor: {}", d.headline()))
-                    .unwrap_or_else(|| "not recorded".into()),
-            ),
-        ];
-        for (k, v) in rows {
-            let _ = write!(b, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
-        }
-        for h in &run.hops {
-            let _ = write!(
-                b,
-                "<tr><td>hop {}</td><td>{} &middot; {} &middot; {}</td></tr>",
-                esc(&h.name),
-                esc(&h.clock),
-                esc(&h.source),
-                esc(&h.location)
-            );
-        }
-        for c in &p.cut_segments {
-            let _ = write!(
-                b,
-                "<tr><td class=fail>cut segment</td><td>{}</td></tr>",
-                esc(c)
-            );
-        }
-        b.push_str("</table>");
-        // chart stage: end to end if present, else the last stage
-        let si = a
-            .stages
-            .iter()
-            .position(|s| s.from == 0 && s.to == a.hops.len() - 1)
-            .unwrap_or(a.stages.len().saturating_sub(1));
-        if let Some(stage) = a.stages.get(si) {
-            let streams: Vec<_> = a.streams.values().take(MAX_SERIES).collect();
-            let tl: Vec<(String, Vec<Bucket>)> = streams
-                .iter()
-                .map(|s| (s.name.clone(), s.stages[si].envelope.buckets()))
-                .collect();
-            let st: Vec<(String, &LatencyStats)> = streams
-                .iter()
-                .map(|s| (s.name.clone(), &s.stages[si].stats))
-                .collect();
-            b.push_str(&svg_timeline(
-                &format!("latency over time, {} (min/max per bucket)", stage.name),
-                &tl,
-            )?);
-            b.push_str(&svg_histogram(&format!("histogram, {}", stage.name), &st)?);
-            b.push_str(&svg_percentiles(
-                &format!("percentiles, {}", stage.name),
-                &st,
-            )?);
-        }
-        b.push_str("<h3>per stream and stage</h3><table>");
-        b.push_str(&stats_header(report, "stream / stage"));
-        for s in &run.streams {
-            for st in &s.stages {
-                b.push_str(&stats_row(&format!("{} / {}", s.name, st.stage), &st.stats));
-            }
-        }
-        for st in &run.all_streams {
-            b.push_str(&stats_row(
-                &format!("all streams / {}", st.stage),
-                &st.stats,
-            ));
-        }
-        b.push_str("</table><p class=nm>(x)* = not meaningful: fewer than 10/(1-p) samples. Percentiles are nearest-rank (docs/report.md).</p>");
-        b.push_str("<h3>losses and pacing</h3><table><tr><th>stream</th><th>rows</th><th>excluded</th><th>unique</th><th>lost</th><th>duplicated</th><th>reordered</th><th>status</th><th>pacing mean</th><th>pacing stddev</th><th>pacing max</th></tr>");
-        for s in &run.streams {
-            let q = &s.sequence;
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&s.name),
-                s.rows,
-                s.excluded,
-                q.unique,
-                q.lost,
-                q.duplicated,
-                q.reordered,
-                esc(&s.status.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
-                opt(s.pacing.mean_ns.map(|x| x.round() as i64)),
-                opt(s.pacing.stddev_ns.map(|x| x.round() as i64)),
-                opt(s.pacing.max_ns)
-            );
-        }
-        b.push_str("</table>");
-        let stalls: Vec<_> = run
-            .streams
-            .iter()
-            .flat_map(|s| {
-                s.stages
-                    .iter()
-                    .filter_map(move |st| st.periodic_stall.as_ref().map(|p| (s, st, p)))
-            })
-            .collect();
-        if !stalls.is_empty() {
-            b.push_str("<h3>periodic stalls</h3><table><tr><th>stream / stage</th><th>period</th><th>stalls</th><th>matching intervals</th></tr>");
-            for (s, st, p) in stalls {
-                let _ = write!(
-                    b,
-                    "<tr><td>{} / {}</td><td>{}</td><td>{}</td><td>{} of {}</td></tr>",
-                    esc(&s.name),
-                    esc(&st.stage),
-                    format_duration_ns(p.period_ns),
-                    p.stalls,
-                    p.matching_intervals,
-                    p.intervals
-                );
-            }
-            b.push_str("</table>");
-        }
-        b.push_str("<h3>top latencies</h3><table><tr><th>value</th><th>time (ns)</th><th>stream</th><th>smpCnt</th><th>epoch</th><th>seq</th><th>stage</th></tr>");
-        for s in &run.top {
-            let _ = write!(
-                b,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                format_duration_ns(s.value_ns),
-                s.time_ns,
-                esc(&s.stream),
-                s.smp_cnt.map_or("-".into(), |x| x.to_string()),
-                s.epoch.map_or("-".into(), |x| x.to_string()),
-                s.seq,
-                esc(&s.stage)
-            );
-        }
-        b.push_str("</table>");
+        ),
+        ("command line", p.command_line.join(" ")),
+        ("report command", report.command_line.join(" ")),
+        (
+            "host checks",
+            p.doctor
+                .as_ref()
+                .map(|d| format!("hoptrace doctor: {}", d.headline()))
+                .unwrap_or_else(|| "not recorded".into()),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = write!(b, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
     }
-    std::fs::write(path, page("hoptrace report", &b))
-        .with_context(|| format!("cannot write {}", path.display()))
+    for h in &run.hops {
+        let _ = write!(
+            b,
+            "<tr><td>hop {}</td><td>{} &middot; {} &middot; {}</td></tr>",
+            esc(&h.name),
+            esc(&h.clock),
+            esc(&h.source),
+            esc(&h.location)
+        );
+    }
+    for c in &p.cut_segments {
+        let _ = write!(
+            b,
+            "<tr><td class=fail>cut segment</td><td>{}</td></tr>",
+            esc(c)
+        );
+    }
+    b.push_str("</table>");
+}
+
+/// Timeline, histogram and percentile plots of one stage: end to end if
+/// present, else the last stage.
+fn run_charts(b: &mut String, a: &Analyzer) -> anyhow::Result<()> {
+    let si = a
+        .stages
+        .iter()
+        .position(|s| s.from == 0 && s.to == a.hops.len() - 1)
+        .unwrap_or(a.stages.len().saturating_sub(1));
+    let Some(stage) = a.stages.get(si) else {
+        return Ok(());
+    };
+    let streams: Vec<_> = a.streams.values().take(MAX_SERIES).collect();
+    let tl: Vec<(String, Vec<Bucket>)> = streams
+        .iter()
+        .map(|s| (s.name.clone(), s.stages[si].envelope.buckets()))
+        .collect();
+    let st: Vec<(String, &LatencyStats)> = streams
+        .iter()
+        .map(|s| (s.name.clone(), &s.stages[si].stats))
+        .collect();
+    b.push_str(&svg_timeline(
+        &format!("latency over time, {} (min/max per bucket)", stage.name),
+        &tl,
+    )?);
+    b.push_str(&svg_histogram(&format!("histogram, {}", stage.name), &st)?);
+    b.push_str(&svg_percentiles(
+        &format!("percentiles, {}", stage.name),
+        &st,
+    )?);
+    Ok(())
+}
+
+/// Statistics per stream and stage, then each stage over all streams.
+fn stats_table(b: &mut String, report: &Report, run: &RunReport) {
+    b.push_str("<h3>per stream and stage</h3><table>");
+    b.push_str(&stats_header(report, "stream / stage"));
+    for s in &run.streams {
+        for st in &s.stages {
+            b.push_str(&stats_row(&format!("{} / {}", s.name, st.stage), &st.stats));
+        }
+    }
+    for st in &run.all_streams {
+        b.push_str(&stats_row(
+            &format!("all streams / {}", st.stage),
+            &st.stats,
+        ));
+    }
+    b.push_str("</table><p class=nm>(x)* = not meaningful: fewer than 10/(1-p) samples. Percentiles are nearest-rank (docs/report.md).</p>");
+    let notes: Vec<String> = run
+        .streams
+        .iter()
+        .flat_map(|s| s.stages.iter())
+        .filter(|st| st.stats.negative_count > 0)
+        .map(super::text::negative_stage_note)
+        .collect();
+    for n in notes {
+        let class = if n.starts_with("WARNING") {
+            "fail"
+        } else {
+            "nm"
+        };
+        let _ = write!(b, "<p class={class}>{}</p>", esc(&n));
+    }
+}
+
+/// Sequence counts and pacing per stream.
+fn losses_table(b: &mut String, run: &RunReport) {
+    b.push_str("<h3>losses and pacing</h3><table><tr><th>stream</th><th>rows</th><th>excluded</th><th>unique</th><th>lost</th><th>duplicated</th><th>reordered</th><th>status</th><th>pacing mean</th><th>pacing stddev</th><th>pacing max</th></tr>");
+    for s in &run.streams {
+        let q = &s.sequence;
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&s.name),
+            s.rows,
+            s.excluded,
+            q.unique,
+            q.lost,
+            q.duplicated,
+            q.reordered,
+            esc(&s.status.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")),
+            opt(s.pacing.mean_ns.map(|x| x.round() as i64)),
+            opt(s.pacing.stddev_ns.map(|x| x.round() as i64)),
+            opt(s.pacing.max_ns)
+        );
+    }
+    b.push_str("</table>");
+}
+
+/// Periodic stalls found per stream and stage, if any.
+fn stalls_table(b: &mut String, run: &RunReport) {
+    let stalls: Vec<_> = run
+        .streams
+        .iter()
+        .flat_map(|s| {
+            s.stages
+                .iter()
+                .filter_map(move |st| st.periodic_stall.as_ref().map(|p| (s, st, p)))
+        })
+        .collect();
+    if stalls.is_empty() {
+        return;
+    }
+    b.push_str("<h3>periodic stalls</h3><table><tr><th>stream / stage</th><th>period</th><th>stalls</th><th>matching intervals</th></tr>");
+    for (s, st, p) in stalls {
+        let _ = write!(
+            b,
+            "<tr><td>{} / {}</td><td>{}</td><td>{}</td><td>{} of {}</td></tr>",
+            esc(&s.name),
+            esc(&st.stage),
+            format_duration_ns(p.period_ns),
+            p.stalls,
+            p.matching_intervals,
+            p.intervals
+        );
+    }
+    b.push_str("</table>");
+}
+
+/// The top latencies, at readable times (the raw stamps are in `--json`).
+fn top_table(b: &mut String, run: &RunReport) {
+    let clock = run.hops.first().map_or("", |h| h.clock.as_str());
+    b.push_str("<h3>top latencies</h3><table><tr><th>value</th><th>time</th><th>stream</th><th>smpCnt</th><th>epoch</th><th>seq</th><th>stage</th></tr>");
+    for s in &run.top {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            format_duration_ns(s.value_ns),
+            esc(&format_instant(s.time_ns, clock, run.first_time_ns)),
+            esc(&s.stream),
+            s.smp_cnt.map_or("-".into(), |x| x.to_string()),
+            s.epoch.map_or("-".into(), |x| x.to_string()),
+            s.seq,
+            esc(&s.stage)
+        );
+    }
+    b.push_str("</table>");
 }
 
 /// Compare view: the comparison table (already HTML) and overlaid percentile curves.
