@@ -115,6 +115,118 @@ pub struct Analyzer {
     pub last_time_ns: Option<i64>,
 }
 
+/// The Int64 timestamp column of each hop, in hop order.
+fn hop_columns(
+    batch: &RecordBatch,
+    hops: &[Hop],
+) -> Result<Vec<arrow_array::PrimitiveArray<Int64Type>>, String> {
+    hops.iter()
+        .map(|h| {
+            batch
+                .column_by_name(&h.column)
+                .ok_or_else(|| format!("column {:?} missing from the recording", h.column))?
+                .as_primitive_opt::<Int64Type>()
+                .cloned()
+                .ok_or_else(|| format!("hop column {} is not Int64", h.column))
+        })
+        .collect()
+}
+
+/// Counts a row's status for stream `ai` within a batch: a short list per
+/// stream (a handful of distinct statuses), folded into the map after the batch.
+#[inline]
+fn count_status<'a>(counts: &mut Vec<Vec<(&'a str, u64)>>, ai: usize, status: &'a str) {
+    if counts.len() <= ai {
+        counts.resize_with(ai + 1, Vec::new);
+    }
+    match counts[ai].iter_mut().find(|(s, _)| same_str(s, status)) {
+        Some((_, c)) => *c += 1,
+        None => counts[ai].push((status, 1)),
+    }
+}
+
+/// The identity of one recording row, for the packet references of its stages.
+struct RowIdentity<'a> {
+    stream: &'a str,
+    smp_cnt: Option<u16>,
+    epoch: Option<u32>,
+    seq: u64,
+}
+
+/// Whether a row falls outside the report's window: among the first
+/// `skip_warmup` rows of its stream, or (with `--from`/`--to`) before or
+/// after the window measured from the first packet of the recording. A row
+/// without any time is outside a time window.
+#[inline]
+fn outside_window(
+    w: &Window,
+    stream_rows: u64,
+    first_time: Option<i64>,
+    origin: Option<i64>,
+) -> bool {
+    if stream_rows <= w.skip_warmup {
+        return true;
+    }
+    if w.from_ns.is_none() && w.to_ns.is_none() {
+        return false;
+    }
+    match (first_time, origin) {
+        (Some(t), Some(o)) => {
+            let off = t - o;
+            w.from_ns.is_some_and(|f| off < f) || w.to_ns.is_some_and(|e| off >= e)
+        }
+        _ => true,
+    }
+}
+
+/// Every stage of one row: its latency into the stage's statistics,
+/// envelope and spike list, and into the top latencies; a stage missing one
+/// of its two hops is counted as missing.
+#[inline]
+fn record_stages(
+    stages: &[Stage],
+    times: &[Option<i64>],
+    row: &RowIdentity,
+    threshold: Option<i64>,
+    acc: &mut StreamAcc,
+    top: &mut TopN,
+) {
+    for (si, stage) in stages.iter().enumerate() {
+        let sa = &mut acc.stages[si];
+        let (Some(ta), Some(tb)) = (times[stage.from], times[stage.to]) else {
+            sa.missing += 1;
+            continue;
+        };
+        let v = tb - ta;
+        sa.stats.record_with(v, || PacketRef {
+            stream: row.stream.to_string(),
+            smp_cnt: row.smp_cnt,
+            epoch: row.epoch,
+            seq: row.seq,
+            time_ns: ta,
+        });
+        sa.envelope.add(ta, v);
+        if threshold.is_some_and(|t| v > t) {
+            if sa.spike_times.len() < MAX_SPIKE_TIMES {
+                sa.spike_times.push(ta);
+            } else {
+                sa.spike_times_dropped += 1;
+            }
+        }
+        if top.admits(v) {
+            top.push(Spike::new(
+                v,
+                ta,
+                row.stream,
+                &stage.name,
+                row.smp_cnt,
+                row.epoch,
+                row.seq,
+            ));
+        }
+    }
+}
+
 /// Parse `a..b` stage syntax.
 pub fn parse_stage(s: &str) -> Result<(String, String), String> {
     let (a, b) = s
@@ -224,21 +336,12 @@ impl Analyzer {
             Some(c) => Some(StringColumn::new(c.as_ref())?),
             None => None,
         };
-        let mut hop_cols = Vec::with_capacity(self.hops.len());
-        for h in &self.hops {
-            let c = col(&h.column)?;
-            let c = c
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| format!("hop column {} is not Int64", h.column))?
-                .clone();
-            hop_cols.push(c);
-        }
+        let hop_cols = hop_columns(batch, &self.hops)?;
         let threshold = self
             .config
             .spike_threshold
             .or_else(|| self.config.thresholds.iter().min().copied());
         let mut times: Vec<Option<i64>> = vec![None; hop_cols.len()];
-        let nstages = self.stages.len();
         // The accumulators leave the map for the batch: a row finds its
         // stream through the dictionary key (cached per batch) or the
         // previous row's name, not through a string-keyed map lookup.
@@ -283,33 +386,14 @@ impl Analyzer {
                 }
             };
             for (t, c) in times.iter_mut().zip(&hop_cols) {
-                *t = if c.is_null(row) {
-                    None
-                } else {
-                    Some(c.value(row))
-                };
+                *t = (!c.is_null(row)).then(|| c.value(row));
             }
             let first_time = times[0].or_else(|| times.iter().flatten().next().copied());
-            if let Some(t) = first_time {
-                if self.origin_ns.is_none() {
-                    self.origin_ns = Some(t);
-                }
-            }
+            self.origin_ns = self.origin_ns.or(first_time);
             let acc = &mut accs[ai];
             acc.rows += 1;
-            let w = &self.config.window;
-            let mut excluded = acc.rows <= w.skip_warmup;
-            if w.from_ns.is_some() || w.to_ns.is_some() {
-                match (first_time, self.origin_ns) {
-                    (Some(t), Some(o)) => {
-                        let off = t - o;
-                        if w.from_ns.is_some_and(|f| off < f) || w.to_ns.is_some_and(|e| off >= e) {
-                            excluded = true;
-                        }
-                    }
-                    _ => excluded = true,
-                }
-            }
+            let excluded =
+                outside_window(&self.config.window, acc.rows, first_time, self.origin_ns);
             if excluded {
                 acc.excluded += 1;
                 continue;
@@ -321,61 +405,23 @@ impl Analyzer {
             let seq_v = seq.value(row);
             acc.sequence.observe(seq_v);
             let st = status.as_ref().map(|s| s.get(row)).unwrap_or("ok");
-            // Counted per batch in a short list, folded into the map below.
-            if status_counts.len() <= ai {
-                status_counts.resize_with(ai + 1, Vec::new);
-            }
-            match status_counts[ai].iter_mut().find(|(s, _)| same_str(s, st)) {
-                Some((_, c)) => *c += 1,
-                None => status_counts[ai].push((st, 1)),
-            }
+            count_status(&mut status_counts, ai, st);
             if let Some(t0) = times[0] {
-                if let Some(prev) = acc.last_first_hop {
+                if let Some(prev) = acc.last_first_hop.replace(t0) {
                     acc.pacing.record(t0 - prev);
                 }
-                acc.last_first_hop = Some(t0);
             }
-            let smp_v = smp
-                .as_ref()
-                .and_then(|c| (!c.is_null(row)).then(|| c.value(row)));
-            let epoch_v = epoch
-                .as_ref()
-                .and_then(|c| (!c.is_null(row)).then(|| c.value(row)));
-            for si in 0..nstages {
-                let (a, b) = (self.stages[si].from, self.stages[si].to);
-                let sa = &mut acc.stages[si];
-                let (Some(ta), Some(tb)) = (times[a], times[b]) else {
-                    sa.missing += 1;
-                    continue;
-                };
-                let v = tb - ta;
-                sa.stats.record_with(v, || PacketRef {
-                    stream: name.to_string(),
-                    smp_cnt: smp_v,
-                    epoch: epoch_v,
-                    seq: seq_v,
-                    time_ns: ta,
-                });
-                sa.envelope.add(ta, v);
-                if threshold.is_some_and(|t| v > t) {
-                    if sa.spike_times.len() < MAX_SPIKE_TIMES {
-                        sa.spike_times.push(ta);
-                    } else {
-                        sa.spike_times_dropped += 1;
-                    }
-                }
-                if self.top.admits(v) {
-                    self.top.push(Spike::new(
-                        v,
-                        ta,
-                        name,
-                        &self.stages[si].name,
-                        smp_v,
-                        epoch_v,
-                        seq_v,
-                    ));
-                }
-            }
+            let row = RowIdentity {
+                stream: name,
+                smp_cnt: smp
+                    .as_ref()
+                    .and_then(|c| (!c.is_null(row)).then(|| c.value(row))),
+                epoch: epoch
+                    .as_ref()
+                    .and_then(|c| (!c.is_null(row)).then(|| c.value(row))),
+                seq: seq_v,
+            };
+            record_stages(&self.stages, &times, &row, threshold, acc, &mut self.top);
         }
         for (acc, counts) in accs.iter_mut().zip(&status_counts) {
             for &(st, c) in counts {
