@@ -62,24 +62,7 @@ pub fn sv_through_guest(
 ) -> Result<()> {
     let guest_out = share_dir(&st.name).join("out");
     let clock = ClockExchange::start(st, exe, out, stop, res);
-    let mut guest_tracer = None;
-    if std::env::var("HOPTRACE_VM_GUEST_TRACE").as_deref() != Ok("0") {
-        let script =
-            "exec hoptrace trace --profile guest --iface eth0 --record /mnt/host/out/guest-trace\n";
-        let job = GuestJob::spawn(&st.name, script)?;
-        note(
-            res,
-            "guest tracer: hoptrace trace --profile guest --iface eth0 (in the guest)".into(),
-        );
-        // Loading the BPF programs under TCG takes seconds: wait for `ready`.
-        if job.wait_for("ready", Duration::from_secs(90), stop) && job.rc().is_none() {
-            guest_tracer = Some(job);
-        } else {
-            let _ = job.stop();
-            res.failures
-                .push(format!("guest tracer did not start: {}", job.log().trim()));
-        }
-    }
+    let guest_tracer = start_guest_tracer(st, stop, res)?;
     let sub_script = format!(
         "exec hoptrace sv subscribe --iface eth0 --record /mnt/host/out/sub --duration {} --quiet\n",
         format_duration_exact(opts.duration + Duration::from_secs(300))
@@ -121,17 +104,12 @@ pub fn sv_through_guest(
     }
     std::thread::sleep(Duration::from_secs(2));
     let after = counters(&st.name, &hyp);
-    let delta: Vec<String> = COUNTERS
-        .iter()
-        .zip(before.iter().zip(after.iter()))
-        .map(|((what, _, _), (b, a))| match (b, a) {
-            (Some(b), Some(a)) => format!("{what} {}", a.saturating_sub(*b)),
-            _ => format!("{what} ?"),
-        })
-        .collect();
     note(
         res,
-        format!("frame counters during the run: {}", delta.join(", ")),
+        format!(
+            "frame counters during the run: {}",
+            counter_deltas(&before, &after)
+        ),
     );
     let _ = sub.stop();
     let sc = sub.wait(Duration::from_secs(30), stop);
@@ -143,21 +121,7 @@ pub fn sv_through_guest(
             .push(format!("guest sv subscribe exited with {sc:?}"));
     }
     if let Some(t) = guest_tracer {
-        let _ = t.stop();
-        let tc = t.wait(Duration::from_secs(30), stop);
-        let log = t.log();
-        std::fs::write(out.join("guest-trace.log"), &log)?;
-        print!("guest tracer:\n{log}");
-        match tc {
-            Some(0) | Some(130) | Some(143) => {}
-            Some(2) => note(
-                res,
-                "guest tracer: exit 2, it lost events (ring buffer full under TCG): its recording is partial".into(),
-            ),
-            _ => res
-                .failures
-                .push(format!("guest tracer exited with {tc:?}")),
-        }
+        finish_guest_tracer(t, out, stop, res)?;
     }
     for (name, what) in [("sub", "guest subscriber"), ("guest-trace", "guest tracer")] {
         let src = guest_out.join(name);
@@ -186,6 +150,70 @@ pub fn sv_through_guest(
         res,
         "the guest's clock is not the host's: latencies within one side; across host and guest only through clock.json's offset and bound".into(),
     );
+    Ok(())
+}
+
+/// The guest's tracer (`HOPTRACE_VM_GUEST_TRACE=0` skips it), once it says
+/// `ready`; a tracer that does not start is a failure of the run.
+fn start_guest_tracer(
+    st: &LabState,
+    stop: &AtomicBool,
+    res: &mut RunResult,
+) -> Result<Option<GuestJob>> {
+    if std::env::var("HOPTRACE_VM_GUEST_TRACE").as_deref() != Ok("0") {
+        let script =
+            "exec hoptrace trace --profile guest --iface eth0 --record /mnt/host/out/guest-trace\n";
+        let job = GuestJob::spawn(&st.name, script)?;
+        note(
+            res,
+            "guest tracer: hoptrace trace --profile guest --iface eth0 (in the guest)".into(),
+        );
+        // Loading the BPF programs under TCG takes seconds: wait for `ready`.
+        if job.wait_for("ready", Duration::from_secs(90), stop) && job.rc().is_none() {
+            return Ok(Some(job));
+        }
+        let _ = job.stop();
+        res.failures
+            .push(format!("guest tracer did not start: {}", job.log().trim()));
+    }
+    Ok(None)
+}
+
+/// `tap0 tx_packets 40001, ...`: how much each counter moved during the run.
+fn counter_deltas(before: &[Option<u64>], after: &[Option<u64>]) -> String {
+    let delta: Vec<String> = COUNTERS
+        .iter()
+        .zip(before.iter().zip(after.iter()))
+        .map(|((what, _, _), (b, a))| match (b, a) {
+            (Some(b), Some(a)) => format!("{what} {}", a.saturating_sub(*b)),
+            _ => format!("{what} ?"),
+        })
+        .collect();
+    delta.join(", ")
+}
+
+/// Stops the guest's tracer and keeps its log; exit 2 (lost events) is noted.
+fn finish_guest_tracer(
+    t: GuestJob,
+    out: &Path,
+    stop: &AtomicBool,
+    res: &mut RunResult,
+) -> Result<()> {
+    let _ = t.stop();
+    let tc = t.wait(Duration::from_secs(30), stop);
+    let log = t.log();
+    std::fs::write(out.join("guest-trace.log"), &log)?;
+    print!("guest tracer:\n{log}");
+    match tc {
+        Some(0) | Some(130) | Some(143) => {}
+        Some(2) => note(
+            res,
+            "guest tracer: exit 2, it lost events (ring buffer full under TCG): its recording is partial".into(),
+        ),
+        _ => res
+            .failures
+            .push(format!("guest tracer exited with {tc:?}")),
+    }
     Ok(())
 }
 

@@ -26,7 +26,7 @@ use hoptrace_probes::driver::LiveView;
 use hoptrace_probes::khist::StageHist;
 use hoptrace_probes::kstats::{fmt_upper, KernelStreams};
 use hoptrace_probes::loader::LostCounts;
-use hoptrace_probes::stats::Stats;
+use hoptrace_probes::stats::{Stats, StreamStats};
 use hoptrace_units::{format_duration, format_duration_ns};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
@@ -138,6 +138,101 @@ fn kernel_stream_rows(k: &KernelStreams, n_thr: usize) -> Vec<Row<'static>> {
     rows
 }
 
+/// One stream: a line of counts and drop reasons, then a line per stage.
+fn stream_rows<'a>(
+    stats: &Stats,
+    stream: &str,
+    s: &StreamStats,
+    thresholds: usize,
+) -> Vec<Row<'a>> {
+    let drops: u64 = s.drops.values().sum();
+    // A table has no column spans: the stream's counts go in the
+    // numeric columns, its drop reasons in the wide last one.
+    let reasons: Vec<String> = s
+        .drops
+        .iter()
+        .map(|((reason, hop), n)| format!("dropped {n} at {hop}: {reason}"))
+        .collect();
+    let mut cells = vec![
+        stream.to_string(),
+        format!("ok {}", s.ok),
+        format!("inc {}", s.incomplete),
+        format!("mal {}", s.malformed),
+        format!("drop {drops}"),
+        String::new(),
+    ];
+    cells.extend((0..thresholds).map(|_| String::new()));
+    cells.push(String::new());
+    cells.push(reasons.join("; "));
+    let style = if drops > 0 || s.incomplete > 0 {
+        Style::default().fg(Color::Yellow)
+    } else {
+        Style::default().fg(Color::Green)
+    };
+    let mut rows = vec![Row::new(cells).style(style)];
+    for name in stats.stage_names() {
+        let Some(st) = s.stages.get(&name) else {
+            continue;
+        };
+        let h = &st.hist;
+        let mut cells = vec![
+            format!("  {name}"),
+            h.len().to_string(),
+            format_duration_ns(h.min()),
+            format_duration_ns(h.value_at_quantile(0.5)),
+            format_duration_ns(h.value_at_quantile(0.99)),
+            format_duration_ns(h.max()),
+        ];
+        cells.extend(st.above.iter().map(|n| n.to_string()));
+        cells.push(st.negative.to_string());
+        cells.push(
+            st.worst
+                .as_ref()
+                .map(|w| {
+                    format!(
+                        "seq {} {} {} cpu {} {}",
+                        w.seq,
+                        w.dest.as_deref().unwrap_or("-"),
+                        clock_of_day(w.at),
+                        w.cpu,
+                        w.comm
+                    )
+                })
+                .unwrap_or_default(),
+        );
+        rows.push(Row::new(cells));
+    }
+    rows
+}
+
+/// The in-kernel per-tracepoint-pair histograms (every traced frame).
+fn in_kernel_rows<'a>(stats: &Stats) -> Vec<Row<'a>> {
+    let mut rows = Vec::new();
+    if stats.kernel.stages.is_empty() {
+        return rows;
+    }
+    rows.push(
+        Row::new(vec![
+            "in-kernel (all frames)".to_string(),
+            String::new(),
+            String::new(),
+            "p50 <=".into(),
+            "p99 <=".into(),
+        ])
+        .style(Style::default().add_modifier(Modifier::BOLD)),
+    );
+    for k in &stats.kernel.stages {
+        rows.push(Row::new(vec![
+            format!("  {}", k.name()),
+            k.count().to_string(),
+            String::new(),
+            upper(k, 0.5),
+            upper(k, 0.99),
+        ]));
+    }
+    rows
+}
+
 /// Draw the whole view into `f`.
 pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost: &LostCounts) {
     let [top, body, bottom] = Layout::vertical([
@@ -165,88 +260,12 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
     header.extend(["neg", "worst packet (seq dest hop-time cpu task)"]);
     let mut rows = Vec::new();
     for (stream, s) in &stats.streams {
-        let drops: u64 = s.drops.values().sum();
-        // A table has no column spans: the stream's counts go in the
-        // numeric columns, its drop reasons in the wide last one.
-        let reasons: Vec<String> = s
-            .drops
-            .iter()
-            .map(|((reason, hop), n)| format!("dropped {n} at {hop}: {reason}"))
-            .collect();
-        let mut cells = vec![
-            stream.clone(),
-            format!("ok {}", s.ok),
-            format!("inc {}", s.incomplete),
-            format!("mal {}", s.malformed),
-            format!("drop {drops}"),
-            String::new(),
-        ];
-        cells.extend(thr_names.iter().map(|_| String::new()));
-        cells.push(String::new());
-        cells.push(reasons.join("; "));
-        let style = if drops > 0 || s.incomplete > 0 {
-            Style::default().fg(Color::Yellow)
-        } else {
-            Style::default().fg(Color::Green)
-        };
-        rows.push(Row::new(cells).style(style));
-        for name in stats.stage_names() {
-            let Some(st) = s.stages.get(&name) else {
-                continue;
-            };
-            let h = &st.hist;
-            let mut cells = vec![
-                format!("  {name}"),
-                h.len().to_string(),
-                format_duration_ns(h.min()),
-                format_duration_ns(h.value_at_quantile(0.5)),
-                format_duration_ns(h.value_at_quantile(0.99)),
-                format_duration_ns(h.max()),
-            ];
-            cells.extend(st.above.iter().map(|n| n.to_string()));
-            cells.push(st.negative.to_string());
-            cells.push(
-                st.worst
-                    .as_ref()
-                    .map(|w| {
-                        format!(
-                            "seq {} {} {} cpu {} {}",
-                            w.seq,
-                            w.dest.as_deref().unwrap_or("-"),
-                            clock_of_day(w.at),
-                            w.cpu,
-                            w.comm
-                        )
-                    })
-                    .unwrap_or_default(),
-            );
-            rows.push(Row::new(cells));
-        }
+        rows.extend(stream_rows(stats, stream, s, thr_names.len()));
     }
     if let Some(k) = &stats.kstreams {
         rows.extend(kernel_stream_rows(k, thr_names.len()));
     }
-    if !stats.kernel.stages.is_empty() {
-        rows.push(
-            Row::new(vec![
-                "in-kernel (all frames)".to_string(),
-                String::new(),
-                String::new(),
-                "p50 <=".into(),
-                "p99 <=".into(),
-            ])
-            .style(Style::default().add_modifier(Modifier::BOLD)),
-        );
-        for k in &stats.kernel.stages {
-            rows.push(Row::new(vec![
-                format!("  {}", k.name()),
-                k.count().to_string(),
-                String::new(),
-                upper(k, 0.5),
-                upper(k, 0.99),
-            ]));
-        }
-    }
+    rows.extend(in_kernel_rows(stats));
     let mut widths = vec![Constraint::Length(42)];
     // `<=1.074 s`, `>250.0 us`: 10 columns hold every latency and threshold.
     widths.extend([Constraint::Length(10)].repeat(5 + thr_names.len()));
