@@ -48,8 +48,10 @@ pub struct Args {
     pub rate: u32,
 }
 
-fn fmt_time(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+/// A capture's time stamp for people: UTC with microseconds and the
+/// seconds since the first frame (`--json` keeps the raw `time_ns`).
+fn fmt_time(ns: u64, first_ns: u64) -> String {
+    hoptrace_units::format_instant(ns as i64, "REALTIME", Some(first_ns as i64))
 }
 
 struct Dumper<W: Write> {
@@ -57,6 +59,8 @@ struct Dumper<W: Write> {
     json: bool,
     tracker: MultiStreamTracker,
     frames: u64,
+    /// Time stamp of the first frame, the origin of the `+s` offsets.
+    first_ns: Option<u64>,
     malformed: u64,
     not_sv: u64,
 }
@@ -64,6 +68,7 @@ struct Dumper<W: Write> {
 impl<W: Write> Dumper<W> {
     fn frame(&mut self, time_ns: u64, data: &[u8]) -> std::io::Result<()> {
         self.frames += 1;
+        let first_ns = *self.first_ns.get_or_insert(time_ns);
         let n = self.frames;
         let frame = match decode(data) {
             Ok(f) => f,
@@ -81,7 +86,7 @@ impl<W: Write> Dumper<W> {
                     writeln!(
                         self.out,
                         "{} frame {n}: MALFORMED at byte {} ({}): {e}",
-                        fmt_time(time_ns),
+                        fmt_time(time_ns, first_ns),
                         e.offset(),
                         e.field()
                     )?;
@@ -137,7 +142,7 @@ impl<W: Write> Dumper<W> {
                 writeln!(
                     self.out,
                     "{} frame {n} {} appid=0x{:04X} dst={} smpCnt={} confRev={} smpSynch={} {} {}",
-                    fmt_time(time_ns),
+                    fmt_time(time_ns, first_ns),
                     a.sv_id_lossy(),
                     frame.appid,
                     frame.dst,
@@ -211,6 +216,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         json: args.json,
         tracker: MultiStreamTracker::new(args.rate),
         frames: 0,
+        first_ns: None,
         malformed: 0,
         not_sv: 0,
     };

@@ -373,6 +373,13 @@ fn dump_flags_malformed_frames_with_their_number() {
         text.contains("total: 6 frame(s), 2 malformed, 1 not SV"),
         "{text}"
     );
+    // Times for people: UTC with microseconds and the offset from the first
+    // frame, never raw nanoseconds since the epoch (those are in --json).
+    let first = lines.first().expect(&text);
+    assert!(
+        first.contains(" UTC (+0.000000 s) frame "),
+        "first line's time: {first}"
+    );
 
     let out = Command::new(BIN)
         .args(["sv", "dump", "--json"])

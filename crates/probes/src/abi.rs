@@ -181,25 +181,26 @@ mod tests {
         }
     }
 
-    /// Every layout the kernel shares with user space (each record kind,
-    /// the configuration, each map value user space reads), encoded through
-    /// its generated type with a distinct known value in every field, then
-    /// decoded by the code the tracer runs, and compared field by field.
-    ///
-    /// Why it fails when a field is added on one side only:
-    /// * in C (`src/bpf/hops_abi.h`): the generated type gains the field,
-    ///   and the struct literals here (as the decoders' destructuring,
-    ///   which names every field without `..`) stop compiling until the new
-    ///   field is given a value, i.e. until Rust decides what it means;
-    /// * in Rust (a field of `HopEvent`, `CompactHop`, `StreamKey`,
-    ///   `Figures`, `Window`, `LostCounts` or a configuration input): the
-    ///   expected values here are built, or destructured, naming every
-    ///   field, so the test stops compiling until the field is expected,
-    ///   and it then fails unless the decoder fills it from the kernel's
-    ///   bytes (every known value is distinct and non-zero: a default or
-    ///   a wrong field does not pass).
+    // Every layout the kernel shares with user space (each record kind,
+    // the configuration, each map value user space reads), one test per
+    // layout below: encoded through its generated type with a distinct known
+    // value in every field, then decoded by the code the tracer runs, and
+    // compared field by field.
+    //
+    // Why it fails when a field is added on one side only:
+    // * in C (`src/bpf/hops_abi.h`): the generated type gains the field,
+    //   and the struct literals here (as the decoders' destructuring,
+    //   which names every field without `..`) stop compiling until the new
+    //   field is given a value, i.e. until Rust decides what it means;
+    // * in Rust (a field of `HopEvent`, `CompactHop`, `StreamKey`,
+    //   `Figures`, `Window`, `LostCounts` or a configuration input): the
+    //   expected values here are built, or destructured, naming every
+    //   field, so the tests stop compiling until the field is expected,
+    //   and it then fails unless the decoder fills it from the kernel's
+    //   bytes (every known value is distinct and non-zero: a default or
+    //   a wrong field does not pass).
     #[test]
-    fn every_kernel_layout_round_trips_through_its_generated_type() {
+    fn every_full_record_kind_round_trips_through_its_generated_type() {
         // Full records, every kind.
         let sv = raw_event(types::pkt_kind::KIND_SV.0);
         let HopEvent {
@@ -277,7 +278,10 @@ mod tests {
                 flow_hash: 0xdead_beef,
             }
         );
+    }
 
+    #[test]
+    fn the_compact_record_round_trips_through_its_generated_type() {
         // Compact record.
         let compact = raw_hop(99, 0xffff_8880_1234_5600, TracePoint::KfreeSkb as u32, 2);
         let Ok(Record::Compact(c)) = Record::decode(bytes_of(&compact)) else {
@@ -298,7 +302,10 @@ mod tests {
                 drop_reason: 2,
             }
         );
+    }
 
+    #[test]
+    fn the_configuration_round_trips_through_its_generated_type() {
         // The configuration, as the kernel reads it from .rodata.
         let filters = Filters {
             devices: vec![(11, 3, 0x1), (12, 0, 0x2)],
@@ -347,7 +354,10 @@ mod tests {
             ifindex: 3,
         });
         assert_eq!((key.netns, key.ifindex), (11, 3));
+    }
 
+    #[test]
+    fn kernel_stats_stream_keys_round_trip_through_their_generated_type() {
         // --kernel-stats: a stream slot's key, per kind.
         let mut id = [0u8; 64];
         id[..6].copy_from_slice(b"MU0001");
@@ -386,7 +396,10 @@ mod tests {
                 id: b"MU0001".to_vec(),
             }
         );
+    }
 
+    #[test]
+    fn kernel_stats_figures_round_trip_through_their_generated_types() {
         // --kernel-stats: figures, window, drops, counters.
         let mut buckets = [0u64; BUCKETS];
         buckets[9] = 5;
@@ -470,7 +483,10 @@ mod tests {
             ),
             (2, 4, 6, 8, 10, 12)
         );
+    }
 
+    #[test]
+    fn lost_counts_round_trip_through_their_generated_type() {
         // What was lost, per CPU, summed.
         let hop_counters = types::hop_counters {
             lost: [1, 2, 3, 4, 5, 6, 7, 8],
@@ -490,7 +506,10 @@ mod tests {
             }
         );
         assert_eq!(reidentified, 20);
+    }
 
+    #[test]
+    fn in_kernel_histograms_round_trip_through_their_generated_type() {
         // In-kernel histograms: one counter per (stage, bucket), bucket 20
         // of stage (net_dev_start_xmit -> net_dev_xmit) on two CPUs.
         let cpus = 2;

@@ -474,7 +474,12 @@ impl<'a> Run<'a> {
         let lost = &self.summary.lost;
         writeln!(out, "=== summary")?;
         print_block(out, stats, self.started.elapsed(), lost)?;
-        writeln!(
+        if let (true, Some(k)) = (self.opts.kernel_stats, &stats.kstreams) {
+            // No per-packet events in this mode: say what the kernel counted,
+            // not "events 0 ... timelines 0" as if nothing had been traced.
+            writeln!(out, "{}", kernel_stats_summary(k, info.full_records))?;
+        } else {
+            writeln!(
             out,
             "events {} (records: full {} compact {}) timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
             counters.events,
@@ -486,6 +491,7 @@ impl<'a> Run<'a> {
             counters.duplicates,
             counters.unmatched
         )?;
+        }
         if !self.opts.kernel_stats {
             writeln!(
                 out,
@@ -520,6 +526,25 @@ impl<'a> Run<'a> {
         }
         Ok(())
     }
+}
+
+/// The exit summary's count line in `--kernel-stats` mode: what the kernel
+/// counted (packets tracked, stage observations, drops), and that no
+/// per-packet events or timelines exist in this mode by design.
+fn kernel_stats_summary(k: &KernelStreams, drop_records: u64) -> String {
+    let observations: u64 = k
+        .streams
+        .values()
+        .flat_map(|s| s.stages.iter())
+        .map(|st| st.total.count)
+        .sum();
+    let dropped: u64 = k.streams.values().map(|s| s.dropped).sum();
+    format!(
+        "kernel stats: {} packets tracked ({} clones without a parse) in {} stream(s), {observations} stage observations, {dropped} dropped ({drop_records} drop records); no per-packet events or timelines in this mode (use the event mode for those)",
+        k.first_hops,
+        k.clone_hits,
+        k.streams.len()
+    )
 }
 
 /// Options that `--kernel-stats` cannot honour, refused with what to do.

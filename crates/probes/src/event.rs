@@ -334,7 +334,7 @@ pub(crate) mod tests {
         else {
             panic!("a {COMPACT_EVENT_SIZE}-byte record is a compact record")
         };
-        // every field: abi::tests::every_kernel_layout_round_trips_through_its_generated_type
+        // every field: abi::tests::the_compact_record_round_trips_through_its_generated_type
         assert_eq!(
             (c.tracepoint, c.comm.as_str()),
             (TracePoint::KfreeSkb, "vhost-12345")
