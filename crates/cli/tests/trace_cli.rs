@@ -344,6 +344,9 @@ fn trace_kernel_stats_plain_prints_per_stream_rows() {
         .split(", ")
         .find_map(|part| part.strip_suffix(" stage observations")?.parse().ok())
         .unwrap_or_else(|| panic!("no observation count: {counted}"));
-    assert!(observations >= 2000, "2 streams x 2 stages x 500: {counted}");
+    assert!(
+        observations >= 2000,
+        "2 streams x 2 stages x 500: {counted}"
+    );
     assert!(!summary.contains("timelines 0"), "{summary}");
 }

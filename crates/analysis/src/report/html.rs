@@ -188,25 +188,38 @@ pub fn svg_timeline(title: &str, series: &[(String, Vec<Bucket>)]) -> anyhow::Re
     Ok(svg)
 }
 
-/// 1 us histogram with a log count axis.
+/// Histogram with a log count axis. The recorded bins are 1 us wide; the
+/// plot merges them into wider bins (1, 2, 5, 10 ... 1000 us) so that a
+/// millisecond range stays readable: at most 250 bars across.
 pub fn svg_histogram(title: &str, series: &[(String, &LatencyStats)]) -> anyhow::Result<String> {
     let mut svg = String::new();
-    let mut last_bin = 1usize;
-    let mut max_count = 1u64;
+    let mut last_us = 1usize;
     for (_, s) in series {
         let (bins, _) = s.linear_view();
         if let Some(l) = bins.iter().rposition(|c| *c > 0) {
-            last_bin = last_bin.max(l + 1);
+            last_us = last_us.max(l + 1);
         }
-        max_count = max_count.max(bins.iter().copied().max().unwrap_or(0));
     }
+    let width = bin_width_us(last_us);
+    let merged: Vec<Vec<u64>> = series
+        .iter()
+        .map(|(_, s)| merge_bins(s.linear_view().0, width))
+        .collect();
+    let last_bin = last_us.div_ceil(width) * width;
+    let max_count = merged
+        .iter()
+        .flat_map(|b| b.iter().copied())
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let overflow: u64 = series.iter().map(|s| s.1.linear_view().1).sum();
     let negative: u64 = series.iter().map(|s| s.1.negatives()).sum();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let caption =
-            format!("{title} (1 us bins; {overflow} above 10 ms, {negative} negative not shown)");
+        let caption = format!(
+            "{title} ({width} us bins; {overflow} above 10 ms, {negative} negative not shown)"
+        );
         let mut chart = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 18))
             .margin(10)
@@ -223,18 +236,17 @@ pub fn svg_histogram(title: &str, series: &[(String, &LatencyStats)]) -> anyhow:
             .y_desc("packets (log)")
             .draw()
             .map_err(plot_err)?;
-        for (i, (name, s)) in series.iter().enumerate() {
+        for (i, ((name, _), bins)) in series.iter().zip(&merged).enumerate() {
             let c = series_color(i);
-            let (bins, _) = s.linear_view();
             chart
                 .draw_series(
                     bins.iter()
                         .enumerate()
-                        .take(last_bin)
                         .filter(|(_, n)| **n > 0)
-                        .map(|(us, n)| {
+                        .map(|(k, n)| {
+                            let from = (k * width) as f64;
                             Rectangle::new(
-                                [(us as f64, 0.8), (us as f64 + 1.0, *n as f64)],
+                                [(from, 0.8), (from + width as f64, *n as f64)],
                                 c.mix(0.45).filled(),
                             )
                         }),
@@ -252,6 +264,23 @@ pub fn svg_histogram(title: &str, series: &[(String, &LatencyStats)]) -> anyhow:
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
+}
+
+/// At most this many bars across a histogram.
+const MAX_BINS: usize = 250;
+
+/// The plotted bin width in us: the smallest of 1, 2, 5, 10 ... 1000 us
+/// that keeps `range_us` within [`MAX_BINS`] bars.
+fn bin_width_us(range_us: usize) -> usize {
+    const NICE: [usize; 10] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000];
+    NICE.into_iter()
+        .find(|w| range_us.div_ceil(*w) <= MAX_BINS)
+        .unwrap_or(1000)
+}
+
+/// 1 us bins summed `width` at a time.
+fn merge_bins(bins: &[u64], width: usize) -> Vec<u64> {
+    bins.chunks(width).map(|c| c.iter().sum()).collect()
 }
 
 /// Points (x = 1/(1-p), latency us) of a distribution, from its histogram.
@@ -586,4 +615,30 @@ pub fn write_comparison(
     b.push_str(&svg_histogram("histograms (overlaid)", series)?);
     std::fs::write(path, page("hoptrace comparison", &b))
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bin_width_us, merge_bins, MAX_BINS};
+
+    #[test]
+    fn histogram_bins_widen_so_that_a_millisecond_range_stays_readable() {
+        assert_eq!(bin_width_us(1), 1);
+        assert_eq!(bin_width_us(MAX_BINS), 1);
+        assert_eq!(bin_width_us(MAX_BINS + 1), 2);
+        // 10 ms of 1 us bins: 10000 bins become 200 bars of 50 us.
+        assert_eq!(bin_width_us(10_000), 50);
+        for range in [1usize, 7, 251, 999, 10_000] {
+            assert!(range.div_ceil(bin_width_us(range)) <= MAX_BINS, "{range}");
+        }
+    }
+
+    #[test]
+    fn merged_bins_keep_every_packet() {
+        let bins: Vec<u64> = (0..103).collect();
+        let merged = merge_bins(&bins, 10);
+        assert_eq!(merged.len(), 11);
+        assert_eq!(merged[0], (0..10).sum::<u64>());
+        assert_eq!(merged.iter().sum::<u64>(), bins.iter().sum::<u64>());
+    }
 }
