@@ -381,6 +381,7 @@ fn compare(
     check_run_duration(duration)?;
     let stop = hoptrace_os::stop_flag()?;
     let list = hoptrace_lab::topology::parse_list(topologies)?;
+    let load = load.parse::<Load>()?;
     let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
     println!(
         "lab compare: recordings of every run go to {}",
@@ -399,7 +400,7 @@ fn compare(
             streams,
             rate,
             duration,
-            load: load.parse::<Load>()?,
+            load,
             out: out.join(t.name()),
         };
         println!("== {t}: {}", t.path());

@@ -554,18 +554,11 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
     let listed: Vec<String> = recs.iter().map(|p| p.display().to_string()).collect();
     note(res, format!("report: hoptrace report {}", listed.join(" ")));
     match c.status() {
-        Ok(s) if s.success() => {
-            note(res, format!("HTML report: {}", html.display()));
-            res.html = Some(html);
-        }
-        Ok(s) => {
-            res.html = Some(html);
-            res.failures
-                .push(format!("hoptrace report exited with {s}"));
-        }
-        Err(e) => {
-            res.html = Some(html);
-            res.failures.push(format!("hoptrace report: {e}"));
-        }
+        Ok(s) if s.success() => note(res, format!("HTML report: {}", html.display())),
+        Ok(s) => res
+            .failures
+            .push(format!("hoptrace report exited with {s}")),
+        Err(e) => res.failures.push(format!("hoptrace report: {e}")),
     }
+    res.html = Some(html);
 }

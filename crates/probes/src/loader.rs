@@ -46,6 +46,9 @@ pub enum Backend {
     RawTp,
 }
 
+/// The backends `trace` tries, in this order: the first that loads is used.
+const BACKEND_ORDER: [Backend; 2] = [Backend::TpBtf, Backend::RawTp];
+
 impl Backend {
     pub fn name(self) -> &'static str {
         match self {
@@ -310,7 +313,7 @@ struct Chosen {
 /// clock helper, then without: the first that loads is the one used.
 fn choose_backend(plan: &Plan, filters: &Filters) -> Result<Chosen> {
     let mut errors = Vec::new();
-    for backend in [Backend::TpBtf, Backend::RawTp] {
+    for backend in BACKEND_ORDER {
         for use_tai in [true, false] {
             let config = bpf_config::hop_config(filters, plan.emit_mask, use_tai, plan.track_sets);
             // Each attempt needs fresh storage; the loaded skeleton is dropped.
@@ -418,9 +421,8 @@ pub fn describe_backends() -> Result<String> {
         let mut storage = MaybeUninit::<OpenObject>::uninit();
         open_and_load(&mut storage, backend, &wanted, &config).map(|_| ())
     };
-    let order = [Backend::TpBtf, Backend::RawTp];
     let mut used = None;
-    for backend in order {
+    for backend in BACKEND_ORDER {
         let tai = loads(backend, true);
         let mono = loads(backend, false);
         if used.is_none() && (tai.is_ok() || mono.is_ok()) {
@@ -438,7 +440,7 @@ pub fn describe_backends() -> Result<String> {
     for p in crate::backends::probe_optional() {
         s.push_str(&format!("  {}\n", p.describe()));
     }
-    let order = order.map(|b| b.name()).join(", then ");
+    let order = BACKEND_ORDER.map(|b| b.name()).join(", then ");
     match used {
         Some(b) => s.push_str(&format!(
             "used by `hoptrace trace`: {} (the first that loads: {order})\n",

@@ -512,20 +512,12 @@ fn stats_table(b: &mut String, report: &Report, run: &RunReport) {
         ));
     }
     b.push_str("</table><p class=nm>(x)* = not meaningful: fewer than 10/(1-p) samples. Percentiles are nearest-rank (docs/report.md).</p>");
-    let notes: Vec<String> = run
-        .streams
-        .iter()
-        .flat_map(|s| s.stages.iter())
-        .filter(|st| st.stats.negative_count > 0)
-        .map(super::text::negative_stage_note)
-        .collect();
-    for n in notes {
-        let class = if n.starts_with("WARNING") {
-            "fail"
-        } else {
-            "nm"
-        };
-        let _ = write!(b, "<p class={class}>{}</p>", esc(&n));
+    let negative = run.streams.iter().flat_map(|s| s.stages.iter());
+    for st in negative.filter(|st| st.stats.negative_count > 0) {
+        // Across clock domains a warning; within one clock a note.
+        let class = if st.mixed_clocks { "fail" } else { "nm" };
+        let note = super::text::negative_stage_note(st);
+        let _ = write!(b, "<p class={class}>{}</p>", esc(&note));
     }
 }
 
@@ -585,7 +577,7 @@ fn stalls_table(b: &mut String, run: &RunReport) {
 
 /// The top latencies, at readable times (the raw stamps are in `--json`).
 fn top_table(b: &mut String, run: &RunReport) {
-    let clock = run.hops.first().map_or("", |h| h.clock.as_str());
+    let clock = super::text::run_clock(run);
     b.push_str("<h3>top latencies</h3><table><tr><th>value</th><th>time</th><th>stream</th><th>smpCnt</th><th>epoch</th><th>seq</th><th>stage</th></tr>");
     for s in &run.top {
         let _ = write!(

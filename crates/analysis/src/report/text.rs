@@ -217,7 +217,7 @@ fn run_meta(run: &RunReport) -> Vec<String> {
 }
 
 /// The clock of a recording's timestamps (its first hop's), for readable times.
-fn run_clock(run: &RunReport) -> &str {
+pub(crate) fn run_clock(run: &RunReport) -> &str {
     run.hops.first().map_or("", |h| h.clock.as_str())
 }
 
