@@ -1,11 +1,8 @@
 //! Where tracefs is, and which kvm events the running kernel has.
 //!
-//! tracefs is looked for at `/sys/kernel/tracing`, then
-//! `/sys/kernel/debug/tracing`; when neither has an `events` directory,
-//! `mount -t tracefs nodev /sys/kernel/tracing` is tried (it is often not
-//! mounted inside fresh namespaces or minimal guests). `HOPTRACE_TRACEFS`
-//! names another root (a test points it at a directory without kvm events to
-//! see the message of a kernel without KVM).
+//! The root is [`hoptrace_os::tracefs_root`] (mounted when needed;
+//! `HOPTRACE_TRACEFS` names another root: a test points it at a directory
+//! without kvm events to see the message of a kernel without KVM).
 //!
 //! The kvm events live in `events/kvm/` only when KVM is built in or its
 //! module `kvm` is loaded. `kvm_exit` and `kvm_entry` are required; the
@@ -15,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 /// The kvm events hoptrace kvm uses, required ones first.
 pub const REQUIRED: [&str; 2] = ["kvm_exit", "kvm_entry"];
@@ -24,28 +21,10 @@ pub const NESTED: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
 /// Interrupt delivery to a guest (counted per thread).
 pub const IRQ_HOOKS: [&str; 3] = ["kvm_msi_set_irq", "kvm_set_irq", "kvm_vcpu_wakeup"];
 
-/// The tracefs root: `HOPTRACE_TRACEFS`, a mounted one, or one mounted now.
+/// The tracefs root: `HOPTRACE_TRACEFS`, a mounted one, or one mounted now
+/// (see [`hoptrace_os::tracefs`]).
 pub fn root() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("HOPTRACE_TRACEFS") {
-        return Ok(PathBuf::from(p));
-    }
-    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(p).join("events").is_dir() {
-            return Ok(PathBuf::from(p));
-        }
-    }
-    let target = "/sys/kernel/tracing";
-    let status = std::process::Command::new("mount")
-        .args(["-t", "tracefs", "nodev", target])
-        .status()
-        .context("running mount to mount tracefs")?;
-    if status.success() && Path::new(target).join("events").is_dir() {
-        return Ok(PathBuf::from(target));
-    }
-    anyhow::bail!(
-        "tracefs is not mounted and `mount -t tracefs nodev {target}` failed: \
-         mount it (as root) and run again"
-    )
+    Ok(hoptrace_os::tracefs_root()?)
 }
 
 /// Which kvm events exist under a tracefs root.

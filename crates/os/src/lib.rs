@@ -25,8 +25,10 @@ pub mod interface;
 pub mod packet;
 pub mod stamps;
 pub mod stop;
+pub mod tracefs;
 
 pub use interface::{interface_index, interface_names, InterfaceError, Namespace};
 pub use packet::{PacketSocket, Received, SocketError, VlanTci, ETH_P_ALL};
 pub use stamps::Stamps;
 pub use stop::stop_flag;
+pub use tracefs::tracefs_root;

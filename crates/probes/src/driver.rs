@@ -23,6 +23,7 @@ use crate::devices::{netns_inode, DeviceTable};
 use crate::drop_reason::DropReasons;
 use crate::event::HopEvent;
 use crate::event::PacketIdentity;
+use crate::explain::Explaining;
 use crate::khist::KernelHists;
 use crate::kstats::KernelStreams;
 use crate::loader::{run_session, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink};
@@ -67,6 +68,9 @@ pub struct TraceOptions {
     pub kernel_stats: bool,
     /// `hoptrace doctor`'s summary of the host, stored in the recording's metadata.
     pub doctor: Option<hoptrace_record::DoctorSummary>,
+    /// `--explain`: explain every stage longer than this (ns) with the CPU
+    /// flight recorder (src/explain.rs).
+    pub explain: Option<u64>,
 }
 
 /// A screen that shows the statistics every second instead of the plain
@@ -108,6 +112,10 @@ pub struct TraceSummary {
     pub kernel: KernelHists,
     /// `--kernel-stats`: the per-stream figures at exit.
     pub kernel_streams: Option<KernelStreams>,
+    /// `--explain`: every explained stage (only with `keep_timelines`).
+    pub explanations: Vec<hoptrace_record::ExplainedStage>,
+    /// `--explain`: stages explained (always counted).
+    pub explained: u64,
 }
 
 struct Run<'a> {
@@ -127,19 +135,29 @@ struct Run<'a> {
     select: Vec<usize>,
     /// `--kernel-stats`: names of the drop records' devices and reasons.
     ks_names: Option<(DeviceTable, DropReasons)>,
+    /// `--explain`: the flight recorder and its explanations.
+    explaining: Option<Explaining>,
 }
 
 impl Run<'_> {
     /// Select, project, count and record finished timelines (from the
     /// session's events, and once more for those left at exit).
     fn take_timelines(&mut self, tls: Vec<Timeline>) {
+        let mut taken = Vec::with_capacity(tls.len());
         for mut t in tls {
             if !self.opts.streams.is_empty() && !self.opts.streams.contains(&t.stream) {
                 continue;
             }
             if self.select.len() != t.hops.len() {
                 t.hops = self.select.iter().map(|&i| t.hops[i]).collect();
+                if !t.who.is_empty() {
+                    t.who = self.select.iter().map(|&i| t.who[i]).collect();
+                }
             }
+            taken.push(t);
+        }
+        self.explain(&taken);
+        for t in taken {
             self.stats.add(&t);
             if let Some(w) = self.writer.as_mut() {
                 if let Err(e) = append_row(w, &t) {
@@ -151,6 +169,23 @@ impl Run<'_> {
             self.summary.timeline_count += 1;
             if self.opts.keep_timelines {
                 self.summary.timelines.push(t);
+            }
+        }
+    }
+
+    /// `--explain`: explain the late stages of a batch, print one line each
+    /// (not over the live view, which shows them itself).
+    fn explain(&mut self, tls: &[Timeline]) {
+        let Some(x) = self.explaining.as_mut() else {
+            return;
+        };
+        for (row, line) in x.batch(&self.hops, tls) {
+            if self.live.is_none() {
+                let _ = writeln!(self.out, "{line}");
+            }
+            self.summary.explained += 1;
+            if self.opts.keep_timelines {
+                self.summary.explanations.push(row);
             }
         }
     }
@@ -248,9 +283,19 @@ impl SessionSink for Run<'_> {
                 .collect::<Vec<_>>()
                 .join(",")
         );
+        if let Some(x) = &self.explaining {
+            if let Err(e) = x.check_clock(info.clock) {
+                self.write_err = Some(e);
+            }
+        }
         if let Some(dir) = &self.opts.record {
             match self.create_recording(dir, info.clock) {
-                Ok(w) => self.writer = Some(w),
+                Ok(w) => {
+                    self.writer = Some(w);
+                    if let Some(x) = self.explaining.as_mut() {
+                        x.record_into(dir);
+                    }
+                }
                 Err(e) => {
                     self.write_err =
                         Some(e.context(format!("creating the recording {}", dir.display())))
@@ -308,6 +353,10 @@ impl SessionSink for Run<'_> {
         if let Some(w) = self.writer.as_mut() {
             let _ = w.rotate_if_due();
         }
+        if let Some(Err(e)) = self.explaining.as_mut().map(|x| x.flush(false)) {
+            self.write_err = Some(e);
+            return false;
+        }
         if self.last_block.elapsed() >= Duration::from_secs(1) {
             self.last_block = Instant::now();
             if let Some(v) = self.live.as_mut() {
@@ -340,7 +389,12 @@ pub fn run_trace<'a>(
     let devices = DeviceTable::scan()?;
     let filters = bpf_filters(opts, &devices)?;
     write_start_notes(out, opts, &filters)?;
+    let explaining = opts.explain.map(Explaining::start).transpose()?;
+    for n in explaining.iter().flat_map(|x| x.notes()) {
+        writeln!(out, "note: {n}")?;
+    }
     let mut run = Run::new(opts, &filters, devices, out, live)?;
+    run.explaining = explaining;
     let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
     if let Some(v) = run.live.as_mut() {
         v.finish();
@@ -428,6 +482,7 @@ impl<'a> Run<'a> {
             out,
             select,
             ks_names,
+            explaining: None,
         })
     }
 
@@ -436,6 +491,11 @@ impl<'a> Run<'a> {
     fn finish(mut self, info: &SessionInfo, lost: LostCounts) -> Result<TraceSummary> {
         let rest = self.assembler.expire(true);
         self.take_timelines(rest);
+        if let Some(x) = self.explaining.as_mut() {
+            if let Err(e) = x.flush(true) {
+                self.write_err.get_or_insert(e);
+            }
+        }
         if let Some(e) = self.write_err.take() {
             return Err(e);
         }
@@ -510,6 +570,9 @@ impl<'a> Run<'a> {
             writeln!(out, "duplicates per hop: {}", dups.join(" "))?;
         }
         writeln!(out, "lost events per tracepoint: {}", lost.all())?;
+        if let Some(x) = &self.explaining {
+            writeln!(out, "{}", x.summary())?;
+        }
         if let Some((stream, w)) = stats
             .streams
             .iter()
@@ -557,6 +620,9 @@ fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
     }
     if opts.count.is_some() {
         bail!("--kernel-stats assembles no timelines, so --count has nothing to count: use --duration");
+    }
+    if opts.explain.is_some() {
+        bail!("--explain explains the late stages of per-packet timelines, which --kernel-stats does not assemble: leave out --kernel-stats");
     }
     if opts.hops.is_some() {
         bail!("--kernel-stats reports stages (tracepoint pairs of one skb), not the profile's hops: leave out --hops");

@@ -22,6 +22,7 @@ pub mod devices;
 pub mod driver;
 pub mod drop_reason;
 pub mod event;
+pub mod explain;
 pub mod filter;
 pub mod identity;
 pub mod khist;

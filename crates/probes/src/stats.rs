@@ -186,6 +186,7 @@ mod tests {
             seq: 1,
             last_cpu: 1,
             last_comm: "x".into(),
+            who: Vec::new(),
         };
         st.add(&t);
         let s = &st.streams["ping"];

@@ -54,11 +54,23 @@ pub struct Timeline {
     /// CPU and task of the last hop seen (who handled it last).
     pub last_cpu: u32,
     pub last_comm: String,
+    /// CPU and thread of each hop, in [`Timeline::hops`] order (where the
+    /// hop's time was spent: what `--explain` looks at).
+    pub who: Vec<Option<HopWho>>,
+}
+
+/// Where a hop ran: its CPU and the thread in whose context it fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HopWho {
+    pub cpu: u32,
+    pub tid: u32,
 }
 
 #[derive(Debug, Default)]
 struct Branch {
     hops: Vec<Option<u64>>,
+    /// Filled like `hops` (empty until a hop is set).
+    who: Vec<Option<HopWho>>,
     drop: Option<(u32, Option<usize>)>,
     last_cpu: u32,
     last_comm: String,
@@ -293,6 +305,11 @@ impl Assembler {
                         self.counters.duplicates_per_hop[hop] += 1;
                     } else {
                         branch.hops[hop] = Some(e.ts);
+                        branch.who.resize(n, None);
+                        branch.who[hop] = Some(HopWho {
+                            cpu: e.cpu,
+                            tid: e.tid,
+                        });
                         branch.last_cpu = e.cpu;
                         branch.last_comm = e.comm.clone();
                     }
@@ -396,6 +413,16 @@ impl Assembler {
                 .zip(&b.hops)
                 .map(|(s, d)| d.or(*s))
                 .collect();
+            let who: Vec<Option<HopWho>> = (0..hops.len())
+                .map(|i| {
+                    let of = |br: &Branch| br.who.get(i).copied().flatten();
+                    if b.hops[i].is_some() {
+                        of(&b)
+                    } else {
+                        of(&shared)
+                    }
+                })
+                .collect();
             // A free of the pre-clone skb (e.g. the bridge's local copy freed
             // as UNHANDLED_PROTO) does not drop a copy that reached a
             // destination; it drops the packet only when no copy went on.
@@ -439,6 +466,7 @@ impl Assembler {
                 seq,
                 last_cpu,
                 last_comm,
+                who,
             });
         }
         out

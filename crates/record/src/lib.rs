@@ -89,6 +89,7 @@
 
 mod buffer;
 pub mod error;
+pub mod explanations;
 pub mod meta;
 pub mod reader;
 pub mod row;
@@ -96,6 +97,7 @@ pub mod typed;
 pub mod writer;
 
 pub use error::{RecordError, Result};
+pub use explanations::{read_explanations, ExplainedStage, ExplanationWriter, StagePart};
 pub use meta::{
     cpu_list_from_cmdline, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary,
     ExtraColumn, HopColumn, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,

@@ -1,5 +1,6 @@
 //! Reports: the model ([`model`]) and its views.
 
+pub mod explained;
 pub mod export;
 pub mod html;
 pub mod model;
@@ -26,7 +27,13 @@ pub fn build(
     let mut runs = Vec::new();
     for p in paths {
         let (a, prov) = crate::load::analyze_recording(p, config.clone())?;
-        runs.push(RunReport::build(&a, prov));
+        let mut run = RunReport::build(&a, prov);
+        if p.is_dir() {
+            let ex = hoptrace_record::read_explanations(p)?;
+            run.explanations = ex.iter().map(explained::Explanation::from).collect();
+            run.culprits = explained::culprits(&run.explanations);
+        }
+        runs.push(run);
         analyzers.push(a);
     }
     Ok((

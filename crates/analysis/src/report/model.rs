@@ -139,6 +139,10 @@ pub struct RunReport {
     /// Each stage over all streams (lossless merge).
     pub all_streams: Vec<AllStreamsStage>,
     pub top: Vec<Spike>,
+    /// `trace --explain`: every explained spike (empty without).
+    pub explanations: Vec<super::explained::Explanation>,
+    /// `trace --explain`: who took the explained time, largest first.
+    pub culprits: Vec<super::explained::Culprit>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -224,6 +228,8 @@ impl RunReport {
             streams,
             all_streams,
             top: a.top.sorted(),
+            explanations: Vec::new(),
+            culprits: Vec::new(),
         }
     }
 }

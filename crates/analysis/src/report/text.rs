@@ -113,6 +113,11 @@ fn table(out: &mut String, rows: &[Vec<String>], markdown: bool) {
 }
 
 /// Render as terminal text (`markdown = false`) or Markdown.
+/// Explained spikes listed in the text report (all are in --json).
+const EXPLAINED_SHOWN: usize = 10;
+/// Culprits listed in the text report.
+const CULPRITS_SHOWN: usize = 15;
+
 pub fn render(report: &Report, markdown: bool) -> String {
     let mut t = Text {
         out: String::new(),
@@ -137,6 +142,9 @@ pub fn render(report: &Report, markdown: bool) -> String {
         if !run.top.is_empty() {
             t.heading(3, &format!("top {} latencies", run.top.len()));
             t.top_table(run);
+        }
+        if !run.explanations.is_empty() {
+            t.explained(run);
         }
     }
     if !report.merged.is_empty() {
@@ -347,6 +355,61 @@ impl Text {
                 ps.intervals
             ));
         }
+    }
+
+    /// `trace --explain`: the worst explained spikes and the culprits.
+    fn explained(&mut self, run: &RunReport) {
+        let mut worst: Vec<_> = run.explanations.iter().collect();
+        worst.sort_by_key(|e| std::cmp::Reverse(e.latency_ns));
+        worst.truncate(EXPLAINED_SHOWN);
+        self.heading(
+            3,
+            &format!(
+                "explained spikes ({} stages; the {} longest)",
+                run.explanations.len(),
+                worst.len()
+            ),
+        );
+        for e in worst {
+            let parts: Vec<String> = e
+                .parts
+                .iter()
+                .take(4)
+                .map(|p| format!("{} {} {}", p.kind, p.name, format_duration_ns(p.ns)))
+                .collect();
+            self.item(&format!(
+                "{} {} seq {} {} at {}: {} on cpu{} runnable {}: {}",
+                format_duration_ns(e.latency_ns),
+                e.stream,
+                e.seq,
+                e.stage,
+                format_instant(e.end_ns, run_clock(run), run.first_time_ns),
+                e.task,
+                e.cpu,
+                format_duration_ns(e.runnable_ns),
+                parts.join("; ")
+            ));
+        }
+        self.out.push('\n');
+        self.heading(3, "culprits (over all explained spikes)");
+        let mut rows = vec![vec![
+            "kind".to_string(),
+            "name".into(),
+            "spikes".into(),
+            "total".into(),
+            "share".into(),
+        ]];
+        for c in run.culprits.iter().take(CULPRITS_SHOWN) {
+            rows.push(vec![
+                c.kind.clone(),
+                c.name.clone(),
+                c.spikes.to_string(),
+                format_duration_ns(c.ns),
+                format!("{:.1} %", c.share * 100.0),
+            ]);
+        }
+        table(&mut self.out, &rows, self.markdown);
+        self.out.push('\n');
     }
 
     /// The top latencies of a recording, with readable times.

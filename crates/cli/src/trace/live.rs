@@ -349,6 +349,7 @@ mod tests {
             seq,
             last_cpu: 1,
             last_comm: "qemu".into(),
+            who: Vec::new(),
         }
     }
 

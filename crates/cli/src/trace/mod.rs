@@ -90,6 +90,15 @@ pub struct Args {
     /// attaching; the recording then carries no doctor summary.
     #[arg(long, requires = "record")]
     no_doctor: bool,
+    /// Explain every stage longer than this (e.g. 500us): what the CPU of
+    /// the stage's second hop did meanwhile (tasks, IRQs, softirqs, NMI,
+    /// steal, idle), from a CPU flight recorder; one line per explained
+    /// stage, and stored with --record (explain-*.parquet).
+    #[arg(long, value_name = "THRESHOLD", value_parser = arg::duration_ns)]
+    explain: Option<u64>,
+    /// Print the CPU-activity events --explain records and exit.
+    #[arg(long)]
+    list_cpu_events: bool,
     /// Print the hop catalogue and exit.
     #[arg(long)]
     list_hops: bool,
@@ -124,6 +133,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.list_backends {
         print!("{}", hoptrace_probes::loader::describe_backends()?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.list_cpu_events {
+        print!(
+            "{}",
+            hoptrace_cpu::catalogue::describe(hoptrace_cpu::flight::event_present)
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let profile: Profile = args.profile.parse().map_err(anyhow::Error::msg)?;
@@ -177,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         keep_timelines: false,
         kernel_stats: args.kernel_stats,
         doctor,
+        explain: args.explain,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;

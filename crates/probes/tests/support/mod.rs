@@ -160,6 +160,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         keep_timelines: true,
         kernel_stats: false,
         doctor: None,
+        explain: None,
     }
 }
 

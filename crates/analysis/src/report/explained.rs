@@ -1,0 +1,140 @@
+//! The explained spikes of a recording made with `trace --explain`
+//! (`explain-*.parquet`, read by `hoptrace_record::read_explanations`) and
+//! the culprits table: per task, IRQ, softirq, NMI, steal, idle and
+//! unattributed remainder, the number of explained spikes it took part in,
+//! its total time and its share of all explained time (the sum of the
+//! explained stages' latencies).
+
+use std::collections::BTreeMap;
+
+use hoptrace_record::{ExplainedStage, StagePart};
+use serde::Serialize;
+
+/// One explained spike, as `report --json` gives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    pub stream: String,
+    pub seq: u64,
+    pub smp_cnt: Option<u16>,
+    pub dest: Option<String>,
+    pub stage: String,
+    pub latency_ns: i64,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub cpu: u32,
+    /// The task of the stage's second hop (`comm/pid`).
+    pub task: String,
+    pub sleeping_ns: i64,
+    pub runnable_ns: i64,
+    pub running_ns: i64,
+    /// `{kind, name, ns}`, largest first, unattributed last; they add up to `latency_ns`.
+    pub parts: Vec<StagePart>,
+}
+
+impl From<&ExplainedStage> for Explanation {
+    fn from(e: &ExplainedStage) -> Self {
+        Explanation {
+            stream: e.stream.clone(),
+            seq: e.seq,
+            smp_cnt: e.smp_cnt,
+            dest: e.dest.clone(),
+            stage: e.stage.clone(),
+            latency_ns: e.latency_ns(),
+            start_ns: e.start_ns,
+            end_ns: e.end_ns,
+            cpu: e.cpu,
+            task: e.task.clone(),
+            sleeping_ns: e.sleeping_ns,
+            runnable_ns: e.runnable_ns,
+            running_ns: e.running_ns,
+            parts: e.parts.clone(),
+        }
+    }
+}
+
+/// One culprit over all explained spikes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Culprit {
+    pub kind: String,
+    pub name: String,
+    /// Explained spikes it has a part in.
+    pub spikes: u64,
+    pub ns: i64,
+    /// ns / the explained spikes' total latency.
+    pub share: f64,
+}
+
+/// The culprits, largest total first.
+pub fn culprits(ex: &[Explanation]) -> Vec<Culprit> {
+    let total: i64 = ex.iter().map(|e| e.latency_ns).sum();
+    let mut by: BTreeMap<(String, String), (u64, i64)> = BTreeMap::new();
+    for e in ex {
+        for p in &e.parts {
+            let v = by.entry((p.kind.clone(), p.name.clone())).or_default();
+            v.0 += 1;
+            v.1 += p.ns;
+        }
+    }
+    let mut out: Vec<Culprit> = by
+        .into_iter()
+        .map(|((kind, name), (spikes, ns))| Culprit {
+            kind,
+            name,
+            spikes,
+            ns,
+            share: if total > 0 {
+                ns as f64 / total as f64
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    out.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ex(parts: &[(&str, &str, i64)]) -> Explanation {
+        let latency: i64 = parts.iter().map(|p| p.2).sum();
+        Explanation {
+            stream: "SV".into(),
+            seq: 1,
+            smp_cnt: None,
+            dest: None,
+            stage: "a->b".into(),
+            latency_ns: latency,
+            start_ns: 0,
+            end_ns: latency,
+            cpu: 0,
+            task: "r/1".into(),
+            sleeping_ns: 0,
+            runnable_ns: 0,
+            running_ns: 0,
+            parts: parts
+                .iter()
+                .map(|&(k, n, ns)| StagePart {
+                    kind: k.into(),
+                    name: n.into(),
+                    ns,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn culprits_count_the_spikes_they_are_in_and_their_share_of_all_explained_time() {
+        let c = culprits(&[
+            ex(&[("task", "hog/7 (FIFO 50)", 900), ("softirq", "NET_RX", 100)]),
+            ex(&[("task", "hog/7 (FIFO 50)", 500), ("steal", "steal", 500)]),
+        ]);
+        assert_eq!(c[0].name, "hog/7 (FIFO 50)");
+        assert_eq!((c[0].spikes, c[0].ns), (2, 1400));
+        assert!((c[0].share - 0.7).abs() < 1e-9);
+        assert_eq!(c[1].kind, "steal");
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.iter().map(|x| x.ns).sum::<i64>(), 2000);
+    }
+}

@@ -1,0 +1,519 @@
+//! Attribution of one late stage: what a CPU did between two hops.
+//!
+//! A stage is the interval [start, end] between hop a and hop b of one
+//! packet; hop b ran on CPU `cpu` in the context of the task `tid` (the
+//! consumer: the reader, QEMU, vhost). The CPU's flight-recorder events are
+//! replayed in time order. Between two consecutive events the CPU was in one
+//! context, the innermost of:
+//!
+//! 1. an NMI (its interval is known from its duration, recorded at its end),
+//! 2. a hard IRQ handler or a system vector (timer, IPI),
+//! 3. a softirq vector,
+//! 4. the current task (pid 0: idle).
+//!
+//! Each piece of [start, end] is given to that context, after two
+//! subtractions: NMI time inside the piece, and the hypervisor's *steal*
+//! time, known as the difference of the CPU's cumulative steal clock
+//! between the two events around the piece (spread evenly over the gap when
+//! the piece is only part of it). Nested time is therefore counted once and
+//! the parts add up to the stage exactly: what cannot be placed is the
+//! **unattributed** part, named by why (the ring no longer reached back that
+//! far; no event said which task ran). Nothing is guessed: an irqs-off or
+//! preempt-off section without tracepoints, or an SMI, shows as time of the
+//! context that was current, and a gap longer than the CPU's activity is
+//! not invented.
+//!
+//! The state at the first event is inferred backwards: the task before the
+//! first switch is that switch's previous task (or, when no switch is seen
+//! at all, the task of hop b, which was running at `end`), and exits without
+//! an entry before them are contexts that were already open, innermost
+//! first. The consumer's own state (sleeping, runnable, running) is followed
+//! through its wakeups (on any CPU) and switches: "runnable 40 ms" means it
+//! was woken and waited that long for the CPU.
+//!
+//! Bounds: every boundary is a tracepoint's timestamp, taken inside a BPF
+//! program a few hundred nanoseconds from the state change it reports; the
+//! parts are exact sums of such intervals, so each part is within (2 x number
+//! of its intervals) x that delay of the truth, and their sum is the stage.
+
+use std::collections::BTreeMap;
+
+use crate::event::{Activity, CpuEvent};
+
+/// Who or what the CPU's time went to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Culprit {
+    Task(u32),
+    Idle,
+    Hardirq(u32),
+    /// A system vector, index into [`crate::catalogue::VECTORS`].
+    Vector(u32),
+    Softirq(u32),
+    Nmi,
+    Steal,
+    Unattributed(Gap),
+}
+
+/// Why a part is unattributed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Gap {
+    /// The flight recorder had already overwritten this time.
+    Overwritten,
+    /// No event said which task ran.
+    UnknownTask,
+}
+
+/// One stage to explain.
+#[derive(Debug, Clone, Copy)]
+pub struct Question<'a> {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The task of hop b (it ran on this CPU at `end_ns`).
+    pub tid: u32,
+    /// The CPU's events in time order, from before `start_ns` where the ring
+    /// reaches that far, to after `end_ns` where there are some.
+    pub events: &'a [CpuEvent],
+    /// The ring held every event of the CPU from before `start_ns`; false
+    /// when it had been overwritten up to `events[0]`.
+    pub reached_back: bool,
+    /// Times `tid` was woken, on any CPU, in time order.
+    pub wakeups: &'a [u64],
+}
+
+/// Where the task of hop b was during the stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TaskWait {
+    pub sleeping_ns: u64,
+    /// Woken (or preempted) and waiting for the CPU.
+    pub runnable_ns: u64,
+    pub running_ns: u64,
+    /// Its state was not known (before any event about it).
+    pub unknown_ns: u64,
+}
+
+/// The stage, decomposed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attribution {
+    /// Largest first, unattributed parts last; they sum to the stage.
+    pub parts: Vec<(Culprit, u64)>,
+    pub task: TaskWait,
+}
+
+impl Attribution {
+    pub fn total(&self) -> u64 {
+        self.parts.iter().map(|p| p.1).sum()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Irq(u32),
+    Vector(u32),
+    Softirq(u32),
+}
+
+impl Ctx {
+    fn culprit(self) -> Culprit {
+        match self {
+            Ctx::Irq(n) => Culprit::Hardirq(n),
+            Ctx::Vector(v) => Culprit::Vector(v),
+            Ctx::Softirq(v) => Culprit::Softirq(v),
+        }
+    }
+    fn entered(a: &Activity) -> Option<Ctx> {
+        match *a {
+            Activity::IrqEntry { irq } => Some(Ctx::Irq(irq)),
+            Activity::VectorEntry { vector } => Some(Ctx::Vector(vector)),
+            Activity::SoftirqEntry { vec } => Some(Ctx::Softirq(vec)),
+            _ => None,
+        }
+    }
+    fn left(a: &Activity) -> Option<Ctx> {
+        match *a {
+            Activity::IrqExit { irq } => Some(Ctx::Irq(irq)),
+            Activity::VectorExit { vector } => Some(Ctx::Vector(vector)),
+            Activity::SoftirqExit { vec } => Some(Ctx::Softirq(vec)),
+            _ => None,
+        }
+    }
+}
+
+/// The contexts open before the first event (outermost first): the exits
+/// that have no entry before them, innermost first, reversed.
+fn initial_stack(events: &[CpuEvent]) -> Vec<Ctx> {
+    let mut depth = 0usize;
+    let mut unmatched = Vec::new();
+    for e in events {
+        if Ctx::entered(&e.activity).is_some() {
+            depth += 1;
+        } else if let Some(c) = Ctx::left(&e.activity) {
+            if depth == 0 {
+                unmatched.push(c);
+            } else {
+                depth -= 1;
+            }
+        }
+    }
+    unmatched.reverse();
+    unmatched
+}
+
+/// The task running before the first event.
+fn initial_task(events: &[CpuEvent], tid: u32) -> u32 {
+    events
+        .iter()
+        .find_map(|e| match e.activity {
+            Activity::Switch { prev_pid, .. } => Some(prev_pid),
+            _ => None,
+        })
+        .unwrap_or(tid)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskState {
+    Unknown,
+    Sleeping,
+    Runnable,
+    Running,
+}
+
+/// The consumer's state before the first event about it.
+fn initial_task_state(q: &Question<'_>) -> TaskState {
+    let first_wakeup = q.wakeups.first().copied();
+    let first_switch = q.events.iter().find_map(|e| match e.activity {
+        Activity::Switch {
+            prev_pid, next_pid, ..
+        } if prev_pid == q.tid || next_pid == q.tid => Some((e.ts, next_pid == q.tid)),
+        _ => None,
+    });
+    match (first_wakeup, first_switch) {
+        (Some(w), Some((s, _))) if w <= s => TaskState::Sleeping,
+        (_, Some((_, true))) => TaskState::Runnable,
+        (_, Some((_, false))) => TaskState::Running,
+        (Some(_), None) => TaskState::Sleeping,
+        (None, None) => TaskState::Unknown,
+    }
+}
+
+struct Replay<'q> {
+    q: &'q Question<'q>,
+    parts: BTreeMap<Culprit, u64>,
+    wait: TaskWait,
+    nmis: Vec<(u64, u64)>,
+}
+
+impl Replay<'_> {
+    fn add(&mut self, c: Culprit, ns: u64) {
+        if ns > 0 {
+            *self.parts.entry(c).or_default() += ns;
+        }
+    }
+
+    /// NMI time inside [s, e).
+    fn nmi_within(&self, s: u64, e: u64) -> u64 {
+        self.nmis
+            .iter()
+            .map(|&(a, b)| b.min(e).saturating_sub(a.max(s)))
+            .sum()
+    }
+
+    /// Give [s, e) (already clipped to the stage) to `ctx`, minus NMI and
+    /// `steal` time.
+    fn piece(&mut self, s: u64, e: u64, ctx: Culprit, steal: u64) {
+        let len = e.saturating_sub(s);
+        if len == 0 {
+            return;
+        }
+        let nmi = self.nmi_within(s, e).min(len);
+        let steal = steal.min(len - nmi);
+        self.add(Culprit::Nmi, nmi);
+        self.add(Culprit::Steal, steal);
+        self.add(ctx, len - nmi - steal);
+    }
+
+    fn task_time(&mut self, state: TaskState, s: u64, e: u64) {
+        let (s, e) = (s.max(self.q.start_ns), e.min(self.q.end_ns));
+        let len = e.saturating_sub(s);
+        match state {
+            TaskState::Unknown => self.wait.unknown_ns += len,
+            TaskState::Sleeping => self.wait.sleeping_ns += len,
+            TaskState::Runnable => self.wait.runnable_ns += len,
+            TaskState::Running => self.wait.running_ns += len,
+        }
+    }
+}
+
+/// Decompose the stage of `q`.
+pub fn attribute(q: &Question<'_>) -> Attribution {
+    let (start, end) = (q.start_ns, q.end_ns.max(q.start_ns));
+    let mut r = Replay {
+        q,
+        parts: BTreeMap::new(),
+        wait: TaskWait::default(),
+        nmis: q
+            .events
+            .iter()
+            .filter_map(|e| match e.activity {
+                Activity::Nmi { duration_ns } => Some((e.ts.saturating_sub(duration_ns), e.ts)),
+                _ => None,
+            })
+            .collect(),
+    };
+    let mut stack = initial_stack(q.events);
+    let mut task = initial_task(q.events, q.tid);
+    let mut known_task = q.reached_back
+        || q.events
+            .iter()
+            .any(|e| matches!(e.activity, Activity::Switch { .. }));
+    // Before the first event: overwritten when the ring did not reach back.
+    let first_ts = q.events.first().map(|e| e.ts).unwrap_or(u64::MAX);
+    let mut cursor = start;
+    if !q.reached_back && first_ts > start {
+        let upto = first_ts.min(end);
+        r.add(Culprit::Unattributed(Gap::Overwritten), upto - start);
+        cursor = upto;
+    }
+    // The consumer's state, followed through its wakeups and switches.
+    let mut state = initial_task_state(q);
+    let mut state_since = start;
+    let mut wakeups = q.wakeups.iter().peekable();
+    let mut prev: Option<&CpuEvent> = None;
+    for e in q.events {
+        while let Some(&&w) = wakeups.peek() {
+            if w > e.ts {
+                break;
+            }
+            wakeups.next();
+            if state != TaskState::Running {
+                r.task_time(state, state_since, w);
+                (state, state_since) = (TaskState::Runnable, w.max(start));
+            }
+        }
+        if e.ts > cursor && cursor < end {
+            let upto = e.ts.min(end);
+            let ctx = match stack.last() {
+                Some(c) => c.culprit(),
+                None if !known_task => Culprit::Unattributed(Gap::UnknownTask),
+                None if task == 0 => Culprit::Idle,
+                None => Culprit::Task(task),
+            };
+            let steal = match prev {
+                Some(p) if e.ts > p.ts => {
+                    let delta = e.steal_ns.saturating_sub(p.steal_ns) as u128;
+                    (delta * (upto - cursor) as u128 / (e.ts - p.ts) as u128) as u64
+                }
+                _ => 0,
+            };
+            r.piece(cursor, upto, ctx, steal);
+            cursor = upto;
+        }
+        if e.ts >= cursor {
+            cursor = cursor.max(e.ts.min(end)).max(start);
+        }
+        match e.activity {
+            Activity::Switch {
+                prev_pid,
+                next_pid,
+                prev_state,
+            } => {
+                task = next_pid;
+                known_task = true;
+                let next_state = if next_pid == q.tid {
+                    Some(TaskState::Running)
+                } else if prev_pid == q.tid {
+                    Some(if prev_state == 0 {
+                        TaskState::Runnable
+                    } else {
+                        TaskState::Sleeping
+                    })
+                } else {
+                    None
+                };
+                if let Some(ns) = next_state {
+                    r.task_time(state, state_since, e.ts);
+                    (state, state_since) = (ns, e.ts.max(start));
+                }
+            }
+            a => {
+                if let Some(c) = Ctx::entered(&a) {
+                    stack.push(c);
+                } else if let Some(c) = Ctx::left(&a) {
+                    if let Some(i) = stack.iter().rposition(|x| *x == c) {
+                        stack.truncate(i);
+                    }
+                }
+            }
+        }
+        prev = Some(e);
+    }
+    // After the last event (up to `end`): the context still open, no steal known.
+    if cursor < end {
+        let ctx = match stack.last() {
+            Some(c) => c.culprit(),
+            None if !known_task => Culprit::Unattributed(Gap::UnknownTask),
+            None if task == 0 => Culprit::Idle,
+            None => Culprit::Task(task),
+        };
+        r.piece(cursor, end, ctx, 0);
+    }
+    r.task_time(state, state_since, end);
+    let mut parts: Vec<(Culprit, u64)> = r.parts.into_iter().collect();
+    parts.sort_by_key(|&(c, ns)| {
+        (
+            matches!(c, Culprit::Unattributed(_)),
+            std::cmp::Reverse(ns),
+            c,
+        )
+    });
+    Attribution {
+        parts,
+        task: r.wait,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts: u64, activity: Activity) -> CpuEvent {
+        CpuEvent {
+            ts,
+            steal_ns: 0,
+            activity,
+        }
+    }
+    fn switch(ts: u64, prev_pid: u32, next_pid: u32, prev_state: u32) -> CpuEvent {
+        ev(
+            ts,
+            Activity::Switch {
+                prev_pid,
+                next_pid,
+                prev_state,
+            },
+        )
+    }
+    fn part(a: &Attribution, c: Culprit) -> u64 {
+        a.parts.iter().find(|p| p.0 == c).map(|p| p.1).unwrap_or(0)
+    }
+
+    /// The reader (pid 10) is woken at 1000 while a FIFO hog (pid 99) runs;
+    /// the hog runs until 3000, a NET_RX softirq interrupts it for 200.
+    #[test]
+    fn a_hog_that_keeps_a_woken_reader_off_the_cpu_is_the_largest_part() {
+        let events = [
+            switch(500, 10, 99, 1),
+            ev(1500, Activity::SoftirqEntry { vec: 3 }),
+            ev(1700, Activity::SoftirqExit { vec: 3 }),
+            switch(3000, 99, 10, 0),
+            ev(3500, Activity::IrqEntry { irq: 24 }),
+        ];
+        let q = Question {
+            start_ns: 1000,
+            end_ns: 3200,
+            tid: 10,
+            events: &events,
+            reached_back: true,
+            wakeups: &[1000],
+        };
+        let a = attribute(&q);
+        assert_eq!(a.parts[0], (Culprit::Task(99), 1800));
+        assert_eq!(part(&a, Culprit::Softirq(3)), 200);
+        assert_eq!(part(&a, Culprit::Task(10)), 200);
+        assert_eq!(a.total(), 2200);
+        assert_eq!(a.task.runnable_ns, 2000);
+        assert_eq!(a.task.running_ns, 200);
+        assert_eq!(a.task.sleeping_ns, 0);
+    }
+
+    #[test]
+    fn nested_irq_and_nmi_and_steal_are_counted_once_and_the_parts_add_up() {
+        let mut events = vec![
+            switch(0, 1, 7, 0),
+            ev(100, Activity::SoftirqEntry { vec: 3 }),
+            ev(200, Activity::IrqEntry { irq: 5 }),
+            ev(300, Activity::IrqExit { irq: 5 }),
+            ev(400, Activity::SoftirqExit { vec: 3 }),
+            ev(700, Activity::Nmi { duration_ns: 100 }),
+            ev(1000, Activity::Idle { state: 1 }),
+        ];
+        // 150 ns of steal between the NMI's end (700) and 1000.
+        for e in events.iter_mut().skip(6) {
+            e.steal_ns = 150;
+        }
+        let q = Question {
+            start_ns: 0,
+            end_ns: 1000,
+            tid: 7,
+            events: &events,
+            reached_back: true,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        assert_eq!(part(&a, Culprit::Softirq(3)), 200);
+        assert_eq!(part(&a, Culprit::Hardirq(5)), 100);
+        assert_eq!(part(&a, Culprit::Nmi), 100);
+        assert_eq!(part(&a, Culprit::Steal), 150);
+        assert_eq!(part(&a, Culprit::Task(7)), 1000 - 200 - 100 - 100 - 150);
+        assert_eq!(a.total(), 1000);
+    }
+
+    #[test]
+    fn time_before_the_ring_reaches_back_is_unattributed_as_overwritten() {
+        let events = [switch(600, 3, 10, 1)];
+        let q = Question {
+            start_ns: 100,
+            end_ns: 1100,
+            tid: 10,
+            events: &events,
+            reached_back: false,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        assert_eq!(part(&a, Culprit::Unattributed(Gap::Overwritten)), 500);
+        assert_eq!(part(&a, Culprit::Task(10)), 500);
+        assert_eq!(
+            a.parts.last().unwrap().0,
+            Culprit::Unattributed(Gap::Overwritten)
+        );
+        assert_eq!(a.total(), 1000);
+    }
+
+    #[test]
+    fn an_exit_without_its_entry_means_the_stage_began_inside_that_context() {
+        // In a timer vector inside a softirq at the start; pid 0 (idle) after.
+        let events = [
+            ev(300, Activity::VectorExit { vector: 0 }),
+            ev(500, Activity::SoftirqExit { vec: 1 }),
+            switch(800, 4, 0, 1),
+        ];
+        let q = Question {
+            start_ns: 100,
+            end_ns: 1000,
+            tid: 4,
+            events: &events,
+            reached_back: true,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        assert_eq!(part(&a, Culprit::Vector(0)), 200);
+        assert_eq!(part(&a, Culprit::Softirq(1)), 200);
+        assert_eq!(part(&a, Culprit::Task(4)), 300);
+        assert_eq!(part(&a, Culprit::Idle), 200);
+        assert_eq!(a.task.running_ns, 700);
+        assert_eq!(a.task.sleeping_ns, 200);
+    }
+
+    #[test]
+    fn a_stage_with_no_event_at_all_is_the_task_of_hop_b_running() {
+        let q = Question {
+            start_ns: 0,
+            end_ns: 50,
+            tid: 8,
+            events: &[],
+            reached_back: true,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        assert_eq!(a.parts, vec![(Culprit::Task(8), 50)]);
+    }
+}

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hoptrace cpu: a flight recorder of what each CPU does.
+ *
+ * Every traced event (scheduler switch and wakeup, hard IRQ and softirq entry
+ * and exit, the x86 system vectors, idle, NMI) writes one struct cpu_event
+ * (cpu_records.h) into its CPU's part of the array `flight`: CPU c owns the
+ * slots [c << slots_log2, (c + 1) << slots_log2), used as a ring. The CPU's
+ * event number comes from `heads` (per-CPU, incremented atomically, so an
+ * interrupt that fires while a program is writing takes the next slot); the
+ * slot is its number modulo the ring size. The record's `seq` is cleared
+ * first and set to number + 1 last: user space, which reads `flight` through
+ * a read-only mmap only when a packet was late, keeps a slot only when its
+ * `seq` is the one expected and did not change during the copy.
+ *
+ * Nothing is sent to user space and nothing wakes it: the cost is one
+ * program run per event. Each record carries the CPU's cumulative steal
+ * time as its run queue accounted it (steal_now), so that the time the
+ * vCPU did not run is known between any two events. The task table names
+ * the pids that run.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "cpu_records.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+const volatile struct cpu_config cpu_config = {
+	.use_tai = 0,
+	.slots_log2 = 16,
+	.ncpus = 1,
+};
+
+/* Give libbpf-cargo the record types (generated into the skeleton's
+ * `types` module); never written. */
+struct cpu_event layout_cpu_event = {};
+struct task_info layout_task_info = {};
+enum cpu_event_kind layout_kind = CPU_EV_SWITCH;
+enum cpu_vector layout_vector = CPU_VEC_LOCAL_TIMER;
+
+/* max_entries is set by user space before load: ncpus << slots_log2. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_event);
+} flight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} heads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct task_info);
+} tasks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CPU_CNT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* The run queue's steal accounting, as far as read (CO-RE relocated). */
+struct rq___ht {
+	__u64 prev_steal_time_rq; /* CONFIG_PARAVIRT_TIME_ACCOUNTING: at each rq clock update */
+	__u64 prev_steal_time;    /* CONFIG_PARAVIRT: at each tick */
+} __attribute__((preserve_access_index));
+
+struct cfs_rq___ht {
+	struct rq___ht *rq; /* CONFIG_FAIR_GROUP_SCHED */
+} __attribute__((preserve_access_index));
+
+struct sched_entity___ht {
+	struct cfs_rq___ht *cfs_rq;
+} __attribute__((preserve_access_index));
+
+struct task_struct___ht {
+	struct sched_entity___ht se;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 now(void)
+{
+	return cpu_config.use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
+}
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &which);
+
+	if (v)
+		*v += 1;
+}
+
+/* The steal time (ns) this CPU's run queue has accounted so far: the
+ * paravirtual steal clock as the scheduler last read it (at every run-queue
+ * clock update with CONFIG_PARAVIRT_TIME_ACCOUNTING, else at every tick),
+ * reached through the current task's CFS run queue. 0 where the kernel has
+ * none of these (no paravirt steal accounting, or no FAIR_GROUP_SCHED). */
+static __always_inline __u64 steal_now(void)
+{
+	struct task_struct___ht *t = (void *)bpf_get_current_task_btf();
+	struct cfs_rq___ht *cfs;
+	struct rq___ht *rq;
+
+	if (!bpf_core_field_exists(cfs->rq))
+		return 0;
+	cfs = BPF_CORE_READ(t, se.cfs_rq);
+	if (!cfs)
+		return 0;
+	rq = BPF_CORE_READ(cfs, rq);
+	if (!rq)
+		return 0;
+	if (bpf_core_field_exists(rq->prev_steal_time_rq))
+		return BPF_CORE_READ(rq, prev_steal_time_rq);
+	if (bpf_core_field_exists(rq->prev_steal_time))
+		return BPF_CORE_READ(rq, prev_steal_time);
+	return 0;
+}
+
+static __always_inline void put(__u64 ts, __u32 kind, __u32 a, __u32 b, __u32 c,
+				__u32 d, __u32 e)
+{
+	__u32 zero = 0, cpu = bpf_get_smp_processor_id(), idx;
+	__u32 mask = (1u << cpu_config.slots_log2) - 1;
+	volatile struct cpu_event *ev;
+	__u64 *head, n;
+
+	if (cpu >= cpu_config.ncpus) {
+		count(CPU_CNT_NO_SLOT);
+		return;
+	}
+	head = bpf_map_lookup_elem(&heads, &zero);
+	if (!head)
+		return;
+	n = __sync_fetch_and_add(head, 1);
+	idx = (cpu << cpu_config.slots_log2) | ((__u32)n & mask);
+	ev = bpf_map_lookup_elem(&flight, &idx);
+	if (!ev) {
+		count(CPU_CNT_NO_SLOT);
+		return;
+	}
+	ev->seq = 0;
+	ev->ts = ts;
+	ev->steal = steal_now();
+	ev->kind = kind;
+	ev->a = a;
+	ev->b = b;
+	ev->c = c;
+	ev->d = d;
+	ev->e = e;
+	ev->seq = n + 1;
+}
+
+/* Name a task as it is now (comm, policy, priority). */
+static __always_inline void remember(struct task_struct *t, __u32 pid)
+{
+	struct task_info *v = bpf_map_lookup_elem(&tasks, &pid);
+	struct task_info fresh = {};
+
+	if (!v) {
+		v = &fresh;
+	}
+	bpf_probe_read_kernel(v->comm, sizeof(v->comm), t->comm);
+	v->tgid = t->tgid;
+	v->policy = t->policy;
+	v->rt_priority = t->rt_priority;
+	v->prio = t->prio;
+	if (v == &fresh && bpf_map_update_elem(&tasks, &pid, &fresh, BPF_ANY) != 0)
+		count(CPU_CNT_TASKS_FULL);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev,
+	     struct task_struct *next, unsigned int prev_state)
+{
+	__u64 ts = now();
+	__u32 next_pid = next->pid;
+
+	__u32 prev_pid = prev->pid;
+
+	put(ts, CPU_EV_SWITCH, next_pid, prev_pid, prev_state, next->prio, prev->prio);
+	/* Both: a task may rename itself or change policy while it runs. */
+	if (next_pid != 0)
+		remember(next, next_pid);
+	if (prev_pid != 0)
+		remember(prev, prev_pid);
+	return 0;
+}
+
+static __always_inline int on_wakeup(struct task_struct *p)
+{
+	put(now(), CPU_EV_WAKEUP, p->pid, p->thread_info.cpu, 0, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(sched_wakeup, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+	return on_wakeup(p);
+}
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(irq_handler_entry, int irq)
+{
+	put(now(), CPU_EV_IRQ_ENTRY, irq, 0, 0, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/irq_handler_exit")
+int BPF_PROG(irq_handler_exit, int irq)
+{
+	put(now(), CPU_EV_IRQ_EXIT, irq, 0, 0, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(softirq_entry, unsigned int vec)
+{
+	put(now(), CPU_EV_SOFTIRQ_ENTRY, vec, 0, 0, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(softirq_exit, unsigned int vec)
+{
+	put(now(), CPU_EV_SOFTIRQ_EXIT, vec, 0, 0, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/cpu_idle")
+int BPF_PROG(cpu_idle, unsigned int state)
+{
+	put(now(), CPU_EV_IDLE, state, 0, 0, 0, 0);
+	return 0;
+}
+
+SEC("tp_btf/nmi_handler")
+int BPF_PROG(nmi_handler, void *handler, s64 delta_ns)
+{
+	__u64 d = delta_ns > 0 ? (__u64)delta_ns : 0;
+
+	put(now(), CPU_EV_NMI, (__u32)d, (__u32)(d >> 32), 0, 0, 0);
+	return 0;
+}
+
+#define VECTOR_PROGS(name, id)                                                 \
+	SEC("tp_btf/" #name "_entry")                                          \
+	int BPF_PROG(name##_entry, int vector)                                 \
+	{                                                                      \
+		put(now(), CPU_EV_VECTOR_ENTRY, id, vector, 0, 0, 0);          \
+		return 0;                                                      \
+	}                                                                      \
+	SEC("tp_btf/" #name "_exit")                                           \
+	int BPF_PROG(name##_exit, int vector)                                  \
+	{                                                                      \
+		put(now(), CPU_EV_VECTOR_EXIT, id, vector, 0, 0, 0);           \
+		return 0;                                                      \
+	}
+
+VECTOR_PROGS(local_timer, CPU_VEC_LOCAL_TIMER)
+VECTOR_PROGS(reschedule, CPU_VEC_RESCHEDULE)
+VECTOR_PROGS(call_function, CPU_VEC_CALL_FUNCTION)
+VECTOR_PROGS(call_function_single, CPU_VEC_CALL_FUNCTION_SINGLE)
+VECTOR_PROGS(irq_work, CPU_VEC_IRQ_WORK)

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Layouts shared by cpu.bpf.c and user space. The Rust side uses the types
+ * that libbpf-cargo generates from this header into the skeleton's `types`
+ * module (src/flight.rs checks their sizes at build time); the meaning of
+ * each kind and argument is in src/catalogue.rs.
+ */
+#ifndef HOPTRACE_CPU_RECORDS_H
+#define HOPTRACE_CPU_RECORDS_H
+
+#include "vmlinux.h"
+
+/* Settings written by user space before load (.rodata). */
+struct cpu_config {
+	/* 1: bpf_ktime_get_tai_ns (the hop tracer's clock when it has TAI);
+	 * 0: bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u32 use_tai;
+	/* Slots per CPU in `flight`: 1 << slots_log2. */
+	__u32 slots_log2;
+	/* CPUs `flight` has room for (possible CPUs). */
+	__u32 ncpus;
+	__u32 pad;
+};
+
+/* What a flight record says happened (enum cpu_event_kind). */
+enum cpu_event_kind {
+	CPU_EV_SWITCH = 1,        /* a: next pid, b: prev pid, c: prev_state, d: next prio, e: prev prio */
+	CPU_EV_WAKEUP = 2,        /* a: woken pid, b: the CPU it will run on */
+	CPU_EV_IRQ_ENTRY = 3,     /* a: irq number */
+	CPU_EV_IRQ_EXIT = 4,      /* a: irq number */
+	CPU_EV_SOFTIRQ_ENTRY = 5, /* a: softirq vector */
+	CPU_EV_SOFTIRQ_EXIT = 6,  /* a: softirq vector */
+	CPU_EV_VECTOR_ENTRY = 7,  /* a: enum cpu_vector, b: the x86 vector */
+	CPU_EV_VECTOR_EXIT = 8,   /* a: enum cpu_vector, b: the x86 vector */
+	CPU_EV_IDLE = 9,          /* a: idle state, 0xffffffff: leaving idle */
+	CPU_EV_NMI = 10,          /* at the handler's end; a, b: its duration in ns (low, high) */
+};
+
+/* The system vectors of irq_vectors:* (x86), in catalogue order. */
+enum cpu_vector {
+	CPU_VEC_LOCAL_TIMER = 0,
+	CPU_VEC_RESCHEDULE = 1,
+	CPU_VEC_CALL_FUNCTION = 2,
+	CPU_VEC_CALL_FUNCTION_SINGLE = 3,
+	CPU_VEC_IRQ_WORK = 4,
+};
+
+/* One slot of the per-CPU flight ring. `seq` is written last: it is the
+ * CPU's event number + 1, so a reader knows which lap a slot holds and
+ * whether it was being rewritten while read (0 while a write is under way). */
+struct cpu_event {
+	__u64 ts;    /* the event's time, in the configured clock */
+	__u64 seq;
+	__u64 steal; /* the CPU's cumulative steal time (ns) at the event, 0 when not known */
+	__u32 kind;  /* enum cpu_event_kind */
+	__u32 a;
+	__u32 b;
+	__u32 c;
+	__u32 d;
+	__u32 e;
+};
+_Static_assert(sizeof(struct cpu_event) == 48, "cpu_event layout");
+
+/* Who a pid is, as last switched in (the names of the parts). */
+struct task_info {
+	char comm[16];
+	__u32 tgid;
+	__u32 policy;      /* SCHED_NORMAL 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6 */
+	__u32 rt_priority; /* 1..99 for FIFO/RR */
+	__s32 prio;        /* the kernel's prio (lower runs first) */
+};
+_Static_assert(sizeof(struct task_info) == 32, "task_info layout");
+
+/* Per-CPU counters of what could not be recorded. */
+enum cpu_counter {
+	CPU_CNT_NO_SLOT = 0,   /* no slot for this CPU (beyond ncpus) */
+	CPU_CNT_TASKS_FULL = 1,/* task name not stored: table full */
+	CPU_CNT_COUNT = 2,
+};
+
+#endif

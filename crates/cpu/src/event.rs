@@ -1,0 +1,151 @@
+//! Flight records as typed events: one enum variant per `enum
+//! cpu_event_kind` (src/bpf/cpu_records.h), with the arguments named. A
+//! record of a kind this build does not know is refused, never guessed.
+
+/// What happened on a CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// `prev_state` 0 means `prev` was preempted (still runnable).
+    Switch {
+        prev_pid: u32,
+        next_pid: u32,
+        prev_state: u32,
+    },
+    /// `pid` became runnable, to run on `target_cpu`.
+    Wakeup {
+        pid: u32,
+        target_cpu: u32,
+    },
+    IrqEntry {
+        irq: u32,
+    },
+    IrqExit {
+        irq: u32,
+    },
+    SoftirqEntry {
+        vec: u32,
+    },
+    SoftirqExit {
+        vec: u32,
+    },
+    /// A system vector (index into [`crate::catalogue::VECTORS`]).
+    VectorEntry {
+        vector: u32,
+    },
+    VectorExit {
+        vector: u32,
+    },
+    /// `state` u32::MAX: leaving idle.
+    Idle {
+        state: u32,
+    },
+    /// Recorded at the handler's end: it ran for `duration_ns` before.
+    Nmi {
+        duration_ns: u64,
+    },
+}
+
+/// One event of one CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuEvent {
+    pub ts: u64,
+    /// The CPU's cumulative steal time at the event (0: not known).
+    pub steal_ns: u64,
+    pub activity: Activity,
+}
+
+/// The raw fields of a flight record (`struct cpu_event` without `seq`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawEvent {
+    pub ts: u64,
+    pub steal: u64,
+    pub kind: u32,
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub d: u32,
+    pub e: u32,
+}
+
+/// A record whose kind this build does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnknownKind(pub u32);
+
+impl TryFrom<RawEvent> for CpuEvent {
+    type Error = UnknownKind;
+
+    fn try_from(r: RawEvent) -> Result<Self, UnknownKind> {
+        let activity = match r.kind {
+            1 => Activity::Switch {
+                next_pid: r.a,
+                prev_pid: r.b,
+                prev_state: r.c,
+            },
+            2 => Activity::Wakeup {
+                pid: r.a,
+                target_cpu: r.b,
+            },
+            3 => Activity::IrqEntry { irq: r.a },
+            4 => Activity::IrqExit { irq: r.a },
+            5 => Activity::SoftirqEntry { vec: r.a },
+            6 => Activity::SoftirqExit { vec: r.a },
+            7 => Activity::VectorEntry { vector: r.a },
+            8 => Activity::VectorExit { vector: r.a },
+            9 => Activity::Idle { state: r.a },
+            10 => Activity::Nmi {
+                duration_ns: (r.a as u64) | ((r.b as u64) << 32),
+            },
+            k => return Err(UnknownKind(k)),
+        };
+        Ok(CpuEvent {
+            ts: r.ts,
+            steal_ns: r.steal,
+            activity,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_record_names_prev_and_next_and_an_unknown_kind_is_refused() {
+        let raw = RawEvent {
+            ts: 5,
+            steal: 7,
+            kind: 1,
+            a: 20,
+            b: 10,
+            c: 1,
+            ..Default::default()
+        };
+        let e = CpuEvent::try_from(raw).unwrap();
+        assert_eq!(
+            e.activity,
+            Activity::Switch {
+                prev_pid: 10,
+                next_pid: 20,
+                prev_state: 1
+            }
+        );
+        assert_eq!(e.steal_ns, 7);
+        let nmi = RawEvent {
+            kind: 10,
+            a: 1,
+            b: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            CpuEvent::try_from(nmi).unwrap().activity,
+            Activity::Nmi {
+                duration_ns: (1 << 32) | 1
+            }
+        );
+        let bad = RawEvent {
+            kind: 99,
+            ..Default::default()
+        };
+        assert_eq!(CpuEvent::try_from(bad), Err(UnknownKind(99)));
+    }
+}

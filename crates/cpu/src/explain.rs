@@ -1,0 +1,230 @@
+//! A batch of late stages explained: each CPU's window is read once for the
+//! batch (the stages of one late instant, seen on several streams, share
+//! it), each stage attributed on the CPU of its second hop, and its parts
+//! named.
+
+use hoptrace_units::format_duration_ns;
+
+use crate::attribute::{attribute, Culprit, Gap, Question, TaskWait};
+use crate::event::Activity;
+use crate::flight::{Recorder, Window};
+use crate::names::{Names, Part, PartKind};
+
+/// Parts named on an explanation's line (the rest are summed; the
+/// recording and the report keep every part).
+pub const LINE_PARTS: usize = 6;
+
+/// Events read before a stage's start, on every CPU: the wakeups of its task.
+pub const LOOKBACK_NS: u64 = 2_000_000;
+
+/// One late stage: hop a at `start_ns`, hop b at `end_ns` on `cpu` in task `tid`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LateStage {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub cpu: u32,
+    pub tid: u32,
+}
+
+/// A late stage, decomposed and named.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Explanation {
+    pub cpu: u32,
+    /// The task of hop b, as `comm/pid`.
+    pub task: String,
+    pub wait: TaskWait,
+    /// Largest first, unattributed last; they add up to the stage.
+    pub parts: Vec<Part>,
+}
+
+impl Explanation {
+    /// The largest part that is not the task of hop b itself.
+    pub fn culprit(&self) -> Option<&Part> {
+        self.parts
+            .iter()
+            .find(|p| !(p.kind == PartKind::Task && p.name == self.task))
+    }
+
+    /// `reader/12 on cpu1 runnable 1.900 ms behind hog/77 (FIFO 50) 1.800 ms; softirq NET_RX 80.0 us; ...`
+    pub fn line(&self) -> String {
+        let mut s = format!("{} on cpu{}", self.task, self.cpu);
+        let w = &self.wait;
+        for (what, ns) in [
+            ("not woken", w.sleeping_ns),
+            ("runnable", w.runnable_ns),
+            ("running", w.running_ns),
+        ] {
+            if ns > 0 {
+                s.push_str(&format!(" {what} {}", format_duration_ns(ns)));
+            }
+        }
+        // Unattributed parts are always shown; other parts beyond
+        // LINE_PARTS are summed.
+        let (gaps, named): (Vec<&Part>, Vec<&Part>) = self
+            .parts
+            .iter()
+            .partition(|p| p.kind == PartKind::Unattributed);
+        let shown = named.len().min(LINE_PARTS);
+        for (i, p) in named[..shown].iter().chain(gaps.iter()).enumerate() {
+            let sep = if i == 0 { " behind " } else { "; " };
+            if i == shown && named.len() > shown {
+                let rest = &named[shown..];
+                let ns: u64 = rest.iter().map(|p| p.ns).sum();
+                s.push_str(&format!(
+                    "; {} more parts {}",
+                    rest.len(),
+                    format_duration_ns(ns)
+                ));
+            }
+            if p.kind == PartKind::Task && p.name == self.task {
+                s.push_str(&format!("{sep}itself {}", format_duration_ns(p.ns)));
+            } else if matches!(p.kind, PartKind::Task) {
+                s.push_str(&format!("{sep}{} {}", p.name, format_duration_ns(p.ns)));
+            } else {
+                s.push_str(&format!(
+                    "{sep}{} {} {}",
+                    p.kind.as_str(),
+                    p.name,
+                    format_duration_ns(p.ns)
+                ));
+            }
+        }
+        if gaps.is_empty() && named.len() > shown {
+            let rest = &named[shown..];
+            let ns: u64 = rest.iter().map(|p| p.ns).sum();
+            s.push_str(&format!(
+                "; {} more parts {}",
+                rest.len(),
+                format_duration_ns(ns)
+            ));
+        }
+        s
+    }
+}
+
+/// Explains late stages from the recorder it owns.
+pub struct Explainer<'o> {
+    pub recorder: Recorder<'o>,
+    names: Names,
+    /// Stages whose start the ring no longer held.
+    pub overwritten: u64,
+    pub explained: u64,
+}
+
+impl<'o> Explainer<'o> {
+    pub fn new(recorder: Recorder<'o>) -> Self {
+        // Without tracefs the softirq vectors are named by number.
+        let names = hoptrace_os::tracefs_root()
+            .map(|t| Names::from_kernel(&t))
+            .unwrap_or_default();
+        Explainer {
+            recorder,
+            names,
+            overwritten: 0,
+            explained: 0,
+        }
+    }
+
+    /// Explain every stage of the batch (same order).
+    pub fn explain(&mut self, stages: &[LateStage]) -> Vec<Explanation> {
+        let Some(from) = stages.iter().map(|s| s.start_ns).min() else {
+            return Vec::new();
+        };
+        let from = from.saturating_sub(LOOKBACK_NS);
+        let windows: Vec<Window> = (0..self.recorder.ncpus())
+            .map(|c| self.recorder.read(c, from))
+            .collect();
+        stages.iter().map(|s| self.one(s, &windows)).collect()
+    }
+
+    fn one(&mut self, s: &LateStage, windows: &[Window]) -> Explanation {
+        let mut wakeups: Vec<u64> = windows
+            .iter()
+            .flat_map(|w| w.events.iter())
+            .filter_map(|e| match e.activity {
+                Activity::Wakeup { pid, .. } if pid == s.tid => Some(e.ts),
+                _ => None,
+            })
+            .collect();
+        wakeups.sort_unstable();
+        let empty = Window::default();
+        let w = windows.get(s.cpu as usize).unwrap_or(&empty);
+        let a = attribute(&Question {
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            tid: s.tid,
+            events: &w.events,
+            reached_back: w.reached_back,
+            wakeups: &wakeups,
+        });
+        self.explained += 1;
+        if a.parts
+            .iter()
+            .any(|p| p.0 == Culprit::Unattributed(Gap::Overwritten))
+        {
+            self.overwritten += 1;
+        }
+        let rec = &self.recorder;
+        let mut task_name = |pid: u32| rec.task(pid);
+        let task = task_name(s.tid)
+            .map(|t| t.label(s.tid))
+            .unwrap_or_else(|| format!("pid {}", s.tid));
+        let parts = a
+            .parts
+            .iter()
+            .map(|&(c, ns)| self.names.part(c, ns, &mut task_name))
+            .collect();
+        Explanation {
+            cpu: s.cpu,
+            task,
+            wait: a.task,
+            parts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_names_the_wait_the_culprit_and_every_part_with_units() {
+        let e = Explanation {
+            cpu: 1,
+            task: "reader/12".into(),
+            wait: TaskWait {
+                runnable_ns: 1_900_000,
+                running_ns: 100_000,
+                ..Default::default()
+            },
+            parts: vec![
+                Part {
+                    kind: PartKind::Task,
+                    name: "hog/77 (FIFO 50)".into(),
+                    ns: 1_800_000,
+                },
+                Part {
+                    kind: PartKind::Task,
+                    name: "reader/12".into(),
+                    ns: 100_000,
+                },
+                Part {
+                    kind: PartKind::Softirq,
+                    name: "NET_RX".into(),
+                    ns: 80_000,
+                },
+                Part {
+                    kind: PartKind::Unattributed,
+                    name: "no event named the task".into(),
+                    ns: 20_000,
+                },
+            ],
+        };
+        assert_eq!(e.culprit().unwrap().name, "hog/77 (FIFO 50)");
+        let line = e.line();
+        assert!(
+            line == "reader/12 on cpu1 runnable 1.900 ms running 100.0 us behind hog/77 (FIFO 50) 1.800 ms; itself 100.0 us; softirq NET_RX 80.0 us; unattributed no event named the task 20.0 us",
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! Loading the flight recorder and reading it back around a late packet.
+//!
+//! Load: the object is opened, `flight` sized to (possible CPUs) x (1 <<
+//! slots_log2) slots, the clock chosen (TAI like the hop tracer, else
+//! MONOTONIC when this kernel has no `bpf_ktime_get_tai_ns`: the load is
+//! retried), and the programs of the catalogue's events attached; optional
+//! events this kernel lacks are left out and named in [`Recorder::notes`].
+//!
+//! Read: `flight` is mapped read-only into this process once. To read CPU c
+//! around [from, now], its event number `n` (the `heads` map) tells where the
+//! newest record is; the slot of event i is `i mod slots` in c's part. Slots
+//! hold events in time order within a lap (an interrupt can slip in between
+//! another program's timestamp and its slot, so the order is only nearly
+//! sorted: the window is sorted after the copy). A binary search on the
+//! slots' times finds the first event before `from`; every slot from there to
+//! the newest is copied, and kept only when its `seq` is `i + 1` both before
+//! and after the copy (else it was overwritten by a newer lap meanwhile, or
+//! is being written). When the search meets a slot of a newer lap at the
+//! ring's oldest end, the ring no longer reaches back to `from`: the window
+//! says so (`reached_back` false) and the time before its first event is
+//! unattributed.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{fence, Ordering};
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
+
+use crate::catalogue::{CpuEventSpec, CPU_EVENTS};
+use crate::event::{CpuEvent, RawEvent};
+use crate::names::TaskName;
+use crate::skel::types::{cpu_event, task_info};
+use crate::skel::{CpuSkel, CpuSkelBuilder};
+
+// The layouts are pinned on both sides (cpu_records.h has the same
+// _Static_asserts): a change of one side fails the build.
+const _: () = assert!(std::mem::size_of::<cpu_event>() == 48);
+const _: () = assert!(std::mem::size_of::<task_info>() == 32);
+
+/// Default ring size per CPU: 1 << 18 records of 48 bytes (12 MiB per CPU).
+pub const DEFAULT_SLOTS_LOG2: u32 = 18;
+
+/// enum cpu_counter of cpu_records.h, in order.
+pub const COUNTERS: [&str; 2] = ["no_slot_for_cpu", "task_table_full"];
+
+/// How the recorder is set up.
+#[derive(Debug, Clone, Copy)]
+pub struct RecorderOptions {
+    /// Stamp with TAI (the hop tracer's clock when it has it).
+    pub tai: bool,
+    pub slots_log2: u32,
+}
+
+/// The events of one CPU around a time.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    pub cpu: u32,
+    /// In time order.
+    pub events: Vec<CpuEvent>,
+    /// The first event is before the `from` asked for: the ring reached back.
+    pub reached_back: bool,
+    /// Slots skipped: rewritten while read, or of a kind this build does not know.
+    pub skipped: u64,
+}
+
+/// The flight recorder, attached.
+pub struct Recorder<'o> {
+    skel: CpuSkel<'o>,
+    _links: Vec<Link>,
+    base: *const u8,
+    len: usize,
+    ncpus: u32,
+    slots_log2: u32,
+    pub tai: bool,
+    /// Events attached, as `category:event`.
+    pub attached: Vec<String>,
+    /// Optional events left out, and why.
+    pub notes: Vec<String>,
+}
+
+/// Whether the kernel has the event: its `btf_trace_<event>` type in the
+/// kernel's BTF (what a `tp_btf` program attaches to).
+pub fn event_present(spec: &CpuEventSpec) -> bool {
+    present_in(&kernel_btf(), spec)
+}
+
+fn kernel_btf() -> Option<libbpf_rs::btf::Btf<'static>> {
+    libbpf_rs::btf::Btf::from_vmlinux().ok()
+}
+
+fn present_in(btf: &Option<libbpf_rs::btf::Btf<'static>>, spec: &CpuEventSpec) -> bool {
+    btf.as_ref().is_some_and(|b| {
+        b.type_by_name::<libbpf_rs::btf::types::Typedef<'_>>(&format!("btf_trace_{}", spec.event))
+            .is_some()
+    })
+}
+
+fn open_load<'o>(
+    storage: &'o mut MaybeUninit<OpenObject>,
+    opts: RecorderOptions,
+    ncpus: u32,
+    programs: &[&str],
+) -> Result<CpuSkel<'o>> {
+    if std::env::var_os("HOPTRACE_BPF_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+    let mut open = CpuSkelBuilder::default()
+        .open(storage)
+        .context("opening the flight recorder's BPF object")?;
+    if let Some(ro) = open.maps.rodata_data.as_mut() {
+        ro.cpu_config.use_tai = opts.tai as u32;
+        ro.cpu_config.slots_log2 = opts.slots_log2;
+        ro.cpu_config.ncpus = ncpus;
+    }
+    open.maps
+        .flight
+        .set_max_entries(ncpus << opts.slots_log2)
+        .context("sizing the flight ring")?;
+    for mut p in open.open_object_mut().progs_mut() {
+        let name = p.name().to_string_lossy().into_owned();
+        p.set_autoload(programs.contains(&name.as_str()));
+    }
+    Ok(open.load()?)
+}
+
+impl<'o> Recorder<'o> {
+    /// Load and attach. Fails with what to do when a required event is
+    /// missing or the kernel refuses the programs.
+    pub fn start(storage: &'o mut MaybeUninit<OpenObject>, opts: RecorderOptions) -> Result<Self> {
+        if !(10..=22).contains(&opts.slots_log2) {
+            bail!(
+                "flight ring of 2^{} slots per CPU: use 2^10 to 2^22",
+                opts.slots_log2
+            );
+        }
+        let ncpus = libbpf_rs::num_possible_cpus().context("counting the possible CPUs")? as u32;
+        let btf = kernel_btf();
+        if btf.is_none() {
+            bail!("--explain needs the kernel's BTF (/sys/kernel/btf/vmlinux, CONFIG_DEBUG_INFO_BTF) to attach its tp_btf programs");
+        }
+        let mut programs = Vec::new();
+        let mut attached = Vec::new();
+        let mut notes = Vec::new();
+        for spec in CPU_EVENTS {
+            if present_in(&btf, spec) {
+                programs.push(spec.program);
+                attached.push(spec.tracepoint());
+            } else if spec.required {
+                bail!(
+                    "this kernel has no {} tracepoint, which --explain needs ({}); without it no late packet can be explained",
+                    spec.tracepoint(),
+                    spec.meaning
+                );
+            } else {
+                notes.push(format!(
+                    "no {} on this kernel: not recorded",
+                    spec.tracepoint()
+                ));
+            }
+        }
+        // TAI first when asked (the hop tracer's clock); MONOTONIC when this
+        // kernel has no bpf_ktime_get_tai_ns. Probe loads are dropped with
+        // their skeleton, so the storage can be reused.
+        let mut probe = MaybeUninit::uninit();
+        let tai = opts.tai && open_load(&mut probe, opts, ncpus, &programs).is_ok();
+        let opts = RecorderOptions { tai, ..opts };
+        let skel = open_load(storage, opts, ncpus, &programs).context(
+            "loading the flight recorder (tp_btf programs: the kernel needs BTF, /sys/kernel/btf/vmlinux)",
+        )?;
+        let mut links = Vec::new();
+        for prog in skel.object().progs_mut() {
+            if !programs.contains(&prog.name().to_string_lossy().as_ref()) {
+                continue;
+            }
+            let name = prog.name().to_string_lossy().into_owned();
+            links.push(prog.attach().with_context(|| format!("attaching {name}"))?);
+        }
+        let len = ((ncpus as usize) << opts.slots_log2) * std::mem::size_of::<cpu_event>();
+        let fd = skel.maps.flight.as_fd().as_raw_fd();
+        // SAFETY: a read-only shared mapping of the BPF_F_MMAPABLE array's
+        // values, `len` bytes (its max_entries x value size); unmapped in Drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            bail!(
+                "mapping the flight ring: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        Ok(Recorder {
+            skel,
+            _links: links,
+            base: base as *const u8,
+            len,
+            ncpus,
+            slots_log2: opts.slots_log2,
+            tai,
+            attached,
+            notes,
+        })
+    }
+
+    pub fn ncpus(&self) -> u32 {
+        self.ncpus
+    }
+
+    /// Events recorded per CPU so far.
+    pub fn heads(&self) -> Vec<u64> {
+        self.skel
+            .maps
+            .heads
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .iter()
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
+            .collect()
+    }
+
+    /// COUNTERS order, summed over the CPUs.
+    pub fn counters(&self) -> [u64; 2] {
+        let mut out = [0u64; 2];
+        for (i, c) in out.iter_mut().enumerate() {
+            *c = self
+                .skel
+                .maps
+                .counters
+                .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .iter()
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
+                .sum();
+        }
+        out
+    }
+
+    /// Who `pid` is, as last switched in.
+    pub fn task(&self, pid: u32) -> Option<TaskName> {
+        let v = self
+            .skel
+            .maps
+            .tasks
+            .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
+            .ok()??;
+        if v.len() < std::mem::size_of::<task_info>() {
+            return None;
+        }
+        // SAFETY: task_info is a plain C struct of integers and bytes and
+        // `v` holds at least its size.
+        let t: task_info = unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) };
+        let comm: Vec<u8> = t
+            .comm
+            .iter()
+            .map(|&c| c as u8)
+            .take_while(|&c| c != 0)
+            .collect();
+        Some(TaskName {
+            comm: String::from_utf8_lossy(&comm).into_owned(),
+            policy: t.policy,
+            rt_priority: t.rt_priority,
+        })
+    }
+
+    /// Copy slot `i` (event number) of `cpu` when it holds that event.
+    fn slot(&self, cpu: u32, i: u64) -> Option<RawEvent> {
+        let mask = (1u64 << self.slots_log2) - 1;
+        let idx = ((cpu as u64) << self.slots_log2) | (i & mask);
+        let off = idx as usize * std::mem::size_of::<cpu_event>();
+        if off + std::mem::size_of::<cpu_event>() > self.len {
+            return None;
+        }
+        // SAFETY: `off` is inside the mapping; the BPF side writes these
+        // bytes concurrently, hence volatile reads and the seq check around
+        // the copy (a torn copy is detected and dropped).
+        unsafe {
+            let p = self.base.add(off) as *const cpu_event;
+            let seq0 = std::ptr::read_volatile(&(*p).seq);
+            fence(Ordering::Acquire);
+            let e = std::ptr::read_volatile(p);
+            fence(Ordering::Acquire);
+            let seq1 = std::ptr::read_volatile(&(*p).seq);
+            (seq0 == i + 1 && seq1 == i + 1).then_some(RawEvent {
+                ts: e.ts,
+                steal: e.steal,
+                kind: e.kind,
+                a: e.a,
+                b: e.b,
+                c: e.c,
+                d: e.d,
+                e: e.e,
+            })
+        }
+    }
+
+    /// The events of `cpu` from the last one before `from_ns` to the newest.
+    pub fn read(&self, cpu: u32, from_ns: u64) -> Window {
+        let mut w = Window {
+            cpu,
+            ..Default::default()
+        };
+        let Some(&n) = self.heads().get(cpu as usize) else {
+            return w;
+        };
+        let slots = 1u64 << self.slots_log2;
+        let oldest = n.saturating_sub(slots);
+        // First event number whose slot is valid and at or after from_ns:
+        // slots that are invalid (a newer lap) count as "after".
+        let (mut lo, mut hi) = (oldest, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.slot(cpu, mid) {
+                Some(r) if r.ts < from_ns => lo = mid + 1,
+                _ => hi = mid,
+            }
+        }
+        // One event before from_ns (the state and steal before the window).
+        let first = if lo > oldest { lo - 1 } else { lo };
+        for i in first..n {
+            match self.slot(cpu, i).map(CpuEvent::try_from) {
+                Some(Ok(e)) => w.events.push(e),
+                _ => w.skipped += 1,
+            }
+        }
+        w.reached_back = w.events.first().is_some_and(|e| e.ts < from_ns);
+        w.events.sort_by_key(|e| e.ts);
+        w
+    }
+}
+
+impl Drop for Recorder<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in start(), of `len` bytes.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! hoptrace-cpu: what the CPUs were doing while a packet waited.
+//!
+//! * [`catalogue`]: the CPU-activity events (scheduler, IRQs, softirqs,
+//!   system vectors, idle, NMI), the one list the recorder attaches from.
+//! * The BPF flight recorder (`src/bpf/cpu.bpf.c`, layouts in
+//!   `src/bpf/cpu_records.h`) writes one record per event into a per-CPU
+//!   ring that is overwritten, never sent; [`flight`] loads it and reads a
+//!   CPU's window back when a packet was late. [`event`] types the records.
+//! * [`attribute`] decomposes a late stage on the CPU of its second hop into
+//!   tasks, IRQs, softirqs, NMI, steal, idle and an unattributed remainder
+//!   that add up to the stage; [`names`] names them from the running kernel;
+//!   [`explain`] puts the three together for a batch of late stages.
+
+pub mod attribute;
+pub mod catalogue;
+pub mod event;
+pub mod explain;
+pub mod flight;
+pub mod names;
+
+#[allow(clippy::all, unused_imports, dead_code, missing_docs)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/cpu.skel.rs"));
+}

@@ -1,0 +1,241 @@
+//! Names of the parts, read from the running kernel: softirq vectors from
+//! the `__print_symbolic` table of `irq:softirq_entry`'s format file, IRQ
+//! handlers from `/sys/kernel/irq/N/actions`, tasks from the recorder's task
+//! table (comm, scheduling policy and priority as last switched in), the
+//! system vectors from the catalogue.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use hoptrace_exit_reasons::format;
+
+use crate::attribute::{Culprit, Gap};
+use crate::catalogue::VECTORS;
+
+/// What a part is, as reports and JSON name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartKind {
+    Task,
+    Hardirq,
+    Softirq,
+    Nmi,
+    KvmExit,
+    Steal,
+    Idle,
+    Unattributed,
+}
+
+impl PartKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartKind::Task => "task",
+            PartKind::Hardirq => "hardirq",
+            PartKind::Softirq => "softirq",
+            PartKind::Nmi => "nmi",
+            PartKind::KvmExit => "kvm_exit",
+            PartKind::Steal => "steal",
+            PartKind::Idle => "idle",
+            PartKind::Unattributed => "unattributed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PartKind> {
+        [
+            PartKind::Task,
+            PartKind::Hardirq,
+            PartKind::Softirq,
+            PartKind::Nmi,
+            PartKind::KvmExit,
+            PartKind::Steal,
+            PartKind::Idle,
+            PartKind::Unattributed,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// One named part of a stage.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Part {
+    pub kind: PartKind,
+    pub name: String,
+    pub ns: u64,
+}
+
+/// A task as the recorder saw it switched in.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskName {
+    pub comm: String,
+    pub policy: u32,
+    pub rt_priority: u32,
+}
+
+impl TaskName {
+    /// `comm/pid`, with `(FIFO 50)` for a real-time policy.
+    pub fn label(&self, pid: u32) -> String {
+        let policy = match self.policy {
+            1 => Some("FIFO"),
+            2 => Some("RR"),
+            6 => Some("DEADLINE"),
+            _ => None,
+        };
+        match policy {
+            Some(p) if self.policy == 6 => format!("{}/{pid} ({p})", self.comm),
+            Some(p) => format!("{}/{pid} ({p} {})", self.comm, self.rt_priority),
+            None => format!("{}/{pid}", self.comm),
+        }
+    }
+}
+
+/// Names of IRQs and softirqs, read once per number.
+#[derive(Debug, Default)]
+pub struct Names {
+    softirqs: Vec<(u32, String)>,
+    irqs: HashMap<u32, String>,
+}
+
+impl Names {
+    /// Read the softirq names of this kernel (empty when tracefs is not
+    /// there: the vectors are then named by number).
+    pub fn from_kernel(tracefs: &Path) -> Names {
+        let path = tracefs.join("events/irq/softirq_entry/format");
+        let softirqs = std::fs::read(path)
+            .ok()
+            .map(|b| softirq_names(&b))
+            .unwrap_or_default();
+        Names {
+            softirqs,
+            irqs: HashMap::new(),
+        }
+    }
+
+    pub fn softirq(&self, vec: u32) -> String {
+        self.softirqs
+            .iter()
+            .find(|(v, _)| *v == vec)
+            .map(|(_, n)| n.clone())
+            .unwrap_or_else(|| format!("softirq {vec}"))
+    }
+
+    pub fn irq(&mut self, irq: u32) -> String {
+        self.irqs
+            .entry(irq)
+            .or_insert_with(|| {
+                std::fs::read_to_string(format!("/sys/kernel/irq/{irq}/actions"))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .map(|s| format!("{s} (irq {irq})"))
+                    .unwrap_or_else(|| format!("irq {irq}"))
+            })
+            .clone()
+    }
+
+    /// Name a culprit; `task` tells who a pid is.
+    pub fn part(
+        &mut self,
+        c: Culprit,
+        ns: u64,
+        task: &mut dyn FnMut(u32) -> Option<TaskName>,
+    ) -> Part {
+        let (kind, name) = match c {
+            Culprit::Task(pid) => (
+                PartKind::Task,
+                task(pid)
+                    .map(|t| t.label(pid))
+                    .unwrap_or_else(|| format!("pid {pid}")),
+            ),
+            Culprit::Idle => (PartKind::Idle, "idle".to_string()),
+            Culprit::Hardirq(n) => (PartKind::Hardirq, self.irq(n)),
+            Culprit::Vector(v) => (
+                PartKind::Hardirq,
+                VECTORS
+                    .get(v as usize)
+                    .map(|s| format!("{s} (vector)"))
+                    .unwrap_or_else(|| format!("vector {v}")),
+            ),
+            Culprit::Softirq(v) => (PartKind::Softirq, self.softirq(v)),
+            Culprit::Nmi => (PartKind::Nmi, "nmi".to_string()),
+            Culprit::Steal => (PartKind::Steal, "steal".to_string()),
+            Culprit::Unattributed(Gap::Overwritten) => (
+                PartKind::Unattributed,
+                "flight recorder overwritten".to_string(),
+            ),
+            Culprit::Unattributed(Gap::UnknownTask) => (
+                PartKind::Unattributed,
+                "no event named the task".to_string(),
+            ),
+        };
+        Part { kind, name, ns }
+    }
+}
+
+/// (vector, name) from the softirq_entry format file's symbolic table.
+pub fn softirq_names(format_file: &[u8]) -> Vec<(u32, String)> {
+    let Ok(f) = format::parse_format(format_file) else {
+        return Vec::new();
+    };
+    let Ok(args) = format::print_arguments(&f) else {
+        return Vec::new();
+    };
+    format::symbolic_tables(&args)
+        .into_iter()
+        .find(|t| t.field == "vec")
+        .map(|t| {
+            t.entries
+                .into_iter()
+                .filter_map(|(v, n)| Some((u32::try_from(v).ok()?, n)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOFTIRQ_ENTRY: &str = r#"name: softirq_entry
+ID: 150
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
+	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
+	field:int common_pid;	offset:4;	size:4;	signed:1;
+
+	field:unsigned int vec;	offset:8;	size:4;	signed:0;
+
+print fmt: "vec=%u [action=%s]", REC->vec, __print_symbolic(REC->vec, { 0, "HI" }, { 1, "TIMER" }, { 2, "NET_TX" }, { 3, "NET_RX" }, { 4, "BLOCK" }, { 5, "IRQ_POLL" }, { 6, "TASKLET" }, { 7, "SCHED" }, { 8, "HRTIMER" }, { 9, "RCU" })
+"#;
+
+    #[test]
+    fn softirq_vectors_are_named_from_the_format_file() {
+        let names = softirq_names(SOFTIRQ_ENTRY.as_bytes());
+        assert_eq!(names.len(), 10);
+        assert_eq!(names[3], (3, "NET_RX".to_string()));
+        let n = Names {
+            softirqs: names,
+            irqs: HashMap::new(),
+        };
+        assert_eq!(n.softirq(9), "RCU");
+        assert_eq!(n.softirq(12), "softirq 12");
+    }
+
+    #[test]
+    fn a_fifo_task_is_labelled_with_its_policy_and_priority() {
+        let t = TaskName {
+            comm: "hthog".into(),
+            policy: 1,
+            rt_priority: 50,
+        };
+        assert_eq!(t.label(777), "hthog/777 (FIFO 50)");
+        let n = TaskName {
+            comm: "reader".into(),
+            policy: 0,
+            rt_priority: 0,
+        };
+        assert_eq!(n.label(12), "reader/12");
+        assert_eq!(PartKind::parse("kvm_exit"), Some(PartKind::KvmExit));
+    }
+}

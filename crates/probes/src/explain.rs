@@ -1,0 +1,268 @@
+//! `hoptrace trace --explain THRESHOLD`: every stage of a finished timeline
+//! longer than the threshold is explained by the CPU flight recorder
+//! (`hoptrace-cpu`): what the CPU of the stage's second hop did from the
+//! first hop's time to the second's (tasks, IRQs, softirqs, NMI, steal,
+//! idle, unattributed). The stages are the output's stages (adjacent
+//! selected hops both present, second after first). The timelines of one
+//! batch (those the assembler closed together: usually the packets of one
+//! instant on every stream) are explained from one read of the ring.
+//!
+//! The recorder stamps with the hop tracer's clock; a session whose clock
+//! differs is refused rather than compared across clocks. Explanations are
+//! printed (one line per stage) and, with `--record`, stored next to the
+//! segments (`explain-NNNNNN.parquet`, flushed about once a second).
+
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hoptrace_cpu::explain::{Explainer, Explanation, LateStage};
+use hoptrace_cpu::flight::{Recorder, RecorderOptions, DEFAULT_SLOTS_LOG2};
+use hoptrace_record::{ClockDomain, ExplainedStage, ExplanationWriter, StagePart};
+use hoptrace_units::format_duration_ns;
+
+use crate::event::PacketIdentity;
+use crate::timeline::{HopWho, Timeline};
+
+/// The flight recorder and what the run explained.
+pub(crate) struct Explaining {
+    explainer: Explainer<'static>,
+    threshold_ns: u64,
+    writer: Option<ExplanationWriter>,
+    last_flush: Instant,
+    /// Stages explained.
+    pub explained: u64,
+}
+
+/// A stage of `t` above the threshold: (name, hop a time, hop b time, where hop b ran).
+fn late_stages(hops: &[&str], t: &Timeline, threshold_ns: u64) -> Vec<(String, u64, u64, HopWho)> {
+    let mut out = Vec::new();
+    for i in 0..t.hops.len().saturating_sub(1) {
+        let (Some(a), Some(b)) = (t.hops[i], t.hops[i + 1]) else {
+            continue;
+        };
+        let Some(who) = t.who.get(i + 1).copied().flatten() else {
+            continue;
+        };
+        if b > a && b - a > threshold_ns {
+            out.push((format!("{}->{}", hops[i], hops[i + 1]), a, b, who));
+        }
+    }
+    out
+}
+
+/// The recording's row of one explained stage.
+fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) -> ExplainedStage {
+    let (app_id, smp_cnt) = match &t.identity {
+        PacketIdentity::Sv {
+            app_id, smp_cnt, ..
+        } => (Some(*app_id), Some(*smp_cnt)),
+        _ => (None, None),
+    };
+    ExplainedStage {
+        stream: t.stream.clone(),
+        app_id,
+        smp_cnt,
+        epoch: app_id.map(|_| t.epoch),
+        seq: t.seq,
+        dest: t.dest.clone(),
+        stage,
+        start_ns: a as i64,
+        end_ns: b as i64,
+        cpu: e.cpu,
+        task: e.task.clone(),
+        sleeping_ns: e.wait.sleeping_ns as i64,
+        runnable_ns: e.wait.runnable_ns as i64,
+        running_ns: e.wait.running_ns as i64,
+        parts: e
+            .parts
+            .iter()
+            .map(|p| StagePart {
+                kind: p.kind.as_str().to_string(),
+                name: p.name.clone(),
+                ns: p.ns as i64,
+            })
+            .collect(),
+    }
+}
+
+/// `explain SV1 seq 12 dest tap0 tap_xmit->consumer_copy 1.2 ms: reader/5 on cpu1 ...`
+pub fn explanation_line(s: &ExplainedStage, line: &str) -> String {
+    format!(
+        "explain {} seq {}{} {} {}: {line}",
+        s.stream,
+        s.seq,
+        s.dest
+            .as_deref()
+            .map(|d| format!(" dest {d}"))
+            .unwrap_or_default(),
+        s.stage,
+        format_duration_ns(s.latency_ns()),
+    )
+}
+
+impl Explaining {
+    /// Load and attach the flight recorder (before the hop probes, so that
+    /// it already records when the first packet arrives).
+    pub fn start(threshold_ns: u64) -> Result<Self> {
+        // The skeleton borrows its open-object storage for its whole life;
+        // one small allocation per --explain run is left behind for it.
+        let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
+        let slots_log2 = match std::env::var("HOPTRACE_EXPLAIN_SLOTS_LOG2") {
+            Ok(v) => v
+                .parse()
+                .with_context(|| format!("HOPTRACE_EXPLAIN_SLOTS_LOG2=`{v}` is not a number"))?,
+            Err(_) => DEFAULT_SLOTS_LOG2,
+        };
+        let recorder = Recorder::start(
+            storage,
+            RecorderOptions {
+                tai: true,
+                slots_log2,
+            },
+        )
+        .context("starting the CPU flight recorder of --explain")?;
+        Ok(Explaining {
+            explainer: Explainer::new(recorder),
+            threshold_ns,
+            writer: None,
+            last_flush: Instant::now(),
+            explained: 0,
+        })
+    }
+
+    /// What the recorder attached and left out, for the start notes.
+    pub fn notes(&self) -> Vec<String> {
+        let r = &self.explainer.recorder;
+        let mut v = vec![format!(
+            "--explain {}: CPU flight recorder on {} CPUs, clock {}, {} events ({})",
+            format_duration_ns(self.threshold_ns),
+            r.ncpus(),
+            if r.tai { "TAI" } else { "MONOTONIC" },
+            r.attached.len(),
+            r.attached.join(",")
+        )];
+        v.extend(r.notes.iter().map(|n| format!("--explain: {n}")));
+        v
+    }
+
+    /// Refuse a hop clock other than the recorder's.
+    pub fn check_clock(&self, clock: ClockDomain) -> Result<()> {
+        let tai = self.explainer.recorder.tai;
+        if (clock == ClockDomain::Tai) != tai {
+            bail!(
+                "--explain: the hop probes stamp in {} but the CPU flight recorder in {}: their times cannot be compared",
+                clock.as_str(),
+                if tai { "TAI" } else { "MONOTONIC" }
+            );
+        }
+        Ok(())
+    }
+
+    /// Store explanations in the recording `dir` too.
+    pub fn record_into(&mut self, dir: &Path) {
+        self.writer = Some(ExplanationWriter::new(dir));
+    }
+
+    /// Explain the late stages of a batch of (projected) timelines; returns
+    /// each explained stage with its printed line.
+    pub fn batch(&mut self, hops: &[&str], tls: &[Timeline]) -> Vec<(ExplainedStage, String)> {
+        let mut asked = Vec::new();
+        for t in tls {
+            for (stage, a, b, who) in late_stages(hops, t, self.threshold_ns) {
+                asked.push((t, stage, a, b, who));
+            }
+        }
+        if asked.is_empty() {
+            return Vec::new();
+        }
+        let questions: Vec<LateStage> = asked
+            .iter()
+            .map(|(_, _, a, b, who)| LateStage {
+                start_ns: *a,
+                end_ns: *b,
+                cpu: who.cpu,
+                tid: who.tid,
+            })
+            .collect();
+        let answers = self.explainer.explain(&questions);
+        let mut out = Vec::new();
+        for ((t, stage, a, b, _), e) in asked.into_iter().zip(answers) {
+            let line = e.line();
+            let row = explained_stage(t, stage, a, b, e);
+            let text = explanation_line(&row, &line);
+            if let Some(w) = self.writer.as_mut() {
+                w.push(row.clone());
+            }
+            self.explained += 1;
+            out.push((row, text));
+        }
+        out
+    }
+
+    /// Write pending explanations when a second has passed (or `now`).
+    pub fn flush(&mut self, now: bool) -> Result<()> {
+        if now || self.last_flush.elapsed() >= Duration::from_secs(1) {
+            self.last_flush = Instant::now();
+            if let Some(w) = self.writer.as_mut() {
+                w.flush().context("writing the explanations")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The exit summary's line.
+    pub fn summary(&self) -> String {
+        let r = &self.explainer.recorder;
+        let heads = r.heads();
+        let [no_slot, tasks_full] = r.counters();
+        format!(
+            "explained {} stages above {} ({} began before the flight recorder's oldest record); recorder events per CPU {}; not recorded: no slot {no_slot}, task table full {tasks_full}",
+            self.explained,
+            format_duration_ns(self.threshold_ns),
+            self.explainer.overwritten,
+            heads
+                .iter()
+                .map(|h| h.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hoptrace_record::PacketStatus;
+
+    #[test]
+    fn only_adjacent_present_hops_longer_than_the_threshold_are_late_stages() {
+        let who = |cpu| Some(HopWho { cpu, tid: 7 });
+        let t = Timeline {
+            identity: PacketIdentity::Other {
+                flow_hash: 1,
+                dst_mac: [0; 6],
+                ethertype: 0x0800,
+            },
+            stream: "s".into(),
+            dest: None,
+            hops: vec![Some(0), Some(100), None, Some(5000), Some(4000)],
+            status: PacketStatus::Ok,
+            drop_reason: None,
+            drop_hop: None,
+            epoch: 0,
+            seq: 1,
+            last_cpu: 0,
+            last_comm: String::new(),
+            who: vec![who(0), who(1), None, who(1), who(0)],
+        };
+        let hops = ["a", "b", "c", "d", "e"];
+        let late = late_stages(&hops, &t, 50);
+        // a->b (100 > 50) only: b->c and c->d miss a hop, d->e goes back in time.
+        assert_eq!(late.len(), 1);
+        assert_eq!(late[0].0, "a->b");
+        assert_eq!(late[0].3, HopWho { cpu: 1, tid: 7 });
+        assert!(late_stages(&hops, &t, 100).is_empty());
+    }
+}

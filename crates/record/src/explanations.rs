@@ -1,0 +1,378 @@
+//! Explanations of late stages (`hoptrace trace --explain`), stored next to
+//! the packet segments of a recording.
+//!
+//! Files `explain-NNNNNN.parquet` in the recording directory, one row per
+//! *part* of an explained stage (long format, so that pandas, polars and
+//! DuckDB group and sum parts directly): the packet's identity (`stream`,
+//! `app_id`, `smp_cnt`, `epoch`, `seq`, `dest`, the same values as its row
+//! in the segments), the stage (`stage` "a->b", `start_ns`, `end_ns`,
+//! `latency_ns`), where hop b ran (`cpu`, `task`), the task's wait
+//! (`sleeping_ns`, `runnable_ns`, `running_ns`) and the part (`part_index`
+//! from 0, largest first; `part_kind` one of task, hardirq, softirq, nmi,
+//! kvm_exit, steal, idle, unattributed; `part_name`; `part_ns`). The parts of
+//! one stage add up to `latency_ns`.
+//!
+//! Each [`ExplanationWriter::flush`] writes one complete file (written as
+//! `.partial`, fsynced, renamed), so a killed recorder keeps every
+//! explanation flushed before; the tracer flushes about once a second.
+//! Contract: `docs/recording-schema.md`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    Int64Builder, StringBuilder, UInt16Builder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, UInt16Array, UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+
+use crate::error::{RecordError, Result};
+
+/// One part of an explained stage.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StagePart {
+    pub kind: String,
+    pub name: String,
+    pub ns: i64,
+}
+
+/// One late stage of one packet, explained.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ExplainedStage {
+    pub stream: String,
+    pub app_id: Option<u16>,
+    pub smp_cnt: Option<u16>,
+    pub epoch: Option<u32>,
+    pub seq: u64,
+    pub dest: Option<String>,
+    pub stage: String,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub cpu: u32,
+    pub task: String,
+    pub sleeping_ns: i64,
+    pub runnable_ns: i64,
+    pub running_ns: i64,
+    pub parts: Vec<StagePart>,
+}
+
+impl ExplainedStage {
+    pub fn latency_ns(&self) -> i64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// The Arrow schema of an explanation file.
+pub fn explanation_schema() -> Schema {
+    use DataType::*;
+    Schema::new(vec![
+        Field::new("stream", Utf8, false),
+        Field::new("app_id", UInt16, true),
+        Field::new("smp_cnt", UInt16, true),
+        Field::new("epoch", UInt32, true),
+        Field::new("seq", UInt64, false),
+        Field::new("dest", Utf8, true),
+        Field::new("stage", Utf8, false),
+        Field::new("start_ns", Int64, false),
+        Field::new("end_ns", Int64, false),
+        Field::new("latency_ns", Int64, false),
+        Field::new("cpu", UInt32, false),
+        Field::new("task", Utf8, false),
+        Field::new("sleeping_ns", Int64, false),
+        Field::new("runnable_ns", Int64, false),
+        Field::new("running_ns", Int64, false),
+        Field::new("part_index", UInt32, false),
+        Field::new("part_kind", Utf8, false),
+        Field::new("part_name", Utf8, false),
+        Field::new("part_ns", Int64, false),
+    ])
+}
+
+fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
+    let mut stream = StringBuilder::new();
+    let mut app_id = UInt16Builder::new();
+    let mut smp_cnt = UInt16Builder::new();
+    let mut epoch = UInt32Builder::new();
+    let mut seq = UInt64Builder::new();
+    let mut dest = StringBuilder::new();
+    let mut stage = StringBuilder::new();
+    let (mut start, mut end, mut lat) = (
+        Int64Builder::new(),
+        Int64Builder::new(),
+        Int64Builder::new(),
+    );
+    let mut cpu = UInt32Builder::new();
+    let mut task = StringBuilder::new();
+    let (mut sl, mut rn, mut ru) = (
+        Int64Builder::new(),
+        Int64Builder::new(),
+        Int64Builder::new(),
+    );
+    let mut idx = UInt32Builder::new();
+    let (mut kind, mut name) = (StringBuilder::new(), StringBuilder::new());
+    let mut ns = Int64Builder::new();
+    for s in stages {
+        for (i, p) in s.parts.iter().enumerate() {
+            stream.append_value(&s.stream);
+            app_id.append_option(s.app_id);
+            smp_cnt.append_option(s.smp_cnt);
+            epoch.append_option(s.epoch);
+            seq.append_value(s.seq);
+            dest.append_option(s.dest.as_deref());
+            stage.append_value(&s.stage);
+            start.append_value(s.start_ns);
+            end.append_value(s.end_ns);
+            lat.append_value(s.latency_ns());
+            cpu.append_value(s.cpu);
+            task.append_value(&s.task);
+            sl.append_value(s.sleeping_ns);
+            rn.append_value(s.runnable_ns);
+            ru.append_value(s.running_ns);
+            idx.append_value(i as u32);
+            kind.append_value(&p.kind);
+            name.append_value(&p.name);
+            ns.append_value(p.ns);
+        }
+    }
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(stream.finish()),
+        Arc::new(app_id.finish()),
+        Arc::new(smp_cnt.finish()),
+        Arc::new(epoch.finish()),
+        Arc::new(seq.finish()),
+        Arc::new(dest.finish()),
+        Arc::new(stage.finish()),
+        Arc::new(start.finish()),
+        Arc::new(end.finish()),
+        Arc::new(lat.finish()),
+        Arc::new(cpu.finish()),
+        Arc::new(task.finish()),
+        Arc::new(sl.finish()),
+        Arc::new(rn.finish()),
+        Arc::new(ru.finish()),
+        Arc::new(idx.finish()),
+        Arc::new(kind.finish()),
+        Arc::new(name.finish()),
+        Arc::new(ns.finish()),
+    ];
+    Ok(RecordBatch::try_new(Arc::new(explanation_schema()), cols)?)
+}
+
+/// Writes explanation files into a recording directory.
+#[derive(Debug)]
+pub struct ExplanationWriter {
+    dir: PathBuf,
+    next: u32,
+    pending: Vec<ExplainedStage>,
+    /// Stages written so far.
+    pub written: u64,
+}
+
+impl ExplanationWriter {
+    /// Explanations for the recording in `dir` (which exists).
+    pub fn new(dir: &Path) -> Self {
+        ExplanationWriter {
+            dir: dir.to_path_buf(),
+            next: 1,
+            pending: Vec::new(),
+            written: 0,
+        }
+    }
+
+    pub fn push(&mut self, s: ExplainedStage) {
+        self.pending.push(s);
+    }
+
+    /// Write what is pending as one complete file.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = to_batch(&self.pending)?;
+        let path = self.dir.join(format!("explain-{:06}.parquet", self.next));
+        let partial = path.with_extension("parquet.partial");
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| RecordError::Io { path: p, source }
+        };
+        let pq = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| RecordError::Parquet { path: p, source }
+        };
+        let file = File::create(&partial).map_err(io(&partial))?;
+        let mut w = ArrowWriter::try_new(file, batch.schema(), None).map_err(pq(&partial))?;
+        w.write(&batch).map_err(pq(&partial))?;
+        let file = w.into_inner().map_err(pq(&partial))?;
+        file.sync_all().map_err(io(&partial))?;
+        std::fs::rename(&partial, &path).map_err(io(&path))?;
+        self.next += 1;
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str, path: &Path) -> Result<&'a T> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| RecordError::NotARecording {
+            path: path.to_path_buf(),
+            reason: format!("explanation file without a `{name}` column of the expected type"),
+        })
+}
+
+/// Every closed explanation file of the recording `dir`, in order (none:
+/// the recording was made without `--explain`).
+pub fn read_explanations(dir: &Path) -> Result<Vec<ExplainedStage>> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("explain-") && n.ends_with(".parquet"))
+            })
+            .collect(),
+        Err(_) => return Ok(Vec::new()),
+    };
+    files.sort();
+    let mut out: Vec<ExplainedStage> = Vec::new();
+    for path in files {
+        let file = File::open(&path).map_err(|source| RecordError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let pq = |source| RecordError::Parquet {
+            path: path.clone(),
+            source,
+        };
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(pq)?
+            .build()
+            .map_err(pq)?;
+        for b in reader {
+            let b = b?;
+            read_batch(&b, &path, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+fn read_batch(b: &RecordBatch, path: &Path, out: &mut Vec<ExplainedStage>) -> Result<()> {
+    let stream = column::<StringArray>(b, "stream", path)?;
+    let app_id = column::<UInt16Array>(b, "app_id", path)?;
+    let smp_cnt = column::<UInt16Array>(b, "smp_cnt", path)?;
+    let epoch = column::<UInt32Array>(b, "epoch", path)?;
+    let seq = column::<UInt64Array>(b, "seq", path)?;
+    let dest = column::<StringArray>(b, "dest", path)?;
+    let stage = column::<StringArray>(b, "stage", path)?;
+    let start = column::<Int64Array>(b, "start_ns", path)?;
+    let end = column::<Int64Array>(b, "end_ns", path)?;
+    let cpu = column::<UInt32Array>(b, "cpu", path)?;
+    let task = column::<StringArray>(b, "task", path)?;
+    let sl = column::<Int64Array>(b, "sleeping_ns", path)?;
+    let rn = column::<Int64Array>(b, "runnable_ns", path)?;
+    let ru = column::<Int64Array>(b, "running_ns", path)?;
+    let idx = column::<UInt32Array>(b, "part_index", path)?;
+    let kind = column::<StringArray>(b, "part_kind", path)?;
+    let name = column::<StringArray>(b, "part_name", path)?;
+    let ns = column::<Int64Array>(b, "part_ns", path)?;
+    let opt = |a: &dyn Array, i: usize| !a.is_null(i);
+    for i in 0..b.num_rows() {
+        if idx.value(i) == 0 || out.is_empty() {
+            out.push(ExplainedStage {
+                stream: stream.value(i).to_string(),
+                app_id: opt(app_id, i).then(|| app_id.value(i)),
+                smp_cnt: opt(smp_cnt, i).then(|| smp_cnt.value(i)),
+                epoch: opt(epoch, i).then(|| epoch.value(i)),
+                seq: seq.value(i),
+                dest: opt(dest, i).then(|| dest.value(i).to_string()),
+                stage: stage.value(i).to_string(),
+                start_ns: start.value(i),
+                end_ns: end.value(i),
+                cpu: cpu.value(i),
+                task: task.value(i).to_string(),
+                sleeping_ns: sl.value(i),
+                runnable_ns: rn.value(i),
+                running_ns: ru.value(i),
+                parts: Vec::new(),
+            });
+        }
+        if let Some(s) = out.last_mut() {
+            s.parts.push(StagePart {
+                kind: kind.value(i).to_string(),
+                name: name.value(i).to_string(),
+                ns: ns.value(i),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(seq: u64, parts: &[(&str, &str, i64)]) -> ExplainedStage {
+        ExplainedStage {
+            stream: "SV1".into(),
+            app_id: Some(0x4000),
+            smp_cnt: Some(seq as u16),
+            epoch: Some(0),
+            seq,
+            dest: Some("tap0".into()),
+            stage: "tap_xmit->consumer_copy".into(),
+            start_ns: 1000,
+            end_ns: 1000 + parts.iter().map(|p| p.2).sum::<i64>(),
+            cpu: 1,
+            task: "reader/5".into(),
+            sleeping_ns: 0,
+            runnable_ns: 10,
+            running_ns: 2,
+            parts: parts
+                .iter()
+                .map(|&(k, n, ns)| StagePart {
+                    kind: k.into(),
+                    name: n.into(),
+                    ns,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn explanations_written_in_two_flushes_read_back_whole_and_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ExplanationWriter::new(dir.path());
+        let a = stage(
+            1,
+            &[("task", "hog/7 (FIFO 50)", 900), ("unattributed", "x", 100)],
+        );
+        let b = stage(2, &[("softirq", "NET_RX", 50)]);
+        let c = stage(3, &[("steal", "steal", 70), ("task", "reader/5", 30)]);
+        w.push(a.clone());
+        w.push(b.clone());
+        w.flush().unwrap();
+        w.flush().unwrap(); // nothing pending: no file
+        w.push(c.clone());
+        w.flush().unwrap();
+        assert_eq!(w.written, 3);
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(read_explanations(dir.path()).unwrap(), vec![a, b, c]);
+    }
+
+    #[test]
+    fn a_recording_without_explanations_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_explanations(dir.path()).unwrap().is_empty());
+    }
+}
