@@ -58,47 +58,41 @@ impl Explanation {
                 s.push_str(&format!(" {what} {}", format_duration_ns(ns)));
             }
         }
-        // Unattributed parts are always shown; other parts beyond
-        // LINE_PARTS are summed.
+        // Named parts beyond LINE_PARTS are summed in one item; unattributed
+        // parts are always shown, last.
         let (gaps, named): (Vec<&Part>, Vec<&Part>) = self
             .parts
             .iter()
             .partition(|p| p.kind == PartKind::Unattributed);
         let shown = named.len().min(LINE_PARTS);
-        for (i, p) in named[..shown].iter().chain(gaps.iter()).enumerate() {
-            let sep = if i == 0 { " behind " } else { "; " };
-            if i == shown && named.len() > shown {
-                let rest = &named[shown..];
-                let ns: u64 = rest.iter().map(|p| p.ns).sum();
-                s.push_str(&format!(
-                    "; {} more parts {}",
-                    rest.len(),
-                    format_duration_ns(ns)
-                ));
-            }
-            if p.kind == PartKind::Task && p.name == self.task {
-                s.push_str(&format!("{sep}itself {}", format_duration_ns(p.ns)));
-            } else if matches!(p.kind, PartKind::Task) {
-                s.push_str(&format!("{sep}{} {}", p.name, format_duration_ns(p.ns)));
-            } else {
-                s.push_str(&format!(
-                    "{sep}{} {} {}",
-                    p.kind.as_str(),
-                    p.name,
-                    format_duration_ns(p.ns)
-                ));
-            }
-        }
-        if gaps.is_empty() && named.len() > shown {
-            let rest = &named[shown..];
+        let mut items: Vec<String> = named[..shown].iter().map(|p| self.item(p)).collect();
+        let rest = &named[shown..];
+        if !rest.is_empty() {
             let ns: u64 = rest.iter().map(|p| p.ns).sum();
-            s.push_str(&format!(
-                "; {} more parts {}",
+            items.push(format!(
+                "{} more parts {}",
                 rest.len(),
                 format_duration_ns(ns)
             ));
         }
+        items.extend(gaps.iter().map(|p| self.item(p)));
+        if !items.is_empty() {
+            s.push_str(" behind ");
+            s.push_str(&items.join("; "));
+        }
         s
+    }
+}
+
+impl Explanation {
+    /// One part as the line names it (`itself` for the task of hop b).
+    fn item(&self, p: &Part) -> String {
+        let ns = format_duration_ns(p.ns);
+        match p.kind {
+            PartKind::Task if p.name == self.task => format!("itself {ns}"),
+            PartKind::Task => format!("{} {ns}", p.name),
+            k => format!("{} {} {ns}", k.as_str(), p.name),
+        }
     }
 }
 
@@ -226,5 +220,30 @@ mod tests {
             line == "reader/12 on cpu1 runnable 1.900 ms running 100.0 us behind hog/77 (FIFO 50) 1.800 ms; itself 100.0 us; softirq NET_RX 80.0 us; unattributed no event named the task 20.0 us",
             "{line}"
         );
+    }
+
+    #[test]
+    fn parts_beyond_the_line_limit_are_summed_and_unattributed_time_stays_visible() {
+        let mut parts: Vec<Part> = (0..8)
+            .map(|i| Part {
+                kind: PartKind::Task,
+                name: format!("t{i}/{i}"),
+                ns: 1000 - i,
+            })
+            .collect();
+        parts.push(Part {
+            kind: PartKind::Unattributed,
+            name: "flight recorder overwritten".into(),
+            ns: 5,
+        });
+        let e = Explanation {
+            cpu: 0,
+            task: "r/1".into(),
+            wait: TaskWait::default(),
+            parts,
+        };
+        let line = e.line();
+        assert!(line.contains("; t5/5 995 ns; 2 more parts 1.987 us; unattributed flight recorder overwritten 5 ns"), "{line}");
+        assert!(!line.contains("t6/6"), "{line}");
     }
 }
