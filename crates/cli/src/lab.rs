@@ -82,6 +82,8 @@ pub enum Command {
         /// Lab name for this run (1-6 characters a-z0-9).
         #[arg(long, default_value = "run")]
         name: String,
+        #[command(flatten)]
+        explain: ExplainArgs,
     },
     /// Run several topologies in turn and print the comparison table.
     Compare {
@@ -112,6 +114,8 @@ pub enum Command {
         /// Lab name used for each run (1-6 characters a-z0-9).
         #[arg(long, default_value = "cmp")]
         name: String,
+        #[command(flatten)]
+        explain: ExplainArgs,
     },
     /// (internal) Join a run's publisher and subscriber recordings into one
     /// recording with hops tx -> rx -> app (matched by stream, epoch, smpCnt).
@@ -149,6 +153,25 @@ pub enum Command {
         #[arg(long)]
         lab: Option<String>,
     },
+}
+
+/// `--explain` / `--no-explain` of `lab run` and `lab compare`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct ExplainArgs {
+    /// The tracer explains every stage longer than this (what the CPU did
+    /// meanwhile: `hoptrace trace --explain`); the report lists the
+    /// explained spikes and the culprits.
+    #[arg(long, value_name = "THRESHOLD", default_value = "1ms", value_parser = arg::duration)]
+    explain: Duration,
+    /// Do not explain late stages (no CPU flight recorder).
+    #[arg(long)]
+    no_explain: bool,
+}
+
+impl ExplainArgs {
+    fn threshold(self) -> Option<Duration> {
+        (!self.no_explain).then_some(self.explain)
+    }
 }
 
 /// The topology argument: clap lists the topologies in `--help` and in the
@@ -195,8 +218,18 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             load,
             out,
             name,
+            explain,
             ..
-        } => run_path(topology, streams, rate, duration, &load, out, name),
+        } => run_path(
+            topology,
+            streams,
+            rate,
+            duration,
+            &load,
+            out,
+            name,
+            explain.threshold(),
+        ),
         Command::Compare {
             topologies,
             duration,
@@ -206,6 +239,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             html,
             name,
+            explain,
         } => compare(
             &topologies,
             duration,
@@ -215,6 +249,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             html,
             &name,
+            explain.threshold(),
         ),
         Command::Join {
             pub_rec,
@@ -334,6 +369,7 @@ fn run_kvm(
 }
 
 /// `lab run TOPOLOGY` for a packet path: one measurement.
+#[allow(clippy::too_many_arguments)]
 fn run_path(
     topology: Topology,
     streams: u16,
@@ -342,6 +378,7 @@ fn run_path(
     load: &str,
     out: Option<PathBuf>,
     name: String,
+    explain: Option<Duration>,
 ) -> Result<ExitCode> {
     check_run_duration(duration)?;
     let stop = hoptrace_os::stop_flag()?;
@@ -353,6 +390,7 @@ fn run_path(
         duration,
         load: load.parse::<Load>()?,
         out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
+        explain,
     };
     let res = hoptrace_lab::run::run(&opts, &Env::current()?, stop)?;
     println!("lab run: outputs in {}", opts.out.display());
@@ -377,6 +415,7 @@ fn compare(
     out: Option<PathBuf>,
     html: Option<PathBuf>,
     name: &str,
+    explain: Option<Duration>,
 ) -> Result<ExitCode> {
     check_run_duration(duration)?;
     let stop = hoptrace_os::stop_flag()?;
@@ -402,6 +441,7 @@ fn compare(
             duration,
             load,
             out: out.join(t.name()),
+            explain,
         };
         println!("== {t}: {}", t.path());
         match hoptrace_lab::run::run(&opts, &env, stop.clone()) {

@@ -214,6 +214,36 @@ impl<'o> Recorder<'o> {
         self.ncpus
     }
 
+    /// The kernel ids of the attached programs (for `bpftool prog` and the
+    /// kernel's BPF statistics).
+    pub fn prog_ids(&self) -> Vec<u32> {
+        self.skel
+            .object()
+            .progs()
+            .filter(|p| p.autoload())
+            .map(|p| {
+                let mut info: libbpf_rs::libbpf_sys::bpf_prog_info =
+                    // SAFETY: a plain C struct; zero is a valid value.
+                    unsafe { std::mem::zeroed() };
+                let mut len = std::mem::size_of_val(&info) as u32;
+                // SAFETY: the kernel fills at most `len` bytes of `info`.
+                let rc = unsafe {
+                    libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                        p.as_fd().as_raw_fd(),
+                        &mut info,
+                        &mut len,
+                    )
+                };
+                if rc == 0 {
+                    info.id
+                } else {
+                    0
+                }
+            })
+            .filter(|&id| id != 0)
+            .collect()
+    }
+
     /// Events recorded per CPU so far.
     pub fn heads(&self) -> Vec<u64> {
         self.skel

@@ -85,6 +85,8 @@ pub struct RunOptions {
     pub duration: Duration,
     pub load: Load,
     pub out: PathBuf,
+    /// The tracer's `--explain` threshold (None: no CPU flight recorder).
+    pub explain: Option<Duration>,
 }
 
 /// What a run produced.
@@ -281,6 +283,9 @@ fn start_tracer(
     }
     if let Some(d) = &doctor {
         args.extend(["--doctor-report".into(), d.to_string_lossy().into()]);
+    }
+    if let Some(t) = opts.explain {
+        args.extend(["--explain".into(), format_duration_exact(t)]);
     }
     // macvlan hands multicast to its ports from a workqueue that can
     // hold a frame ~200 ms on a busy machine: a longer linger keeps

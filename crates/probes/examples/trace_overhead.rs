@@ -26,6 +26,11 @@
 //!   stage observation, ring records (drops only), and path latency, next to
 //!   the events mode's.
 //!
+//! * with `HOPTRACE_BENCH_EXPLAIN=1`, a phase of events plus `--explain 1s`
+//!   (the CPU flight recorder attached, hardly any stage explained): the
+//!   recorder's runs per second, ns per run, BPF ns per frame next to the
+//!   hop tracer's in the same phase (their ratio), and path latency.
+//!
 //! Usage: `trace_overhead [SECS] [MAX_STREAMS]` (defaults 20, 64).
 
 #[path = "../tests/support/mod.rs"]
@@ -190,33 +195,68 @@ struct Traced {
     elapsed: f64,
 }
 
-/// One phase with the tracer attached: `kernel_stats` false = events
-/// through the ring buffer (`hoptrace trace`), true = `--kernel-stats`.
+/// What a traced phase runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// Events through the ring buffer (`hoptrace trace`).
+    Events,
+    /// `--kernel-stats`.
+    KStats,
+    /// Events plus the CPU flight recorder (`--explain 1s`: the recording
+    /// cost, with hardly any stage explained).
+    Explain,
+}
+
+/// One phase with the tracer attached.
 fn traced_phase(
     bed: &Bed,
     streams: usize,
     secs: u64,
-    kernel_stats: bool,
+    mode: Mode,
     floor_obj: Option<&str>,
 ) -> Traced {
-    let mode = if kernel_stats { "kstats" } else { "events" };
+    let kernel_stats = mode == Mode::KStats;
+    let name = match mode {
+        Mode::Events => "events",
+        Mode::KStats => "kstats",
+        Mode::Explain => "explain",
+    };
     let mut opts = trace_options(bed.hv.name(), &[], Duration::from_secs(secs + 60));
     opts.kernel_stats = kernel_stats;
     opts.keep_timelines = false;
+    if mode == Mode::Explain {
+        opts.explain = Some(1_000_000_000);
+    }
     let tracer = start_tracer_opts(opts);
     let ids = tracer.prog_ids();
+    let recorder_ids = tracer.explain_prog_ids();
     let floor = floor_obj.map(attach_floor);
     let t0 = Instant::now();
     let (lat, sent, rate) = run_phase(bed, streams, secs, "ON");
     // programs are still attached: read their stats before stopping
     let elapsed = t0.elapsed().as_secs_f64();
     let stats = bpf_stats(&ids);
+    let recorder_stats = bpf_stats(&recorder_ids);
     let floor_stats = floor.as_ref().map(|f| bpf_stats(&f.ids));
     drop(floor);
     let summary = tracer.finish();
+    let mode = name;
     let lost: u64 = summary.lost.total();
     let run_ns: u64 = stats.iter().map(|s| s.1).sum();
     let run_cnt: u64 = stats.iter().map(|s| s.2).sum();
+    if !recorder_stats.is_empty() {
+        let r_ns: u64 = recorder_stats.iter().map(|s| s.1).sum();
+        let r_cnt: u64 = recorder_stats.iter().map(|s| s.2).sum();
+        println!(
+            "[{mode}] flight recorder: {r_cnt} runs ({:.0}/s), {} ns/run; {} ns BPF time per frame sent, against the hop tracer's {} ns (ratio {:.2}); {}",
+            r_cnt as f64 / t0.elapsed().as_secs_f64(),
+            r_ns.checked_div(r_cnt).unwrap_or(0),
+            r_ns.checked_div(sent).unwrap_or(0),
+            run_ns.checked_div(sent).unwrap_or(0),
+            r_ns as f64 / run_ns.max(1) as f64,
+            summary.explained
+        );
+    }
     for (name, ns, cnt) in &stats {
         println!(
             "  [{mode}] bpf {name:<36} runs {cnt:>10} {:>6} ns/run",
@@ -302,6 +342,8 @@ fn main() {
     // HOPTRACE_BENCH_KSTATS=0: events only (the climbing mode stops on lost
     // events, which --kernel-stats does not have)
     let with_kstats = std::env::var("HOPTRACE_BENCH_KSTATS").map_or(true, |v| v != "0");
+    // HOPTRACE_BENCH_EXPLAIN=1: a phase with the CPU flight recorder too.
+    let with_explain = std::env::var("HOPTRACE_BENCH_EXPLAIN").is_ok_and(|v| v == "1");
     let bed = testbed(1000);
     let prev_stats = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
         .unwrap_or_else(|_| "0".into());
@@ -318,8 +360,11 @@ fn main() {
         let target = streams as f64 * RATE as f64;
         println!("## {streams} streams x {RATE}/s = {target:.0} frames/s");
         let (off, sent_off, rate_off) = run_phase(&bed, streams, secs, "OFF");
-        let ev = traced_phase(&bed, streams, secs, false, floor_obj.as_deref());
-        let ks = with_kstats.then(|| traced_phase(&bed, streams, secs, true, floor_obj.as_deref()));
+        let ev = traced_phase(&bed, streams, secs, Mode::Events, floor_obj.as_deref());
+        let ks = with_kstats
+            .then(|| traced_phase(&bed, streams, secs, Mode::KStats, floor_obj.as_deref()));
+        let ex = with_explain
+            .then(|| traced_phase(&bed, streams, secs, Mode::Explain, floor_obj.as_deref()));
         println!(
             "frames sent: off {sent_off} ({rate_off:.0}/s) events {} ({:.0}/s){}; read: off {} events {}{}",
             ev.sent,
@@ -334,6 +379,16 @@ fn main() {
                 .unwrap_or_default()
         );
         for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+            let xline = ex
+                .as_ref()
+                .map(|k| {
+                    format!(
+                        " explain {} ns ratio {:.2}",
+                        pct(&k.lat, q),
+                        pct(&k.lat, q) as f64 / pct(&off, q).max(1) as f64
+                    )
+                })
+                .unwrap_or_default();
             let kline = ks
                 .as_ref()
                 .map(|k| {
@@ -345,7 +400,7 @@ fn main() {
                 })
                 .unwrap_or_default();
             println!(
-                "path latency send->read {name}: off {} ns events {} ns ratio {:.2}{kline}",
+                "path latency send->read {name}: off {} ns events {} ns ratio {:.2}{kline}{xline}",
                 pct(&off, q),
                 pct(&ev.lat, q),
                 pct(&ev.lat, q) as f64 / pct(&off, q).max(1) as f64

@@ -1,6 +1,8 @@
-//! One tracing run: resolve the options into BPF filters, run the session,
-//! assemble timelines, keep statistics, print a plain text block every
-//! second, optionally write a recording, and summarise at exit. The
+//! One tracing run: resolve the options into BPF filters
+//! ([`crate::options`]), run the session, assemble timelines, keep
+//! statistics, print a plain text block every second, explain late stages
+//! with `--explain` ([`crate::explain`]; at most a few lines per second),
+//! optionally write a recording, and summarise at exit. The
 //! in-kernel histograms (src/khist.rs), read by the session before every
 //! tick and at the end, are kept in [`Stats::kernel`] and shown with them.
 //!
@@ -9,69 +11,31 @@
 //! attached: tests and the lab wait for it before sending traffic.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use hoptrace_record::{
     ClockDomain, HopColumn, PacketRowRef, RecordingMeta, RecordingWriter, RotatePolicy, StampSource,
 };
 
-use crate::catalogue::{catalogue, device_mask, emit_mask, Profile, TracePoint};
-use crate::devices::{netns_inode, DeviceTable};
+use crate::catalogue::{catalogue, TracePoint};
+use crate::devices::DeviceTable;
 use crate::drop_reason::DropReasons;
 use crate::event::HopEvent;
 use crate::event::PacketIdentity;
 use crate::explain::Explaining;
 use crate::khist::KernelHists;
 use crate::kstats::KernelStreams;
-use crate::loader::{run_session, Filters, LostCounts, OtherFilter, SessionInfo, SessionSink};
+use crate::loader::{run_session, Filters, LostCounts, SessionInfo, SessionSink};
 use crate::stats::Stats;
 use crate::timeline::{Assembler, Timeline};
 use hoptrace_units::format_duration_ns;
 
 pub use crate::filter::parse_filter;
+pub use crate::options::{bpf_filters, TraceOptions};
+use crate::options::{check_kernel_stats, select_hops};
 use crate::plain::print_block;
-
-#[derive(Debug, Clone)]
-pub struct TraceOptions {
-    pub ifaces: Vec<String>,
-    /// Named namespace the interfaces live in (also: trace all of it when no
-    /// interface is given).
-    pub netns: Option<String>,
-    pub profile: Profile,
-    /// Only these svIDs (empty: all).
-    pub streams: Vec<String>,
-    pub filter: Option<OtherFilter>,
-    pub duration: Option<Duration>,
-    /// Stop after this many timelines (after the `--stream` selection).
-    pub count: Option<u64>,
-    pub thresholds_ns: Vec<u64>,
-    pub record: Option<PathBuf>,
-    pub rate: u32,
-    pub command_line: Vec<String>,
-    /// A packet's timeline is closed after this much event time without news.
-    pub linger: Duration,
-    /// Print a block every second.
-    pub periodic: bool,
-    /// Only these hops in the output (statistics, recording columns);
-    /// `None`: every hop of the profile. Timelines are still assembled (and
-    /// judged complete) on the whole profile.
-    pub hops: Option<Vec<String>>,
-    /// Keep every timeline in [`TraceSummary::timelines`] (tests); the CLI
-    /// only keeps the statistics, so memory stays bounded on long runs.
-    pub keep_timelines: bool,
-    /// `--kernel-stats`: no per-packet events; per-stream, per-stage
-    /// statistics kept in the kernel (src/kstats.rs). No timelines, no
-    /// recording.
-    pub kernel_stats: bool,
-    /// `hoptrace doctor`'s summary of the host, stored in the recording's metadata.
-    pub doctor: Option<hoptrace_record::DoctorSummary>,
-    /// `--explain`: explain every stage longer than this (ns) with the CPU
-    /// flight recorder (src/explain.rs).
-    pub explain: Option<u64>,
-}
 
 /// A screen that shows the statistics every second instead of the plain
 /// block (the ratatui view of `hoptrace trace --live` lives in the CLI).
@@ -137,7 +101,13 @@ struct Run<'a> {
     ks_names: Option<(DeviceTable, DropReasons)>,
     /// `--explain`: the flight recorder and its explanations.
     explaining: Option<Explaining>,
+    /// `--explain`: lines printed this second, and those left out.
+    explain_lines: (u64, u64),
 }
+
+/// Explanation lines printed per second; the others are counted (and all
+/// are in the recording).
+const EXPLAIN_LINES_PER_SECOND: u64 = 5;
 
 impl Run<'_> {
     /// Select, project, count and record finished timelines (from the
@@ -173,15 +143,33 @@ impl Run<'_> {
         }
     }
 
+    /// `--explain`: say how many explanation lines this second left out.
+    fn explain_lines_done(&mut self) {
+        if self.explain_lines.1 > 0 {
+            let _ = writeln!(
+                self.out,
+                "explain: {} more stages explained in the last second, not printed ({} per second are; all are in the recording with --record)",
+                self.explain_lines.1, EXPLAIN_LINES_PER_SECOND
+            );
+        }
+        self.explain_lines = (0, 0);
+    }
+
     /// `--explain`: explain the late stages of a batch, print one line each
-    /// (not over the live view, which shows them itself).
+    /// (at most EXPLAIN_LINES_PER_SECOND; the live view shows the last few
+    /// itself).
     fn explain(&mut self, tls: &[Timeline]) {
         let Some(x) = self.explaining.as_mut() else {
             return;
         };
         for (row, line) in x.batch(&self.hops, tls) {
-            if self.live.is_none() {
+            if self.live.is_some() {
+                self.stats.add_explanation(line);
+            } else if self.explain_lines.0 < EXPLAIN_LINES_PER_SECOND {
                 let _ = writeln!(self.out, "{line}");
+                self.explain_lines.0 += 1;
+            } else {
+                self.explain_lines.1 += 1;
             }
             self.summary.explained += 1;
             if self.opts.keep_timelines {
@@ -359,6 +347,7 @@ impl SessionSink for Run<'_> {
         }
         if self.last_block.elapsed() >= Duration::from_secs(1) {
             self.last_block = Instant::now();
+            self.explain_lines_done();
             if let Some(v) = self.live.as_mut() {
                 if !v.draw(&self.stats, self.started.elapsed(), lost) {
                     return false;
@@ -390,8 +379,12 @@ pub fn run_trace<'a>(
     let filters = bpf_filters(opts, &devices)?;
     write_start_notes(out, opts, &filters)?;
     let explaining = opts.explain.map(Explaining::start).transpose()?;
-    for n in explaining.iter().flat_map(|x| x.notes()) {
-        writeln!(out, "note: {n}")?;
+    if let Some(x) = &explaining {
+        for n in x.notes() {
+            writeln!(out, "note: {n}")?;
+        }
+        let ids: Vec<String> = x.prog_ids().iter().map(|i| i.to_string()).collect();
+        writeln!(out, "explain programs {}", ids.join(","))?;
     }
     let mut run = Run::new(opts, &filters, devices, out, live)?;
     run.explaining = explaining;
@@ -418,27 +411,6 @@ fn write_start_notes(out: &mut dyn Write, opts: &TraceOptions, filters: &Filters
         )?;
     }
     Ok(())
-}
-
-/// The indices of the `--hops` selection in the profile's hops (all when
-/// there is none), or an error naming the profile's hops.
-fn select_hops(opts: &TraceOptions, all_hops: &[&'static str]) -> Result<Vec<usize>> {
-    let Some(names) = &opts.hops else {
-        return Ok((0..all_hops.len()).collect());
-    };
-    let mut idx = Vec::new();
-    for n in names {
-        let Some(i) = all_hops.iter().position(|h| h == n) else {
-            bail!(
-                "unknown hop `{n}` for this profile: hops are {}",
-                all_hops.join(",")
-            );
-        };
-        idx.push(i);
-    }
-    idx.sort_unstable();
-    idx.dedup();
-    Ok(idx)
 }
 
 impl<'a> Run<'a> {
@@ -483,6 +455,7 @@ impl<'a> Run<'a> {
             select,
             ks_names,
             explaining: None,
+            explain_lines: (0, 0),
         })
     }
 
@@ -491,6 +464,7 @@ impl<'a> Run<'a> {
     fn finish(mut self, info: &SessionInfo, lost: LostCounts) -> Result<TraceSummary> {
         let rest = self.assembler.expire(true);
         self.take_timelines(rest);
+        self.explain_lines_done();
         if let Some(x) = self.explaining.as_mut() {
             if let Err(e) = x.flush(true) {
                 self.write_err.get_or_insert(e);
@@ -608,62 +582,4 @@ fn kernel_stats_summary(k: &KernelStreams, drop_records: u64) -> String {
         k.clone_hits,
         k.streams.len()
     )
-}
-
-/// Options that `--kernel-stats` cannot honour, refused with what to do.
-fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
-    if !opts.kernel_stats {
-        return Ok(());
-    }
-    if opts.record.is_some() {
-        bail!("--kernel-stats sends no per-packet record to user space, so there is nothing to --record: use --record without --kernel-stats to record every packet, or --kernel-stats without --record for live statistics");
-    }
-    if opts.count.is_some() {
-        bail!("--kernel-stats assembles no timelines, so --count has nothing to count: use --duration");
-    }
-    if opts.explain.is_some() {
-        bail!("--explain explains the late stages of per-packet timelines, which --kernel-stats does not assemble: leave out --kernel-stats");
-    }
-    if opts.hops.is_some() {
-        bail!("--kernel-stats reports stages (tracepoint pairs of one skb), not the profile's hops: leave out --hops");
-    }
-    if opts.thresholds_ns.len() > crate::kstats::THRESHOLDS {
-        bail!(
-            "--kernel-stats counts at most {} --threshold values in the kernel, {} given: drop some",
-            crate::kstats::THRESHOLDS,
-            opts.thresholds_ns.len()
-        );
-    }
-    Ok(())
-}
-
-/// The BPF filters of a run: the device table entries (with the tracepoints
-/// that count on each device, from its kind) and the tracepoints to emit.
-pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters> {
-    let mut f = Filters {
-        devices: Vec::new(),
-        emit_mask: emit_mask(opts.profile),
-        other: opts.filter.clone(),
-        kernel_stats: opts.kernel_stats.then(|| crate::kstats::KsConfig {
-            thresholds_ns: opts.thresholds_ns.clone(),
-            quiet_rx_free: opts.profile == Profile::Hypervisor,
-        }),
-    };
-    for ifname in &opts.ifaces {
-        let (ns, idx) = devices.resolve(opts.netns.as_deref(), ifname)?;
-        let kind = devices.get(ns, idx).map(|d| d.kind.as_str()).unwrap_or("");
-        f.devices.push((ns, idx, device_mask(opts.profile, kind)));
-    }
-    if opts.ifaces.is_empty() {
-        if let Some(name) = &opts.netns {
-            let ns = netns_inode(Some(name))?;
-            for (idx, d) in devices.devices_in(ns) {
-                f.devices
-                    .push((ns, idx, device_mask(opts.profile, &d.kind)));
-            }
-            // devices created after the start: treated as plain devices
-            f.devices.push((ns, 0, device_mask(opts.profile, "")));
-        }
-    }
-    Ok(f)
 }

@@ -147,6 +147,11 @@ impl Explaining {
         v
     }
 
+    /// The recorder's program ids.
+    pub fn prog_ids(&self) -> Vec<u32> {
+        self.explainer.recorder.prog_ids()
+    }
+
     /// Refuse a hop clock other than the recorder's.
     pub fn check_clock(&self, clock: ClockDomain) -> Result<()> {
         let tai = self.explainer.recorder.tai;

@@ -68,7 +68,14 @@ pub struct Stats {
     /// `--kernel-stats`: the per-stream, per-stage figures kept in the
     /// kernel (src/kstats.rs); `None` in event mode.
     pub kstreams: Option<crate::kstats::KernelStreams>,
+    /// `--explain`: the last explanation lines (newest last) and how many
+    /// stages were explained.
+    pub recent_explanations: std::collections::VecDeque<String>,
+    pub explained: u64,
 }
+
+/// Explanation lines [`Stats`] keeps for the live view.
+pub const RECENT_EXPLANATIONS: usize = 5;
 
 impl Stats {
     pub fn new(hops: &[&str], thresholds_ns: Vec<u64>) -> Self {
@@ -78,7 +85,18 @@ impl Stats {
             streams: BTreeMap::new(),
             kernel: Default::default(),
             kstreams: None,
+            recent_explanations: Default::default(),
+            explained: 0,
         }
+    }
+
+    /// Keep an explanation line for the live view (the last few).
+    pub fn add_explanation(&mut self, line: String) {
+        self.explained += 1;
+        if self.recent_explanations.len() == RECENT_EXPLANATIONS {
+            self.recent_explanations.pop_front();
+        }
+        self.recent_explanations.push_back(line);
     }
 
     pub fn thresholds_ns(&self) -> &[u64] {

@@ -278,7 +278,26 @@ pub fn render(f: &mut Frame, title: &str, stats: &Stats, elapsed: Duration, lost
                 .borders(Borders::ALL)
                 .title("per stream, per hop stage"),
         );
-    f.render_widget(table, body);
+    if stats.recent_explanations.is_empty() {
+        f.render_widget(table, body);
+    } else {
+        let n = stats.recent_explanations.len() as u16;
+        let [tab, ex] =
+            Layout::vertical([Constraint::Min(3), Constraint::Length(n + 2)]).areas(body);
+        f.render_widget(table, tab);
+        let lines: Vec<Line> = stats
+            .recent_explanations
+            .iter()
+            .map(|l| Line::from(l.clone()))
+            .collect();
+        f.render_widget(
+            Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(format!(
+                "explained stages: {} (the last {n})",
+                stats.explained
+            ))),
+            ex,
+        );
+    }
 
     let total = lost.total();
     let text = if total == 0 {
@@ -528,6 +547,30 @@ mod tests {
         assert!(
             row.contains("1s: n 3 max 40.0 us; worst smpCnt 77 01:00:00.000001 40.0 us"),
             "{row}"
+        );
+    }
+
+    #[test]
+    fn the_last_explanations_show_under_the_table() {
+        let mut stats = Stats::new(&["rx", "fwd"], vec![]);
+        for i in 0..7 {
+            stats.add_explanation(format!(
+                "explain SV seq {i} rx->fwd 2.000 ms: r/1 on cpu1 behind hog/7 (FIFO 50) 1.900 ms"
+            ));
+        }
+        let text = screen(&stats, &LostCounts::default(), 140, 24);
+        assert!(
+            text.iter()
+                .any(|l| l.contains("explained stages: 7 (the last 5)")),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter().any(|l| l.contains("explain SV seq 6 rx->fwd")),
+            "{text:#?}"
+        );
+        assert!(
+            !text.iter().any(|l| l.contains("explain SV seq 1 ")),
+            "{text:#?}"
         );
     }
 }

@@ -202,6 +202,15 @@ impl Tracer {
             .unwrap_or_default()
     }
 
+    /// The `--explain` flight recorder's program ids (none without it).
+    pub fn explain_prog_ids(&self) -> Vec<u32> {
+        self.header
+            .iter()
+            .find_map(|l| l.strip_prefix("explain programs "))
+            .map(|l| l.split(',').filter_map(|i| i.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
     pub fn finish(self) -> TraceSummary {
         std::thread::sleep(Duration::from_millis(300));
         self.stop.store(true, Ordering::Relaxed);

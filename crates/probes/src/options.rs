@@ -1,0 +1,130 @@
+//! What a tracing run was asked for ([`TraceOptions`]), checked and turned
+//! into what the session needs: the refusals of `--kernel-stats`, the
+//! `--hops` selection and the BPF filters.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+
+use crate::catalogue::{device_mask, emit_mask, Profile};
+use crate::devices::{netns_inode, DeviceTable};
+use crate::loader::{Filters, OtherFilter};
+
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    pub ifaces: Vec<String>,
+    /// Named namespace the interfaces live in (also: trace all of it when no
+    /// interface is given).
+    pub netns: Option<String>,
+    pub profile: Profile,
+    /// Only these svIDs (empty: all).
+    pub streams: Vec<String>,
+    pub filter: Option<OtherFilter>,
+    pub duration: Option<Duration>,
+    /// Stop after this many timelines (after the `--stream` selection).
+    pub count: Option<u64>,
+    pub thresholds_ns: Vec<u64>,
+    pub record: Option<PathBuf>,
+    pub rate: u32,
+    pub command_line: Vec<String>,
+    /// A packet's timeline is closed after this much event time without news.
+    pub linger: Duration,
+    /// Print a block every second.
+    pub periodic: bool,
+    /// Only these hops in the output (statistics, recording columns);
+    /// `None`: every hop of the profile. Timelines are still assembled (and
+    /// judged complete) on the whole profile.
+    pub hops: Option<Vec<String>>,
+    /// Keep every timeline in [`TraceSummary::timelines`] (tests); the CLI
+    /// only keeps the statistics, so memory stays bounded on long runs.
+    pub keep_timelines: bool,
+    /// `--kernel-stats`: no per-packet events; per-stream, per-stage
+    /// statistics kept in the kernel (src/kstats.rs). No timelines, no
+    /// recording.
+    pub kernel_stats: bool,
+    /// `hoptrace doctor`'s summary of the host, stored in the recording's metadata.
+    pub doctor: Option<hoptrace_record::DoctorSummary>,
+    /// `--explain`: explain every stage longer than this (ns) with the CPU
+    /// flight recorder (src/explain.rs).
+    pub explain: Option<u64>,
+}
+
+/// The indices of the `--hops` selection in the profile's hops (all when
+/// there is none), or an error naming the profile's hops.
+pub(crate) fn select_hops(opts: &TraceOptions, all_hops: &[&'static str]) -> Result<Vec<usize>> {
+    let Some(names) = &opts.hops else {
+        return Ok((0..all_hops.len()).collect());
+    };
+    let mut idx = Vec::new();
+    for n in names {
+        let Some(i) = all_hops.iter().position(|h| h == n) else {
+            bail!(
+                "unknown hop `{n}` for this profile: hops are {}",
+                all_hops.join(",")
+            );
+        };
+        idx.push(i);
+    }
+    idx.sort_unstable();
+    idx.dedup();
+    Ok(idx)
+}
+
+/// Options that `--kernel-stats` cannot honour, refused with what to do.
+pub(crate) fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
+    if !opts.kernel_stats {
+        return Ok(());
+    }
+    if opts.record.is_some() {
+        bail!("--kernel-stats sends no per-packet record to user space, so there is nothing to --record: use --record without --kernel-stats to record every packet, or --kernel-stats without --record for live statistics");
+    }
+    if opts.count.is_some() {
+        bail!("--kernel-stats assembles no timelines, so --count has nothing to count: use --duration");
+    }
+    if opts.explain.is_some() {
+        bail!("--explain explains the late stages of per-packet timelines, which --kernel-stats does not assemble: leave out --kernel-stats");
+    }
+    if opts.hops.is_some() {
+        bail!("--kernel-stats reports stages (tracepoint pairs of one skb), not the profile's hops: leave out --hops");
+    }
+    if opts.thresholds_ns.len() > crate::kstats::THRESHOLDS {
+        bail!(
+            "--kernel-stats counts at most {} --threshold values in the kernel, {} given: drop some",
+            crate::kstats::THRESHOLDS,
+            opts.thresholds_ns.len()
+        );
+    }
+    Ok(())
+}
+
+/// The BPF filters of a run: the device table entries (with the tracepoints
+/// that count on each device, from its kind) and the tracepoints to emit.
+pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters> {
+    let mut f = Filters {
+        devices: Vec::new(),
+        emit_mask: emit_mask(opts.profile),
+        other: opts.filter.clone(),
+        kernel_stats: opts.kernel_stats.then(|| crate::kstats::KsConfig {
+            thresholds_ns: opts.thresholds_ns.clone(),
+            quiet_rx_free: opts.profile == Profile::Hypervisor,
+        }),
+    };
+    for ifname in &opts.ifaces {
+        let (ns, idx) = devices.resolve(opts.netns.as_deref(), ifname)?;
+        let kind = devices.get(ns, idx).map(|d| d.kind.as_str()).unwrap_or("");
+        f.devices.push((ns, idx, device_mask(opts.profile, kind)));
+    }
+    if opts.ifaces.is_empty() {
+        if let Some(name) = &opts.netns {
+            let ns = netns_inode(Some(name))?;
+            for (idx, d) in devices.devices_in(ns) {
+                f.devices
+                    .push((ns, idx, device_mask(opts.profile, &d.kind)));
+            }
+            // devices created after the start: treated as plain devices
+            f.devices.push((ns, 0, device_mask(opts.profile, "")));
+        }
+    }
+    Ok(f)
+}
