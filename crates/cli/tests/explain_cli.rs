@@ -282,6 +282,28 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         .unwrap_or_else(|| panic!("{hog_name} among the culprits: {culprits:?}"));
     assert_eq!(hog["kind"], "task");
     assert!(hog["spikes"].as_u64().unwrap() >= overlapping as u64);
+    // The HTML report draws the longest spikes' CPU lanes, the spinner among them.
+    let html = dir.path().join("report.html");
+    let out = hoptrace(&[
+        "report",
+        rec.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<h3>explained spikes</h3>"),
+        "no explained spikes in the HTML"
+    );
+    assert!(
+        page.contains(&format!("<title>task {}", hog_name)),
+        "no lane piece of the spinner in the HTML"
+    );
     let text = hoptrace(&["report", rec.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(

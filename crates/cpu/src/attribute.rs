@@ -97,6 +97,11 @@ pub struct Attribution {
     /// Largest first, unattributed parts last; they sum to the stage.
     pub parts: Vec<(Culprit, u64)>,
     pub task: TaskWait,
+    /// The CPU's contexts in time order, `(start, end, culprit)`, adjacent
+    /// pieces of one culprit merged, NMIs as pieces of their own (the lane
+    /// of a report). Steal is not placed in time (it is known per gap
+    /// between two events only), so the lane shows the context it fell in.
+    pub lane: Vec<(u64, u64, Culprit)>,
 }
 
 impl Attribution {
@@ -200,6 +205,7 @@ struct Replay<'q> {
     parts: BTreeMap<Culprit, u64>,
     wait: TaskWait,
     nmis: Vec<(u64, u64)>,
+    lane: Vec<(u64, u64, Culprit)>,
 }
 
 impl Replay<'_> {
@@ -219,11 +225,36 @@ impl Replay<'_> {
 
     /// Give [s, e) (already clipped to the stage) to `ctx`, minus NMI and
     /// `steal` time.
+    /// Extend the lane with [s, e) in `c`.
+    fn lane_piece(&mut self, s: u64, e: u64, c: Culprit) {
+        if e <= s {
+            return;
+        }
+        match self.lane.last_mut() {
+            Some(last) if last.2 == c && last.1 == s => last.1 = e,
+            _ => self.lane.push((s, e, c)),
+        }
+    }
+
     fn piece(&mut self, s: u64, e: u64, ctx: Culprit, steal: u64) {
         let len = e.saturating_sub(s);
         if len == 0 {
             return;
         }
+        // The lane: `ctx`, cut around the NMIs inside [s, e).
+        let mut at = s;
+        let nmis: Vec<(u64, u64)> = self
+            .nmis
+            .iter()
+            .map(|&(a, b)| (a.max(s), b.min(e)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        for (a, b) in nmis {
+            self.lane_piece(at, a.max(at), ctx);
+            self.lane_piece(a.max(at), b, Culprit::Nmi);
+            at = at.max(b);
+        }
+        self.lane_piece(at, e, ctx);
         let nmi = self.nmi_within(s, e).min(len);
         let steal = steal.min(len - nmi);
         self.add(Culprit::Nmi, nmi);
@@ -250,6 +281,7 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
         q,
         parts: BTreeMap::new(),
         wait: TaskWait::default(),
+        lane: Vec::new(),
         nmis: q
             .events
             .iter()
@@ -271,6 +303,7 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
     if !q.reached_back && first_ts > start {
         let upto = first_ts.min(end);
         r.add(Culprit::Unattributed(Gap::Overwritten), upto - start);
+        r.lane_piece(start, upto, Culprit::Unattributed(Gap::Overwritten));
         cursor = upto;
     }
     // The consumer's state, followed through its wakeups and switches.
@@ -368,6 +401,7 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
     Attribution {
         parts,
         task: r.wait,
+        lane: r.lane,
     }
 }
 
@@ -423,6 +457,15 @@ mod tests {
         assert_eq!(a.task.runnable_ns, 2000);
         assert_eq!(a.task.running_ns, 200);
         assert_eq!(a.task.sleeping_ns, 0);
+        assert_eq!(
+            a.lane,
+            vec![
+                (1000, 1500, Culprit::Task(99)),
+                (1500, 1700, Culprit::Softirq(3)),
+                (1700, 3000, Culprit::Task(99)),
+                (3000, 3200, Culprit::Task(10)),
+            ]
+        );
     }
 
     #[test]
@@ -455,6 +498,10 @@ mod tests {
         assert_eq!(part(&a, Culprit::Steal), 150);
         assert_eq!(part(&a, Culprit::Task(7)), 1000 - 200 - 100 - 100 - 150);
         assert_eq!(a.total(), 1000);
+        // The NMI is a piece of its own in the lane, cut out of the task's.
+        assert!(a.lane.contains(&(400, 600, Culprit::Task(7))));
+        assert!(a.lane.contains(&(600, 700, Culprit::Nmi)));
+        assert!(a.lane.contains(&(700, 1000, Culprit::Task(7))));
     }
 
     #[test]

@@ -35,6 +35,17 @@ pub struct Explanation {
     pub wait: TaskWait,
     /// Largest first, unattributed last; they add up to the stage.
     pub parts: Vec<Part>,
+    /// The CPU's contexts during the stage, in time order.
+    pub lane: Vec<LanePiece>,
+}
+
+/// One piece of the lane: the CPU was in this context from `start_ns` to `end_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LanePiece {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub kind: PartKind,
+    pub name: String,
 }
 
 impl Explanation {
@@ -168,11 +179,25 @@ impl<'o> Explainer<'o> {
             .iter()
             .map(|&(c, ns)| self.names.part(c, ns, &mut task_name))
             .collect();
+        let lane = a
+            .lane
+            .iter()
+            .map(|&(start_ns, end_ns, c)| {
+                let p = self.names.part(c, 0, &mut task_name);
+                LanePiece {
+                    start_ns,
+                    end_ns,
+                    kind: p.kind,
+                    name: p.name,
+                }
+            })
+            .collect();
         Explanation {
             cpu: s.cpu,
             task,
             wait: a.task,
             parts,
+            lane,
         }
     }
 }
@@ -213,6 +238,7 @@ mod tests {
                     ns: 20_000,
                 },
             ],
+            lane: Vec::new(),
         };
         assert_eq!(e.culprit().unwrap().name, "hog/77 (FIFO 50)");
         let line = e.line();
@@ -241,6 +267,7 @@ mod tests {
             task: "r/1".into(),
             wait: TaskWait::default(),
             parts,
+            lane: Vec::new(),
         };
         let line = e.line();
         assert!(line.contains("; t5/5 995 ns; 2 more parts 1.987 us; unattributed flight recorder overwritten 5 ns"), "{line}");

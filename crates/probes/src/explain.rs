@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hoptrace_cpu::explain::{Explainer, Explanation, LateStage};
 use hoptrace_cpu::flight::{Recorder, RecorderOptions, DEFAULT_SLOTS_LOG2};
-use hoptrace_record::{ClockDomain, ExplainedStage, ExplanationWriter, StagePart};
+use hoptrace_record::{ClockDomain, ExplainedStage, ExplanationWriter, LaneSpan, StagePart};
 use hoptrace_units::format_duration_ns;
 
 use crate::event::PacketIdentity;
@@ -82,6 +82,16 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
                 kind: p.kind.as_str().to_string(),
                 name: p.name.clone(),
                 ns: p.ns as i64,
+            })
+            .collect(),
+        lane: e
+            .lane
+            .iter()
+            .map(|l| LaneSpan {
+                start_ns: l.start_ns as i64,
+                end_ns: l.end_ns as i64,
+                kind: l.kind.as_str().to_string(),
+                name: l.name.clone(),
             })
             .collect(),
     }

@@ -10,7 +10,9 @@
 //! (`sleeping_ns`, `runnable_ns`, `running_ns`) and the part (`part_index`
 //! from 0, largest first; `part_kind` one of task, hardirq, softirq, nmi,
 //! kvm_exit, steal, idle, unattributed; `part_name`; `part_ns`). The parts of
-//! one stage add up to `latency_ns`.
+//! one stage add up to `latency_ns`. The stage's first row also carries
+//! `lane`: the CPU's contexts in time order, as a JSON list of
+//! `{start_ns, end_ns, kind, name}` (null on the other rows).
 //!
 //! Each [`ExplanationWriter::flush`] writes one complete file (written as
 //! `.partial`, fsynced, renamed), so a killed recorder keeps every
@@ -41,6 +43,16 @@ pub struct StagePart {
     pub ns: i64,
 }
 
+/// One piece of an explained stage's CPU lane: the CPU was in this context
+/// (kind and name as the parts') from `start_ns` to `end_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LaneSpan {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub kind: String,
+    pub name: String,
+}
+
 /// One late stage of one packet, explained.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExplainedStage {
@@ -59,6 +71,8 @@ pub struct ExplainedStage {
     pub runnable_ns: i64,
     pub running_ns: i64,
     pub parts: Vec<StagePart>,
+    /// The CPU's contexts during the stage, in time order.
+    pub lane: Vec<LaneSpan>,
 }
 
 impl ExplainedStage {
@@ -90,6 +104,7 @@ pub fn explanation_schema() -> Schema {
         Field::new("part_kind", Utf8, false),
         Field::new("part_name", Utf8, false),
         Field::new("part_ns", Int64, false),
+        Field::new("lane", Utf8, true),
     ])
 }
 
@@ -116,7 +131,10 @@ fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
     let mut idx = UInt32Builder::new();
     let (mut kind, mut name) = (StringBuilder::new(), StringBuilder::new());
     let mut ns = Int64Builder::new();
+    let mut lane = StringBuilder::new();
     for s in stages {
+        let lane_json = serde_json::to_string(&s.lane)
+            .map_err(|e| arrow_schema::ArrowError::ExternalError(Box::new(e)))?;
         for (i, p) in s.parts.iter().enumerate() {
             stream.append_value(&s.stream);
             app_id.append_option(s.app_id);
@@ -137,6 +155,7 @@ fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
             kind.append_value(&p.kind);
             name.append_value(&p.name);
             ns.append_value(p.ns);
+            lane.append_option((i == 0).then_some(lane_json.as_str()));
         }
     }
     let cols: Vec<ArrayRef> = vec![
@@ -159,6 +178,7 @@ fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
         Arc::new(kind.finish()),
         Arc::new(name.finish()),
         Arc::new(ns.finish()),
+        Arc::new(lane.finish()),
     ];
     Ok(RecordBatch::try_new(Arc::new(explanation_schema()), cols)?)
 }
@@ -282,6 +302,7 @@ fn read_batch(b: &RecordBatch, path: &Path, out: &mut Vec<ExplainedStage>) -> Re
     let kind = column::<StringArray>(b, "part_kind", path)?;
     let name = column::<StringArray>(b, "part_name", path)?;
     let ns = column::<Int64Array>(b, "part_ns", path)?;
+    let lane = column::<StringArray>(b, "lane", path)?;
     let opt = |a: &dyn Array, i: usize| !a.is_null(i);
     for i in 0..b.num_rows() {
         if idx.value(i) == 0 || out.is_empty() {
@@ -301,6 +322,14 @@ fn read_batch(b: &RecordBatch, path: &Path, out: &mut Vec<ExplainedStage>) -> Re
                 runnable_ns: rn.value(i),
                 running_ns: ru.value(i),
                 parts: Vec::new(),
+                lane: if lane.is_null(i) {
+                    Vec::new()
+                } else {
+                    serde_json::from_str(lane.value(i)).map_err(|e| RecordError::NotARecording {
+                        path: path.to_path_buf(),
+                        reason: format!("explanation lane is not valid JSON: {e}"),
+                    })?
+                },
             });
         }
         if let Some(s) = out.last_mut() {
@@ -334,6 +363,12 @@ mod tests {
             sleeping_ns: 0,
             runnable_ns: 10,
             running_ns: 2,
+            lane: vec![LaneSpan {
+                start_ns: 1000,
+                end_ns: 1100,
+                kind: "task".into(),
+                name: "hog/7 (FIFO 50)".into(),
+            }],
             parts: parts
                 .iter()
                 .map(|&(k, n, ns)| StagePart {

@@ -97,7 +97,7 @@ pub mod typed;
 pub mod writer;
 
 pub use error::{RecordError, Result};
-pub use explanations::{read_explanations, ExplainedStage, ExplanationWriter, StagePart};
+pub use explanations::{read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart};
 pub use meta::{
     cpu_list_from_cmdline, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary,
     ExtraColumn, HopColumn, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use hoptrace_record::{ExplainedStage, StagePart};
+use hoptrace_record::{ExplainedStage, LaneSpan, StagePart};
 use serde::Serialize;
 
 /// One explained spike, as `report --json` gives it.
@@ -29,6 +29,8 @@ pub struct Explanation {
     pub running_ns: i64,
     /// `{kind, name, ns}`, largest first, unattributed last; they add up to `latency_ns`.
     pub parts: Vec<StagePart>,
+    /// `{start_ns, end_ns, kind, name}`: the CPU's contexts in time order.
+    pub lane: Vec<LaneSpan>,
 }
 
 impl From<&ExplainedStage> for Explanation {
@@ -48,6 +50,7 @@ impl From<&ExplainedStage> for Explanation {
             runnable_ns: e.runnable_ns,
             running_ns: e.running_ns,
             parts: e.parts.clone(),
+            lane: e.lane.clone(),
         }
     }
 }
@@ -113,6 +116,7 @@ mod tests {
             sleeping_ns: 0,
             runnable_ns: 0,
             running_ns: 0,
+            lane: Vec::new(),
             parts: parts
                 .iter()
                 .map(|&(k, n, ns)| StagePart {

@@ -35,7 +35,7 @@ table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #bbb;pad
 th{background:#eef}td:first-child,th:first-child{text-align:left}.nm{color:#999}.fail{color:#b00;font-weight:bold}\
 .pass{color:#070;font-weight:bold}.meta td{text-align:left}h2{border-bottom:2px solid #446;margin-top:32px}";
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -375,6 +375,7 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
         losses_table(&mut b, run);
         stalls_table(&mut b, run);
         top_table(&mut b, run);
+        super::html_explained::explained_section(&mut b, run);
     }
     std::fs::write(path, page("hoptrace report", &b))
         .with_context(|| format!("cannot write {}", path.display()))

@@ -3,6 +3,7 @@
 pub mod explained;
 pub mod export;
 pub mod html;
+pub mod html_explained;
 pub mod model;
 pub mod text;
 
