@@ -163,3 +163,123 @@ fn a_woken_thread_kept_off_its_cpu_by_a_fifo_spinner_is_explained_by_that_spinne
     );
     eprintln!("stage {stage} ns: {}", e.line());
 }
+
+/// cpuN's softirq time so far as the kernel's tick accounting has it
+/// (/proc/stat, USER_HZ units turned into ns).
+fn proc_stat_softirq_ns(cpu: usize) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .unwrap();
+    // user nice system idle iowait irq softirq ...
+    let ticks: u64 = line.split_whitespace().nth(7).unwrap().parse().unwrap();
+    // SAFETY: no arguments.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * 1_000_000_000 / hz
+}
+
+#[test]
+fn a_udp_flood_sent_from_one_cpu_is_net_rx_softirq_time_on_that_cpu_as_the_kernel_counts_it() {
+    if !hoptrace_netns::require_privileges(
+        "a_udp_flood_sent_from_one_cpu_is_net_rx_softirq_time_on_that_cpu_as_the_kernel_counts_it",
+    ) {
+        return;
+    }
+    use hoptrace_cpu::attribute::{attribute, Culprit, Question};
+    use hoptrace_netns::{unique_name, veth_pair, Netns};
+
+    let a = Netns::create(&unique_name("cpa")).unwrap();
+    let b = Netns::create(&unique_name("cpb")).unwrap();
+    veth_pair(&a, "va", &b, "vb", None, None).unwrap();
+    a.ip(&["addr", "add", "10.77.0.1/24", "dev", "va"]).unwrap();
+    b.ip(&["addr", "add", "10.77.0.2/24", "dev", "vb"]).unwrap();
+
+    let mut storage = MaybeUninit::uninit();
+    let rec = Recorder::start(
+        &mut storage,
+        RecorderOptions {
+            tai: false,
+            slots_log2: 21,
+        },
+    )
+    .expect("flight recorder");
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let cpu = ncpu - 1;
+    // The veth's receive side runs as NET_RX softirq on the sending CPU.
+    let flood = Duration::from_secs(1);
+    let (t0, t1, s0, s1, sent) = a
+        .run_in(move || {
+            pin_to(cpu);
+            let sock = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
+            let payload = [0u8; 64];
+            let _ = sock.send_to(&payload, "10.77.0.2:9");
+            std::thread::sleep(Duration::from_millis(50));
+            let s0 = proc_stat_softirq_ns(cpu);
+            let t0 = now_ns(libc::CLOCK_MONOTONIC);
+            let start = std::time::Instant::now();
+            let mut sent = 0u64;
+            while start.elapsed() < flood {
+                if sock.send_to(&payload, "10.77.0.2:9").is_ok() {
+                    sent += 1;
+                }
+            }
+            let t1 = now_ns(libc::CLOCK_MONOTONIC);
+            let s1 = proc_stat_softirq_ns(cpu);
+            (t0, t1, s0, s1, sent)
+        })
+        .unwrap();
+    let w = rec.read(cpu as u32, t0);
+    assert!(
+        w.reached_back,
+        "the ring (2^21 per CPU) did not reach back 1 s"
+    );
+    let a = attribute(&Question {
+        start_ns: t0,
+        end_ns: t1,
+        tid: 0,
+        events: &w.events,
+        reached_back: w.reached_back,
+        wakeups: &[],
+    });
+    let softirq = |v: Option<u32>| -> u64 {
+        a.parts
+            .iter()
+            .filter(|p| match (p.0, v) {
+                (Culprit::Softirq(x), Some(want)) => x == want,
+                (Culprit::Softirq(_), None) => true,
+                _ => false,
+            })
+            .map(|p| p.1)
+            .sum()
+    };
+    let (net_rx, all_softirq) = (softirq(Some(3)), softirq(None));
+    let kernel = s1 - s0;
+    let span = t1 - t0;
+    eprintln!(
+        "{sent} datagrams in {span} ns: NET_RX {net_rx} ns, all softirqs {all_softirq} ns; /proc/stat softirq {kernel} ns"
+    );
+    // The flood is the CPU's main softirq load, and a large share of its time.
+    let largest_softirq = a
+        .parts
+        .iter()
+        .find(|p| matches!(p.0, Culprit::Softirq(_)))
+        .unwrap();
+    assert_eq!(largest_softirq.0, Culprit::Softirq(3), "{:?}", a.parts);
+    assert!(
+        net_rx * 10 >= span,
+        "NET_RX only {net_rx} of {span} ns: {:?}",
+        a.parts
+    );
+    // The kernel's tick accounting (a sample every tick, no IRQ time
+    // accounting here) agrees within 25 % plus three ticks.
+    // SAFETY: no arguments.
+    let tick = 1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    let err = all_softirq.abs_diff(kernel);
+    assert!(
+        err as f64 <= 0.25 * kernel as f64 + 3.0 * tick as f64,
+        "recorder {all_softirq} ns of softirq against the kernel's {kernel} ns"
+    );
+}

@@ -351,8 +351,9 @@ fn main() {
         .expect("enabling kernel.bpf_stats_enabled (root needed)");
 
     println!(
-        "# trace_overhead: {secs} s per phase, streams x {RATE} frames/s, bridge + tap + reader; phases: off, events{}",
-        if with_kstats { ", kstats (--kernel-stats)" } else { "" }
+        "# trace_overhead: {secs} s per phase, streams x {RATE} frames/s, bridge + tap + reader; phases: off, events{}{}",
+        if with_kstats { ", kstats (--kernel-stats)" } else { "" },
+        if with_explain { ", explain (--explain 1s)" } else { "" }
     );
     let mut streams = 8;
     let mut best_clean: Option<(usize, f64, f64)> = None;
