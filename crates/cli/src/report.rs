@@ -73,6 +73,15 @@ pub struct Args {
     /// Print Markdown instead of the terminal table.
     #[arg(long)]
     pub markdown: bool,
+    /// Print the short form: stages over all streams, only the streams that
+    /// differ (losses, duplicates, reordering, packets not ok), 5 top
+    /// latencies, 3 explained spikes, 5 culprits.
+    #[arg(long)]
+    pub summary: bool,
+    /// Also write the full text report to this file (with --summary: the
+    /// detail the terminal does not show).
+    #[arg(long, value_name = "FILE")]
+    pub text: Option<PathBuf>,
     /// Per-packet stage latencies as CSV (first recording).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
@@ -119,7 +128,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let cmd: Vec<String> = std::env::args().collect();
     let (rep, analyzers) = report::build(&args.recordings, &config, args.max_latency, cmd.clone())?;
-    print!("{}", report::text::render(&rep, args.markdown));
+    if args.summary {
+        print!("{}", report::text::render_summary(&rep, args.markdown));
+    } else {
+        print!("{}", report::text::render(&rep, args.markdown));
+    }
+    if let Some(p) = &args.text {
+        std::fs::write(p, report::text::render(&rep, args.markdown))
+            .with_context(|| format!("cannot write {}", p.display()))?;
+        eprintln!("wrote {}", p.display());
+    }
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_vec_pretty(&rep)?)
             .with_context(|| format!("cannot write {}", p.display()))?;

@@ -284,8 +284,17 @@ fn start_tracer(
     if let Some(d) = &doctor {
         args.extend(["--doctor-report".into(), d.to_string_lossy().into()]);
     }
+    // The per-second blocks show the stages that went above 250 us.
+    args.extend(["--threshold".into(), "250us".into(), "1ms".into()]);
     if let Some(t) = opts.explain {
-        args.extend(["--explain".into(), format_duration_exact(t)]);
+        // One explanation a second on the run's screen; the report lists
+        // the longest and the culprits, the recording has all of them.
+        args.extend([
+            "--explain".into(),
+            format_duration_exact(t),
+            "--explain-lines".into(),
+            "1".into(),
+        ]);
     }
     // macvlan hands multicast to its ports from a workqueue that can
     // hold a frame ~200 ms on a busy machine: a longer linger keeps
@@ -463,8 +472,13 @@ fn sv_through_namespaces(
         ("sv publish", pc, "publish.log"),
         ("sv subscribe", sc, "subscribe.log"),
     ] {
+        // The log's last lines (the totals); the whole log stays in `out`.
         let text = std::fs::read_to_string(out.join(log)).unwrap_or_default();
-        print!("{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        for l in &lines[lines.len().saturating_sub(LOG_TAIL)..] {
+            println!("{what} | {l}");
+        }
+        println!("{what} | (whole log: {})", out.join(log).display());
         if code != Some(0) {
             res.failures.push(format!(
                 "{what} exited with {code:?} (log: {})",
@@ -478,6 +492,9 @@ fn sv_through_namespaces(
     res.recordings.extend([pub_rec, sub_rec]);
     Ok(())
 }
+
+/// Lines of the publisher's and subscriber's logs a run prints.
+const LOG_TAIL: usize = 2;
 
 /// End to end: the publisher's TX stamps joined to the subscriber's rows.
 fn join_end_to_end(
@@ -554,12 +571,26 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
         return;
     }
     let html = out.join("report.html");
+    let full = out.join("report.txt");
     let mut c = Command::new(exe);
-    c.arg("report").args(&recs).arg("--html").arg(&html);
+    c.arg("report")
+        .args(&recs)
+        .arg("--summary")
+        .arg("--text")
+        .arg(&full)
+        .arg("--html")
+        .arg(&html);
     let listed: Vec<String> = recs.iter().map(|p| p.display().to_string()).collect();
     note(res, format!("report: hoptrace report {}", listed.join(" ")));
     match c.status() {
-        Ok(s) if s.success() => note(res, format!("HTML report: {}", html.display())),
+        Ok(s) if s.success() => note(
+            res,
+            format!(
+                "full report: {} (every stream), HTML: {}",
+                full.display(),
+                html.display()
+            ),
+        ),
         Ok(s) => res
             .failures
             .push(format!("hoptrace report exited with {s}")),

@@ -35,7 +35,7 @@ use hoptrace_units::format_duration_ns;
 pub use crate::filter::parse_filter;
 pub use crate::options::{bpf_filters, TraceOptions};
 use crate::options::{check_kernel_stats, select_hops};
-use crate::plain::print_block;
+use crate::plain::{print_block, print_interval, print_summary};
 
 /// A screen that shows the statistics every second instead of the plain
 /// block (the ratatui view of `hoptrace trace --live` lives in the CLI).
@@ -105,10 +105,6 @@ struct Run<'a> {
     explain_lines: (u64, u64),
 }
 
-/// Explanation lines printed per second; the others are counted (and all
-/// are in the recording).
-const EXPLAIN_LINES_PER_SECOND: u64 = 5;
-
 impl Run<'_> {
     /// Select, project, count and record finished timelines (from the
     /// session's events, and once more for those left at exit).
@@ -143,13 +139,14 @@ impl Run<'_> {
         }
     }
 
-    /// `--explain`: say how many explanation lines this second left out.
+    /// `--explain`: say how many explanation lines this second left out
+    /// (the periodic block's header says it when there is one).
     fn explain_lines_done(&mut self) {
-        if self.explain_lines.1 > 0 {
+        if self.explain_lines.1 > 0 && !self.opts.periodic {
             let _ = writeln!(
                 self.out,
-                "explain: {} more stages explained in the last second, not printed ({} per second are; all are in the recording with --record)",
-                self.explain_lines.1, EXPLAIN_LINES_PER_SECOND
+                "explain: {} more stages explained in the last second, not printed ({} per second are, --explain-lines; all are in the recording with --record)",
+                self.explain_lines.1, self.opts.explain_lines
             );
         }
         self.explain_lines = (0, 0);
@@ -163,9 +160,10 @@ impl Run<'_> {
             return;
         };
         for (row, line) in x.batch(&self.hops, tls) {
+            self.stats.interval.explained += 1;
             if self.live.is_some() {
                 self.stats.add_explanation(line);
-            } else if self.explain_lines.0 < EXPLAIN_LINES_PER_SECOND {
+            } else if self.explain_lines.0 < self.opts.explain_lines {
                 let _ = writeln!(self.out, "{line}");
                 self.explain_lines.0 += 1;
             } else {
@@ -353,7 +351,14 @@ impl SessionSink for Run<'_> {
                     return false;
                 }
             } else if self.opts.periodic {
-                let _ = print_block(self.out, &self.stats, self.started.elapsed(), lost);
+                let iv = self.stats.take_interval();
+                // --kernel-stats: the kernel's cumulative figures (no
+                // timelines, so no interval of them).
+                let _ = if self.opts.per_stream || self.opts.kernel_stats {
+                    print_block(self.out, &self.stats, self.started.elapsed(), lost)
+                } else {
+                    print_interval(self.out, &self.stats, &iv, self.started.elapsed(), lost)
+                };
             }
         }
         if self
@@ -507,7 +512,11 @@ impl<'a> Run<'a> {
         let (out, stats, counters) = (&mut *self.out, &self.stats, &self.assembler.counters);
         let lost = &self.summary.lost;
         writeln!(out, "=== summary")?;
-        print_block(out, stats, self.started.elapsed(), lost)?;
+        if self.opts.per_stream {
+            print_block(out, stats, self.started.elapsed(), lost)?;
+        } else {
+            print_summary(out, stats, self.started.elapsed(), lost)?;
+        }
         if let (true, Some(k)) = (self.opts.kernel_stats, &stats.kstreams) {
             // No per-packet events in this mode: say what the kernel counted,
             // not "events 0 ... timelines 0" as if nothing had been traced.

@@ -30,13 +30,15 @@ pub struct TraceOptions {
     pub command_line: Vec<String>,
     /// A packet's timeline is closed after this much event time without news.
     pub linger: Duration,
-    /// Print a block every second.
+    /// Print a block every second: the last second over all streams, or
+    /// with `per_stream` the cumulative figures of every stream.
     pub periodic: bool,
+    pub per_stream: bool,
     /// Only these hops in the output (statistics, recording columns);
     /// `None`: every hop of the profile. Timelines are still assembled (and
     /// judged complete) on the whole profile.
     pub hops: Option<Vec<String>>,
-    /// Keep every timeline in [`TraceSummary::timelines`] (tests); the CLI
+    /// Keep every timeline in [`crate::driver::TraceSummary::timelines`] (tests); the CLI
     /// only keeps the statistics, so memory stays bounded on long runs.
     pub keep_timelines: bool,
     /// `--kernel-stats`: no per-packet events; per-stream, per-stage
@@ -48,6 +50,8 @@ pub struct TraceOptions {
     /// `--explain`: explain every stage longer than this (ns) with the CPU
     /// flight recorder (src/explain.rs).
     pub explain: Option<u64>,
+    /// `--explain`: lines printed per second (the others are counted).
+    pub explain_lines: u64,
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when

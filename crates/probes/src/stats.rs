@@ -18,6 +18,7 @@ use crate::timeline::Timeline;
 #[derive(Debug, Clone)]
 pub struct Worst {
     pub ns: u64,
+    pub stream: String,
     pub seq: u64,
     pub dest: Option<String>,
     /// Timestamp of the stage's end hop.
@@ -43,6 +44,77 @@ impl StageStats {
             negative: 0,
             worst: None,
         }
+    }
+
+    /// One packet's stage from `a` to `b` (hop times).
+    fn record(&mut self, a: u64, b: u64, t: &Timeline, thresholds_ns: &[u64]) {
+        if b < a {
+            self.negative += 1;
+            return;
+        }
+        let d = b - a;
+        let _ = self.hist.record(d.max(1));
+        for (i, thr) in thresholds_ns.iter().enumerate() {
+            if d > *thr {
+                self.above[i] += 1;
+            }
+        }
+        if self.worst.as_ref().is_none_or(|w| d > w.ns) {
+            self.worst = Some(Worst {
+                ns: d,
+                stream: t.stream.clone(),
+                seq: t.seq,
+                dest: t.dest.clone(),
+                at: b,
+                cpu: t.last_cpu,
+                comm: t.last_comm.clone(),
+            });
+        }
+    }
+}
+
+/// The last interval (since the previous plain block) over all streams:
+/// what `trace --plain` prints every second.
+#[derive(Debug, Clone, Default)]
+pub struct Interval {
+    /// Per stage, every stream together.
+    pub stages: BTreeMap<String, StageStats>,
+    pub ok: u64,
+    pub incomplete: u64,
+    pub malformed: u64,
+    pub dropped: u64,
+    pub streams: std::collections::BTreeSet<String>,
+    /// Streams with incomplete, dropped or malformed packets in the
+    /// interval: (incomplete, dropped, malformed).
+    pub troubled: BTreeMap<String, (u64, u64, u64)>,
+    /// `--explain`: stages explained.
+    pub explained: u64,
+}
+
+impl Interval {
+    /// A timeline's status.
+    fn count(&mut self, t: &Timeline) {
+        self.streams.insert(t.stream.clone());
+        let trouble = match t.status {
+            PacketStatus::Ok => {
+                self.ok += 1;
+                return;
+            }
+            PacketStatus::Incomplete => {
+                self.incomplete += 1;
+                (1, 0, 0)
+            }
+            PacketStatus::Dropped => {
+                self.dropped += 1;
+                (0, 1, 0)
+            }
+            PacketStatus::Malformed => {
+                self.malformed += 1;
+                (0, 0, 1)
+            }
+        };
+        let e = self.troubled.entry(t.stream.clone()).or_default();
+        (e.0, e.1, e.2) = (e.0 + trouble.0, e.1 + trouble.1, e.2 + trouble.2);
     }
 }
 
@@ -72,6 +144,10 @@ pub struct Stats {
     /// stages were explained.
     pub recent_explanations: std::collections::VecDeque<String>,
     pub explained: u64,
+    /// Since the last plain block ([`Stats::take_interval`]).
+    pub interval: Interval,
+    /// The whole run, every stream together (the exit summary).
+    pub total: Interval,
 }
 
 /// Explanation lines [`Stats`] keeps for the live view.
@@ -87,7 +163,14 @@ impl Stats {
             kstreams: None,
             recent_explanations: Default::default(),
             explained: 0,
+            interval: Interval::default(),
+            total: Interval::default(),
         }
+    }
+
+    /// The interval so far, and a new one begins.
+    pub fn take_interval(&mut self) -> Interval {
+        std::mem::take(&mut self.interval)
     }
 
     /// Keep an explanation line for the live view (the last few).
@@ -117,6 +200,8 @@ impl Stats {
     pub fn add(&mut self, t: &Timeline) {
         let n_thr = self.thresholds_ns.len();
         let s = self.streams.entry(t.stream.clone()).or_default();
+        self.interval.count(t);
+        self.total.count(t);
         match t.status {
             PacketStatus::Ok => s.ok += 1,
             PacketStatus::Incomplete => s.incomplete += 1,
@@ -152,31 +237,16 @@ impl Stats {
             pairs.push(("end_to_end".into(), first, last));
         }
         for (name, a, b) in pairs {
-            let st = s
-                .stages
+            for iv in [&mut self.interval, &mut self.total] {
+                iv.stages
+                    .entry(name.clone())
+                    .or_insert_with(|| StageStats::new(n_thr))
+                    .record(a, b, t, &self.thresholds_ns);
+            }
+            s.stages
                 .entry(name)
-                .or_insert_with(|| StageStats::new(n_thr));
-            if b < a {
-                st.negative += 1;
-                continue;
-            }
-            let d = b - a;
-            let _ = st.hist.record(d.max(1));
-            for (i, thr) in self.thresholds_ns.iter().enumerate() {
-                if d > *thr {
-                    st.above[i] += 1;
-                }
-            }
-            if st.worst.as_ref().is_none_or(|w| d > w.ns) {
-                st.worst = Some(Worst {
-                    ns: d,
-                    seq: t.seq,
-                    dest: t.dest.clone(),
-                    at: b,
-                    cpu: t.last_cpu,
-                    comm: t.last_comm.clone(),
-                });
-            }
+                .or_insert_with(|| StageStats::new(n_thr))
+                .record(a, b, t, &self.thresholds_ns);
         }
     }
 }

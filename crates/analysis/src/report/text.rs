@@ -113,15 +113,52 @@ fn table(out: &mut String, rows: &[Vec<String>], markdown: bool) {
 }
 
 /// Render as terminal text (`markdown = false`) or Markdown.
+/// The top latencies grouped by instant: the same sample (epoch, seq)
+/// and stage on several streams, in the order of their largest value.
+fn top_instants(top: &[crate::spikes::Spike]) -> Vec<Vec<&crate::spikes::Spike>> {
+    let mut groups: Vec<Vec<&crate::spikes::Spike>> = Vec::new();
+    for s in top {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].epoch == s.epoch && g[0].seq == s.seq && g[0].stage == s.stage)
+        {
+            Some(g) => g.push(s),
+            None => groups.push(vec![s]),
+        }
+    }
+    groups
+}
+
+/// Top latencies in the short form.
+const TOP_IN_SUMMARY: usize = 5;
 /// Explained spikes listed in the text report (all are in --json).
 const EXPLAINED_SHOWN: usize = 10;
 /// Culprits listed in the text report.
 const CULPRITS_SHOWN: usize = 15;
 
 pub fn render(report: &Report, markdown: bool) -> String {
+    render_as(report, markdown, false)
+}
+
+/// The short form (`report --summary`, what `lab run` prints): per
+/// recording its stages over all streams, the streams only where they
+/// differ (losses, duplicates, reordering, packets not ok) or when there is
+/// one, the 5 top latencies, the 3 longest explained spikes and 5 culprits.
+pub fn render_summary(report: &Report, markdown: bool) -> String {
+    render_as(report, markdown, true)
+}
+
+/// A stream the short form shows: something about it is not as expected.
+fn stream_differs(s: &StreamReport) -> bool {
+    let q = &s.sequence;
+    q.lost > 0 || q.duplicated > 0 || q.reordered > 0 || s.status.keys().any(|k| k != "ok")
+}
+
+fn render_as(report: &Report, markdown: bool, summary: bool) -> String {
     let mut t = Text {
         out: String::new(),
         markdown,
+        summary,
     };
     t.heading(
         1,
@@ -130,24 +167,37 @@ pub fn render(report: &Report, markdown: bool) -> String {
     let _ = writeln!(t.out, "data range: {}\n", window_text(report));
     for run in &report.runs {
         t.heading(2, &format!("recording {}", run.provenance.path));
-        t.items(&run_meta(run));
+        t.items(&run_meta(run, summary));
         t.out.push('\n');
         for s in &run.streams {
-            t.stream(report, run, s);
+            if !summary || run.streams.len() == 1 || stream_differs(s) {
+                t.stream(report, run, s);
+            }
         }
         if run.streams.len() > 1 {
-            t.heading(3, "all streams");
+            t.heading(3, &format!("all {} streams", run.streams.len()));
             t.stage_table(report, run.all_streams.iter().map(|s| (&s.stage, &s.stats)));
         }
         if !run.top.is_empty() {
-            t.heading(3, &format!("top {} latencies", run.top.len()));
-            t.top_table(run);
+            let n = if summary {
+                TOP_IN_SUMMARY.min(run.top.len())
+            } else {
+                run.top.len()
+            };
+            t.heading(
+                3,
+                &format!(
+                    "top latencies by instant (the {} largest values, one row per sample and stage)",
+                    run.top.len()
+                ),
+            );
+            t.top_table(run, n);
         }
         if !run.explanations.is_empty() {
             t.explained(run);
         }
     }
-    if !report.merged.is_empty() {
+    if !report.merged.is_empty() && !summary {
         t.heading(2, "merged over all recordings");
         t.stage_table(report, report.merged.iter().map(|s| (&s.stage, &s.stats)));
     }
@@ -185,7 +235,9 @@ fn window_text(report: &Report) -> String {
 }
 
 /// Provenance, host checks, hops and clock warnings of one recording.
-fn run_meta(run: &RunReport) -> Vec<String> {
+/// The recording's provenance; the short form leaves out the command
+/// line and the hops' descriptions (in the full report).
+fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
     let p = &run.provenance;
     let mut meta = vec![
         format!(
@@ -212,7 +264,11 @@ fn run_meta(run: &RunReport) -> Vec<String> {
         .iter()
         .map(|x| format!("{} [{} {}: {}]", x.name, x.clock, x.source, x.location))
         .collect();
-    meta.push(format!("hops: {}", hops.join(" -> ")));
+    if summary {
+        meta.retain(|m| !m.starts_with("command: "));
+    } else {
+        meta.push(format!("hops: {}", hops.join(" -> ")));
+    }
     for s in &run.stages {
         if s.mixed_clocks {
             meta.push(format!(
@@ -254,6 +310,8 @@ pub fn negative_stage_note(stage: &StageReport) -> String {
 struct Text {
     out: String,
     markdown: bool,
+    /// The short form: fewer rows of the lists.
+    summary: bool,
 }
 
 impl Text {
@@ -330,8 +388,10 @@ impl Text {
     }
 
     /// The worst packet of a stage, its negative latencies and a periodic stall.
+    /// The short form keeps the warnings only (the maxima are in the top
+    /// latencies).
     fn stage_notes(&mut self, run: &RunReport, st: &StageReport) {
-        if let (Some(m), Some(pk)) = (st.stats.max_ns, &st.stats.max_packet) {
+        if let (Some(m), Some(pk), false) = (st.stats.max_ns, &st.stats.max_packet, self.summary) {
             self.item(&format!(
                 "max {} {}: smpCnt {} epoch {} seq {} at {}",
                 st.stage,
@@ -361,7 +421,7 @@ impl Text {
     fn explained(&mut self, run: &RunReport) {
         let mut worst: Vec<_> = run.explanations.iter().collect();
         worst.sort_by_key(|e| std::cmp::Reverse(e.latency_ns));
-        worst.truncate(EXPLAINED_SHOWN);
+        worst.truncate(if self.summary { 3 } else { EXPLAINED_SHOWN });
         self.heading(
             3,
             &format!(
@@ -399,7 +459,11 @@ impl Text {
             "total".into(),
             "share".into(),
         ]];
-        for c in run.culprits.iter().take(CULPRITS_SHOWN) {
+        for c in run
+            .culprits
+            .iter()
+            .take(if self.summary { 5 } else { CULPRITS_SHOWN })
+        {
             rows.push(vec![
                 c.kind.clone(),
                 c.name.clone(),
@@ -413,21 +477,29 @@ impl Text {
     }
 
     /// The top latencies of a recording, with readable times.
-    fn top_table(&mut self, run: &RunReport) {
+    /// One row per instant (one sample seen late on several streams is one
+    /// event), at most `n` rows.
+    fn top_table(&mut self, run: &RunReport, n: usize) {
         let mut rows = vec![vec![
             "value".to_string(),
             "time".into(),
-            "stream".into(),
+            "streams".into(),
             "smpCnt".into(),
             "epoch".into(),
             "seq".into(),
             "stage".into(),
         ]];
-        for s in &run.top {
+        for g in top_instants(&run.top).into_iter().take(n) {
+            let s = g[0];
+            let streams = if g.len() == 1 {
+                s.stream.clone()
+            } else {
+                format!("{} streams", g.len())
+            };
             rows.push(vec![
                 format_duration_ns(s.value_ns),
                 format_instant(s.time_ns, run_clock(run), run.first_time_ns),
-                s.stream.clone(),
+                streams,
                 s.smp_cnt.map_or("-".into(), |x| x.to_string()),
                 s.epoch.map_or("-".into(), |x| x.to_string()),
                 s.seq.to_string(),

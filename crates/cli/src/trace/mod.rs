@@ -43,10 +43,15 @@ pub struct Args {
     /// without --record); q quits.
     #[arg(long, conflicts_with_all = ["plain"])]
     live: bool,
-    /// One text block per second, for logs and pipes (default when stdout is
-    /// not a terminal).
+    /// Text for logs and pipes (default when stdout is not a terminal):
+    /// every second the last second over all streams, one line per stage;
+    /// the per-stream figures in the exit summary.
     #[arg(long)]
     plain: bool,
+    /// With --plain: every second the cumulative figures of every stream
+    /// instead of the last second's summary.
+    #[arg(long)]
+    per_stream: bool,
     /// Write one row per packet into this recording directory.
     #[arg(long)]
     record: Option<PathBuf>,
@@ -96,6 +101,10 @@ pub struct Args {
     /// stage, and stored with --record (explain-*.parquet).
     #[arg(long, value_name = "THRESHOLD", value_parser = arg::duration_ns)]
     explain: Option<u64>,
+    /// With --explain: explanation lines printed per second (the others are
+    /// counted in a line of their own, and all are recorded).
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "explain")]
+    explain_lines: u64,
     /// Print the CPU-activity events --explain records and exit.
     #[arg(long)]
     list_cpu_events: bool,
@@ -194,6 +203,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         kernel_stats: args.kernel_stats,
         doctor,
         explain: args.explain,
+        explain_lines: args.explain_lines,
+        per_stream: args.per_stream,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;

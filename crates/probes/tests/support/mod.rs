@@ -161,6 +161,8 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         kernel_stats: false,
         doctor: None,
         explain: None,
+        explain_lines: 3,
+        per_stream: false,
     }
 }
 

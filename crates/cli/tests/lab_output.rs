@@ -1,0 +1,141 @@
+//! What `lab run` prints, sized for a terminal: `lab run bridge --duration
+//! 10s` stays under 150 lines, and its per-second blocks are per interval:
+//! a spike injected at one moment (a SCHED_FIFO thread spinning 40 ms on
+//! the tap reader's CPU) shows in the one or two blocks around it, not in
+//! every block after it as a cumulative maximum would.
+
+mod lab_common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lab_common::{hoptrace, H};
+
+const LAB: &str = "lbud";
+
+/// Removes the lab even when the test fails.
+struct Guard;
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = hoptrace(&["lab", "down", LAB]);
+    }
+}
+
+fn pin(tid: i32, cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t with one CPU set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// The lab's tap forwarder pid, once the lab is up.
+fn forwarder_pid() -> Option<i64> {
+    let state = std::fs::read_to_string(format!("/run/hoptrace/labs/{LAB}.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&state).ok()?;
+    v["daemons"]
+        .as_array()?
+        .iter()
+        .find(|d| d["role"] == "tap-forwarder")?["pid"]
+        .as_i64()
+}
+
+/// `end_to_end ... max X` of a per-second block, in ns.
+fn block_max_ns(line: &str) -> Option<u64> {
+    let rest = line.split(" max ").nth(1)?;
+    let mut it = rest.split_whitespace();
+    let (v, unit) = (it.next()?, it.next()?);
+    hoptrace_units::parse_duration_ns(&format!("{v}{unit}")).ok()
+}
+
+#[test]
+fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
+    if !hoptrace_netns::require_privileges(
+        "lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second",
+    ) {
+        return;
+    }
+    let _guard = Guard;
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let log = dir.path().join("stdout.txt");
+    let mut run = Command::new(H)
+        .args([
+            "lab",
+            "run",
+            "bridge",
+            "--name",
+            LAB,
+            "--duration",
+            "10s",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the publisher, then 4 s, then one 40 ms spin on the reader's CPU.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let cpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        - 1;
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("lab run: publisher:") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no publisher started:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = forwarder_pid().expect("the lab's tap forwarder");
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        pin(
+            t.unwrap().file_name().to_string_lossy().parse().unwrap(),
+            cpu,
+        );
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    std::thread::spawn(move || {
+        pin(0, cpu);
+        let p = libc::sched_param { sched_priority: 50 };
+        // SAFETY: sets the calling thread's policy.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(40) {
+            std::hint::spin_loop();
+        }
+    })
+    .join()
+    .unwrap();
+    let status = run.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    let lines = text.lines().count();
+    eprintln!("lab run printed {lines} lines");
+    assert!(lines < 150, "lab run printed {lines} lines:\n{text}");
+
+    // The per-second blocks' end_to_end maxima: the 40 ms spike in one or
+    // two of them (it may straddle a second), not in every later one.
+    let maxima: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("trace |   end_to_end "))
+        .filter_map(block_max_ns)
+        .collect();
+    assert!(maxima.len() >= 8, "per-second blocks: {maxima:?}\n{text}");
+    let spiked = maxima.iter().filter(|&&m| m >= 35_000_000).count();
+    assert!(
+        (1..=2).contains(&spiked),
+        "the 40 ms spike shows in {spiked} of the per-second blocks {maxima:?}:\n{text}"
+    );
+    // The whole run's summary has it too.
+    let whole = text
+        .lines()
+        .skip_while(|l| !l.contains("--- whole run"))
+        .find(|l| l.starts_with("trace |   end_to_end "))
+        .and_then(block_max_ns)
+        .expect("the summary's end_to_end line");
+    assert!(whole >= 35_000_000, "{text}");
+}
