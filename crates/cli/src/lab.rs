@@ -117,23 +117,6 @@ pub enum Command {
         #[command(flatten)]
         explain: ExplainArgs,
     },
-    /// (internal) Join a run's publisher and subscriber recordings into one
-    /// recording with hops tx -> rx -> app (matched by stream, epoch, smpCnt).
-    #[command(hide = true)]
-    Join {
-        /// The publisher's recording (tx stamps).
-        #[arg(value_name = "PUB_REC")]
-        pub_rec: PathBuf,
-        /// The subscriber's recording (rx and app stamps).
-        #[arg(value_name = "SUB_REC")]
-        sub_rec: PathBuf,
-        /// Where the joined recording goes.
-        #[arg(value_name = "OUT")]
-        out: PathBuf,
-        /// The run's `hoptrace doctor --json`, whose summary the joined recording keeps.
-        #[arg(long, value_name = "FILE")]
-        doctor_report: Option<PathBuf>,
-    },
     /// (internal) Read a tap/macvtap like QEMU and forward frames into a veth.
     #[command(hide = true)]
     Forward {
@@ -251,12 +234,6 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             &name,
             explain.threshold(),
         ),
-        Command::Join {
-            pub_rec,
-            sub_rec,
-            out,
-            doctor_report,
-        } => join(&pub_rec, &sub_rec, &out, doctor_report.as_deref()),
         Command::Forward {
             tap,
             macvtap,
@@ -489,35 +466,6 @@ fn compare(
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// `lab join`: the publisher's TX stamps joined to the subscriber's rows.
-fn join(
-    pub_rec: &std::path::Path,
-    sub_rec: &std::path::Path,
-    out: &std::path::Path,
-    doctor_report: Option<&std::path::Path>,
-) -> Result<ExitCode> {
-    let doctor = match doctor_report {
-        Some(f) => crate::doctor::summary_for_recording(Some(f), &[], None)?,
-        None => None,
-    };
-    let c = hoptrace_endpoints::e2e_join::join_end_to_end(pub_rec, sub_rec, out, doctor)?;
-
-    println!(
-        "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
-        c.matched,
-        c.sub_rows,
-        out.display(),
-        hoptrace_endpoints::sample_join::format_offsets(&c.epoch_offsets),
-    );
-    if !c.unaligned_streams.is_empty() {
-        println!(
-            "streams not in the publisher recording (or more than 0.5 s away from it at their first sample): {}",
-            c.unaligned_streams.join(" ")
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `lab forward`: read a tap or macvtap like QEMU and forward into a veth.

@@ -14,6 +14,7 @@ mod clock;
 mod compare;
 mod correlate;
 mod doctor;
+mod join;
 mod kvm;
 mod lab;
 mod lab_compare;
@@ -56,6 +57,9 @@ enum Command {
     Compare(compare::Args),
     /// Join SV frames captured at several points by sample identity.
     Correlate(correlate::Args),
+    /// One end-to-end recording (tx -> rx -> app) from a publisher's and a
+    /// subscriber's recordings, matched by stream, epoch and smpCnt.
+    Join(join::Args),
     /// VM exits per reason, vCPU and VM, from the kvm tracepoints.
     Kvm(kvm::Args),
     /// Is this host ready for real-time traffic, and the traced path set up as intended?
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),
         Command::Correlate(a) => correlate::run(a),
+        Command::Join(a) => join::run(a),
         Command::Kvm(a) => kvm::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::Lab(c) => lab::run(c),

@@ -282,7 +282,7 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         .unwrap_or_else(|| panic!("{hog_name} among the culprits: {culprits:?}"));
     assert_eq!(hog["kind"], "task");
     assert!(hog["spikes"].as_u64().unwrap() >= overlapping as u64);
-    // The HTML report draws the longest spikes' CPU lanes, the spinner among them.
+    // The HTML report draws the longest spikes' CPU lanes and the culprits.
     let html = dir.path().join("report.html");
     let out = hoptrace(&[
         "report",
@@ -300,9 +300,19 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         page.contains("<h3>explained spikes</h3>"),
         "no explained spikes in the HTML"
     );
+    // The longest explained spike's lane names its largest part; the
+    // culprits table has the spinner.
+    let longest = all.iter().max_by_key(|e| e.latency_ns()).unwrap();
+    let top = &longest.parts[0];
     assert!(
-        page.contains(&format!("<title>task {}", hog_name)),
-        "no lane piece of the spinner in the HTML"
+        page.contains(&format!("<title>{} {}: ", top.kind, top.name)),
+        "no lane piece `{} {}` of the longest spike in the HTML",
+        top.kind,
+        top.name
+    );
+    assert!(
+        page.contains(&format!("<td>{hog_name}</td>")),
+        "the spinner is not in the HTML culprits table"
     );
     let text = hoptrace(&["report", rec.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);

@@ -2,7 +2,7 @@
 //!
 //! Both joins of a subscriber's samples with the publisher's TX stamps go
 //! through [`PublisherIndex`]: `recording::join_reference` (`sv subscribe
-//! --reference`) and `e2e_join::join_end_to_end` (`lab join`).
+//! --reference`) and `e2e_join::join_end_to_end` (`hoptrace join`).
 //!
 //! The identity of a sample is (stream, wrap epoch, smpCnt). The publisher
 //! numbers epochs from sample 0 of its run (`--first-sample` continues

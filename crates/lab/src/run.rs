@@ -15,7 +15,7 @@
 //! 4. optional background UDP load (`--load udp`): a bounded blaster from the
 //!    publisher's 10.203.0.1 to the consumer's 10.203.0.2, through the same
 //!    switch, nowhere else; a socket on the consumer counts what arrived;
-//! 5. `hoptrace lab join` of the publisher and subscriber recordings into an
+//! 5. `hoptrace join` of the publisher and subscriber recordings into an
 //!    end-to-end recording `e2e` (hops tx -> rx -> app), then `hoptrace
 //!    report --html report.html` on it and on the tracer's recording;
 //! 6. teardown, always: on success, on error and on Ctrl-C (SIGINT/SIGTERM
@@ -506,7 +506,7 @@ fn join_end_to_end(
     res: &mut RunResult,
 ) {
     let mut join = Command::new(exe);
-    join.args(["lab", "join"]).args([pub_rec, sub_rec, e2e]);
+    join.arg("join").args([pub_rec, sub_rec, e2e]);
     if let Some(d) = doctor {
         join.arg("--doctor-report").arg(d);
     }
@@ -519,7 +519,7 @@ fn join_end_to_end(
             "joining the publisher and subscriber recordings: {}",
             String::from_utf8_lossy(&o.stderr).trim()
         )),
-        Err(e) => res.failures.push(format!("hoptrace lab join: {e}")),
+        Err(e) => res.failures.push(format!("hoptrace join: {e}")),
     }
 }
 

@@ -18,6 +18,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use anyhow::Context;
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 
 use crate::analyzer::Analyzer;
@@ -305,36 +306,72 @@ fn percentile_curve(s: &LatencyStats) -> Vec<(f64, f64)> {
 }
 
 /// Percentile plot with a log tail axis (x = 1/(1-p)).
+/// Percentile curves (x: 1/(1-p) on a log scale), with a linear latency
+/// axis and, when the curves span more than two decades, a second chart
+/// with a logarithmic latency axis (the body and the tail both readable).
 pub fn svg_percentiles(title: &str, series: &[(String, &LatencyStats)]) -> anyhow::Result<String> {
-    let mut svg = String::new();
     let curves: Vec<(String, Vec<(f64, f64)>)> = series
         .iter()
         .map(|(n, s)| (n.clone(), percentile_curve(s)))
         .collect();
-    let xmax = curves
-        .iter()
-        .flat_map(|c| c.1.iter())
-        .map(|p| p.0)
-        .fold(10.0f64, f64::max);
-    let ymax = curves
-        .iter()
-        .flat_map(|c| c.1.iter())
+    let points = || curves.iter().flat_map(|c| c.1.iter());
+    let xmax = points().map(|p| p.0).fold(10.0f64, f64::max);
+    let ymax = points().map(|p| p.1).fold(1.0f64, f64::max);
+    let ymin = points()
         .map(|p| p.1)
-        .fold(1.0f64, f64::max);
+        .filter(|y| *y > 0.0)
+        .fold(f64::INFINITY, f64::min)
+        .min(ymax);
+    let mut svg = String::new();
+    draw_percentiles(
+        &mut svg,
+        title,
+        &curves,
+        xmax,
+        0f64..ymax * 1.05,
+        "latency (us)",
+    )?;
+    if ymax / ymin > 100.0 {
+        draw_percentiles(
+            &mut svg,
+            &format!("{title}, logarithmic latency axis"),
+            &curves,
+            xmax,
+            (ymin * 0.9..ymax * 1.1).log_scale(),
+            "latency (us, log scale)",
+        )?;
+    }
+    Ok(svg)
+}
+
+/// One percentile chart, the latency axis given by `y`.
+fn draw_percentiles<Y>(
+    svg: &mut String,
+    title: &str,
+    curves: &[(String, Vec<(f64, f64)>)],
+    xmax: f64,
+    y: Y,
+    y_desc: &str,
+) -> anyhow::Result<()>
+where
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut one = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut one, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((1f64..xmax * 1.5).log_scale(), 0f64..ymax * 1.05)
+            .build_cartesian_2d((1f64..xmax * 1.5).log_scale(), y)
             .map_err(plot_err)?;
         chart
             .configure_mesh()
             .x_desc("1/(1-p): 10 = p90, 100 = p99, 1000 = p99.9 ...")
-            .y_desc("latency (us)")
+            .y_desc(y_desc)
             .draw()
             .map_err(plot_err)?;
         for (i, (name, pts)) in curves.iter().enumerate() {
@@ -354,7 +391,8 @@ pub fn svg_percentiles(title: &str, series: &[(String, &LatencyStats)]) -> anyho
             .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
-    Ok(svg)
+    svg.push_str(&one);
+    Ok(())
 }
 
 fn page(title: &str, body: &str) -> String {
@@ -612,7 +650,25 @@ pub fn write_comparison(
 
 #[cfg(test)]
 mod tests {
-    use super::{bin_width_us, merge_bins, MAX_BINS};
+    use super::{bin_width_us, merge_bins, svg_percentiles, MAX_BINS};
+    use crate::stats::LatencyStats;
+
+    #[test]
+    fn a_tail_over_two_decades_gets_a_second_chart_with_a_logarithmic_latency_axis() {
+        let mut narrow = LatencyStats::new(&[]);
+        let mut wide = LatencyStats::new(&[]);
+        for i in 0..1000 {
+            narrow.record(20_000 + i);
+            wide.record(if i == 999 { 40_000_000 } else { 20_000 + i });
+        }
+        let one = svg_percentiles("p", &[("a".into(), &narrow)]).unwrap();
+        assert_eq!(one.matches("<svg").count(), 1);
+        assert!(!one.contains("logarithmic latency axis"));
+        let two = svg_percentiles("p", &[("a".into(), &wide)]).unwrap();
+        assert_eq!(two.matches("<svg").count(), 2);
+        assert!(two.contains("p, logarithmic latency axis"));
+        assert!(two.contains("latency (us, log scale)"));
+    }
 
     #[test]
     fn histogram_bins_widen_so_that_a_millisecond_range_stays_readable() {
