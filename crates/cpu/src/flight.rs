@@ -297,10 +297,15 @@ impl<'o> Recorder<'o> {
             .map(|&c| c as u8)
             .take_while(|&c| c != 0)
             .collect();
+        let comm = String::from_utf8_lossy(&comm).into_owned();
+        let command = std::fs::read(format!("/proc/{}/cmdline", t.tgid))
+            .ok()
+            .and_then(|c| crate::names::subcommand(&comm, &c));
         Some(TaskName {
-            comm: String::from_utf8_lossy(&comm).into_owned(),
+            comm,
             policy: t.policy,
             rt_priority: t.rt_priority,
+            command,
         })
     }
 

@@ -70,11 +70,40 @@ pub struct TaskName {
     pub comm: String,
     pub policy: u32,
     pub rt_priority: u32,
+    /// The process's subcommand when its name alone does not tell which of
+    /// several processes of one program it is (`sv publish` of `hoptrace`).
+    pub command: Option<String>,
+}
+
+/// `[sv publish]` for a process whose comm is its program's name: the first
+/// words of its command line after the program, up to the first option.
+pub fn subcommand(comm: &str, cmdline: &[u8]) -> Option<String> {
+    let mut args = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned());
+    let prog = args.next()?;
+    let base = prog.rsplit('/').next().unwrap_or(&prog);
+    // comm is the first 15 bytes of the program's name.
+    if base.get(..comm.len().min(base.len())) != Some(comm) || comm.is_empty() {
+        return None;
+    }
+    let words: Vec<String> = args.take_while(|a| !a.starts_with('-')).take(2).collect();
+    (!words.is_empty()).then(|| words.join(" "))
 }
 
 impl TaskName {
-    /// `comm/pid`, with `(FIFO 50)` for a real-time policy.
+    /// `comm/pid`, with `(FIFO 50)` for a real-time policy and `[sv
+    /// publish]` for a process known by its subcommand.
     pub fn label(&self, pid: u32) -> String {
+        let base = self.base_label(pid);
+        match &self.command {
+            Some(c) => format!("{base} [{c}]"),
+            None => base,
+        }
+    }
+
+    fn base_label(&self, pid: u32) -> String {
         let policy = match self.policy {
             1 => Some("FIFO"),
             2 => Some("RR"),
@@ -228,14 +257,31 @@ print fmt: "vec=%u [action=%s]", REC->vec, __print_symbolic(REC->vec, { 0, "HI" 
             comm: "hthog".into(),
             policy: 1,
             rt_priority: 50,
+            command: None,
         };
         assert_eq!(t.label(777), "hthog/777 (FIFO 50)");
         let n = TaskName {
             comm: "reader".into(),
             policy: 0,
             rt_priority: 0,
+            command: None,
         };
         assert_eq!(n.label(12), "reader/12");
+        let p = TaskName {
+            comm: "hoptrace".into(),
+            command: subcommand(
+                "hoptrace",
+                b"/usr/bin/hoptrace\0sv\0publish\0--iface\0eth0\0",
+            ),
+            ..n.clone()
+        };
+        assert_eq!(p.label(7), "hoptrace/7 [sv publish]");
+        // Another program's thread, or no subcommand: no suffix.
+        assert_eq!(
+            subcommand("hthog", b"/tmp/explain_cli-1234\0--nocapture\0"),
+            None
+        );
+        assert_eq!(subcommand("hoptrace", b"hoptrace\0--help\0"), None);
         assert_eq!(PartKind::parse("kvm_exit"), Some(PartKind::KvmExit));
     }
 }
