@@ -287,13 +287,13 @@ fn start_tracer(
     // The per-second blocks show the stages that went above 250 us.
     args.extend(["--threshold".into(), "250us".into(), "1ms".into()]);
     if let Some(t) = opts.explain {
-        // One explanation a second on the run's screen; the report lists
-        // the longest and the culprits, the recording has all of them.
+        // The per-second blocks count the explained stages; the report
+        // lists the longest and the culprits, the recording has them all.
         args.extend([
             "--explain".into(),
             format_duration_exact(t),
             "--explain-lines".into(),
-            "1".into(),
+            "0".into(),
         ]);
     }
     // macvlan hands multicast to its ports from a workqueue that can

@@ -380,26 +380,19 @@ fn main() {
                 .unwrap_or_default()
         );
         for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
-            let xline = ex
-                .as_ref()
-                .map(|k| {
-                    format!(
-                        " explain {} ns ratio {:.2}",
-                        pct(&k.lat, q),
-                        pct(&k.lat, q) as f64 / pct(&off, q).max(1) as f64
-                    )
-                })
-                .unwrap_or_default();
-            let kline = ks
-                .as_ref()
-                .map(|k| {
-                    format!(
-                        " kstats {} ns ratio {:.2}",
-                        pct(&k.lat, q),
-                        pct(&k.lat, q) as f64 / pct(&off, q).max(1) as f64
-                    )
-                })
-                .unwrap_or_default();
+            // ` MODE N ns ratio R` of a traced phase against the untraced one.
+            let vs_off = |mode: &str, t: &Option<Traced>| {
+                t.as_ref()
+                    .map(|k| {
+                        format!(
+                            " {mode} {} ns ratio {:.2}",
+                            pct(&k.lat, q),
+                            pct(&k.lat, q) as f64 / pct(&off, q).max(1) as f64
+                        )
+                    })
+                    .unwrap_or_default()
+            };
+            let (kline, xline) = (vs_off("kstats", &ks), vs_off("explain", &ex));
             println!(
                 "path latency send->read {name}: off {} ns events {} ns ratio {:.2}{kline}{xline}",
                 pct(&off, q),

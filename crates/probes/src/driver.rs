@@ -166,6 +166,7 @@ impl Run<'_> {
             } else if self.explain_lines.0 < self.opts.explain_lines {
                 let _ = writeln!(self.out, "{line}");
                 self.explain_lines.0 += 1;
+                self.stats.interval.explained_printed += 1;
             } else {
                 self.explain_lines.1 += 1;
             }

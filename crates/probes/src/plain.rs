@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::stats::{Interval, StageStats, Stats};
+use crate::stats::{Interval, StageStats, Stats, StreamStats};
 use hoptrace_units::{format_duration, format_duration_ns};
 
 /// `n ... p50 ... p99 ... max ... >thr:k ...` of one stage.
@@ -55,10 +55,11 @@ pub(crate) fn print_interval(
 ) -> std::io::Result<()> {
     let mut when = format!("t={}", format_duration(elapsed));
     if iv.explained > 0 {
-        when.push_str(&format!(
-            " ({} stages explained in this second, the first ones printed above)",
-            iv.explained
-        ));
+        when.push_str(&format!(" ({} stages explained", iv.explained));
+        if iv.explained_printed > 0 {
+            when.push_str(&format!(", {} printed above", iv.explained_printed));
+        }
+        when.push(')');
     }
     if iv.streams.is_empty() && iv.explained == 0 {
         // Nothing arrived this second: no block.
@@ -102,17 +103,7 @@ pub(crate) fn print_summary(
             all_ok += 1;
             continue;
         }
-        writeln!(
-            out,
-            "stream {stream}: ok {} incomplete {} malformed {} dropped {}",
-            s.ok,
-            s.incomplete,
-            s.malformed,
-            s.drops.values().sum::<u64>()
-        )?;
-        for ((reason, hop), n) in &s.drops {
-            writeln!(out, "  dropped {n} at {hop}: {reason}")?;
-        }
+        stream_status(out, stream, s)?;
     }
     if all_ok > 0 {
         writeln!(
@@ -128,6 +119,22 @@ pub(crate) fn print_summary(
         writeln!(out, "LOST EVENTS: {}", lost.nonzero())?;
     }
     out.flush()
+}
+
+/// `stream NAME: ok ...` and its drops.
+fn stream_status(out: &mut dyn Write, stream: &str, s: &StreamStats) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "stream {stream}: ok {} incomplete {} malformed {} dropped {}",
+        s.ok,
+        s.incomplete,
+        s.malformed,
+        s.drops.values().sum::<u64>()
+    )?;
+    for ((reason, hop), n) in &s.drops {
+        writeln!(out, "  dropped {n} at {hop}: {reason}")?;
+    }
+    Ok(())
 }
 
 /// Up to this many streams, the exit summary has a line for each.
@@ -204,17 +211,7 @@ pub(crate) fn print_block(
 ) -> std::io::Result<()> {
     writeln!(out, "--- t={}", format_duration(elapsed))?;
     for (stream, s) in &stats.streams {
-        writeln!(
-            out,
-            "stream {stream}: ok {} incomplete {} malformed {} dropped {}",
-            s.ok,
-            s.incomplete,
-            s.malformed,
-            s.drops.values().sum::<u64>()
-        )?;
-        for ((reason, hop), n) in &s.drops {
-            writeln!(out, "  dropped {n} at {hop}: {reason}")?;
-        }
+        stream_status(out, stream, s)?;
         for name in stats.stage_names() {
             let Some(st) = s.stages.get(&name) else {
                 continue;

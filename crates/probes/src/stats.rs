@@ -87,8 +87,9 @@ pub struct Interval {
     /// Streams with incomplete, dropped or malformed packets in the
     /// interval: (incomplete, dropped, malformed).
     pub troubled: BTreeMap<String, (u64, u64, u64)>,
-    /// `--explain`: stages explained.
+    /// `--explain`: stages explained, and how many of them were printed.
     pub explained: u64,
+    pub explained_printed: u64,
 }
 
 impl Interval {

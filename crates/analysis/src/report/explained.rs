@@ -7,51 +7,41 @@
 
 use std::collections::BTreeMap;
 
-use hoptrace_record::{ExplainedStage, LaneSpan, StagePart};
+use hoptrace_record::ExplainedStage;
+use hoptrace_units::format_duration_ns;
 use serde::Serialize;
 
-/// One explained spike, as `report --json` gives it.
+/// One explained spike, as `report --json` gives it: the recorded stage
+/// (`stream`, `seq`, `stage`, `start_ns`, `end_ns`, `cpu`, `task`, the
+/// task's wait, `parts` `{kind, name, ns}` largest first and unattributed
+/// last, adding up to `latency_ns`; `lane` `{start_ns, end_ns, kind, name}`)
+/// and its latency.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
-    pub stream: String,
-    pub seq: u64,
-    pub smp_cnt: Option<u16>,
-    pub dest: Option<String>,
-    pub stage: String,
+    #[serde(flatten)]
+    pub stage: ExplainedStage,
     pub latency_ns: i64,
-    pub start_ns: i64,
-    pub end_ns: i64,
-    pub cpu: u32,
-    /// The task of the stage's second hop (`comm/pid`).
-    pub task: String,
-    pub sleeping_ns: i64,
-    pub runnable_ns: i64,
-    pub running_ns: i64,
-    /// `{kind, name, ns}`, largest first, unattributed last; they add up to `latency_ns`.
-    pub parts: Vec<StagePart>,
-    /// `{start_ns, end_ns, kind, name}`: the CPU's contexts in time order.
-    pub lane: Vec<LaneSpan>,
 }
 
 impl From<&ExplainedStage> for Explanation {
     fn from(e: &ExplainedStage) -> Self {
         Explanation {
-            stream: e.stream.clone(),
-            seq: e.seq,
-            smp_cnt: e.smp_cnt,
-            dest: e.dest.clone(),
-            stage: e.stage.clone(),
+            stage: e.clone(),
             latency_ns: e.latency_ns(),
-            start_ns: e.start_ns,
-            end_ns: e.end_ns,
-            cpu: e.cpu,
-            task: e.task.clone(),
-            sleeping_ns: e.sleeping_ns,
-            runnable_ns: e.runnable_ns,
-            running_ns: e.running_ns,
-            parts: e.parts.clone(),
-            lane: e.lane.clone(),
         }
+    }
+}
+
+impl Explanation {
+    /// The first `n` parts as `kind name time; ...`.
+    pub fn parts_text(&self, n: usize) -> String {
+        self.stage
+            .parts
+            .iter()
+            .take(n)
+            .map(|p| format!("{} {} {}", p.kind, p.name, format_duration_ns(p.ns)))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -72,7 +62,7 @@ pub fn culprits(ex: &[Explanation]) -> Vec<Culprit> {
     let total: i64 = ex.iter().map(|e| e.latency_ns).sum();
     let mut by: BTreeMap<(String, String), (u64, i64)> = BTreeMap::new();
     for e in ex {
-        for p in &e.parts {
+        for p in &e.stage.parts {
             let v = by.entry((p.kind.clone(), p.name.clone())).or_default();
             v.0 += 1;
             v.1 += p.ns;
@@ -99,16 +89,18 @@ pub fn culprits(ex: &[Explanation]) -> Vec<Culprit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hoptrace_record::StagePart;
 
     fn ex(parts: &[(&str, &str, i64)]) -> Explanation {
         let latency: i64 = parts.iter().map(|p| p.2).sum();
-        Explanation {
+        Explanation::from(&ExplainedStage {
             stream: "SV".into(),
-            seq: 1,
+            app_id: None,
             smp_cnt: None,
+            epoch: None,
+            seq: 1,
             dest: None,
             stage: "a->b".into(),
-            latency_ns: latency,
             start_ns: 0,
             end_ns: latency,
             cpu: 0,
@@ -116,7 +108,6 @@ mod tests {
             sleeping_ns: 0,
             runnable_ns: 0,
             running_ns: 0,
-            lane: Vec::new(),
             parts: parts
                 .iter()
                 .map(|&(k, n, ns)| StagePart {
@@ -125,7 +116,8 @@ mod tests {
                     ns,
                 })
                 .collect(),
-        }
+            lane: Vec::new(),
+        })
     }
 
     #[test]

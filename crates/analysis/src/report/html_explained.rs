@@ -33,6 +33,7 @@ fn colour(kind: &str, is_hop_task: bool) -> &'static str {
 
 /// One stage's lane as an SVG strip.
 fn lane_svg(e: &Explanation) -> String {
+    let e = &e.stage;
     let span = (e.end_ns - e.start_ns).max(1) as f64;
     let x = |t: i64| ((t - e.start_ns) as f64 / span * WIDTH).clamp(0.0, WIDTH);
     let mut s = format!(
@@ -81,23 +82,18 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
         worst.len()
     );
     for e in worst {
-        let parts: Vec<String> = e
-            .parts
-            .iter()
-            .take(4)
-            .map(|p| format!("{} {} {}", p.kind, p.name, format_duration_ns(p.ns)))
-            .collect();
+        let s = &e.stage;
         let _ = write!(
             b,
             "<p><b>{}</b> {} seq {} {} at {}: {} on cpu{}: {}</p>{}",
             format_duration_ns(e.latency_ns),
-            esc(&e.stream),
-            e.seq,
-            esc(&e.stage),
-            esc(&format_instant(e.end_ns, clock, run.first_time_ns)),
-            esc(&e.task),
-            e.cpu,
-            esc(&parts.join("; ")),
+            esc(&s.stream),
+            s.seq,
+            esc(&s.stage),
+            esc(&format_instant(s.end_ns, clock, run.first_time_ns)),
+            esc(&s.task),
+            s.cpu,
+            esc(&e.parts_text(4)),
             lane_svg(e)
         );
     }
@@ -119,7 +115,7 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hoptrace_record::{LaneSpan, StagePart};
+    use hoptrace_record::{ExplainedStage, LaneSpan, StagePart};
 
     #[test]
     fn the_lane_spans_the_stage_with_one_interval_per_context_named_on_hover() {
@@ -129,13 +125,14 @@ mod tests {
             kind: kind.into(),
             name: name.into(),
         };
-        let e = Explanation {
+        let e = Explanation::from(&ExplainedStage {
             stream: "SV".into(),
-            seq: 3,
+            app_id: None,
             smp_cnt: Some(3),
+            epoch: None,
+            seq: 3,
             dest: None,
             stage: "tap_xmit->consumer_copy".into(),
-            latency_ns: 2000,
             start_ns: 1000,
             end_ns: 3000,
             cpu: 1,
@@ -152,7 +149,7 @@ mod tests {
                 lane(1000, 2900, "task", "hog/7 (FIFO 50)"),
                 lane(2900, 3000, "task", "r/1"),
             ],
-        };
+        });
         let svg = lane_svg(&e);
         assert_eq!(svg.matches("<rect").count(), 2);
         // 1900 of 2000 ns over 900 px: 855 px, starting at the left mark.

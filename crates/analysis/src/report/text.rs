@@ -431,23 +431,18 @@ impl Text {
             ),
         );
         for e in worst {
-            let parts: Vec<String> = e
-                .parts
-                .iter()
-                .take(4)
-                .map(|p| format!("{} {} {}", p.kind, p.name, format_duration_ns(p.ns)))
-                .collect();
+            let s = &e.stage;
             self.item(&format!(
                 "{} {} seq {} {} at {}: {} on cpu{} runnable {}: {}",
                 format_duration_ns(e.latency_ns),
-                e.stream,
-                e.seq,
-                e.stage,
-                format_instant(e.end_ns, run_clock(run), run.first_time_ns),
-                e.task,
-                e.cpu,
-                format_duration_ns(e.runnable_ns),
-                parts.join("; ")
+                s.stream,
+                s.seq,
+                s.stage,
+                format_instant(s.end_ns, run_clock(run), run.first_time_ns),
+                s.task,
+                s.cpu,
+                format_duration_ns(s.runnable_ns),
+                e.parts_text(4)
             ));
         }
         self.out.push('\n');

@@ -101,8 +101,8 @@ pub struct Args {
     /// stage, and stored with --record (explain-*.parquet).
     #[arg(long, value_name = "THRESHOLD", value_parser = arg::duration_ns)]
     explain: Option<u64>,
-    /// With --explain: explanation lines printed per second (the others are
-    /// counted in a line of their own, and all are recorded).
+    /// With --explain: explanation lines printed per second (0: none); the
+    /// per-second block counts them all, and --record keeps them all.
     #[arg(long, value_name = "N", default_value_t = 3, requires = "explain")]
     explain_lines: u64,
     /// Print the CPU-activity events --explain records and exit.
