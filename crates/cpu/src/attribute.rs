@@ -274,6 +274,104 @@ impl Replay<'_> {
     }
 }
 
+/// What the CPU is doing while the events are replayed: its open contexts
+/// (outermost first) and its current task.
+struct CpuState {
+    stack: Vec<Ctx>,
+    task: u32,
+    /// Some event (or the ring reaching back) said which task ran.
+    known_task: bool,
+}
+
+impl CpuState {
+    fn before(q: &Question<'_>) -> Self {
+        CpuState {
+            stack: initial_stack(q.events),
+            task: initial_task(q.events, q.tid),
+            known_task: q.reached_back
+                || q.events
+                    .iter()
+                    .any(|e| matches!(e.activity, Activity::Switch { .. })),
+        }
+    }
+
+    /// Who the time goes to right now.
+    fn culprit(&self) -> Culprit {
+        match self.stack.last() {
+            Some(c) => c.culprit(),
+            None if !self.known_task => Culprit::Unattributed(Gap::UnknownTask),
+            None if self.task == 0 => Culprit::Idle,
+            None => Culprit::Task(self.task),
+        }
+    }
+
+    fn apply(&mut self, a: &Activity) {
+        if let Activity::Switch { next_pid, .. } = *a {
+            self.task = next_pid;
+            self.known_task = true;
+        } else if let Some(c) = Ctx::entered(a) {
+            self.stack.push(c);
+        } else if let Some(c) = Ctx::left(a) {
+            if let Some(i) = self.stack.iter().rposition(|x| *x == c) {
+                self.stack.truncate(i);
+            }
+        }
+    }
+}
+
+/// The task of hop b, followed through its wakeups and switches.
+struct TaskTracker {
+    state: TaskState,
+    since: u64,
+}
+
+impl TaskTracker {
+    /// Woken at `w`: runnable from then (unless it runs already).
+    fn woken(&mut self, r: &mut Replay<'_>, w: u64) {
+        if self.state != TaskState::Running {
+            r.task_time(self.state, self.since, w);
+            (self.state, self.since) = (TaskState::Runnable, w.max(r.q.start_ns));
+        }
+    }
+
+    /// A switch at `ts`: running when switched in, runnable (preempted) or
+    /// sleeping when switched out.
+    fn switched(&mut self, r: &mut Replay<'_>, ts: u64, a: &Activity) {
+        let Activity::Switch {
+            prev_pid,
+            next_pid,
+            prev_state,
+        } = *a
+        else {
+            return;
+        };
+        let tid = r.q.tid;
+        let next = if next_pid == tid {
+            TaskState::Running
+        } else if prev_pid == tid && prev_state == 0 {
+            TaskState::Runnable
+        } else if prev_pid == tid {
+            TaskState::Sleeping
+        } else {
+            return;
+        };
+        r.task_time(self.state, self.since, ts);
+        (self.state, self.since) = (next, ts.max(r.q.start_ns));
+    }
+}
+
+/// Steal time inside [from, upto) of the gap between events `p` and `e`
+/// (spread evenly over the gap).
+fn steal_within(p: Option<&CpuEvent>, e: &CpuEvent, from: u64, upto: u64) -> u64 {
+    match p {
+        Some(p) if e.ts > p.ts => {
+            let delta = e.steal_ns.saturating_sub(p.steal_ns) as u128;
+            (delta * (upto - from) as u128 / (e.ts - p.ts) as u128) as u64
+        }
+        _ => 0,
+    }
+}
+
 /// Decompose the stage of `q`.
 pub fn attribute(q: &Question<'_>) -> Attribution {
     let (start, end) = (q.start_ns, q.end_ns.max(q.start_ns));
@@ -291,12 +389,7 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
             })
             .collect(),
     };
-    let mut stack = initial_stack(q.events);
-    let mut task = initial_task(q.events, q.tid);
-    let mut known_task = q.reached_back
-        || q.events
-            .iter()
-            .any(|e| matches!(e.activity, Activity::Switch { .. }));
+    let mut cpu = CpuState::before(q);
     // Before the first event: overwritten when the ring did not reach back.
     let first_ts = q.events.first().map(|e| e.ts).unwrap_or(u64::MAX);
     let mut cursor = start;
@@ -306,90 +399,31 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
         r.lane_piece(start, upto, Culprit::Unattributed(Gap::Overwritten));
         cursor = upto;
     }
-    // The consumer's state, followed through its wakeups and switches.
-    let mut state = initial_task_state(q);
-    let mut state_since = start;
+    let mut task = TaskTracker {
+        state: initial_task_state(q),
+        since: start,
+    };
     let mut wakeups = q.wakeups.iter().peekable();
     let mut prev: Option<&CpuEvent> = None;
     for e in q.events {
-        while let Some(&&w) = wakeups.peek() {
-            if w > e.ts {
-                break;
-            }
-            wakeups.next();
-            if state != TaskState::Running {
-                r.task_time(state, state_since, w);
-                (state, state_since) = (TaskState::Runnable, w.max(start));
-            }
+        while let Some(&w) = wakeups.next_if(|&&w| w <= e.ts) {
+            task.woken(&mut r, w);
         }
         if e.ts > cursor && cursor < end {
             let upto = e.ts.min(end);
-            let ctx = match stack.last() {
-                Some(c) => c.culprit(),
-                None if !known_task => Culprit::Unattributed(Gap::UnknownTask),
-                None if task == 0 => Culprit::Idle,
-                None => Culprit::Task(task),
-            };
-            let steal = match prev {
-                Some(p) if e.ts > p.ts => {
-                    let delta = e.steal_ns.saturating_sub(p.steal_ns) as u128;
-                    (delta * (upto - cursor) as u128 / (e.ts - p.ts) as u128) as u64
-                }
-                _ => 0,
-            };
-            r.piece(cursor, upto, ctx, steal);
+            let steal = steal_within(prev, e, cursor, upto);
+            r.piece(cursor, upto, cpu.culprit(), steal);
             cursor = upto;
         }
-        if e.ts >= cursor {
-            cursor = cursor.max(e.ts.min(end)).max(start);
-        }
-        match e.activity {
-            Activity::Switch {
-                prev_pid,
-                next_pid,
-                prev_state,
-            } => {
-                task = next_pid;
-                known_task = true;
-                let next_state = if next_pid == q.tid {
-                    Some(TaskState::Running)
-                } else if prev_pid == q.tid {
-                    Some(if prev_state == 0 {
-                        TaskState::Runnable
-                    } else {
-                        TaskState::Sleeping
-                    })
-                } else {
-                    None
-                };
-                if let Some(ns) = next_state {
-                    r.task_time(state, state_since, e.ts);
-                    (state, state_since) = (ns, e.ts.max(start));
-                }
-            }
-            a => {
-                if let Some(c) = Ctx::entered(&a) {
-                    stack.push(c);
-                } else if let Some(c) = Ctx::left(&a) {
-                    if let Some(i) = stack.iter().rposition(|x| *x == c) {
-                        stack.truncate(i);
-                    }
-                }
-            }
-        }
+        task.switched(&mut r, e.ts, &e.activity);
+        cpu.apply(&e.activity);
         prev = Some(e);
     }
     // After the last event (up to `end`): the context still open, no steal known.
     if cursor < end {
-        let ctx = match stack.last() {
-            Some(c) => c.culprit(),
-            None if !known_task => Culprit::Unattributed(Gap::UnknownTask),
-            None if task == 0 => Culprit::Idle,
-            None => Culprit::Task(task),
-        };
-        r.piece(cursor, end, ctx, 0);
+        r.piece(cursor, end, cpu.culprit(), 0);
     }
-    r.task_time(state, state_since, end);
+    r.task_time(task.state, task.since, end);
     let mut parts: Vec<(Culprit, u64)> = r.parts.into_iter().collect();
     parts.sort_by_key(|&(c, ns)| {
         (

@@ -1,5 +1,6 @@
 //! Reports: the model ([`model`]) and its views.
 
+pub mod charts;
 pub mod explained;
 pub mod export;
 pub mod html;
