@@ -192,7 +192,12 @@ fn print_all_streams(
         let worst = st
             .worst
             .as_ref()
-            .map(|w| format!("  worst {} seq {}", w.stream, w.seq))
+            .map(|w| {
+                format!(
+                    "  worst {} seq {} cpu {} {}",
+                    w.stream, w.seq, w.cpu, w.comm
+                )
+            })
             .unwrap_or_default();
         writeln!(
             out,
