@@ -33,6 +33,10 @@ pub struct Hop {
     pub clock: String,
     pub source: String,
     pub location: String,
+    /// Not a stage boundary (the recording's hop metadata says so): the
+    /// default stages go around it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub annotation: bool,
 }
 
 /// A stage: from hop `from` to hop `to` (indices into the hop list).
@@ -264,8 +268,9 @@ impl Analyzer {
             mixed_clocks: hops[a].clock != hops[b].clock,
         };
         if config.stages.is_empty() {
-            for i in 1..hops.len() {
-                stages.push(mk(i - 1, i));
+            let annotation: Vec<bool> = hops.iter().map(|h| h.annotation).collect();
+            for (a, b) in hoptrace_record::default_stages(&annotation) {
+                stages.push(mk(a, b));
             }
             if hops.len() > 2 {
                 stages.push(mk(0, hops.len() - 1));
@@ -584,5 +589,44 @@ impl<'a> StringColumn<'a> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(name: &str, annotation: bool) -> Hop {
+        Hop {
+            column: format!("t_{name}"),
+            name: name.into(),
+            clock: "tai".into(),
+            source: "bpf".into(),
+            location: String::new(),
+            annotation,
+        }
+    }
+
+    #[test]
+    fn default_stages_go_around_an_annotation_hop() {
+        let hops = vec![
+            hop("rx", false),
+            hop("fwd", false),
+            hop("tap_xmit", true),
+            hop("consumer_copy", false),
+            hop("egress", false),
+        ];
+        let a = Analyzer::new(Config::default(), hops).unwrap();
+        let names: Vec<&str> = a.stages.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "rx..fwd",
+                "fwd..tap_xmit",
+                "fwd..consumer_copy",
+                "consumer_copy..egress",
+                "rx..egress"
+            ]
+        );
     }
 }

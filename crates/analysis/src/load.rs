@@ -20,6 +20,7 @@ pub fn hops_of(meta: &RecordingMeta) -> Vec<Hop> {
             clock: json_name(&h.clock),
             source: json_name(&h.source),
             location: h.location.clone(),
+            annotation: h.annotation,
         })
         .collect()
 }

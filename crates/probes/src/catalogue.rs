@@ -198,6 +198,22 @@ pub fn device_mask(profile: Profile, kind: &str) -> u32 {
 }
 
 /// Hops that a complete timeline may lack (status stays `ok`).
+/// Hops that are not stage boundaries: `tap_xmit` (`net_dev_xmit` fires
+/// when the tap's transmit routine returns, which can be after the reader
+/// already copied the frame out: `tap_xmit -> consumer_copy` is not causal).
+/// The stages go `fwd -> consumer_copy`, and `fwd -> tap_xmit` times the
+/// tap's transmit call.
+pub fn is_annotation(hop: &str) -> bool {
+    hop == "tap_xmit"
+}
+
+/// The stages over `hops` in path order, as (from, to) indices (see
+/// [`hoptrace_record::default_stages`]), without the end-to-end stage.
+pub fn stages(hops: &[&str]) -> Vec<(usize, usize)> {
+    let annotation: Vec<bool> = hops.iter().map(|h| is_annotation(h)).collect();
+    hoptrace_record::default_stages(&annotation)
+}
+
 pub fn is_optional(hop: &str) -> bool {
     matches!(hop, "egress" | "sock_deliver")
 }

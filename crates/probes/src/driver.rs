@@ -196,6 +196,7 @@ impl Run<'_> {
                     .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
                     .unwrap_or_default();
                 HopColumn::new(*h, clock, StampSource::Bpf, loc)
+                    .as_annotation(crate::catalogue::is_annotation(h))
             })
             .collect();
         let mut meta = RecordingMeta::for_this_host("trace", cols);

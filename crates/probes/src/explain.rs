@@ -35,18 +35,20 @@ pub(crate) struct Explaining {
     pub explained: u64,
 }
 
-/// A stage of `t` above the threshold: (name, hop a time, hop b time, where hop b ran).
+/// A stage of `t` above the threshold (the output's stages,
+/// [`crate::catalogue::stages`]): (name, hop a time, hop b time, where hop b
+/// ran).
 fn late_stages(hops: &[&str], t: &Timeline, threshold_ns: u64) -> Vec<(String, u64, u64, HopWho)> {
     let mut out = Vec::new();
-    for i in 0..t.hops.len().saturating_sub(1) {
-        let (Some(a), Some(b)) = (t.hops[i], t.hops[i + 1]) else {
+    for (i, j) in crate::catalogue::stages(hops) {
+        let (Some(a), Some(b)) = (t.hops[i], t.hops[j]) else {
             continue;
         };
-        let Some(who) = t.who.get(i + 1).copied().flatten() else {
+        let Some(who) = t.who.get(j).copied().flatten() else {
             continue;
         };
         if b > a && b - a > threshold_ns {
-            out.push((format!("{}->{}", hops[i], hops[i + 1]), a, b, who));
+            out.push((format!("{}->{}", hops[i], hops[j]), a, b, who));
         }
     }
     out
@@ -279,5 +281,11 @@ mod tests {
         assert_eq!(late[0].0, "a->b");
         assert_eq!(late[0].3, HopWho { cpu: 1, tid: 7 });
         assert!(late_stages(&hops, &t, 100).is_empty());
+        // With tap_xmit an annotation, the causal stage fwd->consumer_copy
+        // is explained even when tap_xmit came after consumer_copy.
+        let hv = ["rx", "fwd", "tap_xmit", "consumer_copy", "egress"];
+        let late = late_stages(&hv, &t, 50);
+        let names: Vec<&str> = late.iter().map(|l| l.0.as_str()).collect();
+        assert_eq!(names, vec!["rx->fwd", "fwd->consumer_copy"]);
     }
 }

@@ -1,11 +1,14 @@
 //! Per-stream, per-stage latency statistics for the live and plain views.
 //!
-//! A stage is the difference between two consecutive hops of the profile
-//! that a timeline has (`fwd - rx`, ...), plus `end_to_end` (last present
-//! hop minus first). Each (stream, stage) keeps a lossless HdrHistogram in
+//! A stage is the difference between two hops of the profile that a
+//! timeline has: each hop to the next stage boundary (`fwd - rx`, ...), an
+//! annotation hop (`tap_xmit`) from the boundary before it
+//! ([`crate::catalogue::stages`]), plus `end_to_end` (last present hop
+//! minus first). Each (stream, stage) keeps a lossless HdrHistogram in
 //! nanoseconds (3 significant digits), counts above each threshold, the
 //! worst value with its packet identity and time, and negative differences
-//! (a clock problem: counted, never dropped silently).
+//! (two hops not causally ordered, or a clock problem across clock domains:
+//! counted, never dropped silently).
 
 use std::collections::BTreeMap;
 
@@ -133,6 +136,8 @@ pub struct StreamStats {
 #[derive(Debug, Clone)]
 pub struct Stats {
     hops: Vec<String>,
+    /// The stages as (from, to) indices into `hops` ([`crate::catalogue::stages`]).
+    stages: Vec<(usize, usize)>,
     thresholds_ns: Vec<u64>,
     pub streams: BTreeMap<String, StreamStats>,
     /// The in-kernel per-stage histograms, as last read (src/khist.rs):
@@ -157,6 +162,7 @@ pub const RECENT_EXPLANATIONS: usize = 5;
 impl Stats {
     pub fn new(hops: &[&str], thresholds_ns: Vec<u64>) -> Self {
         Stats {
+            stages: crate::catalogue::stages(hops),
             hops: hops.iter().map(|s| s.to_string()).collect(),
             thresholds_ns,
             streams: BTreeMap::new(),
@@ -190,9 +196,9 @@ impl Stats {
     /// Stage names in path order (for display), then end_to_end.
     pub fn stage_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self
-            .hops
-            .windows(2)
-            .map(|w| format!("{}->{}", w[0], w[1]))
+            .stages
+            .iter()
+            .map(|&(a, b)| format!("{}->{}", self.hops[a], self.hops[b]))
             .collect();
         v.push("end_to_end".into());
         v
@@ -222,15 +228,15 @@ impl Stats {
             .enumerate()
             .filter_map(|(i, h)| h.map(|v| (i, v)))
             .collect();
-        let mut pairs: Vec<(String, u64, u64)> = present
-            .windows(2)
-            .filter(|w| w[1].0 == w[0].0 + 1)
-            .map(|w| {
-                (
-                    format!("{}->{}", self.hops[w[0].0], self.hops[w[1].0]),
-                    w[0].1,
-                    w[1].1,
-                )
+        let mut pairs: Vec<(String, u64, u64)> = self
+            .stages
+            .iter()
+            .filter_map(|&(a, b)| {
+                Some((
+                    format!("{}->{}", self.hops[a], self.hops[b]),
+                    t.hops.get(a).copied().flatten()?,
+                    t.hops.get(b).copied().flatten()?,
+                ))
             })
             .collect();
         if t.status == PacketStatus::Ok && present.len() >= 2 {
@@ -282,5 +288,45 @@ mod tests {
         assert_eq!(s.stages["rx->fwd"].hist.len(), 1);
         assert_eq!(s.stages["fwd->tap_xmit"].above, vec![1]);
         assert_eq!(s.stages["end_to_end"].worst.as_ref().unwrap().ns, 30);
+    }
+
+    /// The reader copied the frame (consumer_copy at 120) before the tap's
+    /// transmit tracepoint fired (tap_xmit at 130): the stages go around
+    /// tap_xmit, so no stage is negative and the copy is timed from `fwd`.
+    #[test]
+    fn a_copy_before_the_taps_xmit_event_makes_no_negative_stage() {
+        let mut st = Stats::new(&["rx", "fwd", "tap_xmit", "consumer_copy"], vec![]);
+        assert_eq!(
+            st.stage_names(),
+            vec![
+                "rx->fwd",
+                "fwd->tap_xmit",
+                "fwd->consumer_copy",
+                "end_to_end"
+            ]
+        );
+        let t = Timeline {
+            identity: PacketIdentity::Ping {
+                seq: 1,
+                reply: false,
+            },
+            stream: "ping".into(),
+            dest: Some("tap0".into()),
+            hops: vec![Some(100), Some(110), Some(130), Some(120)],
+            status: PacketStatus::Ok,
+            drop_reason: None,
+            drop_hop: None,
+            epoch: 0,
+            seq: 1,
+            last_cpu: 1,
+            last_comm: "x".into(),
+            who: Vec::new(),
+        };
+        st.add(&t);
+        let s = &st.streams["ping"];
+        assert!(s.stages.values().all(|x| x.negative == 0));
+        assert_eq!(s.stages["fwd->consumer_copy"].hist.max(), 10);
+        assert_eq!(s.stages["fwd->tap_xmit"].hist.max(), 20);
+        assert!(!s.stages.contains_key("tap_xmit->consumer_copy"));
     }
 }

@@ -110,6 +110,30 @@ pub struct HopColumn {
     pub source: StampSource,
     /// Free text: where exactly the stamp is taken (hook, interface, program).
     pub location: String,
+    /// Not a stage boundary: the default stages go around this hop (it is
+    /// not causally before the next one), and its own stage runs from the
+    /// boundary hop before it ([`default_stages`]). Absent: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub annotation: bool,
+}
+
+/// The default stages over hops given which are annotations, as (from, to)
+/// indices in path order: each boundary hop to the next boundary hop, and
+/// each annotation hop from the boundary hop before it. `rx, fwd,
+/// tap_xmit (annotation), consumer_copy` gives `rx->fwd`, `fwd->tap_xmit`,
+/// `fwd->consumer_copy`. The end-to-end stage is the caller's.
+pub fn default_stages(annotation: &[bool]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut last_boundary: Option<usize> = None;
+    for (i, &is_annotation) in annotation.iter().enumerate() {
+        if let Some(b) = last_boundary {
+            out.push((b, i));
+        }
+        if !is_annotation {
+            last_boundary = Some(i);
+        }
+    }
+    out
 }
 
 impl HopColumn {
@@ -127,7 +151,14 @@ impl HopColumn {
             clock,
             source,
             location: location.into(),
+            annotation: false,
         }
+    }
+
+    /// The same hop, marked as an annotation (not a stage boundary).
+    pub fn as_annotation(mut self, annotation: bool) -> Self {
+        self.annotation = annotation;
+        self
     }
 }
 
@@ -314,7 +345,11 @@ impl RecordingMeta {
 
     /// Consecutive hop pairs `(from, to)`: the stages, in path order.
     pub fn stage_pairs(&self) -> Vec<(&HopColumn, &HopColumn)> {
-        self.hops.windows(2).map(|w| (&w[0], &w[1])).collect()
+        let annotation: Vec<bool> = self.hops.iter().map(|h| h.annotation).collect();
+        default_stages(&annotation)
+            .into_iter()
+            .map(|(a, b)| (&self.hops[a], &self.hops[b]))
+            .collect()
     }
 
     /// First and last hop (end to end), if there are at least two hops.
@@ -378,6 +413,15 @@ fn uname_string() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_stages_go_around_an_annotation_hop_and_time_it_from_the_boundary_before() {
+        // rx, fwd, tap_xmit (annotation), consumer_copy, egress
+        let st = default_stages(&[false, false, true, false, false]);
+        assert_eq!(st, vec![(0, 1), (1, 2), (1, 3), (3, 4)]);
+        assert_eq!(default_stages(&[false, false]), vec![(0, 1)]);
+        assert!(default_stages(&[false]).is_empty());
+    }
 
     #[test]
     fn cmdline_cpu_lists() {
