@@ -111,6 +111,15 @@ pub(crate) fn print_summary(
             "{all_ok} other streams: every packet ok (--per-stream lists them)"
         )?;
     }
+    kernel_and_lost(out, stats, lost)
+}
+
+/// The in-kernel histograms, the `--kernel-stats` figures and the lost events.
+fn kernel_and_lost(
+    out: &mut dyn Write,
+    stats: &Stats,
+    lost: &crate::lost::LostCounts,
+) -> std::io::Result<()> {
     stats.kernel.write_text(out)?;
     if let Some(k) = &stats.kstreams {
         k.write_text(out)?;
@@ -255,12 +264,5 @@ pub(crate) fn print_block(
             )?;
         }
     }
-    stats.kernel.write_text(out)?;
-    if let Some(k) = &stats.kstreams {
-        k.write_text(out)?;
-    }
-    if lost.total() > 0 {
-        writeln!(out, "LOST EVENTS: {}", lost.nonzero())?;
-    }
-    out.flush()
+    kernel_and_lost(out, stats, lost)
 }
