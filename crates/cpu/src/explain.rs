@@ -3,12 +3,14 @@
 //! it), each stage attributed on the CPU of its second hop, and its parts
 //! named.
 
+use std::collections::HashMap;
+
 use hoptrace_units::format_duration_ns;
 
 use crate::attribute::{attribute, Culprit, Gap, Question, TaskWait};
 use crate::event::Activity;
 use crate::flight::{Recorder, Window};
-use crate::names::{Names, Part, PartKind};
+use crate::names::{Names, Part, PartKind, TaskName};
 
 /// Parts named on an explanation's line (the rest are summed; the
 /// recording and the report keep every part).
@@ -136,13 +138,22 @@ impl<'o> Explainer<'o> {
             return Vec::new();
         };
         let from = from.saturating_sub(LOOKBACK_NS);
-        let windows: Vec<Window> = (0..self.recorder.ncpus())
-            .map(|c| self.recorder.read(c, from))
-            .collect();
-        stages.iter().map(|s| self.one(s, &windows)).collect()
+        let windows = self.recorder.read_all(from);
+        // Who a pid is, looked up once per batch (the stages of one instant
+        // share their tasks).
+        let mut tasks: HashMap<u32, Option<TaskName>> = HashMap::new();
+        stages
+            .iter()
+            .map(|s| self.one(s, &windows, &mut tasks))
+            .collect()
     }
 
-    fn one(&mut self, s: &LateStage, windows: &[Window]) -> Explanation {
+    fn one(
+        &mut self,
+        s: &LateStage,
+        windows: &[Window],
+        tasks: &mut HashMap<u32, Option<TaskName>>,
+    ) -> Explanation {
         let mut wakeups: Vec<u64> = windows
             .iter()
             .flat_map(|w| w.events.iter())
@@ -170,7 +181,7 @@ impl<'o> Explainer<'o> {
             self.overwritten += 1;
         }
         let rec = &self.recorder;
-        let mut task_name = |pid: u32| rec.task(pid);
+        let mut task_name = |pid: u32| tasks.entry(pid).or_insert_with(|| rec.task(pid)).clone();
         let task = task_name(s.tid)
             .map(|t| t.label(s.tid))
             .unwrap_or_else(|| format!("pid {}", s.tid));

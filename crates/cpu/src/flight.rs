@@ -80,10 +80,12 @@ pub struct Recorder<'o> {
     pub notes: Vec<String>,
 }
 
-/// Whether the kernel has the event: its `btf_trace_<event>` type in the
-/// kernel's BTF (what a `tp_btf` program attaches to).
-pub fn event_present(spec: &CpuEventSpec) -> bool {
-    present_in(&kernel_btf(), spec)
+/// Whether the kernel has an event: its `btf_trace_<event>` type in the
+/// kernel's BTF (what a `tp_btf` program attaches to). The BTF is read once,
+/// for every question the returned function answers.
+pub fn event_presence() -> impl Fn(&CpuEventSpec) -> bool {
+    let btf = kernel_btf();
+    move |spec| present_in(&btf, spec)
 }
 
 fn kernel_btf() -> Option<libbpf_rs::btf::Btf<'static>> {
@@ -340,13 +342,22 @@ impl<'o> Recorder<'o> {
         }
     }
 
-    /// The events of `cpu` from the last one before `from_ns` to the newest.
-    pub fn read(&self, cpu: u32, from_ns: u64) -> Window {
+    /// Every CPU's window from `from_ns` on (the event counters read once).
+    pub fn read_all(&self, from_ns: u64) -> Vec<Window> {
+        let heads = self.heads();
+        (0..self.ncpus)
+            .map(|c| self.read(c, heads.get(c as usize).copied(), from_ns))
+            .collect()
+    }
+
+    /// The events of `cpu` from the last one before `from_ns` to the
+    /// newest; `head` is its event count (none: nothing recorded).
+    fn read(&self, cpu: u32, head: Option<u64>, from_ns: u64) -> Window {
         let mut w = Window {
             cpu,
             ..Default::default()
         };
-        let Some(&n) = self.heads().get(cpu as usize) else {
+        let Some(n) = head else {
             return w;
         };
         let slots = 1u64 << self.slots_log2;

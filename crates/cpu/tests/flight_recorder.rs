@@ -231,7 +231,7 @@ fn a_udp_flood_sent_from_one_cpu_is_net_rx_softirq_time_on_that_cpu_as_the_kerne
             (t0, t1, s0, s1, sent)
         })
         .unwrap();
-    let w = rec.read(cpu as u32, t0);
+    let w = rec.read_all(t0).swap_remove(cpu);
     assert!(
         w.reached_back,
         "the ring (2^21 per CPU) did not reach back 1 s"

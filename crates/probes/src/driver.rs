@@ -170,7 +170,6 @@ impl Run<'_> {
             } else {
                 self.explain_lines.1 += 1;
             }
-            self.summary.explained += 1;
             if self.opts.keep_timelines {
                 self.summary.explanations.push(row);
             }
@@ -496,6 +495,7 @@ impl<'a> Run<'a> {
         summary.lost = lost;
         summary.kernel = self.stats.kernel.clone();
         summary.kernel_streams = self.stats.kstreams.clone();
+        summary.explained = self.explaining.as_ref().map_or(0, |x| x.explained());
         if !self.opts.kernel_stats {
             summary.events = counters.events;
         }

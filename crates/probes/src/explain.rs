@@ -31,16 +31,19 @@ pub(crate) struct Explaining {
     threshold_ns: u64,
     writer: Option<ExplanationWriter>,
     last_flush: Instant,
-    /// Stages explained.
-    pub explained: u64,
 }
 
 /// A stage of `t` above the threshold (the output's stages,
 /// [`crate::catalogue::stages`]): (name, hop a time, hop b time, where hop b
 /// ran).
-fn late_stages(hops: &[&str], t: &Timeline, threshold_ns: u64) -> Vec<(String, u64, u64, HopWho)> {
+fn late_stages(
+    hops: &[&str],
+    stages: &[(usize, usize)],
+    t: &Timeline,
+    threshold_ns: u64,
+) -> Vec<(String, u64, u64, HopWho)> {
     let mut out = Vec::new();
-    for (i, j) in crate::catalogue::stages(hops) {
+    for &(i, j) in stages {
         let (Some(a), Some(b)) = (t.hops[i], t.hops[j]) else {
             continue;
         };
@@ -140,7 +143,6 @@ impl Explaining {
             threshold_ns,
             writer: None,
             last_flush: Instant::now(),
-            explained: 0,
         })
     }
 
@@ -157,6 +159,11 @@ impl Explaining {
         )];
         v.extend(r.notes.iter().map(|n| format!("--explain: {n}")));
         v
+    }
+
+    /// Stages explained so far.
+    pub fn explained(&self) -> u64 {
+        self.explainer.explained
     }
 
     /// The recorder's program ids.
@@ -186,8 +193,9 @@ impl Explaining {
     /// each explained stage with its printed line.
     pub fn batch(&mut self, hops: &[&str], tls: &[Timeline]) -> Vec<(ExplainedStage, String)> {
         let mut asked = Vec::new();
+        let stages = crate::catalogue::stages(hops);
         for t in tls {
-            for (stage, a, b, who) in late_stages(hops, t, self.threshold_ns) {
+            for (stage, a, b, who) in late_stages(hops, &stages, t, self.threshold_ns) {
                 asked.push((t, stage, a, b, who));
             }
         }
@@ -212,7 +220,6 @@ impl Explaining {
             if let Some(w) = self.writer.as_mut() {
                 w.push(row.clone());
             }
-            self.explained += 1;
             out.push((row, text));
         }
         out
@@ -236,7 +243,7 @@ impl Explaining {
         let [no_slot, tasks_full] = r.counters();
         format!(
             "explained {} stages above {} ({} began before the flight recorder's oldest record); recorder events per CPU {}; not recorded: no slot {no_slot}, task table full {tasks_full}",
-            self.explained,
+            self.explained(),
             format_duration_ns(self.threshold_ns),
             self.explainer.overwritten,
             heads
@@ -275,16 +282,17 @@ mod tests {
             who: vec![who(0), who(1), None, who(1), who(0)],
         };
         let hops = ["a", "b", "c", "d", "e"];
-        let late = late_stages(&hops, &t, 50);
+        let stages = crate::catalogue::stages(&hops);
+        let late = late_stages(&hops, &stages, &t, 50);
         // a->b (100 > 50) only: b->c and c->d miss a hop, d->e goes back in time.
         assert_eq!(late.len(), 1);
         assert_eq!(late[0].0, "a->b");
         assert_eq!(late[0].3, HopWho { cpu: 1, tid: 7 });
-        assert!(late_stages(&hops, &t, 100).is_empty());
+        assert!(late_stages(&hops, &stages, &t, 100).is_empty());
         // With tap_xmit an annotation, the causal stage fwd->consumer_copy
         // is explained even when tap_xmit came after consumer_copy.
         let hv = ["rx", "fwd", "tap_xmit", "consumer_copy", "egress"];
-        let late = late_stages(&hv, &t, 50);
+        let late = late_stages(&hv, &crate::catalogue::stages(&hv), &t, 50);
         let names: Vec<&str> = late.iter().map(|l| l.0.as_str()).collect();
         assert_eq!(names, vec!["rx->fwd", "fwd->consumer_copy"]);
     }

@@ -147,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.list_cpu_events {
         print!(
             "{}",
-            hoptrace_cpu::catalogue::describe(hoptrace_cpu::flight::event_present)
+            hoptrace_cpu::catalogue::describe(hoptrace_cpu::flight::event_presence())
         );
         return Ok(ExitCode::SUCCESS);
     }
