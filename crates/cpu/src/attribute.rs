@@ -309,6 +309,8 @@ impl CpuState {
         if let Activity::Switch { next_pid, .. } = *a {
             self.task = next_pid;
             self.known_task = true;
+        } else if *a == Activity::SwitchNotReported {
+            self.known_task = false;
         } else if let Some(c) = Ctx::entered(a) {
             self.stack.push(c);
         } else if let Some(c) = Ctx::left(a) {
@@ -447,6 +449,7 @@ mod tests {
         CpuEvent {
             ts,
             steal_ns: 0,
+            running: 0,
             activity,
         }
     }

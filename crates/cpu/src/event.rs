@@ -43,6 +43,10 @@ pub enum Activity {
     Nmi {
         duration_ns: u64,
     },
+    /// Not a kernel event: [`crate::missed`] puts it where a switch the
+    /// kernel did not report may have happened, when the records do not
+    /// say when: from here to the next switch, which task ran is not known.
+    SwitchNotReported,
 }
 
 /// One event of one CPU.
@@ -51,6 +55,9 @@ pub struct CpuEvent {
     pub ts: u64,
     /// The CPU's cumulative steal time at the event (0: not known).
     pub steal_ns: u64,
+    /// The task running when the event fired (pid 0: idle; in an
+    /// interrupt, the task interrupted; for a switch, the previous task).
+    pub running: u32,
     pub activity: Activity,
 }
 
@@ -97,9 +104,14 @@ impl TryFrom<RawEvent> for CpuEvent {
             },
             k => return Err(UnknownKind(k)),
         };
+        let running = match activity {
+            Activity::Switch { prev_pid, .. } => prev_pid,
+            _ => r.e,
+        };
         Ok(CpuEvent {
             ts: r.ts,
             steal_ns: r.steal,
+            running,
             activity,
         })
     }
@@ -130,18 +142,22 @@ mod tests {
             }
         );
         assert_eq!(e.steal_ns, 7);
+        assert_eq!(e.running, 10, "a switch's running task is its previous one");
         let nmi = RawEvent {
             kind: 10,
             a: 1,
             b: 1,
+            e: 42,
             ..Default::default()
         };
+        let nmi = CpuEvent::try_from(nmi).unwrap();
         assert_eq!(
-            CpuEvent::try_from(nmi).unwrap().activity,
+            nmi.activity,
             Activity::Nmi {
                 duration_ns: (1 << 32) | 1
             }
         );
+        assert_eq!(nmi.running, 42, "the task the NMI interrupted");
         let bad = RawEvent {
             kind: 99,
             ..Default::default()

@@ -10,6 +10,7 @@ use hoptrace_units::format_duration_ns;
 use crate::attribute::{attribute, Culprit, Gap, Question, TaskWait};
 use crate::event::Activity;
 use crate::flight::{Recorder, Window};
+use crate::missed::{self, Inferred};
 use crate::names::{Names, Part, PartKind, TaskName};
 
 /// Parts named on an explanation's line (the rest are summed; the
@@ -116,6 +117,8 @@ pub struct Explainer<'o> {
     /// Stages whose start the ring no longer held.
     pub overwritten: u64,
     pub explained: u64,
+    /// Switches the kernel did not report, put back by [`missed::fill`].
+    pub inferred: Inferred,
 }
 
 impl<'o> Explainer<'o> {
@@ -129,6 +132,7 @@ impl<'o> Explainer<'o> {
             names,
             overwritten: 0,
             explained: 0,
+            inferred: Inferred::default(),
         }
     }
 
@@ -138,7 +142,12 @@ impl<'o> Explainer<'o> {
             return Vec::new();
         };
         let from = from.saturating_sub(LOOKBACK_NS);
-        let windows = self.recorder.read_all(from);
+        let mut windows = self.recorder.read_all(from);
+        for w in &mut windows {
+            let (events, inferred) = missed::fill(&w.events);
+            w.events = events;
+            self.inferred += inferred;
+        }
         // Who a pid is, looked up once per batch (the stages of one instant
         // share their tasks).
         let mut tasks: HashMap<u32, Option<TaskName>> = HashMap::new();

@@ -5,7 +5,8 @@
 //! * The BPF flight recorder (`src/bpf/cpu.bpf.c`, layouts in
 //!   `src/bpf/cpu_records.h`) writes one record per event into a per-CPU
 //!   ring that is overwritten, never sent; [`flight`] loads it and reads a
-//!   CPU's window back when a packet was late. [`event`] types the records.
+//!   CPU's window back when a packet was late. [`event`] types the records;
+//!   [`missed`] puts back the switches the kernel did not report.
 //! * [`attribute`] decomposes a late stage on the CPU of its second hop into
 //!   tasks, IRQs, softirqs, NMI, steal, idle and an unattributed remainder
 //!   that add up to the stage; [`names`] names them from the running kernel;
@@ -16,6 +17,7 @@ pub mod catalogue;
 pub mod event;
 pub mod explain;
 pub mod flight;
+pub mod missed;
 pub mod names;
 
 #[allow(clippy::all, unused_imports, dead_code, missing_docs)]

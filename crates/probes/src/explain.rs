@@ -241,8 +241,9 @@ impl Explaining {
         let r = &self.explainer.recorder;
         let heads = r.heads();
         let [no_slot, tasks_full] = r.counters();
+        let inferred = self.explainer.inferred;
         format!(
-            "explained {} stages above {} ({} began before the flight recorder's oldest record); recorder events per CPU {}; not recorded: no slot {no_slot}, task table full {tasks_full}",
+            "explained {} stages above {} ({} began before the flight recorder's oldest record); recorder events per CPU {}; not recorded: no slot {no_slot}, task table full {tasks_full}; switches the kernel did not report (in the windows read): {} out of idle, placed where the CPU left idle, {} not placeable (their time is unattributed)",
             self.explained(),
             format_duration_ns(self.threshold_ns),
             self.explainer.overwritten,
@@ -251,6 +252,8 @@ impl Explaining {
                 .map(|h| h.to_string())
                 .collect::<Vec<_>>()
                 .join(","),
+            inferred.from_idle,
+            inferred.unplaced,
         )
     }
 }

@@ -93,6 +93,15 @@ static __always_inline __u64 now(void)
 	return cpu_config.use_tai ? bpf_ktime_get_tai_ns() : bpf_ktime_get_ns();
 }
 
+/* The task running on this CPU (its kernel pid, i.e. thread id; 0: idle).
+ * In an interrupt it is the task interrupted. Every record but a switch
+ * carries it (in `e`), so user space can tell when a switch was not
+ * reported by the kernel (see src/missed.rs). */
+static __always_inline __u32 running(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
 static __always_inline void count(__u32 which)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &which);
@@ -199,7 +208,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev,
 
 static __always_inline int on_wakeup(struct task_struct *p)
 {
-	put(now(), CPU_EV_WAKEUP, p->pid, p->thread_info.cpu, 0, 0, 0);
+	put(now(), CPU_EV_WAKEUP, p->pid, p->thread_info.cpu, 0, 0, running());
 	return 0;
 }
 
@@ -218,35 +227,35 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_handler_entry, int irq)
 {
-	put(now(), CPU_EV_IRQ_ENTRY, irq, 0, 0, 0, 0);
+	put(now(), CPU_EV_IRQ_ENTRY, irq, 0, 0, 0, running());
 	return 0;
 }
 
 SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(irq_handler_exit, int irq)
 {
-	put(now(), CPU_EV_IRQ_EXIT, irq, 0, 0, 0, 0);
+	put(now(), CPU_EV_IRQ_EXIT, irq, 0, 0, 0, running());
 	return 0;
 }
 
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(softirq_entry, unsigned int vec)
 {
-	put(now(), CPU_EV_SOFTIRQ_ENTRY, vec, 0, 0, 0, 0);
+	put(now(), CPU_EV_SOFTIRQ_ENTRY, vec, 0, 0, 0, running());
 	return 0;
 }
 
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(softirq_exit, unsigned int vec)
 {
-	put(now(), CPU_EV_SOFTIRQ_EXIT, vec, 0, 0, 0, 0);
+	put(now(), CPU_EV_SOFTIRQ_EXIT, vec, 0, 0, 0, running());
 	return 0;
 }
 
 SEC("tp_btf/cpu_idle")
 int BPF_PROG(cpu_idle, unsigned int state)
 {
-	put(now(), CPU_EV_IDLE, state, 0, 0, 0, 0);
+	put(now(), CPU_EV_IDLE, state, 0, 0, 0, running());
 	return 0;
 }
 
@@ -255,7 +264,7 @@ int BPF_PROG(nmi_handler, void *handler, s64 delta_ns)
 {
 	__u64 d = delta_ns > 0 ? (__u64)delta_ns : 0;
 
-	put(now(), CPU_EV_NMI, (__u32)d, (__u32)(d >> 32), 0, 0, 0);
+	put(now(), CPU_EV_NMI, (__u32)d, (__u32)(d >> 32), 0, 0, running());
 	return 0;
 }
 
@@ -263,13 +272,13 @@ int BPF_PROG(nmi_handler, void *handler, s64 delta_ns)
 	SEC("tp_btf/" #name "_entry")                                          \
 	int BPF_PROG(name##_entry, int vector)                                 \
 	{                                                                      \
-		put(now(), CPU_EV_VECTOR_ENTRY, id, vector, 0, 0, 0);          \
+		put(now(), CPU_EV_VECTOR_ENTRY, id, vector, 0, 0, running());  \
 		return 0;                                                      \
 	}                                                                      \
 	SEC("tp_btf/" #name "_exit")                                           \
 	int BPF_PROG(name##_exit, int vector)                                  \
 	{                                                                      \
-		put(now(), CPU_EV_VECTOR_EXIT, id, vector, 0, 0, 0);           \
+		put(now(), CPU_EV_VECTOR_EXIT, id, vector, 0, 0, running());   \
 		return 0;                                                      \
 	}
 

@@ -22,7 +22,9 @@ struct cpu_config {
 	__u32 pad;
 };
 
-/* What a flight record says happened (enum cpu_event_kind). */
+/* What a flight record says happened (enum cpu_event_kind). Every kind
+ * but CPU_EV_SWITCH has in `e` the pid of the task running when the event
+ * fired (0: idle; in an interrupt, the task interrupted). */
 enum cpu_event_kind {
 	CPU_EV_SWITCH = 1,        /* a: next pid, b: prev pid, c: prev_state, d: next prio, e: prev prio */
 	CPU_EV_WAKEUP = 2,        /* a: woken pid, b: the CPU it will run on */
