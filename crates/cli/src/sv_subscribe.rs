@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use hoptrace_endpoints::{config, recording, rx::RxMode, sched, subscriber};
+use hoptrace_metrics::server::Exporter;
+use hoptrace_metrics::sv::SubscriberMetrics;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -52,6 +54,11 @@ pub struct Args {
     /// Do not print the per-second status line.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve Prometheus metrics (per-stream samples, losses, latency
+    /// histograms) at http://ADDR/metrics: PORT alone listens on loopback
+    /// (9464), HOST:PORT where told (0.0.0.0:9464 for a remote Prometheus).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// TOML configuration file (`[subscribe]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -67,6 +74,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
     let duration = args.duration.or(file.duration);
+    let metrics_addr = args
+        .metrics
+        .as_deref()
+        .or(file.metrics.as_deref())
+        .map(hoptrace_metrics::addr::parse_listen)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!(e))?;
     let rate = args.rate.or(file.rate).unwrap_or(4000);
     let cfg = subscriber::SubscribeConfig {
         iface: iface.clone(),
@@ -78,7 +92,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         count: args.count.or(file.count),
         duration,
         default_rate: rate,
-        status_every: (!args.quiet).then_some(Duration::from_secs(1)),
+        // The metrics' kernel-drop counter is refreshed on the status tick.
+        status_every: (!args.quiet || metrics_addr.is_some()).then_some(Duration::from_secs(1)),
         rx_mode: match (
             RxMode::parse(
                 args.rx_mode
@@ -106,6 +121,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .clone()
         .or(file.reference.as_ref().map(PathBuf::from));
     let stop = hoptrace_os::stop_flag()?;
+    let metrics = metrics_addr.map(Metrics::start).transpose()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
@@ -127,12 +143,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let _ = std::io::stderr().flush();
         },
         |r| {
-            eprintln!("{}", r.status_line());
+            if !args.quiet {
+                eprintln!("{}", r.status_line());
+            }
+            if let Some(m) = &metrics {
+                m.sv.borrow_mut().kernel_drops(r.kernel_drops);
+            }
             if let Some(rec) = rec.borrow_mut().as_mut() {
                 rec.tick();
             }
         },
         |s| {
+            if let Some(m) = &metrics {
+                m.sample(&s);
+            }
             if keep_for_join && !s.malformed {
                 if let Some(t) = s.t_rx {
                     joined.push(recording::JoinKey {
@@ -154,6 +178,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(r) = rec.into_inner() {
         r.finish()?;
     }
+    if let Some(m) = &metrics {
+        m.sv.borrow_mut().kernel_drops(report.kernel_drops);
+    }
     print!("{}", report.summary());
     if let Some(reference) = reference {
         let j = recording::join_reference(&reference, &joined)?;
@@ -173,4 +200,41 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--metrics`: the subscriber's metrics and their endpoint (stopped when
+/// dropped, at the end of the run).
+struct Metrics {
+    sv: std::cell::RefCell<SubscriberMetrics>,
+    _exporter: Exporter,
+}
+
+impl Metrics {
+    fn start(addr: std::net::SocketAddr) -> Result<Self> {
+        let (sv, registry) = SubscriberMetrics::new();
+        let exporter = Exporter::start(addr, std::sync::Arc::new(std::sync::Mutex::new(registry)))?;
+        eprintln!(
+            "hoptrace sv subscribe: metrics at http://{}/metrics",
+            exporter.addr
+        );
+        Ok(Metrics {
+            sv: std::cell::RefCell::new(sv),
+            _exporter: exporter,
+        })
+    }
+
+    fn sample(&self, s: &subscriber::ReceivedSample) {
+        let mut m = self.sv.borrow_mut();
+        if s.malformed {
+            m.malformed_frame();
+            return;
+        }
+        m.sample(
+            &s.stream,
+            s.app_id,
+            &s.counters,
+            s.t_rx.map(|t3| s.t_app - t3),
+            s.refr_tm.map(|r| s.t_app - r),
+        );
+    }
 }

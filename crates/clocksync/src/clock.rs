@@ -31,12 +31,7 @@ pub struct SystemClock(pub ClockDomain);
 
 /// The `clockid_t` of a clock domain.
 pub fn clock_id(domain: ClockDomain) -> libc::clockid_t {
-    match domain {
-        ClockDomain::Tai => libc::CLOCK_TAI,
-        ClockDomain::Realtime => libc::CLOCK_REALTIME,
-        ClockDomain::Monotonic => libc::CLOCK_MONOTONIC,
-        ClockDomain::Boottime => libc::CLOCK_BOOTTIME,
-    }
+    domain.clock_id()
 }
 
 /// The schema name of a clock domain (`TAI`, `REALTIME`, ...).

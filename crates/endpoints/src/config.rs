@@ -133,6 +133,8 @@ pub struct SubscribeSection {
     pub rate: Option<u32>,
     pub rx_mode: Option<String>,
     pub ring_blocks: Option<u32>,
+    /// Prometheus endpoint (`--metrics`): PORT (loopback) or HOST:PORT.
+    pub metrics: Option<String>,
 }
 
 /// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.

@@ -169,6 +169,7 @@ mod tests {
                     t_app: t_rx + 20_000,
                     refr_tm: None,
                     malformed: false,
+                    counters: Default::default(),
                 });
                 expected += 1;
             }

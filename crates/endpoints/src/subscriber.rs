@@ -65,6 +65,8 @@ pub struct ReceivedSample {
     pub refr_tm: Option<i64>,
     /// Not an SV frame we could decode (identity fields empty).
     pub malformed: bool,
+    /// The stream's counters after this sample (zero for a malformed frame).
+    pub counters: StreamCounters,
 }
 
 /// Accounting of one stream.
@@ -318,6 +320,7 @@ fn handle_frame(
                 t_app,
                 refr_tm: None,
                 malformed: true,
+                counters: StreamCounters::default(),
             });
             return;
         }
@@ -377,6 +380,7 @@ fn handle_frame(
             t_app,
             refr_tm: refr,
             malformed: false,
+            counters: st.counters(),
         });
     }
 }

@@ -103,6 +103,11 @@ struct Run<'a> {
     explaining: Option<Explaining>,
     /// `--explain`: lines printed this second, and those left out.
     explain_lines: (u64, u64),
+    /// `--metrics`: the Prometheus metrics and their endpoint.
+    metrics: Option<crate::metrics::Metrics>,
+    /// The session's clock, once ready (timelines expire on it when no
+    /// events come).
+    clock: Option<ClockDomain>,
 }
 
 impl Run<'_> {
@@ -125,6 +130,9 @@ impl Run<'_> {
         self.explain(&taken);
         for t in taken {
             self.stats.add(&t);
+            if let Some(m) = self.metrics.as_mut() {
+                m.timeline(&self.stats, &t);
+            }
             if let Some(w) = self.writer.as_mut() {
                 if let Err(e) = append_row(w, &t) {
                     self.write_err
@@ -161,6 +169,9 @@ impl Run<'_> {
         };
         for (row, line) in x.batch(&self.hops, tls) {
             self.stats.interval.explained += 1;
+            if let Some(m) = self.metrics.as_mut() {
+                m.explained(&row);
+            }
             if self.live.is_some() {
                 self.stats.add_explanation(line);
             } else if self.explain_lines.0 < self.opts.explain_lines {
@@ -238,6 +249,7 @@ fn append_row(w: &mut RecordingWriter, t: &Timeline) -> Result<(), hoptrace_reco
 
 impl SessionSink for Run<'_> {
     fn ready(&mut self, info: &SessionInfo) {
+        self.clock = Some(info.clock);
         let out = &mut *self.out;
         for n in &info.notes {
             let _ = writeln!(out, "note: {n}");
@@ -337,6 +349,10 @@ impl SessionSink for Run<'_> {
         if self.write_err.is_some() {
             return false;
         }
+        if let (Some(clock), false) = (self.clock, self.opts.kernel_stats) {
+            let tls = self.assembler.advance_to(clock.now_ns());
+            self.take_timelines(tls);
+        }
         if let Some(w) = self.writer.as_mut() {
             let _ = w.rotate_if_due();
         }
@@ -347,6 +363,9 @@ impl SessionSink for Run<'_> {
         if self.last_block.elapsed() >= Duration::from_secs(1) {
             self.last_block = Instant::now();
             self.explain_lines_done();
+            if let Some(m) = self.metrics.as_mut() {
+                m.lost(lost);
+            }
             if let Some(v) = self.live.as_mut() {
                 if !v.draw(&self.stats, self.started.elapsed(), lost) {
                     return false;
@@ -392,8 +411,16 @@ pub fn run_trace<'a>(
         let ids: Vec<String> = x.prog_ids().iter().map(|i| i.to_string()).collect();
         writeln!(out, "explain programs {}", ids.join(","))?;
     }
+    let metrics = opts
+        .metrics
+        .map(|a| crate::metrics::Metrics::start(a, &opts.thresholds_ns))
+        .transpose()?;
+    if let Some(m) = &metrics {
+        writeln!(out, "metrics at http://{}/metrics", m.addr())?;
+    }
     let mut run = Run::new(opts, &filters, devices, out, live)?;
     run.explaining = explaining;
+    run.metrics = metrics;
     let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
     if let Some(v) = run.live.as_mut() {
         v.finish();
@@ -462,6 +489,8 @@ impl<'a> Run<'a> {
             ks_names,
             explaining: None,
             explain_lines: (0, 0),
+            metrics: None,
+            clock: None,
         })
     }
 

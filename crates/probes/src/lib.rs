@@ -31,6 +31,7 @@ mod kstats_names;
 mod kstats_read;
 pub mod loader;
 pub mod lost;
+pub mod metrics;
 pub mod options;
 mod percpu;
 mod plain;

@@ -52,6 +52,8 @@ pub struct TraceOptions {
     pub explain: Option<u64>,
     /// `--explain`: lines printed per second (the others are counted).
     pub explain_lines: u64,
+    /// `--metrics`: serve Prometheus metrics at this address.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when

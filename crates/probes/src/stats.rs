@@ -204,8 +204,31 @@ impl Stats {
         v
     }
 
+    /// The stages of `t` this trace reports, as (name, hop a's time, hop
+    /// b's time): the selected stages whose two hops `t` has, and
+    /// `end_to_end` (first to last present hop) for a packet that arrived.
+    pub fn stage_pairs(&self, t: &Timeline) -> Vec<(String, u64, u64)> {
+        let present: Vec<u64> = t.hops.iter().flatten().copied().collect();
+        let mut pairs: Vec<(String, u64, u64)> = self
+            .stages
+            .iter()
+            .filter_map(|&(a, b)| {
+                Some((
+                    format!("{}->{}", self.hops[a], self.hops[b]),
+                    t.hops.get(a).copied().flatten()?,
+                    t.hops.get(b).copied().flatten()?,
+                ))
+            })
+            .collect();
+        if t.status == PacketStatus::Ok && present.len() >= 2 {
+            pairs.push(("end_to_end".into(), present[0], present[present.len() - 1]));
+        }
+        pairs
+    }
+
     pub fn add(&mut self, t: &Timeline) {
         let n_thr = self.thresholds_ns.len();
+        let pairs = self.stage_pairs(t);
         let s = self.streams.entry(t.stream.clone()).or_default();
         self.interval.count(t);
         self.total.count(t);
@@ -221,27 +244,6 @@ impl Stats {
                     ))
                     .or_default() += 1
             }
-        }
-        let present: Vec<(usize, u64)> = t
-            .hops
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| h.map(|v| (i, v)))
-            .collect();
-        let mut pairs: Vec<(String, u64, u64)> = self
-            .stages
-            .iter()
-            .filter_map(|&(a, b)| {
-                Some((
-                    format!("{}->{}", self.hops[a], self.hops[b]),
-                    t.hops.get(a).copied().flatten()?,
-                    t.hops.get(b).copied().flatten()?,
-                ))
-            })
-            .collect();
-        if t.status == PacketStatus::Ok && present.len() >= 2 {
-            let (first, last) = (present[0].1, present[present.len() - 1].1);
-            pairs.push(("end_to_end".into(), first, last));
         }
         for (name, a, b) in pairs {
             for iv in [&mut self.interval, &mut self.total] {

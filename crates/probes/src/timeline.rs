@@ -326,6 +326,21 @@ impl Assembler {
         }
     }
 
+    /// The trace clock reads `now_ns` (no event can be older than the
+    /// time it is read): emit the packets idle for `linger_ns` by then, so
+    /// the last packets before traffic stops are reported after their
+    /// linger, not at the next event or at exit. Scans at most a few times
+    /// per linger period, like [`Self::push`].
+    pub fn advance_to(&mut self, now_ns: u64) -> Vec<Timeline> {
+        self.newest_ts = self.newest_ts.max(now_ns);
+        if self.newest_ts >= self.last_scan_ts + (self.linger_ns / 4).max(1) {
+            self.last_scan_ts = self.newest_ts;
+            self.expire(false)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Emit packets idle for `linger_ns` (all of them when `all`).
     pub fn expire(&mut self, all: bool) -> Vec<Timeline> {
         let limit = self.newest_ts.saturating_sub(self.linger_ns);
@@ -603,6 +618,22 @@ mod tests {
                 (4005, 1, PacketStatus::Ok),
             ]
         );
+    }
+
+    /// Linger 1000 ns. The last packet before traffic stops is reported
+    /// once the clock is 1000 ns past its last hop, with no further event.
+    #[test]
+    fn the_last_packet_is_reported_when_the_clock_passes_its_linger() {
+        use TracePoint::*;
+        let mut a = assembler();
+        assert!(a.push(ev(NetifReceiveSkb, 10, 100, 2, 5)).is_empty());
+        assert!(a.push(ev(NetDevStartXmit, 20, 100, 3, 5)).is_empty());
+        assert!(a.advance_to(900).is_empty(), "within its linger");
+        // (scans are a quarter linger apart: 900, then 1150 at the earliest)
+        let out = a.advance_to(1200);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].hops.iter().flatten().count(), 2);
+        assert!(a.advance_to(5000).is_empty(), "reported once");
     }
 
     #[test]

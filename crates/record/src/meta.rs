@@ -48,6 +48,27 @@ impl ClockDomain {
             ClockDomain::Boottime => "BOOTTIME",
         }
     }
+
+    /// The `clockid_t` to read this clock with.
+    pub fn clock_id(self) -> libc::clockid_t {
+        match self {
+            ClockDomain::Tai => libc::CLOCK_TAI,
+            ClockDomain::Realtime => libc::CLOCK_REALTIME,
+            ClockDomain::Monotonic => libc::CLOCK_MONOTONIC,
+            ClockDomain::Boottime => libc::CLOCK_BOOTTIME,
+        }
+    }
+
+    /// This clock now (`clock_gettime`), in ns.
+    pub fn now_ns(self) -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec out-pointer; every domain is a clock of Linux.
+        unsafe { libc::clock_gettime(self.clock_id(), &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
 }
 
 impl std::fmt::Display for ClockDomain {

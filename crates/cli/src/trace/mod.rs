@@ -105,6 +105,12 @@ pub struct Args {
     /// per-second block counts them all, and --record keeps them all.
     #[arg(long, value_name = "N", default_value_t = 3, requires = "explain")]
     explain_lines: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics while tracing: per
+    /// stream and stage latency histograms, stages above each --threshold,
+    /// lost events, explained culprits. PORT alone listens on loopback;
+    /// HOST:PORT where told. Not with --kernel-stats.
+    #[arg(long, value_name = "ADDR", value_parser = hoptrace_metrics::addr::parse_listen, conflicts_with = "kernel_stats")]
+    metrics: Option<std::net::SocketAddr>,
     /// Print the CPU-activity events --explain records and exit.
     #[arg(long)]
     list_cpu_events: bool,
@@ -205,6 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         explain: args.explain,
         explain_lines: args.explain_lines,
         per_stream: args.per_stream,
+        metrics: args.metrics,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;

@@ -163,6 +163,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         explain: None,
         explain_lines: 3,
         per_stream: false,
+        metrics: None,
     }
 }
 

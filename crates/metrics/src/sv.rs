@@ -1,0 +1,283 @@
+//! The subscriber's metrics (`hoptrace sv subscribe --metrics`).
+//!
+//! Per stream (labels `stream` = svID, `app_id` = APPID in hex): samples,
+//! lost, duplicated and reordered samples as counters, taken from the
+//! stream's sample tracker after every sample, so a scrape agrees with the
+//! subscriber's own summary at that instant; the application latency
+//! T4-T3 and, when the publisher sends refrTm, the end-to-end latency
+//! T4 - refrTm as histograms in seconds. Per run: malformed frames and the
+//! frames the kernel dropped for the socket.
+
+use std::collections::HashMap;
+
+use hoptrace_sv::StreamCounters;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::buckets::LATENCY_SECONDS;
+
+/// Every metric name the subscriber exports, as a scrape shows it (the
+/// Grafana dashboard's queries are checked against this list).
+pub const NAMES: &[&str] = &[
+    "hoptrace_sv_samples_total",
+    "hoptrace_sv_lost_total",
+    "hoptrace_sv_duplicated_total",
+    "hoptrace_sv_reordered_total",
+    "hoptrace_sv_app_latency_seconds",
+    "hoptrace_sv_end_to_end_latency_seconds",
+    "hoptrace_sv_malformed_frames_total",
+    "hoptrace_sv_kernel_drops_total",
+];
+
+/// One stream's identity as labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabels {
+    pub stream: String,
+    pub app_id: String,
+}
+
+impl StreamLabels {
+    pub fn new(sv_id: &str, app_id: u16) -> Self {
+        StreamLabels {
+            stream: sv_id.to_string(),
+            app_id: format!("0x{app_id:04X}"),
+        }
+    }
+}
+
+type Latency = Family<StreamLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_SECONDS)
+}
+
+/// One stream's metric handles (clones share their values with the
+/// registry) and the counters last exported.
+struct StreamHandles {
+    samples: Counter,
+    lost: Counter,
+    duplicated: Counter,
+    reordered: Counter,
+    app_latency: Histogram,
+    end_to_end: Histogram,
+    exported: StreamCounters,
+}
+
+/// The subscriber's metrics, registered in their own registry.
+pub struct SubscriberMetrics {
+    samples: Family<StreamLabels, Counter>,
+    lost: Family<StreamLabels, Counter>,
+    duplicated: Family<StreamLabels, Counter>,
+    reordered: Family<StreamLabels, Counter>,
+    app_latency: Latency,
+    end_to_end: Latency,
+    malformed: Counter,
+    kernel_drops: Counter,
+    kernel_drops_exported: u64,
+    /// By svID, then APPID: found without building labels (no allocation
+    /// per sample).
+    streams: HashMap<String, Vec<(u16, StreamHandles)>>,
+}
+
+impl SubscriberMetrics {
+    /// The metrics, and the registry a server encodes them from.
+    pub fn new() -> (Self, Registry) {
+        let mut reg = Registry::default();
+        let m = SubscriberMetrics {
+            samples: Family::default(),
+            lost: Family::default(),
+            duplicated: Family::default(),
+            reordered: Family::default(),
+            app_latency: Family::new_with_constructor(latency_histogram),
+            end_to_end: Family::new_with_constructor(latency_histogram),
+            malformed: Counter::default(),
+            kernel_drops: Counter::default(),
+            kernel_drops_exported: 0,
+            streams: HashMap::new(),
+        };
+        reg.register(
+            "hoptrace_sv_samples",
+            "SV samples (ASDUs) received, duplicates included",
+            m.samples.clone(),
+        );
+        reg.register(
+            "hoptrace_sv_lost",
+            "SV samples never received (smpCnt gaps less later reordered arrivals)",
+            m.lost.clone(),
+        );
+        reg.register(
+            "hoptrace_sv_duplicated",
+            "SV samples received more than once",
+            m.duplicated.clone(),
+        );
+        reg.register(
+            "hoptrace_sv_reordered",
+            "SV samples received after a later one",
+            m.reordered.clone(),
+        );
+        reg.register_with_unit(
+            "hoptrace_sv_app_latency",
+            "T4-T3: from the kernel's receive stamp to the decoded sample in the subscriber",
+            Unit::Seconds,
+            m.app_latency.clone(),
+        );
+        reg.register_with_unit(
+            "hoptrace_sv_end_to_end_latency",
+            "T4 - refrTm: from the publisher's refresh time to the decoded sample (samples with refrTm)",
+            Unit::Seconds,
+            m.end_to_end.clone(),
+        );
+        reg.register(
+            "hoptrace_sv_malformed_frames",
+            "Frames of the SV ethertype that did not decode",
+            m.malformed.clone(),
+        );
+        reg.register(
+            "hoptrace_sv_kernel_drops",
+            "Frames the kernel dropped for the subscriber's socket (PACKET_STATISTICS)",
+            m.kernel_drops.clone(),
+        );
+        (m, reg)
+    }
+
+    fn handles(&mut self, sv_id: &str, app_id: u16) -> &mut StreamHandles {
+        let known = self
+            .streams
+            .get(sv_id)
+            .and_then(|v| v.iter().position(|(a, _)| *a == app_id));
+        let i = match known {
+            Some(i) => i,
+            None => {
+                let labels = StreamLabels::new(sv_id, app_id);
+                let h = StreamHandles {
+                    samples: self.samples.get_or_create_owned(&labels),
+                    lost: self.lost.get_or_create_owned(&labels),
+                    duplicated: self.duplicated.get_or_create_owned(&labels),
+                    reordered: self.reordered.get_or_create_owned(&labels),
+                    app_latency: self.app_latency.get_or_create_owned(&labels),
+                    end_to_end: self.end_to_end.get_or_create_owned(&labels),
+                    exported: StreamCounters::default(),
+                };
+                let v = self.streams.entry(sv_id.to_string()).or_default();
+                v.push((app_id, h));
+                v.len() - 1
+            }
+        };
+        &mut self.streams.get_mut(sv_id).expect("inserted above")[i].1
+    }
+
+    /// One decoded sample: its stream's counters as the tracker has them
+    /// now, and its latencies (ns) where known.
+    pub fn sample(
+        &mut self,
+        sv_id: &str,
+        app_id: u16,
+        counters: &StreamCounters,
+        app_latency_ns: Option<i64>,
+        end_to_end_ns: Option<i64>,
+    ) {
+        let h = self.handles(sv_id, app_id);
+        let old = h.exported;
+        h.samples
+            .inc_by(counters.received.saturating_sub(old.received));
+        h.lost.inc_by(counters.lost.saturating_sub(old.lost));
+        h.duplicated
+            .inc_by(counters.duplicated.saturating_sub(old.duplicated));
+        h.reordered
+            .inc_by(counters.reordered.saturating_sub(old.reordered));
+        // Lost can fall back when a sample counted lost arrives late; a
+        // counter cannot: the excess is kept until lost passes it again.
+        h.exported = StreamCounters {
+            lost: old.lost.max(counters.lost),
+            ..*counters
+        };
+        if let Some(ns) = app_latency_ns {
+            h.app_latency.observe(ns as f64 * 1e-9);
+        }
+        if let Some(ns) = end_to_end_ns {
+            h.end_to_end.observe(ns as f64 * 1e-9);
+        }
+    }
+
+    /// A frame that did not decode.
+    pub fn malformed_frame(&self) {
+        self.malformed.inc();
+    }
+
+    /// The socket's kernel drops so far (cumulative).
+    pub fn kernel_drops(&mut self, total: u64) {
+        self.kernel_drops
+            .inc_by(total.saturating_sub(self.kernel_drops_exported));
+        self.kernel_drops_exported = self.kernel_drops_exported.max(total);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::text::encode;
+
+    #[test]
+    fn samples_counters_and_latencies_appear_in_the_exposition_per_stream() {
+        let (mut m, reg) = SubscriberMetrics::new();
+        let mut c = StreamCounters::default();
+        for i in 1..=3u64 {
+            c.received = i;
+            m.sample("MU01", 0x4000, &c, Some(40_000), None);
+        }
+        c.received = 4;
+        c.lost = 2;
+        m.sample("MU01", 0x4000, &c, Some(2_000_000), Some(3_000_000));
+        m.malformed_frame();
+        m.kernel_drops(5);
+        m.kernel_drops(7);
+        let mut text = String::new();
+        encode(&mut text, &reg).unwrap();
+        let labels = r#"{stream="MU01",app_id="0x4000"}"#;
+        for line in [
+            format!("hoptrace_sv_samples_total{labels} 4"),
+            format!("hoptrace_sv_lost_total{labels} 2"),
+            format!("hoptrace_sv_app_latency_seconds_count{labels} 4"),
+            format!("hoptrace_sv_end_to_end_latency_seconds_count{labels} 1"),
+            "hoptrace_sv_malformed_frames_total 1".to_string(),
+            "hoptrace_sv_kernel_drops_total 7".to_string(),
+        ] {
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        // 3 samples at 40 us fall in le=50us, the 2 ms one above 1 ms.
+        assert!(
+            text.contains(r#"hoptrace_sv_app_latency_seconds_bucket{le="0.00005",stream="MU01",app_id="0x4000"} 3"#),
+            "{text}"
+        );
+        for name in NAMES {
+            assert!(text.contains(name), "{name} is exported:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_lost_sample_that_arrives_late_never_makes_the_counter_go_back() {
+        let (mut m, reg) = SubscriberMetrics::new();
+        let mut c = StreamCounters {
+            received: 1,
+            lost: 3,
+            ..Default::default()
+        };
+        m.sample("MU01", 0x4000, &c, None, None);
+        c.received = 2;
+        c.lost = 2;
+        c.reordered = 1;
+        m.sample("MU01", 0x4000, &c, None, None);
+        c.received = 3;
+        c.lost = 4;
+        m.sample("MU01", 0x4000, &c, None, None);
+        let mut text = String::new();
+        encode(&mut text, &reg).unwrap();
+        assert!(
+            text.contains(r#"hoptrace_sv_lost_total{stream="MU01",app_id="0x4000"} 4"#),
+            "{text}"
+        );
+    }
+}
