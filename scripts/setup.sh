@@ -6,7 +6,8 @@
 # Safe to run again: packages already present are skipped, and apt-get is
 # only called when something is missing. Python packages used by the tests
 # and benchmarks (pandas, pyarrow, polars, duckdb; prometheus_client's
-# parser for the metrics test) are installed with pip.
+# parser for the metrics test; Grafana's SDK for the dashboard) are
+# installed with pip.
 set -euo pipefail
 
 APT_PACKAGES=(
@@ -14,8 +15,8 @@ APT_PACKAGES=(
   clang llvm libelf-dev zlib1g-dev pkg-config bpftool
   # network tools used by the lab and the tests
   iproute2 ethtool tcpdump tshark tcpreplay
-  # the README tour scrapes the Prometheus endpoint
-  curl
+  # the README tour scrapes the Prometheus endpoint; the units are verified
+  curl systemd util-linux
   # virtual switching and the QEMU guest
   openvswitch-switch qemu-system-x86 busybox-static cpio kmod
   # the kvm lab copies perf into its L1 guest (perf kvm stat, side by side)
@@ -25,7 +26,7 @@ APT_PACKAGES=(
 )
 # pyiec61850-ng: libiec61850 (compiled, in the wheel) as a second SV stack for
 # the endpoint tests.
-PY_PACKAGES=(pandas pyarrow polars duckdb pyiec61850-ng prometheus_client)
+PY_PACKAGES=(pandas pyarrow polars duckdb pyiec61850-ng prometheus_client grafana-foundation-sdk)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: run as root (apt-get and network namespaces need it)" >&2
@@ -44,7 +45,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if command -v python3 >/dev/null; then
-  if ! python3 -c 'import pandas, pyarrow, polars, duckdb, pyiec61850, prometheus_client' 2>/dev/null; then
+  if ! python3 -c 'import pandas, pyarrow, polars, duckdb, pyiec61850, prometheus_client, grafana_foundation_sdk' 2>/dev/null; then
     echo "setup: installing python packages ${PY_PACKAGES[*]}"
     python3 -m pip install -q --root-user-action=ignore "${PY_PACKAGES[@]}"
   fi
