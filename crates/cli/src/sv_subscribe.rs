@@ -59,6 +59,14 @@ pub struct Args {
     /// (9464), HOST:PORT where told (0.0.0.0:9464 for a remote Prometheus).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+    /// With --record: delete the recording's oldest segments once older
+    /// than this (7d).
+    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration)]
+    pub retain: Option<Duration>,
+    /// With --record: keep the recording directory under this size
+    /// (20GiB), deleting the oldest segments first.
+    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size)]
+    pub max_disk: Option<u64>,
     /// TOML configuration file (`[subscribe]` table); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -74,6 +82,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
     let duration = args.duration.or(file.duration);
+    let retention =
+        crate::trace::retention(args.retain.or(file.retain), args.max_disk.or(file.max_disk));
     let metrics_addr = args
         .metrics
         .as_deref()
@@ -92,8 +102,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         count: args.count.or(file.count),
         duration,
         default_rate: rate,
-        // The metrics' kernel-drop counter is refreshed on the status tick.
-        status_every: (!args.quiet || metrics_addr.is_some()).then_some(Duration::from_secs(1)),
+        // The metrics' kernel-drop counter is refreshed, and the recording
+        // rotated and pruned, on the status tick.
+        status_every: (!args.quiet || metrics_addr.is_some() || retention.is_some())
+            .then_some(Duration::from_secs(1)),
         rx_mode: match (
             RxMode::parse(
                 args.rx_mode
@@ -127,11 +139,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut rec_err = None;
     let mut joined: Vec<recording::JoinKey> = Vec::new();
     let keep_for_join = reference.is_some();
+    anyhow::ensure!(
+        retention.is_none() || record.is_some(),
+        "--retain/--max-disk bound a recording: give --record DIR (or `record` in the config file)"
+    );
     let report = subscriber::subscribe(
         &cfg,
         &stop,
         |source, path| {
-            match recording::subscriber_recorder(record.as_deref(), &iface, source, rate) {
+            match recording::subscriber_recorder(record.as_deref(), &iface, source, rate, retention)
+            {
                 Ok(r) => *rec.borrow_mut() = Some(r),
                 Err(e) => rec_err = Some(e),
             }

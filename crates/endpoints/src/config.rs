@@ -135,6 +135,12 @@ pub struct SubscribeSection {
     pub ring_blocks: Option<u32>,
     /// Prometheus endpoint (`--metrics`): PORT (loopback) or HOST:PORT.
     pub metrics: Option<String>,
+    /// `--retain`: delete recording segments older than this ("7d").
+    #[serde(default, deserialize_with = "option_duration")]
+    pub retain: Option<Duration>,
+    /// `--max-disk`: keep the recording under this size ("20GiB").
+    #[serde(default, deserialize_with = "option_size")]
+    pub max_disk: Option<u64>,
 }
 
 /// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.
@@ -183,7 +189,7 @@ mod tests {
         let c: ConfigFile = toml::from_str(
             "[ping]\ninterval = \"250us\"\nlinger = \"1.5 s\"\nsize = \"1KiB\"\n\
              [publish]\nrate = \"4.8kHz\"\nbusy_wait = \"20us\"\n\
-             [subscribe]\nrate = 4000\nduration = \"10min\"\n\
+             [subscribe]\nrate = 4000\nduration = \"10min\"\nretain = \"7d\"\nmax_disk = \"20GiB\"\n\
              [reflect]\ndelay = \"0\"\n",
         )
         .unwrap();
@@ -194,6 +200,8 @@ mod tests {
         assert_eq!(c.publish.busy_wait, Some(Duration::from_micros(20)));
         assert_eq!(c.subscribe.rate, Some(4000));
         assert_eq!(c.subscribe.duration, Some(Duration::from_secs(600)));
+        assert_eq!(c.subscribe.retain, Some(Duration::from_secs(7 * 86400)));
+        assert_eq!(c.subscribe.max_disk, Some(20 << 30));
         assert_eq!(c.reflect.delay, Some(Duration::ZERO));
         for bare in ["[ping]\ninterval = 1", "[publish]\nduration = \"10\""] {
             let e = toml::from_str::<ConfigFile>(bare).unwrap_err().to_string();

@@ -148,7 +148,8 @@ mod tests {
             }
         };
         let mut rec =
-            subscriber_recorder(Some(&s), "eth0", StampSource::Software, RATE as u32).unwrap();
+            subscriber_recorder(Some(&s), "eth0", StampSource::Software, RATE as u32, None)
+                .unwrap();
         let mut expected = 0u64;
         for n in 0..3 * RATE {
             for (st, &start) in starts.iter().enumerate() {

@@ -14,6 +14,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use hoptrace_record::retention::Retention;
 use hoptrace_record::{
     ClockDomain, ExtraColumn, HopColumn, PacketRowRef, PacketStatus, RecordingMeta,
     RecordingReader, RecordingWriter, RotatePolicy, StampSource,
@@ -122,6 +123,7 @@ pub fn subscriber_recorder(
     iface: &str,
     source: StampSource,
     rate: u32,
+    retention: Option<Retention>,
 ) -> Result<SubscriberRecorder> {
     let writer = match dir {
         None => None,
@@ -146,10 +148,12 @@ pub fn subscriber_recorder(
                 "refr_tm",
                 "refrTm of the ASDU (publisher send time with --refrtm), ns CLOCK_REALTIME; null when absent",
             )];
-            Some(
-                RecordingWriter::create(d, meta, RotatePolicy::default())
-                    .with_context(|| format!("creating recording {}", d.display()))?,
-            )
+            let mut w = RecordingWriter::create(d, meta, RotatePolicy::default())
+                .with_context(|| format!("creating recording {}", d.display()))?;
+            if let Some(r) = retention {
+                w.set_retention(r);
+            }
+            Some(w)
         }
     };
     Ok(SubscriberRecorder {
@@ -206,7 +210,12 @@ impl SubscriberRecorder {
         }
         if let Some(w) = self.writer {
             let s = w.close().context("closing the subscriber recording")?;
-            eprintln!("recording: {} rows in {} segment(s)", s.rows, s.segments);
+            eprintln!(
+                "recording: {} rows in {} segment(s){}",
+                s.rows,
+                s.segments,
+                s.pruned.describe()
+            );
         }
         Ok(())
     }

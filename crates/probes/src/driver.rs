@@ -217,7 +217,11 @@ impl Run<'_> {
             "cpu",
             "CPU of the last hop seen",
         )];
-        Ok(RecordingWriter::create(dir, meta, RotatePolicy::default())?)
+        let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default())?;
+        if let Some(r) = self.opts.retention {
+            w.set_retention(r);
+        }
+        Ok(w)
     }
 }
 
@@ -512,8 +516,10 @@ impl<'a> Run<'a> {
             let s = w.close().context("closing the recording")?;
             writeln!(
                 self.out,
-                "recording: {} rows in {} segments",
-                s.rows, s.segments
+                "recording: {} rows in {} segments{}",
+                s.rows,
+                s.segments,
+                s.pruned.describe()
             )?;
         }
         let counters = &self.assembler.counters;

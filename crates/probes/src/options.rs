@@ -54,6 +54,8 @@ pub struct TraceOptions {
     pub explain_lines: u64,
     /// `--metrics`: serve Prometheus metrics at this address.
     pub metrics: Option<std::net::SocketAddr>,
+    /// `--retain`, `--max-disk`: keep the recording within these.
+    pub retention: Option<hoptrace_record::retention::Retention>,
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when

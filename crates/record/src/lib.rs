@@ -92,6 +92,7 @@ pub mod error;
 pub mod explanations;
 pub mod meta;
 pub mod reader;
+pub mod retention;
 pub mod row;
 pub mod typed;
 pub mod writer;

@@ -30,6 +30,7 @@ use parquet::schema::types::ColumnPath;
 use crate::buffer::RowBuffer;
 use crate::error::{io_err, pq_err, RecordError, Result};
 use crate::meta::{RecordingMeta, FORMAT, FORMAT_VERSION, META_KEY};
+use crate::retention::{prune, Pruned, Retention};
 use crate::row::{recording_schema, PacketRow, PacketRowRef, FIXED_COLUMNS};
 
 /// Suffix of the open segment.
@@ -76,6 +77,8 @@ pub struct CloseSummary {
     pub segments: u64,
     /// Rows written over all segments.
     pub rows: u64,
+    /// What the retention deleted (`--retain`, `--max-disk`).
+    pub pruned: Pruned,
 }
 
 struct OpenSegment {
@@ -103,6 +106,9 @@ pub struct RecordingWriter {
     peak_buffered_rows: usize,
     peak_buffered_bytes: usize,
     closed: bool,
+    /// `--retain`/`--max-disk`: pruned after each closed segment.
+    retention: Option<Retention>,
+    pruned: Pruned,
 }
 
 /// CLOCK_REALTIME now, in ns.
@@ -175,6 +181,8 @@ impl RecordingWriter {
             peak_buffered_rows: 0,
             peak_buffered_bytes: 0,
             closed: false,
+            retention: None,
+            pruned: Pruned::default(),
         };
         w.open_segment()?;
         Ok(w)
@@ -274,7 +282,19 @@ impl RecordingWriter {
         Ok(CloseSummary {
             segments: self.segments_closed,
             rows: self.rows_written,
+            pruned: self.pruned,
         })
+    }
+
+    /// Keep the directory within `r` (checked after each closed segment;
+    /// see [`crate::retention`]).
+    pub fn set_retention(&mut self, r: Retention) {
+        self.retention = Some(r);
+    }
+
+    /// What the retention deleted so far.
+    pub fn pruned(&self) -> Pruned {
+        self.pruned
     }
 
     /// The recording directory.
@@ -413,6 +433,9 @@ impl RecordingWriter {
         }
         self.segments_closed += 1;
         self.rows_written += seg.rows;
+        if let Some(r) = self.retention {
+            self.pruned += prune(&self.dir, &r)?;
+        }
         Ok(())
     }
 }

@@ -82,7 +82,8 @@ fn round_trip_many_segments_by_rows() {
         s,
         CloseSummary {
             segments: 11,
-            rows: 10_500
+            rows: 10_500,
+            pruned: Default::default(),
         }
     );
 
@@ -202,7 +203,8 @@ fn empty_recording_keeps_its_metadata() {
         w.close().unwrap(),
         CloseSummary {
             segments: 1,
-            rows: 0
+            rows: 0,
+            pruned: Default::default(),
         }
     );
     let r = RecordingReader::open(&dir).unwrap();
@@ -268,7 +270,8 @@ fn memory_stays_bounded() {
         s,
         CloseSummary {
             segments: 4,
-            rows: 2_000_000
+            rows: 2_000_000,
+            pruned: Default::default(),
         }
     );
     assert_eq!(RecordingReader::open(&dir).unwrap().total_rows(), 2_000_000);

@@ -111,6 +111,14 @@ pub struct Args {
     /// HOST:PORT where told. Not with --kernel-stats.
     #[arg(long, value_name = "ADDR", value_parser = hoptrace_metrics::addr::parse_listen, conflicts_with = "kernel_stats")]
     metrics: Option<std::net::SocketAddr>,
+    /// With --record: delete the recording's oldest segments once older
+    /// than this (7d); explanations are kept 4 times longer.
+    #[arg(long, value_name = "AGE", value_parser = arg::duration, requires = "record")]
+    retain: Option<Duration>,
+    /// With --record: keep the recording directory under this size
+    /// (20GiB), deleting the oldest segments first.
+    #[arg(long, value_name = "SIZE", value_parser = arg::size, requires = "record")]
+    max_disk: Option<u64>,
     /// Print the CPU-activity events --explain records and exit.
     #[arg(long)]
     list_cpu_events: bool,
@@ -120,6 +128,17 @@ pub struct Args {
     /// Print which BPF backends load on this kernel and exit.
     #[arg(long)]
     list_backends: bool,
+}
+
+/// `--retain`, `--max-disk` as a retention (None when neither is given).
+pub fn retention(
+    retain: Option<Duration>,
+    max_disk: Option<u64>,
+) -> Option<hoptrace_record::retention::Retention> {
+    (retain.is_some() || max_disk.is_some()).then_some(hoptrace_record::retention::Retention {
+        max_age: retain,
+        max_bytes: max_disk,
+    })
 }
 
 /// Shortest and longest `--linger`.
@@ -212,6 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         explain_lines: args.explain_lines,
         per_stream: args.per_stream,
         metrics: args.metrics,
+        retention: retention(args.retain, args.max_disk),
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;

@@ -164,6 +164,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         explain_lines: 3,
         per_stream: false,
         metrics: None,
+        retention: None,
     }
 }
 

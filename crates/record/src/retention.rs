@@ -1,0 +1,297 @@
+//! Bounded disk for recordings left running for days: after each segment
+//! closes, the oldest closed files of the recording directory are deleted
+//! while they are older than `--retain` or while the directory holds more
+//! than `--max-disk`.
+//!
+//! What is kept longer: explanation files (`explain-NNNNNN.parquet`, one row
+//! per explained late stage, a few per second at most) live
+//! [`EXPLANATIONS_AGE_FACTOR`] times longer than packet segments, and under
+//! the size limit they go only once no packet segment but the newest is
+//! left. The newest closed segment and the open `.partial` segment are
+//! never deleted, so the recording always opens. Files are ordered by their
+//! number (the writer numbers them in time order) and aged by their
+//! modification time (when they were closed). A deleted file is gone with
+//! all its rows: the reader opens what is left (the segments it finds),
+//! and the writer counts what it deleted.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::error::{io_err, Result};
+
+/// Explanations are kept this many times longer than packet segments.
+pub const EXPLANATIONS_AGE_FACTOR: u32 = 4;
+
+/// How much of a recording to keep (either limit may be absent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    pub max_age: Option<Duration>,
+    pub max_bytes: Option<u64>,
+}
+
+/// Which kind of closed file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StoredKind {
+    Segment,
+    Explanations,
+}
+
+/// One closed file of a recording directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFile {
+    pub name: String,
+    pub kind: StoredKind,
+    pub modified: SystemTime,
+    pub bytes: u64,
+}
+
+impl StoredFile {
+    /// The closed file `name` of a recording directory, or None for any
+    /// other name (an open `.partial` segment, the metadata, ...).
+    pub fn kind_of(name: &str) -> Option<StoredKind> {
+        if !name.ends_with(".parquet") {
+            None
+        } else if name.starts_with("segment-") {
+            Some(StoredKind::Segment)
+        } else if name.starts_with("explain-") {
+            Some(StoredKind::Explanations)
+        } else {
+            None
+        }
+    }
+}
+
+/// What a prune deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Pruned {
+    /// `; retention deleted 3 files (12.5 MiB)`, or nothing when nothing was.
+    pub fn describe(&self) -> String {
+        if self.files == 0 {
+            return String::new();
+        }
+        format!(
+            "; retention deleted {} files ({:.1} MiB)",
+            self.files,
+            self.bytes as f64 / (1u64 << 20) as f64
+        )
+    }
+}
+
+impl std::ops::AddAssign for Pruned {
+    fn add_assign(&mut self, o: Self) {
+        self.files += o.files;
+        self.bytes += o.bytes;
+    }
+}
+
+/// The files of `files` to delete under `r` at `now` (indices, oldest
+/// first), as the module comment says.
+pub fn plan(files: &[StoredFile], r: &Retention, now: SystemTime) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..files.len()).collect();
+    order.sort_by(|&a, &b| files[a].name.cmp(&files[b].name));
+    let newest = |kind| order.iter().rev().copied().find(|&i| files[i].kind == kind);
+    let keep = [
+        newest(StoredKind::Segment),
+        newest(StoredKind::Explanations),
+    ];
+    let deletable = |i: usize| !keep.contains(&Some(i));
+    let age = |i: usize| now.duration_since(files[i].modified).unwrap_or_default();
+    let mut delete: Vec<usize> = Vec::new();
+    if let Some(max) = r.max_age {
+        for &i in &order {
+            let limit = match files[i].kind {
+                StoredKind::Segment => max,
+                StoredKind::Explanations => max * EXPLANATIONS_AGE_FACTOR,
+            };
+            if deletable(i) && age(i) > limit {
+                delete.push(i);
+            }
+        }
+    }
+    if let Some(max) = r.max_bytes {
+        let mut total: u64 = order
+            .iter()
+            .filter(|i| !delete.contains(i))
+            .map(|&i| files[i].bytes)
+            .sum();
+        for kind in [StoredKind::Segment, StoredKind::Explanations] {
+            for &i in &order {
+                if total <= max {
+                    break;
+                }
+                if files[i].kind == kind && deletable(i) && !delete.contains(&i) {
+                    delete.push(i);
+                    total -= files[i].bytes;
+                }
+            }
+        }
+    }
+    delete.sort_by(|&a, &b| files[a].name.cmp(&files[b].name));
+    delete
+}
+
+/// Delete what [`plan`] says in `dir` now.
+pub fn prune(dir: &Path, r: &Retention) -> Result<Pruned> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(kind) = StoredFile::kind_of(&name) else {
+            continue;
+        };
+        let md = entry.metadata().map_err(io_err(&entry.path()))?;
+        files.push(StoredFile {
+            name,
+            kind,
+            modified: md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            bytes: md.len(),
+        });
+    }
+    let mut pruned = Pruned::default();
+    for i in plan(&files, r, SystemTime::now()) {
+        let path = dir.join(&files[i].name);
+        std::fs::remove_file(&path).map_err(io_err(&path))?;
+        pruned += Pruned {
+            files: 1,
+            bytes: files[i].bytes,
+        };
+    }
+    Ok(pruned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: Duration = Duration::from_secs(60);
+
+    fn file(name: &str, minutes_old: u64, bytes: u64) -> StoredFile {
+        StoredFile {
+            name: name.into(),
+            kind: StoredFile::kind_of(name).unwrap(),
+            modified: SystemTime::UNIX_EPOCH + 1000 * MIN - minutes_old as u32 * MIN,
+            bytes,
+        }
+    }
+    fn names(files: &[StoredFile], idx: Vec<usize>) -> Vec<&str> {
+        idx.into_iter().map(|i| files[i].name.as_str()).collect()
+    }
+    const NOW: SystemTime = SystemTime::UNIX_EPOCH;
+
+    fn now() -> SystemTime {
+        NOW + 1000 * MIN
+    }
+
+    #[test]
+    fn only_closed_segments_and_explanations_are_recording_files() {
+        assert_eq!(
+            StoredFile::kind_of("segment-000001.parquet"),
+            Some(StoredKind::Segment)
+        );
+        assert_eq!(
+            StoredFile::kind_of("explain-000001.parquet"),
+            Some(StoredKind::Explanations)
+        );
+        assert_eq!(StoredFile::kind_of("segment-000002.parquet.partial"), None);
+        assert_eq!(StoredFile::kind_of("notes.txt"), None);
+    }
+
+    #[test]
+    fn segments_past_the_age_go_and_explanations_live_four_times_longer() {
+        let files = [
+            file("segment-000001.parquet", 50, 10),
+            file("segment-000002.parquet", 20, 10),
+            file("segment-000003.parquet", 5, 10),
+            file("explain-000001.parquet", 50, 1),
+            file("explain-000002.parquet", 30, 1),
+        ];
+        let r = Retention {
+            max_age: Some(10 * MIN),
+            max_bytes: None,
+        };
+        assert_eq!(
+            names(&files, plan(&files, &r, now())),
+            [
+                "explain-000001.parquet",
+                "segment-000001.parquet",
+                "segment-000002.parquet"
+            ]
+        );
+    }
+
+    #[test]
+    fn over_the_size_the_oldest_segments_go_first_and_the_newest_stays() {
+        let files = [
+            file("segment-000001.parquet", 3, 100),
+            file("segment-000002.parquet", 2, 100),
+            file("segment-000003.parquet", 1, 100),
+            file("explain-000001.parquet", 3, 30),
+            file("explain-000002.parquet", 1, 30),
+        ];
+        let r = |max| Retention {
+            max_age: None,
+            max_bytes: Some(max),
+        };
+        assert!(plan(&files, &r(360), now()).is_empty());
+        assert_eq!(
+            names(&files, plan(&files, &r(300), now())),
+            ["segment-000001.parquet"]
+        );
+        // Under 100 bytes: every segment but the newest, then explanations
+        // but the newest; never the newest of either kind.
+        assert_eq!(
+            names(&files, plan(&files, &r(50), now())),
+            [
+                "explain-000001.parquet",
+                "segment-000001.parquet",
+                "segment-000002.parquet"
+            ]
+        );
+    }
+
+    #[test]
+    fn prune_deletes_the_planned_files_and_leaves_the_open_segment() {
+        let dir = tempfile::tempdir().unwrap();
+        for (n, len) in [
+            ("segment-000001.parquet", 400),
+            ("segment-000002.parquet", 400),
+            ("segment-000003.parquet.partial", 4000),
+            ("meta.json", 10),
+        ] {
+            std::fs::write(dir.path().join(n), vec![0u8; len]).unwrap();
+        }
+        let p = prune(
+            dir.path(),
+            &Retention {
+                max_age: None,
+                max_bytes: Some(500),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            Pruned {
+                files: 1,
+                bytes: 400
+            }
+        );
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "meta.json",
+                "segment-000002.parquet",
+                "segment-000003.parquet.partial"
+            ]
+        );
+    }
+}
