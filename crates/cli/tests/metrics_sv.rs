@@ -7,64 +7,22 @@
 //! agrees with the scrape.
 
 mod endpoints_common;
+mod metrics_common;
 
-use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use endpoints_common::frames::*;
 use endpoints_common::*;
-use hoptrace_netns::Netns;
+use metrics_common::{scrape, value, Samples};
 
 const PORT: u16 = 9464;
-const SCRAPE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/metrics_common/scrape.py"
-);
 
-/// One scrape: sample name -> [(labels, value)].
-type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
-
-fn scrape(ns: &Netns) -> (String, Samples) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns.name(), "python3", SCRAPE])
-        .arg(PORT.to_string())
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "scrape (is python3-prometheus-client installed? scripts/setup.sh does it): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut samples = Samples::new();
-    for (name, list) in v["samples"].as_object().unwrap() {
-        for s in list.as_array().unwrap() {
-            let labels = s["labels"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                .collect();
-            samples
-                .entry(name.clone())
-                .or_default()
-                .push((labels, s["value"].as_f64().unwrap()));
-        }
+/// `name` of stream `stream` (and bucket `le`).
+fn of(s: &Samples, name: &str, stream: &str, le: Option<&str>) -> Option<f64> {
+    match le {
+        Some(le) => value(s, name, &[("stream", stream), ("le", le)]),
+        None => value(s, name, &[("stream", stream)]),
     }
-    (
-        v["content_type"].as_str().unwrap_or("").to_string(),
-        samples,
-    )
-}
-
-/// The value of `name` for stream `stream` (and `le`, for a bucket).
-fn value(s: &Samples, name: &str, stream: &str, le: Option<&str>) -> Option<f64> {
-    s.get(name)?.iter().find_map(|(l, v)| {
-        (l.get("stream").map(String::as_str) == Some(stream)
-            && l.get("le").map(String::as_str) == le)
-            .then_some(*v)
-    })
 }
 
 #[test]
@@ -112,10 +70,10 @@ fn a_scrape_during_a_run_counts_every_sample_and_exactly_the_injected_loss() {
     let streams = ["HOPTRACE_SV0", "HOPTRACE_SV1"];
     let deadline = Instant::now() + Duration::from_secs(20);
     let (content_type, s) = loop {
-        let (ct, s) = scrape(&p.b);
+        let (ct, s) = scrape(p.b.name(), PORT).unwrap();
         let done = streams
             .iter()
-            .all(|st| value(&s, "hoptrace_sv_samples_total", st, None) == Some(2000.0))
+            .all(|st| of(&s, "hoptrace_sv_samples_total", st, None) == Some(2000.0))
             && s.get("hoptrace_sv_malformed_frames_total")
                 .is_some_and(|v| v[0].1 == 3.0);
         if done || Instant::now() > deadline {
@@ -128,7 +86,7 @@ fn a_scrape_during_a_run_counts_every_sample_and_exactly_the_injected_loss() {
         "{content_type}"
     );
     for st in streams {
-        let v = |name: &str| value(&s, name, st, None);
+        let v = |name: &str| of(&s, name, st, None);
         assert_eq!(v("hoptrace_sv_samples_total"), Some(2000.0), "{st}: {s:?}");
         assert_eq!(v("hoptrace_sv_lost_total"), Some(100.0), "{st}");
         assert_eq!(v("hoptrace_sv_duplicated_total"), Some(0.0), "{st}");
@@ -150,7 +108,7 @@ fn a_scrape_during_a_run_counts_every_sample_and_exactly_the_injected_loss() {
                 "{st} {h}: {buckets:?}"
             );
             assert_eq!(
-                value(&s, &format!("{h}_bucket"), st, Some("+Inf")),
+                of(&s, &format!("{h}_bucket"), st, Some("+Inf")),
                 count,
                 "{st} {h}"
             );

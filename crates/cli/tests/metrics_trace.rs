@@ -6,23 +6,17 @@
 //! summary, and each `--threshold` has a spike counter no larger than the
 //! histogram's count above that bound.
 
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod lab_common;
+mod metrics_common;
+
+use lab_common::hoptrace;
+use metrics_common::{scrape, value, Samples};
+
 const LAB: &str = "trmet";
 const PORT: u16 = 9464;
-const SCRAPE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/metrics_common/scrape.py"
-);
-
-fn hoptrace(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hoptrace"))
-        .args(args)
-        .output()
-        .expect("run hoptrace")
-}
 
 /// Tears the lab down even when the test fails.
 struct Lab;
@@ -30,45 +24,6 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = hoptrace(&["lab", "down", LAB]);
     }
-}
-
-type Samples = BTreeMap<String, Vec<(BTreeMap<String, String>, f64)>>;
-
-fn scrape(ns: &str) -> Option<Samples> {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "python3", SCRAPE])
-        .arg(PORT.to_string())
-        .output()
-        .expect("python3");
-    if !out.status.success() {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mut samples = Samples::new();
-    for (name, list) in v["samples"].as_object().unwrap() {
-        for s in list.as_array().unwrap() {
-            let labels = s["labels"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-                .collect();
-            samples
-                .entry(name.clone())
-                .or_default()
-                .push((labels, s["value"].as_f64().unwrap()));
-        }
-    }
-    Some(samples)
-}
-
-/// The value of `name` whose labels include all of `want`.
-fn value(s: &Samples, name: &str, want: &[(&str, &str)]) -> Option<f64> {
-    s.get(name)?.iter().find_map(|(l, v)| {
-        want.iter()
-            .all(|(k, x)| l.get(*k).map(String::as_str) == Some(*x))
-            .then_some(*v)
-    })
 }
 
 #[test]
@@ -108,7 +63,7 @@ fn a_scrape_during_a_lab_trace_counts_every_frame_per_stream_and_stage() {
     let _kill = KillOnDrop(tracer.id());
     // The endpoint answers once the tracer is attached.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while scrape(&hyp).is_none() {
+    while scrape(&hyp, PORT).is_err() {
         assert!(
             Instant::now() < deadline,
             "no /metrics on {hyp} port {PORT}"
@@ -154,7 +109,7 @@ fn a_scrape_during_a_lab_trace_counts_every_frame_per_stream_and_stage() {
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     let s = loop {
-        let s = scrape(&hyp).expect("scrape");
+        let (_, s) = scrape(&hyp, PORT).expect("scrape");
         if streams.iter().all(|st| timelines(&s, st) == 2000.0) || Instant::now() > deadline {
             break s;
         }
@@ -210,6 +165,9 @@ fn a_scrape_during_a_lab_trace_counts_every_frame_per_stream_and_stage() {
 struct KillOnDrop(u32);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.to_string()).status();
+        let _ = Command::new("kill")
+            .arg(self.0.to_string())
+            .stderr(Stdio::null())
+            .status();
     }
 }
