@@ -26,7 +26,10 @@ APT_PACKAGES=(
 )
 # pyiec61850-ng: libiec61850 (compiled, in the wheel) as a second SV stack for
 # the endpoint tests.
-PY_PACKAGES=(pandas pyarrow polars duckdb pyiec61850-ng prometheus_client grafana-foundation-sdk)
+PY_PACKAGES=(pandas pyarrow polars duckdb pyiec61850-ng prometheus_client)
+# The version deploy/grafana/hoptrace.json was built with: another version
+# may build other JSON, and the dashboard test compares the two.
+GRAFANA_SDK_VERSION='1769699998!10.1.0'
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: run as root (apt-get and network namespaces need it)" >&2
@@ -45,9 +48,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if command -v python3 >/dev/null; then
-  if ! python3 -c 'import pandas, pyarrow, polars, duckdb, pyiec61850, prometheus_client, grafana_foundation_sdk' 2>/dev/null; then
+  if ! python3 -c 'import pandas, pyarrow, polars, duckdb, pyiec61850, prometheus_client' 2>/dev/null; then
     echo "setup: installing python packages ${PY_PACKAGES[*]}"
     python3 -m pip install -q --root-user-action=ignore "${PY_PACKAGES[@]}"
+  fi
+  if ! python3 -c "import importlib.metadata as m; assert m.version('grafana-foundation-sdk') == '$GRAFANA_SDK_VERSION'" 2>/dev/null; then
+    echo "setup: installing grafana-foundation-sdk $GRAFANA_SDK_VERSION"
+    python3 -m pip install -q --root-user-action=ignore "grafana-foundation-sdk==$GRAFANA_SDK_VERSION"
   fi
 fi
 

@@ -18,6 +18,8 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, DashboardCursorSync, VariableRefresh
 
 OUT = pathlib.Path(__file__).with_name("hoptrace.json")
+# The SDK version hoptrace.json was built with (scripts/setup.sh installs it).
+SDK_VERSION = "1769699998!10.1.0"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 STREAMS = 'stream=~"$stream"'
 
@@ -168,7 +170,14 @@ if __name__ == "__main__":
     text = render()
     if "--check" in sys.argv:
         if OUT.read_text() != text:
-            print(f"{OUT} differs from what build_dashboard.py builds: run it", file=sys.stderr)
+            import importlib.metadata
+
+            have = importlib.metadata.version("grafana-foundation-sdk")
+            print(
+                f"{OUT} differs from what build_dashboard.py builds: run it"
+                f" (built with grafana-foundation-sdk {SDK_VERSION}, this machine has {have})",
+                file=sys.stderr,
+            )
             sys.exit(1)
         data = json.loads(text)
         if schema_roundtrip(data) != data:
