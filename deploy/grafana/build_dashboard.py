@@ -135,6 +135,15 @@ def build():
             )
         )
         .with_panel(
+            rate_panel(
+                "Host checks (hoptrace doctor, at the start of each run): failed by severity",
+                [
+                    ("sum by (severity) (hoptrace_doctor_failed_checks)", "failed {{severity}}"),
+                    ('sum(hoptrace_doctor_checks{status="unknown"})', "could not be read"),
+                ],
+            ).span(24)
+        )
+        .with_panel(
             table.Panel()
             .title("Top culprits of explained spikes (time inside late stages, over the range)")
             .datasource(DS)

@@ -133,7 +133,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .clone()
         .or(file.reference.as_ref().map(PathBuf::from));
     let stop = hoptrace_os::stop_flag()?;
-    let metrics = metrics_addr.map(Metrics::start).transpose()?;
+    let metrics = metrics_addr
+        .map(|a| Metrics::start(a, &iface))
+        .transpose()?;
     sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
@@ -227,8 +229,26 @@ struct Metrics {
 }
 
 impl Metrics {
-    fn start(addr: std::net::SocketAddr) -> Result<Self> {
-        let (sv, registry) = SubscriberMetrics::new();
+    /// Serve at `addr`, with the host checks (run now, on `iface`'s path)
+    /// as gauges.
+    fn start(addr: std::net::SocketAddr, iface: &str) -> Result<Self> {
+        let (sv, mut registry) = SubscriberMetrics::new();
+        let opts = hoptrace_doctor::Options {
+            ifaces: vec![iface.to_string()],
+            ..Default::default()
+        };
+        match crate::doctor::run_checks(None, &opts) {
+            Ok(r) => {
+                eprintln!(
+                    "hoptrace sv subscribe: host checks (hoptrace doctor): {}",
+                    r.summary.headline()
+                );
+                hoptrace_metrics::doctor::register(&mut registry, &r.summary);
+            }
+            Err(e) => eprintln!(
+                "hoptrace sv subscribe: host checks not run, the metrics go on without them: {e:#}"
+            ),
+        }
         let exporter = Exporter::start(addr, std::sync::Arc::new(std::sync::Mutex::new(registry)))?;
         eprintln!(
             "hoptrace sv subscribe: metrics at http://{}/metrics",

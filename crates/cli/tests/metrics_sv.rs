@@ -3,8 +3,8 @@
 //! OpenMetrics parser (`metrics_common/scrape.py`): per stream, the sample
 //! counter and both latency histograms count every sample received, the
 //! loss counter equals the loss injected (a publisher gap of exactly 100
-//! samples), malformed frames are counted, and the subscriber's own summary
-//! agrees with the scrape.
+//! samples), malformed frames are counted, the host checks are there as
+//! gauges, and the subscriber's own summary agrees with the scrape.
 
 mod endpoints_common;
 mod metrics_common;
@@ -116,6 +116,9 @@ fn a_scrape_during_a_run_counts_every_sample_and_exactly_the_injected_loss() {
     }
     let malformed = s["hoptrace_sv_malformed_frames_total"][0].1;
     assert_eq!(malformed, 3.0);
+    // The host checks run at the start, as gauges: every check has a status.
+    let checks: f64 = s["hoptrace_doctor_checks"].iter().map(|(_, v)| v).sum();
+    assert!(checks >= 25.0, "{checks} host checks: {s:?}");
 
     // The subscriber's own summary says the same.
     let (_, out) = interrupt(sub, Duration::from_millis(100), Duration::from_secs(20));

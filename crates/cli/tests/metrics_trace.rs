@@ -143,6 +143,8 @@ fn a_scrape_during_a_lab_trace_counts_every_frame_per_stream_and_stage() {
         assert_eq!(spike("1ms"), Some(ok - under), "{st}");
         assert!(spike("50us").is_some(), "{st}: a 50us spike counter");
     }
+    let checks: f64 = s["hoptrace_doctor_checks"].iter().map(|(_, v)| v).sum();
+    assert!(checks >= 25.0, "{checks} host checks as gauges");
     assert_eq!(
         value(&s, "hoptrace_trace_lost_events_total", &[]),
         Some(0.0)

@@ -12,11 +12,13 @@
 //! * [`sv`]: the subscriber's metrics (per stream: samples, lost,
 //!   duplicated, reordered, T4-T3 and end-to-end latency; malformed frames
 //!   and kernel drops), and the names a dashboard may use ([`sv::NAMES`]).
+//! * [`doctor`]: the host checks run at the start, as gauges.
 //! * [`trace`]: the tracer's metrics (per stream and stage latency, spikes
 //!   above each threshold, lost events, explained culprits).
 
 pub mod addr;
 pub mod buckets;
+pub mod doctor;
 pub mod server;
 pub mod sv;
 pub mod trace;

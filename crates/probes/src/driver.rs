@@ -417,7 +417,7 @@ pub fn run_trace<'a>(
     }
     let metrics = opts
         .metrics
-        .map(|a| crate::metrics::Metrics::start(a, &opts.thresholds_ns))
+        .map(|a| crate::metrics::Metrics::start(a, &opts.thresholds_ns, opts.doctor.as_ref()))
         .transpose()?;
     if let Some(m) = &metrics {
         writeln!(out, "metrics at http://{}/metrics", m.addr())?;

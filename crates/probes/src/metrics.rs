@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::trace::TraceMetrics;
-use hoptrace_record::ExplainedStage;
+use hoptrace_record::{DoctorSummary, ExplainedStage};
 
 use crate::lost::LostCounts;
 use crate::stats::Stats;
@@ -36,13 +36,21 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn start(addr: SocketAddr, thresholds_ns: &[u64]) -> Result<Self> {
-        let (m, registry) = TraceMetrics::new(
+    /// Serve at `addr`; with the host checks' summary as gauges when given.
+    pub fn start(
+        addr: SocketAddr,
+        thresholds_ns: &[u64],
+        doctor: Option<&DoctorSummary>,
+    ) -> Result<Self> {
+        let (m, mut registry) = TraceMetrics::new(
             thresholds_ns
                 .iter()
                 .map(|&t| (t, threshold_label(t)))
                 .collect(),
         );
+        if let Some(d) = doctor {
+            hoptrace_metrics::doctor::register(&mut registry, d);
+        }
         let exporter = Exporter::start(addr, Arc::new(Mutex::new(registry)))?;
         Ok(Metrics { m, exporter })
     }

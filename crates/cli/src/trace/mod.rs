@@ -82,18 +82,15 @@ pub struct Args {
     /// SV sample rate (smpCnt wrap) for the epoch/seq columns (e.g. 4000, 4.8kHz).
     #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
     rate: u32,
-    /// With --record: take the host checks' summary for the recording from
-    /// this saved `hoptrace doctor --json` instead of running them.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "record",
-        conflicts_with = "no_doctor"
-    )]
+    /// With --record or --metrics: take the host checks' summary (for the
+    /// recording, and the metrics' doctor gauges) from this saved `hoptrace
+    /// doctor --json` instead of running them.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_doctor")]
     doctor_report: Option<PathBuf>,
-    /// With --record: do not run the host checks (`hoptrace doctor`) before
-    /// attaching; the recording then carries no doctor summary.
-    #[arg(long, requires = "record")]
+    /// With --record or --metrics: do not run the host checks (`hoptrace
+    /// doctor`) before attaching; the recording and the metrics then carry
+    /// no doctor summary.
+    #[arg(long)]
     no_doctor: bool,
     /// Explain every stage longer than this (e.g. 500us): what the CPU of
     /// the stage's second hop did meanwhile (tasks, IRQs, softirqs, NMI,
@@ -192,8 +189,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
     // The host checks run before the probes attach (their interval would
     // otherwise be spent with the probes' own load on the CPUs).
-    let doctor = match (&args.record, args.no_doctor) {
-        (Some(_), false) => crate::doctor::summary_for_recording(
+    let wants_doctor = args.record.is_some() || args.metrics.is_some();
+    anyhow::ensure!(
+        wants_doctor || (args.doctor_report.is_none() && !args.no_doctor),
+        "--doctor-report and --no-doctor go with --record or --metrics (the host checks are for the recording and the metrics)"
+    );
+    let doctor = match (wants_doctor, args.no_doctor) {
+        (true, false) => crate::doctor::summary_for_recording(
             args.doctor_report.as_deref(),
             &args.ifaces,
             args.netns.as_deref(),
