@@ -82,8 +82,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
         })?;
     let duration = args.duration.or(file.duration);
-    let retention =
-        crate::trace::retention(args.retain.or(file.retain), args.max_disk.or(file.max_disk));
+    let retention = hoptrace_record::retention::Retention::from_limits(
+        args.retain.or(file.retain),
+        args.max_disk.or(file.max_disk),
+    );
     let metrics_addr = args
         .metrics
         .as_deref()

@@ -64,10 +64,19 @@ fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_SECONDS)
 }
 
-/// One stage's handles: its histogram and one spike counter per threshold.
+/// One stage's handles: its histogram and, per threshold (ns), its spike
+/// counter.
 struct StageHandles {
     latency: Histogram,
-    spikes: Vec<Counter>,
+    spikes: Vec<(u64, Counter)>,
+}
+
+/// One stream's handles, found without building labels (no allocation per
+/// packet once a stream, status and stage have been seen).
+#[derive(Default)]
+struct StreamHandles {
+    timelines: Vec<(String, Counter)>,
+    stages: HashMap<String, StageHandles>,
 }
 
 /// A task's culprit name without its pid: `hthog/123 (FIFO 50)` ->
@@ -100,7 +109,7 @@ pub struct TraceMetrics {
     explained: Counter,
     culprits: Family<CulpritLabels, Counter<f64>>,
     culprit_names: usize,
-    stages: HashMap<String, HashMap<String, StageHandles>>,
+    streams: HashMap<String, StreamHandles>,
 }
 
 impl TraceMetrics {
@@ -118,7 +127,7 @@ impl TraceMetrics {
             explained: Counter::default(),
             culprits: Family::default(),
             culprit_names: 0,
-            stages: HashMap::new(),
+            streams: HashMap::new(),
         };
         reg.register(
             "hoptrace_trace_timelines",
@@ -155,52 +164,57 @@ impl TraceMetrics {
         (m, reg)
     }
 
-    fn stage(&mut self, stream: &str, stage: &str) -> &StageHandles {
-        if !self
-            .stages
-            .get(stream)
-            .is_some_and(|s| s.contains_key(stage))
-        {
-            let labels = StageLabels {
-                stream: stream.to_string(),
-                stage: stage.to_string(),
-            };
-            let spikes = self
-                .thresholds
-                .iter()
-                .map(|(_, above)| {
-                    self.spikes.get_or_create_owned(&SpikeLabels {
-                        stream: stream.to_string(),
-                        stage: stage.to_string(),
-                        above: above.clone(),
-                    })
-                })
-                .collect();
-            let h = StageHandles {
-                latency: self.latency.get_or_create_owned(&labels),
-                spikes,
-            };
-            self.stages
-                .entry(stream.to_string())
-                .or_default()
-                .insert(stage.to_string(), h);
-        }
-        &self.stages[stream][stage]
-    }
-
     /// One traced packet: its status and its stages' latencies (ns).
     pub fn timeline(&mut self, stream: &str, status: &str, stages: &[(String, u64)]) {
-        self.timelines
-            .get_or_create(&TimelineLabels {
-                stream: stream.to_string(),
-                status: status.to_string(),
-            })
-            .inc();
+        let TraceMetrics {
+            thresholds,
+            timelines,
+            latency,
+            spikes,
+            streams,
+            ..
+        } = self;
+        if !streams.contains_key(stream) {
+            streams.insert(stream.to_string(), StreamHandles::default());
+        }
+        let h = streams.get_mut(stream).expect("inserted above");
+        match h.timelines.iter().find(|(s, _)| s == status) {
+            Some((_, c)) => {
+                c.inc();
+            }
+            None => {
+                let c = timelines.get_or_create_owned(&TimelineLabels {
+                    stream: stream.to_string(),
+                    status: status.to_string(),
+                });
+                c.inc();
+                h.timelines.push((status.to_string(), c));
+            }
+        }
         for (stage, ns) in stages {
-            let thresholds: Vec<u64> = self.thresholds.iter().map(|t| t.0).collect();
-            let h = self.stage(stream, stage);
-            h.latency.observe(*ns as f64 * 1e-9);
-            for (th, c) in thresholds.iter().zip(&h.spikes) {
+            if !h.stages.contains_key(stage) {
+                let labels = StageLabels {
+                    stream: stream.to_string(),
+                    stage: stage.clone(),
+                };
+                let spikes = thresholds
+                    .iter()
+                    .map(|(th, above)| {
+                        let c = spikes.get_or_create_owned(&SpikeLabels {
+                            stream: stream.to_string(),
+                            stage: stage.clone(),
+                            above: above.clone(),
+                        });
+                        (*th, c)
+                    })
+                    .collect();
+                let latency = latency.get_or_create_owned(&labels);
+                h.stages
+                    .insert(stage.clone(), StageHandles { latency, spikes });
+            }
+            let st = &h.stages[stage];
+            st.latency.observe(*ns as f64 * 1e-9);
+            for (th, c) in &st.spikes {
                 if ns > th {
                     c.inc();
                 }

@@ -129,9 +129,9 @@ impl Run<'_> {
         }
         self.explain(&taken);
         for t in taken {
-            self.stats.add(&t);
+            let pairs = self.stats.add(&t);
             if let Some(m) = self.metrics.as_mut() {
-                m.timeline(&self.stats, &t);
+                m.timeline(&t, pairs);
             }
             if let Some(w) = self.writer.as_mut() {
                 if let Err(e) = append_row(w, &t) {

@@ -1,7 +1,7 @@
 //! `trace --metrics`: the trace's figures as Prometheus metrics
 //! (`hoptrace_metrics::trace`), served while the trace runs. Every
 //! finished timeline adds its stages (the same stages and `end_to_end` the
-//! printed blocks use, [`Stats::stage_pairs`]); the lost events are
+//! printed blocks use, [`crate::stats::Stats::stage_pairs`]); the lost events are
 //! refreshed each second; each explained stage adds its parts' time to its
 //! culprits.
 
@@ -14,7 +14,6 @@ use hoptrace_metrics::trace::TraceMetrics;
 use hoptrace_record::{DoctorSummary, ExplainedStage};
 
 use crate::lost::LostCounts;
-use crate::stats::Stats;
 use crate::timeline::Timeline;
 
 /// A threshold as a label value, written as on the command line: `1ms`,
@@ -60,10 +59,10 @@ impl Metrics {
         self.exporter.addr
     }
 
-    /// One finished timeline (after selection and projection).
-    pub fn timeline(&mut self, stats: &Stats, t: &Timeline) {
-        let stages: Vec<(String, u64)> = stats
-            .stage_pairs(t)
+    /// One finished timeline (after selection and projection), with its
+    /// stages as the statistics counted them ([`crate::stats::Stats::add`]).
+    pub fn timeline(&mut self, t: &Timeline, pairs: Vec<(String, u64, u64)>) {
+        let stages: Vec<(String, u64)> = pairs
             .into_iter()
             .filter(|(_, a, b)| b >= a)
             .map(|(name, a, b)| (name, b - a))

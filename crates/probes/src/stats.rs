@@ -226,7 +226,9 @@ impl Stats {
         pairs
     }
 
-    pub fn add(&mut self, t: &Timeline) {
+    /// Count `t`; returns its stages as [`Self::stage_pairs`] gives them
+    /// (for the metrics, computed once).
+    pub fn add(&mut self, t: &Timeline) -> Vec<(String, u64, u64)> {
         let n_thr = self.thresholds_ns.len();
         let pairs = self.stage_pairs(t);
         let s = self.streams.entry(t.stream.clone()).or_default();
@@ -245,18 +247,19 @@ impl Stats {
                     .or_default() += 1
             }
         }
-        for (name, a, b) in pairs {
+        for (name, a, b) in &pairs {
             for iv in [&mut self.interval, &mut self.total] {
                 iv.stages
                     .entry(name.clone())
                     .or_insert_with(|| StageStats::new(n_thr))
-                    .record(a, b, t, &self.thresholds_ns);
+                    .record(*a, *b, t, &self.thresholds_ns);
             }
             s.stages
-                .entry(name)
+                .entry(name.clone())
                 .or_insert_with(|| StageStats::new(n_thr))
-                .record(a, b, t, &self.thresholds_ns);
+                .record(*a, *b, t, &self.thresholds_ns);
         }
+        pairs
     }
 }
 

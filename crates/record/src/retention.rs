@@ -29,6 +29,13 @@ pub struct Retention {
     pub max_bytes: Option<u64>,
 }
 
+impl Retention {
+    /// `--retain`, `--max-disk` as a retention (None when neither is given).
+    pub fn from_limits(max_age: Option<Duration>, max_bytes: Option<u64>) -> Option<Self> {
+        (max_age.is_some() || max_bytes.is_some()).then_some(Retention { max_age, max_bytes })
+    }
+}
+
 /// Which kind of closed file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum StoredKind {

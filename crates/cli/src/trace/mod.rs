@@ -127,17 +127,6 @@ pub struct Args {
     list_backends: bool,
 }
 
-/// `--retain`, `--max-disk` as a retention (None when neither is given).
-pub fn retention(
-    retain: Option<Duration>,
-    max_disk: Option<u64>,
-) -> Option<hoptrace_record::retention::Retention> {
-    (retain.is_some() || max_disk.is_some()).then_some(hoptrace_record::retention::Retention {
-        max_age: retain,
-        max_bytes: max_disk,
-    })
-}
-
 /// Shortest and longest `--linger`.
 const LINGER_MIN: Duration = Duration::from_millis(1);
 const LINGER_MAX: Duration = Duration::from_secs(60);
@@ -233,7 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         explain_lines: args.explain_lines,
         per_stream: args.per_stream,
         metrics: args.metrics,
-        retention: retention(args.retain, args.max_disk),
+        retention: hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk),
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;
