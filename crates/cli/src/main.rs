@@ -25,6 +25,7 @@ mod sv_dump;
 mod sv_pcap;
 mod sv_publish;
 mod sv_scl;
+mod sv_streams;
 mod sv_subscribe;
 mod term;
 mod trace;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use hoptrace_endpoints::config;
 use hoptrace_pcap::{CaptureFormat, CaptureWriter};
 use hoptrace_sv::generate::StreamPlan;
 use hoptrace_sv::{LeWaveform, VlanTag};
@@ -20,8 +21,24 @@ pub struct Args {
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Number of streams (dst 01:0C:CD:04:00:xx, APPID base + index).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["scl", "svid", "config"])]
     pub streams: u16,
+    #[command(flatten)]
+    pub scl: crate::sv_streams::SclArgs,
+    /// One configured stream with this svID; --appid, --dst-mac, --conf-rev,
+    /// --dat-set, --smp-synch, --simulation, --rate, --asdu and --vlan give
+    /// its other fields.
+    #[arg(long, value_name = "SVID", conflicts_with = "scl")]
+    pub svid: Option<String>,
+    /// With --svid: its destination MAC (default 01:0c:cd:04:00:00).
+    #[arg(long, requires = "svid")]
+    pub dst_mac: Option<hoptrace_sv::MacAddr>,
+    /// With --svid: its datSet reference (LD/LLN0$Name), sent in every ASDU.
+    #[arg(long, requires = "svid")]
+    pub dat_set: Option<String>,
+    /// TOML file with the streams (`[scl]`, `[[stream]]` tables).
+    #[arg(long, conflicts_with_all = ["scl", "svid"])]
+    pub config: Option<PathBuf>,
     /// Samples per second per stream; smpCnt wraps at this value (4000 = 50 Hz, 4800 = 60 Hz).
     #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate)]
     pub rate: u32,
@@ -44,7 +61,7 @@ pub struct Args {
     /// Zero-pad the stream index in the svID to this many digits (svIDs of 1 to 65+ bytes).
     #[arg(long = "svid-width", default_value_t = 0)]
     pub svid_width: usize,
-    /// APPID of the first stream (hex with 0x, or decimal).
+    /// APPID of the first stream (hex with 0x, or decimal); with --svid, its APPID.
     #[arg(long, default_value = "0x4000")]
     pub appid: String,
     /// pcap or pcapng (default: from the file extension, pcap otherwise).
@@ -74,7 +91,8 @@ pub struct Args {
     /// Peak phase voltage, volts (10 mV/LSB on the wire).
     #[arg(long = "voltage-peak", default_value_t = 89_802.0)]
     pub voltage_peak: f64,
-    /// System frequency of the generated sines, e.g. 50Hz (default 60Hz at 4800/s, else 50Hz).
+    /// System frequency of the generated sines and of SCL rates in samples
+    /// per period, e.g. 50Hz (default 60Hz at 4800/s, else 50Hz).
     #[arg(long, value_parser = arg::rate)]
     pub frequency: Option<Rate>,
     /// Quality word of every value.
@@ -123,15 +141,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if args.rate == 4800 { 60.0 } else { 50.0 },
         Rate::per_second_f64,
     );
-    let plan = StreamPlan {
+    let base = StreamPlan {
         streams: args.streams,
         rate: args.rate,
-        samples: args
-            .samples
-            .or(args
-                .duration
-                .map(|d| Rate::per_second(args.rate).events_in(d)))
-            .unwrap_or(args.rate as u64),
+        samples: 0,
         asdu_per_frame: args.asdu,
         vlan: args.vlan,
         sv_id_prefix: args.svid_prefix.clone(),
@@ -152,19 +165,78 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         ..StreamPlan::default()
     };
-    let frames = plan.frames()?;
+    let one = crate::sv_streams::OneStreamArgs {
+        svid: args.svid.clone(),
+        appid: Some(base.appid_base),
+        dst_mac: args.dst_mac,
+        conf_rev: Some(args.conf_rev),
+        dat_set: args.dat_set.clone(),
+        smp_synch: Some(args.smp_synch),
+        simulation: args.simulation,
+    }
+    .spec(&crate::sv_streams::Pacing {
+        rate: args.rate,
+        asdus: args.asdu,
+        vlan: args.vlan,
+    })?;
+    let config = args.config.as_deref().map(config::load).transpose()?;
+    let configured = crate::sv_streams::resolve(
+        &args.scl,
+        Some(frequency_hz.round() as u16),
+        one,
+        args.config.as_deref().zip(config.as_ref()),
+    )?;
+    let mut plans = match &configured {
+        Some(c) => StreamPlan::for_specs(&c.specs, &base)?,
+        None => vec![base],
+    };
+    for plan in &mut plans {
+        plan.samples = args
+            .samples
+            .or(args
+                .duration
+                .map(|d| Rate::per_second(plan.rate).events_in(d)))
+            .unwrap_or(plan.rate as u64);
+    }
+    let mut frames = plans
+        .iter()
+        .map(|p| p.frames().map(Iterator::peekable))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut writer = CaptureWriter::create(&args.output, format)?;
-    for f in frames {
-        writer.write(f.time_ns, &f.bytes)?;
+    // Frames of all plans in time order (a plan's own frames already are).
+    while let Some(next) = frames
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, f)| f.peek().map(|g| (g.time_ns, i)))
+        .min()
+        .map(|(_, i)| i)
+    {
+        if let Some(f) = frames[next].next() {
+            writer.write(f.time_ns, &f.bytes)?;
+        }
     }
     let n = writer.packets_written();
     writer.finish()?;
+    let groups: Vec<String> = plans
+        .iter()
+        .map(|plan| {
+            format!(
+                "{} streams x {} samples, {} ASDU(s)/frame, {}",
+                plan.streams,
+                plan.samples,
+                plan.asdu_per_frame,
+                format_rate(Rate::per_second(plan.rate)),
+            )
+        })
+        .collect();
     eprintln!(
-        "wrote {n} frames ({} streams x {} samples, {} ASDU(s)/frame, {}) to {}",
-        plan.streams,
-        plan.samples,
-        plan.asdu_per_frame,
-        format_rate(Rate::per_second(plan.rate)),
+        "wrote {n} frames ({}){} to {}",
+        groups.join("; "),
+        configured.as_ref().map_or(String::new(), |c| format!(
+            " of {} configured stream(s) from {}",
+            c.specs.len(),
+            c.source
+        )),
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)

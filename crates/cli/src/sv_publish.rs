@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -16,9 +17,18 @@ pub struct Args {
     /// Interface to send on (must exist in this network namespace and be up).
     #[arg(long)]
     pub iface: Option<String>,
-    /// Number of streams (svID = prefix + index, APPID 0x4000 + index).
-    #[arg(long)]
+    /// Number of streams (svID = prefix + index, APPID 0x4000 + index,
+    /// destination 01:0c:cd:04:00:index).
+    #[arg(long, conflicts_with_all = ["scl", "svid"])]
     pub streams: Option<u16>,
+    #[command(flatten)]
+    pub scl: crate::sv_streams::SclArgs,
+    /// Power system frequency: of the generated sines, and of SCL rates in
+    /// samples per period (50 or 60; default 50).
+    #[arg(long, value_parser = crate::sv_streams::power_frequency)]
+    pub frequency: Option<u16>,
+    #[command(flatten)]
+    pub one: crate::sv_streams::OneStreamArgs,
     /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz; also 4.8kHz).
     #[arg(long, value_parser = arg::whole_rate)]
     pub rate: Option<u32>,
@@ -61,7 +71,7 @@ pub struct Args {
     #[arg(long, value_parser = arg::duration)]
     pub busy_wait: Option<Duration>,
     /// Replay this pcap/pcapng capture with its relative timing.
-    #[arg(long, conflicts_with_all = ["streams", "asdu", "vlan", "refrtm"])]
+    #[arg(long, conflicts_with_all = ["streams", "asdu", "vlan", "refrtm", "scl", "svid"])]
     pub replay: Option<PathBuf>,
     /// Play the capture this many times (smpCnt continues across loops).
     #[arg(long = "loop", requires = "replay")]
@@ -72,10 +82,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let file = match &args.config {
-        Some(p) => config::load(p)?.publish,
-        None => Default::default(),
-    };
+    let config_file = args.config.as_deref().map(config::load).transpose()?;
+    let file = config_file
+        .as_ref()
+        .map(|c| c.publish.clone())
+        .unwrap_or_default();
     let iface =
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
@@ -113,105 +124,138 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         return send_recorded(
             record.as_deref(),
-            rate,
+            Some(rate),
             |ready, sample| replay::replay(&cfg, &stop, ready, sample),
             replay::ReplayReport::summary,
         );
     }
 
-    let mut plan = hoptrace_sv::generate::StreamPlan {
+    let asdus = args.asdu.or(file.asdu).unwrap_or(1);
+    let vlan = args.vlan.or(file.vlan);
+    let frequency = args.frequency.unwrap_or(50);
+    let mut base = hoptrace_sv::generate::StreamPlan {
         streams: args.streams.or(file.streams).unwrap_or(1),
         rate,
-        asdu_per_frame: args.asdu.or(file.asdu).unwrap_or(1),
+        asdu_per_frame: asdus,
+        vlan,
+        waveform: hoptrace_sv::LeWaveform {
+            frequency_hz: frequency as f64,
+            ..Default::default()
+        },
         ..Default::default()
     };
     if let Some(p) = args.svid_prefix.clone().or(file.svid_prefix.clone()) {
-        plan.sv_id_prefix = p;
+        base.sv_id_prefix = p;
     }
-    plan.vlan = args.vlan.or(file.vlan);
-    let samples = match (
-        args.samples.or(file.samples),
-        args.duration.or(file.duration),
-    ) {
-        (Some(n), _) => Some(n),
-        (None, Some(d)) => Some(Rate::per_second(rate).events_in(d)),
-        (None, None) => None,
+    let one = args
+        .one
+        .spec(&crate::sv_streams::Pacing { rate, asdus, vlan })?;
+    let config = args.config.as_deref().zip(config_file.as_ref());
+    let configured = crate::sv_streams::resolve(&args.scl, args.frequency, one, config)?;
+    let plans = match &configured {
+        Some(c) => hoptrace_sv::generate::StreamPlan::for_specs(&c.specs, &base)?,
+        None => vec![base],
     };
-    // Refuse an impossible plan before saying what we are about to publish.
-    plan.validate()?;
-    let cfg = publisher::PublishConfig {
-        iface,
-        plan,
-        samples,
-        refrtm: args.refrtm || file.refrtm.unwrap_or(false),
-        busy_margin_ns,
-        clock: PaceClock::Tai,
-        start_delay_ns: 10_000_000,
-        first_sample: args.first_sample,
-        late_policy: if args.late == "skip" {
-            hoptrace_endpoints::pacing::LatePolicy::Skip
-        } else {
-            hoptrace_endpoints::pacing::LatePolicy::Slip
-        },
+    let late_policy = if args.late == "skip" {
+        hoptrace_endpoints::pacing::LatePolicy::Skip
+    } else {
+        hoptrace_endpoints::pacing::LatePolicy::Slip
     };
-    eprintln!(
-        "publishing {} stream(s) x {} ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
-        cfg.plan.streams,
-        format_rate(Rate::per_second(rate)),
-        cfg.plan.asdu_per_frame,
-        cfg.iface,
-        cfg.clock.name(),
-        if busy_margin_ns > 0 { ", busy-wait margin" } else { "" }
-    );
+    let mut cfgs = Vec::new();
+    for plan in plans {
+        let samples = match (
+            args.samples.or(file.samples),
+            args.duration.or(file.duration),
+        ) {
+            (Some(n), _) => Some(n),
+            (None, Some(d)) => Some(Rate::per_second(plan.rate).events_in(d)),
+            (None, None) => None,
+        };
+        // Refuse an impossible plan before saying what we are about to publish.
+        plan.validate()?;
+        cfgs.push(publisher::PublishConfig {
+            iface: iface.clone(),
+            plan,
+            samples,
+            refrtm: args.refrtm || file.refrtm.unwrap_or(false),
+            busy_margin_ns,
+            clock: PaceClock::Tai,
+            start_delay_ns: 10_000_000,
+            first_sample: args.first_sample,
+            late_policy,
+        });
+    }
+    if let Some(c) = &configured {
+        eprintln!(
+            "publishing {} configured stream(s) from {} in {} frame rate(s):",
+            c.specs.len(),
+            c.source,
+            cfgs.len()
+        );
+    }
+    for cfg in &cfgs {
+        eprintln!(
+            "publishing {} stream(s) x {} ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
+            cfg.plan.streams,
+            format_rate(Rate::per_second(cfg.plan.rate)),
+            cfg.plan.asdu_per_frame,
+            cfg.iface,
+            cfg.clock.name(),
+            if busy_margin_ns > 0 { ", busy-wait margin" } else { "" }
+        );
+    }
+    // The recording's smpCnt wrap, when every stream has the same.
+    let rates: std::collections::BTreeSet<u32> = cfgs.iter().map(|c| c.plan.rate).collect();
+    let record_rate = match rates.len() {
+        1 => rates.first().copied(),
+        _ => None,
+    };
     send_recorded(
         record.as_deref(),
-        rate,
-        |ready, sample| publisher::publish(&cfg, &stop, ready, sample),
-        publisher::PublishReport::summary,
+        record_rate,
+        |ready, sample| publisher::publish_all(&cfgs, &stop, ready, sample),
+        |reports: &Vec<publisher::PublishReport>| {
+            reports
+                .iter()
+                .map(publisher::PublishReport::summary)
+                .collect()
+        },
     )
 }
 
-/// Send with `send` (the generator's `publisher::publish` or
+/// Send with `send` (the generator's `publisher::publish_all` or
 /// `replay::replay`, given the two callbacks), recording every sent sample
 /// into `record` once the TX stamp source is known; then close the
-/// recording and print the summary.
+/// recording and print the summary. The callbacks may be called from
+/// several publishing threads: the recorder is behind a mutex, and opened
+/// by the first thread ready (the others wait for it).
 fn send_recorded<R>(
     record: Option<&std::path::Path>,
-    rate: u32,
+    rate: Option<u32>,
     send: impl FnOnce(
-        &mut dyn FnMut(StampSource) -> Result<()>,
-        &mut dyn FnMut(publisher::SentSample),
+        &(dyn Fn(StampSource) -> Result<()> + Sync),
+        &(dyn Fn(publisher::SentSample) + Sync),
     ) -> Result<R>,
     summary: impl Fn(&R) -> String,
 ) -> Result<ExitCode> {
-    let rec: Recorder = std::cell::RefCell::new(None);
+    let rec: Mutex<Option<recording::PublisherRecorder>> = Mutex::new(None);
     let report = send(
-        &mut |src| open_recorder(&rec, record, rate, src),
-        &mut |s| push(&rec, &s),
+        &|src| {
+            let mut r = rec.lock().unwrap_or_else(|e| e.into_inner());
+            if r.is_none() {
+                *r = Some(recording::publisher_recorder(record, rate, src)?);
+            }
+            Ok(())
+        },
+        &|s| {
+            if let Some(r) = rec.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                r.push(&s);
+            }
+        },
     )?;
-    if let Some(r) = rec.into_inner() {
+    if let Some(r) = rec.into_inner().unwrap_or_else(|e| e.into_inner()) {
         r.finish()?;
     }
     print!("{}", summary(&report));
     Ok(ExitCode::SUCCESS)
-}
-
-type Recorder = std::cell::RefCell<Option<recording::PublisherRecorder>>;
-
-/// Open the recording once the TX stamp source is known (its metadata
-/// names the clock domain of `t_tx`).
-fn open_recorder(
-    rec: &Recorder,
-    dir: Option<&std::path::Path>,
-    rate: u32,
-    source: StampSource,
-) -> Result<()> {
-    *rec.borrow_mut() = Some(recording::publisher_recorder(dir, rate, source)?);
-    Ok(())
-}
-
-fn push(rec: &Recorder, s: &publisher::SentSample) {
-    if let Some(r) = rec.borrow_mut().as_mut() {
-        r.push(s);
-    }
 }

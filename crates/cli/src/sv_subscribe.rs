@@ -67,16 +67,51 @@ pub struct Args {
     /// (20GiB), deleting the oldest segments first.
     #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size)]
     pub max_disk: Option<u64>,
-    /// TOML configuration file (`[subscribe]` table); flags override it.
+    #[command(flatten)]
+    pub scl: crate::sv_streams::SclArgs,
+    /// Power system frequency of SCL rates in samples per period (50 or 60;
+    /// default 50).
+    #[arg(long, value_parser = crate::sv_streams::power_frequency)]
+    pub frequency: Option<u16>,
+    /// With configured streams (--scl, or `[scl]`/`[[stream]]` in the config
+    /// file): exit with status 3 when the received streams are not exactly
+    /// the configured ones (missing, unexpected, a field that differs, a
+    /// wrong rate, a change of smpSynch).
+    #[arg(long)]
+    pub expect_streams: bool,
+    /// TOML configuration file (`[subscribe]` table, streams in `[scl]` or
+    /// `[[stream]]`); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
 
+/// Exit status of `--expect-streams` when the streams are not as configured.
+pub const EXIT_STREAMS_DIFFER: u8 = 3;
+
 pub fn run(args: Args) -> Result<ExitCode> {
-    let file = match &args.config {
-        Some(p) => config::load(p)?.subscribe,
-        None => Default::default(),
-    };
+    let config_file = args.config.as_deref().map(config::load).transpose()?;
+    let file = config_file
+        .as_ref()
+        .map(|c| c.subscribe.clone())
+        .unwrap_or_default();
+    let configured = crate::sv_streams::resolve(
+        &args.scl,
+        args.frequency,
+        None,
+        args.config.as_deref().zip(config_file.as_ref()),
+    )?;
+    let expect_streams = args.expect_streams || file.expect_streams.unwrap_or(false);
+    anyhow::ensure!(
+        !expect_streams || configured.is_some(),
+        "--expect-streams checks the received streams against configured ones: give --scl FILE, or `[scl]`/`[[stream]]` in the --config file"
+    );
+    if let Some(c) = &configured {
+        eprintln!(
+            "hoptrace sv subscribe: expecting {} configured stream(s) from {}",
+            c.specs.len(),
+            c.source
+        );
+    }
     let iface =
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
@@ -125,6 +160,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             (mode, _) => mode,
         },
+        expected: configured.map(|c| c.specs).unwrap_or_default(),
     };
     let record = args
         .record
@@ -203,6 +239,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         m.sv.borrow_mut().kernel_drops(report.kernel_drops);
     }
     print!("{}", report.summary());
+    let streams_differ = report
+        .expectations
+        .as_ref()
+        .is_some_and(|e| !e.problems().is_empty());
     if let Some(reference) = reference {
         let j = recording::join_reference(&reference, &joined)?;
         println!(
@@ -219,6 +259,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 j.unknown_streams.join(" ")
             );
         }
+    }
+    if expect_streams && streams_differ {
+        eprintln!("hoptrace sv subscribe: the received streams are not the configured ones (--expect-streams): exit status {EXIT_STREAMS_DIFFER}");
+        return Ok(ExitCode::from(EXIT_STREAMS_DIFFER));
     }
     Ok(ExitCode::SUCCESS)
 }

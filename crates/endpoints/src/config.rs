@@ -58,6 +58,26 @@ pub struct ConfigFile {
     pub ping: PingSection,
     #[serde(default)]
     pub reflect: ReflectSection,
+    /// Streams configured one by one (`[[stream]]` tables): used by
+    /// `sv publish`, `sv pcap` and `sv subscribe` (see [`crate::stream_config`]).
+    #[serde(default)]
+    pub stream: Vec<crate::stream_config::StreamTable>,
+    /// Streams from an SCL file (`[scl]`), as `--scl`, `--ied`, `--svcb`,
+    /// `--frequency`; a relative `file` is relative to the config file.
+    pub scl: Option<SclSection>,
+}
+
+/// `[scl]`: the SCL file and the control blocks to take from it.
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SclSection {
+    pub file: String,
+    #[serde(default)]
+    pub ied: Vec<String>,
+    #[serde(default)]
+    pub svcb: Vec<String>,
+    /// Power system frequency for samples per period (default 50).
+    pub frequency: Option<u16>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -141,6 +161,9 @@ pub struct SubscribeSection {
     /// `--max-disk`: keep the recording under this size ("20GiB").
     #[serde(default, deserialize_with = "option_size")]
     pub max_disk: Option<u64>,
+    /// `--expect-streams`: exit non-zero when the configured streams are
+    /// not exactly what was received.
+    pub expect_streams: Option<bool>,
 }
 
 /// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.

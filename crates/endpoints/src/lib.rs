@@ -17,6 +17,7 @@
 
 pub mod config;
 pub mod e2e_join;
+pub mod expect;
 pub mod pacing;
 pub mod ping;
 pub mod publisher;
@@ -27,5 +28,6 @@ pub mod rx;
 pub mod sample_join;
 pub mod sched;
 pub mod stats;
+pub mod stream_config;
 pub mod subscriber;
 pub mod timestamping;

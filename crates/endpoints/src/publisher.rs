@@ -149,6 +149,35 @@ pub fn refrtm_ns(t: [u8; 8]) -> i64 {
     secs * 1_000_000_000 + ((frac as i128 * 1_000_000_000) >> 24) as i64
 }
 
+/// Refuse streams whose frames the interface cannot send: a frame's
+/// payload (after the Ethernet header and an 802.1Q tag) must fit the MTU
+/// (`/sys/class/net/IFACE/mtu`). A 129-character svID with 8 ASDUs per
+/// frame makes ~1.8 kB frames: valid 9-2, but only on a jumbo-frame network.
+fn check_mtu(iface: &str, plan: &StreamPlan, frame: u64) -> Result<()> {
+    let path = format!("/sys/class/net/{iface}/mtu");
+    let Some(mtu) = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+    else {
+        return Ok(());
+    };
+    let mut buf = Vec::new();
+    for s in 0..plan.streams {
+        let f = plan.frame(s, frame);
+        buf.clear();
+        hoptrace_sv::encode_into(&f, &mut buf).context("encoding an SV frame")?;
+        let payload = buf.len() - 14 - 4 * f.vlans.len();
+        anyhow::ensure!(
+            payload <= mtu,
+            "stream {}: its frames are {} bytes, {payload} after the Ethernet header, more than the MTU {mtu} of {iface}: send fewer ASDUs per frame or a shorter svID, or raise the MTU of every link on the path (ip link set {iface} mtu {})",
+            String::from_utf8_lossy(&plan.sv_id(s)),
+            buf.len(),
+            payload.div_ceil(100) * 100
+        );
+    }
+    Ok(())
+}
+
 /// Publish until the plan's samples are sent or `stop` is set. `on_ready`
 /// is told the TX stamp source once the socket is set up (before the first
 /// frame; an error stops the run); `on_sample` receives every sent sample
@@ -170,6 +199,7 @@ pub fn publish(
     );
     let first_frame = cfg.first_sample / plan.asdu_per_frame as u64;
     let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
+    check_mtu(&cfg.iface, &plan, first_frame)?;
     sock.set_send_buffer(4 << 20);
     sock.set_recv_buffer(16 << 20);
     let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING TX stamps")?;
@@ -213,16 +243,15 @@ pub fn publish(
     let encode = |index: u64, bufs: &mut Vec<Vec<u8>>, offs: &mut Vec<Vec<usize>>| -> Result<()> {
         for s in 0..streams {
             let mut f = plan.frame(s as u16, index + first_frame);
-            if cfg.refrtm {
-                for a in &mut f.asdus {
+            // --refrtm, or a configured stream that carries refrTm: the send time.
+            for a in &mut f.asdus {
+                if cfg.refrtm || a.refr_tm.is_some() {
                     a.refr_tm = Some(REFRTM_PLACEHOLDER);
                 }
             }
             bufs[s].clear();
             hoptrace_sv::encode_into(&f, &mut bufs[s]).context("encoding an SV frame")?;
-            if cfg.refrtm {
-                offs[s] = find_placeholders(&bufs[s]);
-            }
+            offs[s] = find_placeholders(&bufs[s]);
         }
         Ok(())
     };
@@ -256,10 +285,8 @@ pub fn publish(
         }
         let t_sched = tick.deadline_ns + to_rt;
         let t_app = timestamping::realtime_ns();
-        if cfg.refrtm {
-            for s in 0..streams {
-                patch_refrtm(&mut bufs[s], &placeholder_offsets[s], t_app);
-            }
+        for s in 0..streams {
+            patch_refrtm(&mut bufs[s], &placeholder_offsets[s], t_app);
         }
         let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
         let sent = sock
@@ -307,6 +334,43 @@ pub fn publish(
     report.skipped = pacer.stats.skipped;
     report.slip_ns = pacer.stats.slip_ns;
     Ok(report)
+}
+
+/// Publish several plans at once: one thread, socket and pacer per plan
+/// (streams of different frame rates, e.g. an SCL file's 4000/s 1-ASDU and
+/// 12800/s 8-ASDU control blocks, cannot share one pacer). `on_ready` and
+/// `on_sample` are shared by the threads (the caller serialises them); an
+/// error in one thread stops the others. One plan runs on this thread.
+pub fn publish_all(
+    cfgs: &[PublishConfig],
+    stop: &AtomicBool,
+    on_ready: &(dyn Fn(StampSource) -> Result<()> + Sync),
+    on_sample: &(dyn Fn(SentSample) + Sync),
+) -> Result<Vec<PublishReport>> {
+    if let [cfg] = cfgs {
+        return Ok(vec![publish(cfg, stop, on_ready, on_sample)?]);
+    }
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = cfgs
+            .iter()
+            .map(|cfg| {
+                scope.spawn(move || {
+                    let r = publish(cfg, stop, on_ready, on_sample);
+                    if r.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .map_err(|_| anyhow::anyhow!("a publishing thread panicked"))?
+            })
+            .collect()
+    })
 }
 
 impl PublishReport {

@@ -39,7 +39,7 @@ pub struct PublisherRecorder {
 /// (TAI when PTP-disciplined) with hardware stamps.
 pub fn publisher_recorder(
     dir: Option<&Path>,
-    rate: u32,
+    rate: Option<u32>,
     source: StampSource,
 ) -> Result<PublisherRecorder> {
     let writer = match dir {
@@ -55,7 +55,7 @@ pub fn publisher_recorder(
                 ),
             )];
             let mut meta = RecordingMeta::for_this_host("sv-publish", hops);
-            meta.rate = Some(rate);
+            meta.rate = rate;
             meta.extra_columns = vec![ExtraColumn::new(
                 "t_sched",
                 "scheduled send time of the instant, ns CLOCK_REALTIME (paced on CLOCK_TAI, converted with the kernel TAI offset)",
@@ -327,7 +327,7 @@ mod tests {
     /// A publisher recording of one stream, 3 wraps at 4000/s, sample `n`
     /// sent at `base + n * 250 us`.
     fn reference(dir: &Path, base: i64) {
-        let mut rec = publisher_recorder(Some(dir), 4000, StampSource::Software).unwrap();
+        let mut rec = publisher_recorder(Some(dir), Some(4000), StampSource::Software).unwrap();
         for n in 0..12_000u64 {
             let t = base + n as i64 * 250_000;
             rec.push(&SentSample {

@@ -31,7 +31,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
-use hoptrace_os::stamps::{Stamps, SOF_TIMESTAMPING_RAW_HARDWARE};
+use hoptrace_os::stamps::{Stamps, VlanTci, SOF_TIMESTAMPING_RAW_HARDWARE};
 use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
 
@@ -47,6 +47,10 @@ const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_TS_SOFTWARE: u32 = 1 << 29;
 const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
+/// `tp_vlan_tci` holds the tag the kernel stripped.
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+/// `tp_vlan_tpid` holds its TPID.
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 
 /// Size of `struct tpacket3_hdr`, aligned (`TPACKET_ALIGN`, 16 bytes).
 const TPACKET3_HDRLEN: usize = 48;
@@ -230,11 +234,21 @@ impl RxRing {
             let avail = bs.saturating_sub(off + mac);
             let data_len = (snaplen as usize).min(avail);
             let data = unsafe { std::slice::from_raw_parts(h.add(mac), data_len) };
+            // hv1 of tpacket3_hdr: tp_vlan_tci at +32, tp_vlan_tpid at +36.
+            let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| VlanTci {
+                tpid: if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    unsafe { std::ptr::read_unaligned(h.add(36) as *const u16) }
+                } else {
+                    0x8100
+                },
+                tci: rd(32) as u16,
+            });
             each(RxFrame {
                 data,
                 stamps,
                 pkttype,
                 truncated: (len as usize) > data_len,
+                vlan,
             });
             if next == 0 {
                 break;

@@ -14,7 +14,7 @@
 
 use std::io;
 
-use hoptrace_os::stamps::{parse_cmsgs, Stamps, CONTROL_LEN};
+use hoptrace_os::stamps::{parse_cmsgs, vlan_from_cmsgs, Stamps, VlanTci, CONTROL_LEN};
 use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
 
@@ -110,6 +110,27 @@ pub struct RxFrame<'a> {
     /// `sll_pkttype` (PACKET_HOST, PACKET_MULTICAST, PACKET_OUTGOING, ...).
     pub pkttype: u8,
     pub truncated: bool,
+    /// The 802.1Q tag the kernel (or NIC) stripped before the socket saw
+    /// the frame (`PACKET_AUXDATA`, or the ring's `tp_vlan_tci`).
+    pub vlan: Option<VlanTci>,
+}
+
+impl RxFrame<'_> {
+    /// The frame as it was on the wire, with the stripped VLAN tag put
+    /// back after the MAC addresses, into `out` (`data` when untagged).
+    pub fn wire<'o>(&'o self, out: &'o mut Vec<u8>) -> &'o [u8] {
+        match self.vlan {
+            Some(tag) if self.data.len() >= 12 => {
+                out.clear();
+                out.extend_from_slice(&self.data[..12]);
+                out.extend_from_slice(&tag.tpid.to_be_bytes());
+                out.extend_from_slice(&tag.tci.to_be_bytes());
+                out.extend_from_slice(&self.data[12..]);
+                out
+            }
+            _ => self.data,
+        }
+    }
 }
 
 /// Reusable buffers for `recvmmsg`.
@@ -199,6 +220,7 @@ impl RxBatch {
             stamps: unsafe { parse_cmsgs(&m.msg_hdr) },
             pkttype: self.addrs[i].sll_pkttype,
             truncated: len > FRAME_CAPACITY,
+            vlan: unsafe { vlan_from_cmsgs(&m.msg_hdr) },
         }
     }
 }

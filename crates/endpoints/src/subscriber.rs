@@ -16,6 +16,10 @@
 //! * when the ASDU carries refrTm (publisher `--refrtm`, the send time), the
 //!   end-to-end latency T4 - refrTm is recorded as well.
 //!
+//! With configured streams (`expected`, from SCL or a config file), every
+//! sample is also checked against its stream's configuration, and the
+//! configured rate gives the smpCnt wrap (see [`crate::expect`]).
+//!
 //! Frames that do not decode are counted as malformed (never a panic).
 //! Frames the kernel dropped before we read them show as lost samples.
 
@@ -27,9 +31,10 @@ use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
 use hoptrace_sv::{MacAddr, SampleKind, SampleTracker, StreamCounters};
 
+use crate::expect::Expectations;
 use crate::publisher::refrtm_ns;
 use crate::ring::kernel_stats;
-use crate::rx::{Receiver, RxFrame, RxMode};
+use crate::rx::{Receiver, RxFrame, RxMode, FRAME_CAPACITY};
 use crate::stats::{summary, SignedHistogram};
 use crate::timestamping::{self, stamp_of};
 
@@ -48,6 +53,8 @@ pub struct SubscribeConfig {
     pub status_every: Option<Duration>,
     /// Receive path (TPACKET_V3 ring by default, or recvmmsg).
     pub rx_mode: RxMode,
+    /// Configured streams to check every sample against (empty: none).
+    pub expected: Vec<hoptrace_sv::StreamSpec>,
 }
 
 /// One received sample (one ASDU), for the recording.
@@ -107,6 +114,8 @@ pub struct SubscribeReport {
     pub stamp_source: StampSource,
     pub t_sub: SignedHistogram,
     pub end_to_end: SignedHistogram,
+    /// The configured streams and what arrived (None: nothing configured).
+    pub expectations: Option<Expectations>,
 }
 
 impl SubscribeReport {
@@ -124,6 +133,7 @@ impl SubscribeReport {
             stamp_source: source,
             t_sub: SignedHistogram::default(),
             end_to_end: SignedHistogram::default(),
+            expectations: None,
         }
     }
 
@@ -145,8 +155,11 @@ impl SubscribeReport {
     pub fn status_line(&self) -> String {
         let t = self.totals();
         format!(
-            "streams {} received {} lost {} dup {} reordered {} malformed {} kernel drops {} | T_sub {}",
+            "streams {}{} received {} lost {} dup {} reordered {} malformed {} kernel drops {} | T_sub {}",
             self.streams.len(),
+            self.expectations
+                .as_ref()
+                .map_or(String::new(), |e| format!(" ({})", e.status())),
             t.received,
             t.lost,
             t.duplicated,
@@ -210,6 +223,20 @@ impl SubscribeReport {
                 self.end_to_end.summary()
             ));
         }
+        if let Some(e) = &self.expectations {
+            let problems = e.problems();
+            s.push_str(&format!(
+                "configured streams: {}; {}\n",
+                e.status(),
+                match problems.len() {
+                    0 => "every configured stream as configured".to_string(),
+                    n => format!("{n} problem(s):"),
+                }
+            ));
+            for p in problems {
+                s.push_str(&format!("  {p}\n"));
+            }
+        }
         s
     }
 }
@@ -224,7 +251,14 @@ pub fn subscribe(
     mut on_status: impl FnMut(&SubscribeReport),
     mut on_sample: impl FnMut(ReceivedSample),
 ) -> Result<SubscribeReport> {
-    let sock = PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
+    // Configured streams are checked on the frame as it was on the wire,
+    // VLAN tag included: that takes a tap socket (see
+    // `PacketSocket::open_with_vlan_tags`).
+    let sock = if cfg.expected.is_empty() {
+        PacketSocket::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?
+    } else {
+        PacketSocket::open_with_vlan_tags(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?
+    };
     sock.set_recv_buffer(64 << 20);
     sock.set_recv_timeout(Duration::from_millis(100))?;
     let source =
@@ -243,9 +277,13 @@ pub fn subscribe(
     let _ = kernel_stats(sock.raw_fd());
     let mut report = SubscribeReport::new(source);
     report.rx_path = rx.describe();
+    if !cfg.expected.is_empty() {
+        report.expectations = Some(Expectations::new(&cfg.expected));
+    }
     let start = std::time::Instant::now();
     let mut next_status = cfg.status_every.map(|d| start + d);
     let mut last = 0usize;
+    let mut wire = Vec::with_capacity(FRAME_CAPACITY + 4);
     on_ready(source, &report.rx_path);
     while !stop.load(Ordering::Relaxed) {
         if cfg.duration.is_some_and(|d| start.elapsed() >= d) {
@@ -262,7 +300,15 @@ pub fn subscribe(
             }
         }
         rx.receive(&sock, |f| {
-            handle_frame(cfg, source, &mut report, &mut last, f, &mut on_sample)
+            handle_frame(
+                cfg,
+                source,
+                &mut report,
+                &mut last,
+                &mut wire,
+                f,
+                &mut on_sample,
+            )
         })
         .context("receiving SV frames")?;
         if cfg.count.is_some_and(|c| report.samples >= c) {
@@ -282,6 +328,7 @@ fn handle_frame(
     source: StampSource,
     report: &mut SubscribeReport,
     last: &mut usize,
+    wire: &mut Vec<u8>,
     f: RxFrame<'_>,
     on_sample: &mut impl FnMut(ReceivedSample),
 ) {
@@ -298,7 +345,14 @@ fn handle_frame(
     if t_rx.is_none() {
         report.missing_rx_stamp += 1;
     }
-    let decoded = hoptrace_sv::decode(f.data);
+    // Configured streams are checked with their VLAN tag (the others are
+    // decoded as received, without rebuilding the frame).
+    let data = if report.expectations.is_some() {
+        f.wire(wire)
+    } else {
+        f.data
+    };
+    let decoded = hoptrace_sv::decode(data);
     let t_app = timestamping::realtime_ns();
     let frame = match decoded {
         Ok(fr) => fr,
@@ -326,6 +380,9 @@ fn handle_frame(
         }
     };
     for a in frame.asdus() {
+        if let Some(e) = report.expectations.as_mut() {
+            e.observe(&frame, &a);
+        }
         if !cfg.streams.is_empty() && !cfg.streams.iter().any(|s| s.as_bytes() == a.sv_id) {
             report.filtered_out += 1;
             continue;
@@ -338,11 +395,7 @@ fn handle_frame(
             _ => match report.streams.iter().position(same) {
                 Some(i) => i,
                 None => {
-                    let wrap = a
-                        .smp_rate
-                        .map(|r| r as u32)
-                        .filter(|&r| r > 0)
-                        .unwrap_or(cfg.default_rate);
+                    let wrap = stream_wrap(cfg, report.expectations.as_ref(), &frame, &a);
                     report.streams.push(StreamStats {
                         sv_id: a.sv_id.to_vec(),
                         dst: frame.dst,
@@ -383,4 +436,25 @@ fn handle_frame(
             counters: st.counters(),
         });
     }
+}
+
+/// smpCnt wrap of a new stream: its configured rate; else the smpRate its
+/// ASDUs carry, when they carry it in samples per second (smpMod 1, or no
+/// smpMod: 9-2LE streams send samples per second there); else `--rate`.
+fn stream_wrap(
+    cfg: &SubscribeConfig,
+    expected: Option<&Expectations>,
+    frame: &hoptrace_sv::SvFrame<'_>,
+    a: &hoptrace_sv::Asdu<'_>,
+) -> u32 {
+    if let Some(wrap) = expected
+        .and_then(|e| e.find(frame.dst, frame.appid, a.sv_id))
+        .and_then(|s| s.spec.smp_cnt_wrap())
+    {
+        return wrap;
+    }
+    a.smp_rate
+        .map(|r| r as u32)
+        .filter(|&r| r > 0 && a.smp_mod.is_none_or(|m| m == 1))
+        .unwrap_or(cfg.default_rate)
 }

@@ -135,6 +135,62 @@ impl Received {
     }
 }
 
+/// Keep only frames whose `skb->protocol` (the ethertype after any VLAN
+/// tag the kernel took off) is `proto`: classic BPF
+/// `ldh [SKF_AD_PROTOCOL]; jeq proto, accept, drop`.
+fn attach_protocol_filter(fd: RawFd, proto: u16) -> io::Result<()> {
+    const SKF_AD_OFF: u32 = 0xFFFF_F000; // -0x1000
+    const SKF_AD_PROTOCOL: u32 = 0;
+    let code = [
+        // BPF_LD | BPF_H | BPF_ABS
+        libc::sock_filter {
+            code: 0x28,
+            jt: 0,
+            jf: 0,
+            k: SKF_AD_OFF + SKF_AD_PROTOCOL,
+        },
+        // BPF_JMP | BPF_JEQ | BPF_K
+        libc::sock_filter {
+            code: 0x15,
+            jt: 0,
+            jf: 1,
+            k: proto as u32,
+        },
+        // BPF_RET | BPF_K: whole frame
+        libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: 0xFFFF_FFFF,
+        },
+        // BPF_RET | BPF_K: drop
+        libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: code.len() as u16,
+        filter: code.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prog points at `code`, alive for the call; the kernel copies it.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &prog as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn ifreq_for(iface: &str) -> libc::ifreq {
     // SAFETY: an all-zero ifreq is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -178,13 +234,48 @@ impl PacketSocket {
     /// namespace) receiving `ethertype` frames ([`ETH_P_ALL`] for every
     /// frame, `0` for none). The interface must exist and be up.
     pub fn open(iface: &str, ethertype: u16) -> Result<Self, SocketError> {
+        Self::open_filtered(iface, ethertype, ethertype, None)
+    }
+
+    /// Open a raw socket on `iface` receiving `ethertype` frames *with
+    /// their VLAN tag*, tagged or not (see [`Received::vlan`]).
+    ///
+    /// A socket bound to one ethertype sees a frame after the kernel's VLAN
+    /// code: when no VLAN interface takes the frame's VLAN id, the kernel
+    /// removes the tag from the frame and then forgets it
+    /// (`__vlan_hwaccel_clear_tag` in `__netif_receive_skb_core`), so its
+    /// `PACKET_AUXDATA` carries none. A socket bound to [`ETH_P_ALL`] is a
+    /// tap, served before that point with the tag still attached. So this
+    /// socket is bound to `ETH_P_ALL`, with a classic BPF filter that keeps
+    /// the frames whose protocol (after the tag) is `ethertype`, attached
+    /// before the bind so no other frame is ever queued, and reports the
+    /// tags. Outgoing frames are seen too (`PACKET_OUTGOING`).
+    pub fn open_with_vlan_tags(iface: &str, ethertype: u16) -> Result<Self, SocketError> {
+        let sock = Self::open_filtered(iface, 0, ETH_P_ALL, Some(ethertype))?;
+        sock.report_vlan_tags().map_err(|err| SocketError::Io {
+            what: "setsockopt(PACKET_AUXDATA)",
+            iface: iface.to_string(),
+            err,
+        })?;
+        Ok(PacketSocket { ethertype, ..sock })
+    }
+
+    /// `socket(2)` with `socket_proto`, an optional filter on the protocol,
+    /// then `bind(2)` with `bind_proto`.
+    fn open_filtered(
+        iface: &str,
+        socket_proto: u16,
+        bind_proto: u16,
+        only_protocol: Option<u16>,
+    ) -> Result<Self, SocketError> {
+        let ethertype = bind_proto;
         let ifindex = interface_index(iface)? as i32;
         // SAFETY: plain socket(2) call; the descriptor is owned right after.
         let raw = unsafe {
             libc::socket(
                 libc::AF_PACKET,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                ethertype.to_be() as libc::c_int,
+                socket_proto.to_be() as libc::c_int,
             )
         };
         if raw < 0 {
@@ -208,6 +299,9 @@ impl PacketSocket {
         let flags = interface_flags(raw, iface).map_err(|e| io_err("SIOCGIFFLAGS", e))?;
         if flags & libc::IFF_UP == 0 {
             return Err(SocketError::Down(iface.to_string()));
+        }
+        if let Some(proto) = only_protocol {
+            attach_protocol_filter(raw, proto).map_err(|e| io_err("SO_ATTACH_FILTER", e))?;
         }
         // SAFETY: an all-zero sockaddr_ll is valid; fields set below.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };

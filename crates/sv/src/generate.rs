@@ -7,12 +7,23 @@
 //! `stream_index * stream_spacing_ns`: at each instant the N streams' frames
 //! go back to back, then nothing until the next instant. The pcap writer
 //! (`hoptrace sv pcap`) and the live publisher both use it.
+//!
+//! Streams are either numbered (svID = prefix + index, APPID base + index,
+//! destination 01:0C:CD:04:00:index, one VLAN and confRev for all) or
+//! configured one by one as [`StreamSpec`]s (read from SCL, a config file or
+//! the single-stream flags): then each stream's frames carry exactly its
+//! spec's identity and fields ([`StreamSpec::frame_template`],
+//! [`StreamSpec::asdu_template`]). One plan paces one frame rate, so every
+//! configured stream of a plan has the plan's samples per second and ASDUs
+//! per frame; [`StreamPlan::for_specs`] splits a mixed set (a 4000/s 1-ASDU
+//! stream next to a 12800/s 8-ASDU one) into one plan per frame rate.
 
 use crate::encode::encode_into;
 use crate::error::EncodeError;
 use crate::frame::{MacAddr, OwnedAsdu, OwnedSvFrame, VlanTag};
 use crate::identity::StreamId;
 use crate::le::LeWaveform;
+use crate::spec::StreamSpec;
 
 /// Description of the streams to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +54,12 @@ pub struct StreamPlan {
     /// Gap between the frames of consecutive streams within one instant.
     pub stream_spacing_ns: u64,
     pub waveform: LeWaveform,
+    /// Streams configured one by one: when not empty, stream `i` is
+    /// `configured[i]` (svID, APPID, destination, VLAN, confRev, datSet,
+    /// smpSynch, optional fields, simulation, security) and the numbered
+    /// fields above (prefix, APPID base, VLAN, confRev, smpSynch,
+    /// simulation) are not used. Each has this plan's rate and ASDUs per frame.
+    pub configured: Vec<StreamSpec>,
 }
 
 impl Default for StreamPlan {
@@ -64,6 +81,7 @@ impl Default for StreamPlan {
             start_ns: 0,
             stream_spacing_ns: 1_000,
             waveform: LeWaveform::default(),
+            configured: Vec::new(),
         }
     }
 }
@@ -106,15 +124,10 @@ impl StreamPlan {
                 self.asdu_per_frame
             ));
         }
-        let len = self.sv_id(self.streams - 1).len();
-        if self.sv_id(0).is_empty() || len > 65535 / 8 {
-            return bad(format!("svID of {len} bytes: use 1 to {} bytes", 65535 / 8));
-        }
-        if self.appid_base as u32 + self.streams as u32 - 1 > 0xFFFF {
-            return bad(format!(
-                "APPID 0x{:04X} + {} streams exceeds 0xFFFF",
-                self.appid_base, self.streams
-            ));
+        if !self.configured.is_empty() {
+            self.validate_configured()?;
+        } else {
+            self.validate_numbered()?;
         }
         let instant = self.instant_ns(1);
         if self.stream_spacing_ns * (self.streams as u64 - 1) >= instant.max(1) {
@@ -126,17 +139,108 @@ impl StreamPlan {
         Ok(())
     }
 
+    fn validate_numbered(&self) -> Result<(), PlanError> {
+        let bad = |m: String| Err(PlanError::Invalid(m));
+        let len = self.sv_id(self.streams - 1).len();
+        if self.sv_id(0).is_empty() || len > 65535 / 8 {
+            return bad(format!("svID of {len} bytes: use 1 to {} bytes", 65535 / 8));
+        }
+        if self.appid_base as u32 + self.streams as u32 - 1 > 0xFFFF {
+            return bad(format!(
+                "APPID 0x{:04X} + {} streams exceeds 0xFFFF",
+                self.appid_base, self.streams
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every configured stream is valid 9-2 and paced at this plan's rate.
+    fn validate_configured(&self) -> Result<(), PlanError> {
+        let bad = |m: String| Err(PlanError::Invalid(m));
+        if self.configured.len() != self.streams as usize {
+            return bad(format!(
+                "{} streams but {} configured: `streams` must be the number of configured streams",
+                self.streams,
+                self.configured.len()
+            ));
+        }
+        for spec in &self.configured {
+            if let Err(errors) = spec.validate() {
+                let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                return bad(format!("stream {}: {}", spec.sv_id, text.join("; ")));
+            }
+            let per_second = spec.samples_per_second();
+            if per_second != Some(self.rate) || spec.asdus_per_frame != self.asdu_per_frame {
+                return bad(format!(
+                    "stream {} has {} samples/s and {} ASDU(s) per frame, this plan {} and {}: one plan paces one frame rate (StreamPlan::for_specs groups streams)",
+                    spec.sv_id,
+                    per_second.map_or("a fractional number of".to_string(), |r| r.to_string()),
+                    spec.asdus_per_frame,
+                    self.rate,
+                    self.asdu_per_frame
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// One plan per frame rate for `specs` (streams with the same samples
+    /// per second and ASDUs per frame share a plan, in the order they first
+    /// appear), each a copy of `base` with its rate, ASDUs and streams.
+    /// A stream that is not a whole number of samples per second cannot be
+    /// paced (smpCnt counts the samples of one second): an error.
+    pub fn for_specs(
+        specs: &[StreamSpec],
+        base: &StreamPlan,
+    ) -> Result<Vec<StreamPlan>, PlanError> {
+        let mut plans: Vec<StreamPlan> = Vec::new();
+        for spec in specs {
+            let rate = spec.samples_per_second().ok_or_else(|| {
+                PlanError::Invalid(format!(
+                    "stream {}: smpRate {} {} is not a whole number of samples per second: it cannot be paced",
+                    spec.sv_id,
+                    spec.smp_rate,
+                    spec.smp_mod.scl_name()
+                ))
+            })?;
+            let same =
+                |p: &&mut StreamPlan| p.rate == rate && p.asdu_per_frame == spec.asdus_per_frame;
+            match plans.iter_mut().find(same) {
+                Some(p) => p.configured.push(spec.clone()),
+                None => plans.push(StreamPlan {
+                    rate,
+                    asdu_per_frame: spec.asdus_per_frame,
+                    configured: vec![spec.clone()],
+                    ..base.clone()
+                }),
+            }
+        }
+        for p in &mut plans {
+            p.streams = p.configured.len() as u16;
+        }
+        Ok(plans)
+    }
+
     /// svID bytes of stream `i`.
     pub fn sv_id(&self, i: u16) -> Vec<u8> {
+        if let Some(spec) = self.configured.get(i as usize) {
+            return spec.sv_id.as_bytes().to_vec();
+        }
         format!("{}{:0w$}", self.sv_id_prefix, i, w = self.sv_id_index_width).into_bytes()
     }
 
     pub fn dst_mac(&self, i: u16) -> MacAddr {
-        MacAddr::sv_multicast(i)
+        match self.configured.get(i as usize) {
+            Some(spec) => spec.dst_mac,
+            None => MacAddr::sv_multicast(i),
+        }
     }
 
     pub fn appid(&self, i: u16) -> u16 {
-        self.appid_base.wrapping_add(i)
+        match self.configured.get(i as usize) {
+            Some(spec) => spec.appid,
+            None => self.appid_base.wrapping_add(i),
+        }
     }
 
     pub fn stream_id(&self, i: u16) -> StreamId {
@@ -164,21 +268,25 @@ impl StreamPlan {
         let k_samples = self.asdu_per_frame as u64;
         let first = k * k_samples;
         let last = (first + k_samples).min(self.samples.max(first + 1));
-        let sv_id = self.sv_id(s);
-        let asdus = (first..last)
+        let (mut frame, template) = match self.configured.get(s as usize) {
+            Some(spec) => (spec.frame_template(self.src_mac), spec.asdu_template()),
+            None => (
+                self.numbered_frame_template(s),
+                self.numbered_asdu_template(s),
+            ),
+        };
+        frame.asdus = (first..last)
             .map(|n| {
-                let mut a = OwnedAsdu {
-                    sv_id: sv_id.clone(),
-                    smp_cnt: (n % self.rate as u64) as u16,
-                    conf_rev: self.conf_rev,
-                    smp_synch: self.smp_synch,
-                    smp_rate: self.include_smp_rate.then_some(self.rate as u16),
-                    ..Default::default()
-                };
+                let mut a = template.clone();
+                a.smp_cnt = (n % self.rate as u64) as u16;
                 a.set_le_values(&self.waveform.values(n, self.rate));
                 a
             })
             .collect();
+        frame
+    }
+
+    fn numbered_frame_template(&self, s: u16) -> OwnedSvFrame {
         OwnedSvFrame {
             dst: self.dst_mac(s),
             src: self.src_mac,
@@ -187,8 +295,18 @@ impl StreamPlan {
             reserved1: if self.simulation { 0x8000 } else { 0 },
             reserved2: 0,
             security: None,
-            asdus,
+            asdus: Vec::new(),
             trailer: Vec::new(),
+        }
+    }
+
+    fn numbered_asdu_template(&self, s: u16) -> OwnedAsdu {
+        OwnedAsdu {
+            sv_id: self.sv_id(s),
+            conf_rev: self.conf_rev,
+            smp_synch: self.smp_synch,
+            smp_rate: self.include_smp_rate.then_some(self.rate as u16),
+            ..Default::default()
         }
     }
 

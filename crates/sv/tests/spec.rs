@@ -340,3 +340,76 @@ fn a_subscriber_without_a_configured_smp_synch_accepts_any() {
     };
     assert!(expected.verify(&frame, &frame.asdu(3).unwrap()).is_empty());
 }
+
+#[test]
+fn configured_streams_of_different_frame_rates_get_one_plan_each_in_order_of_appearance() {
+    use hoptrace_sv::generate::StreamPlan;
+    let a = le();
+    let mut b = full(); // 256 samples per 50 Hz period, 8 ASDUs: 12800/s
+    b.appid = 0x4002;
+    let mut c = le();
+    c.sv_id = "MU01MU03".into();
+    let mut d = le();
+    d.sv_id = "PerSecond".into();
+    d.smp_mod = SmpMod::SamplesPerSecond;
+    d.smp_rate = 4000; // the same frame rate as a and c
+    let plans = StreamPlan::for_specs(
+        &[a.clone(), b.clone(), c.clone(), d.clone()],
+        &StreamPlan::default(),
+    )
+    .unwrap();
+    let shape: Vec<(u32, u8, u16)> = plans
+        .iter()
+        .map(|p| (p.rate, p.asdu_per_frame, p.streams))
+        .collect();
+    assert_eq!(shape, [(4000, 1, 3), (12800, 8, 1)]);
+    assert_eq!(plans[0].configured, [a, c, d]);
+    for p in &plans {
+        p.validate().unwrap();
+    }
+    // A stream that is not a whole number of samples per second cannot be paced.
+    let mut slow = le();
+    slow.smp_mod = SmpMod::SecondsPerSample;
+    slow.smp_rate = 2;
+    let e = StreamPlan::for_specs(&[slow], &StreamPlan::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("is not a whole number of samples per second"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_plan_of_configured_streams_sends_frames_that_verify_against_their_spec() {
+    use hoptrace_sv::generate::StreamPlan;
+    let spec = full();
+    let plans = StreamPlan::for_specs(
+        std::slice::from_ref(&spec),
+        &StreamPlan {
+            samples: 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let frames: Vec<_> = plans[0].frames().unwrap().collect();
+    assert_eq!(frames.len(), 3, "20 samples, 8 per frame");
+    let mut counts = Vec::new();
+    for f in &frames[..2] {
+        let frame = decode(&f.bytes).unwrap();
+        for asdu in frame.asdus() {
+            assert_eq!(frame.stream_id(&asdu), spec.stream_id());
+            let m = spec.verify(&frame, &asdu);
+            assert!(m.is_empty(), "{m} differ");
+            counts.push(asdu.smp_cnt);
+        }
+    }
+    assert_eq!(counts, (0..16).collect::<Vec<u16>>());
+    // A plan whose configured stream does not have the plan's rate is refused.
+    let mut wrong = plans[0].clone();
+    wrong.rate = 4000;
+    assert!(wrong
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("one plan paces one frame rate"));
+}
