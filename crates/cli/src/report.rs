@@ -1,7 +1,9 @@
 //! `hoptrace report`: statistics, tail, losses and spikes of recordings.
 //!
 //! Thin wiring over `hoptrace_analysis::report`. Exit codes: 0 success (and
-//! gate passed), 2 when `--max-latency` is given and the gate fails, 1 on error.
+//! gate passed), 2 when `--max-latency` is given and the gate fails, 3 when
+//! `--expect-streams` is given and a recording's streams are not the
+//! configured ones (`--scl`, `--config`), 1 on error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use hoptrace_analysis::analyzer::{parse_stage, Config, Window};
 use hoptrace_analysis::report;
+use hoptrace_analysis::report::configured::{self, ConfiguredStream};
 use hoptrace_units::arg;
 
 /// Options shared by `report` and `compare` for the data range.
@@ -91,6 +94,19 @@ pub struct Args {
     /// rt-tests/cyclictest --json shaped histograms (first recording).
     #[arg(long, value_name = "FILE")]
     pub rt_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub scl: crate::sv_streams::SclArgs,
+    /// Power system frequency of SCL rates in samples per period (50 or 60;
+    /// default 50).
+    #[arg(long, value_parser = crate::sv_streams::power_frequency)]
+    pub frequency: Option<u16>,
+    /// TOML file with the configured streams (`[scl]`, `[[stream]]` tables).
+    #[arg(long, value_name = "FILE", conflicts_with = "scl")]
+    pub config: Option<PathBuf>,
+    /// With --scl or --config: exit with status 3 when a recording's
+    /// streams are not the configured ones (missing, unexpected, another rate).
+    #[arg(long)]
+    pub expect_streams: bool,
 }
 
 pub fn config_from(
@@ -114,6 +130,21 @@ pub fn config_from(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let file = args
+        .config
+        .as_deref()
+        .map(hoptrace_endpoints::config::load)
+        .transpose()?;
+    let configured = crate::sv_streams::resolve(
+        &args.scl,
+        args.frequency,
+        None,
+        args.config.as_deref().zip(file.as_ref()),
+    )?;
+    anyhow::ensure!(
+        !args.expect_streams || configured.is_some(),
+        "--expect-streams checks the recordings' streams against configured ones: give --scl FILE or --config FILE"
+    );
     let mut config = config_from(
         args.streams,
         args.stages,
@@ -127,7 +158,28 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let cmd: Vec<String> = std::env::args().collect();
-    let (rep, analyzers) = report::build(&args.recordings, &config, args.max_latency, cmd.clone())?;
+    let (mut rep, analyzers) =
+        report::build(&args.recordings, &config, args.max_latency, cmd.clone())?;
+    if let Some(c) = &configured {
+        let streams: Vec<ConfiguredStream> = c
+            .specs
+            .iter()
+            .zip(&c.labels)
+            .map(|(spec, label)| ConfiguredStream {
+                label: label.clone(),
+                sv_id: spec.sv_id.clone(),
+                per_second: spec.samples_per_second(),
+            })
+            .collect();
+        for run in &mut rep.runs {
+            run.configured = Some(configured::check(run, &streams, &c.source));
+        }
+    }
+    let streams_differ = rep.runs.iter().any(|r| {
+        r.configured
+            .as_ref()
+            .is_some_and(|c| !c.problems.is_empty())
+    });
     if args.summary {
         print!("{}", report::text::render_summary(&rep, args.markdown));
     } else {
@@ -161,6 +213,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(match &rep.gate {
         Some(g) if !g.passed => ExitCode::from(2),
+        _ if args.expect_streams && streams_differ => {
+            ExitCode::from(crate::sv_subscribe::EXIT_STREAMS_DIFFER)
+        }
         _ => ExitCode::SUCCESS,
     })
 }

@@ -90,6 +90,9 @@ pub struct Pacing {
 #[derive(Debug, Clone)]
 pub struct Configured {
     pub specs: Vec<StreamSpec>,
+    /// Where each stream is defined (`MU01/MU/MSVCB01`, `[[stream]] #2`,
+    /// `--svid`), in the order of `specs`.
+    pub labels: Vec<String>,
     /// `station.scd`, `config.toml`, `--svid`: said in the run's first line.
     pub source: String,
 }
@@ -132,9 +135,14 @@ impl OneStreamArgs {
     }
 }
 
-/// Streams of an SCL file, with its warnings printed; every problem of the
-/// selected control blocks is an error (listed, with file:line:column).
-pub fn read_scl(path: &Path, selection: Selection, frequency: u16) -> Result<Vec<StreamSpec>> {
+/// Streams of an SCL file with their control blocks (`IED/LD/NAME`), its
+/// warnings printed; every problem of the selected control blocks is an
+/// error (listed, with file:line:column).
+pub fn read_scl(
+    path: &Path,
+    selection: Selection,
+    frequency: u16,
+) -> Result<Vec<(String, StreamSpec)>> {
     let options = ReadOptions {
         selection,
         nominal_frequency_hz: frequency,
@@ -144,7 +152,14 @@ pub fn read_scl(path: &Path, selection: Selection, frequency: u16) -> Result<Vec
             for w in &read.warnings {
                 eprintln!("warning: {w}");
             }
-            Ok(read.streams.into_iter().map(|s| s.spec).collect())
+            Ok(read
+                .streams
+                .into_iter()
+                .map(|s| {
+                    let cb = &s.control_block;
+                    (format!("{}/{}/{}", cb.ied, cb.ld_inst, cb.name), s.spec)
+                })
+                .collect())
         }
         Err(e @ SclError::Invalid { .. }) => Err(anyhow::anyhow!(
             "{e}\n(`hoptrace sv scl {}` lists what the file defines; --svcb selects control blocks)",
@@ -170,15 +185,19 @@ pub fn resolve(
             ieds: scl.ied.clone(),
             svcbs: scl.svcb.clone(),
         };
-        let specs = read_scl(path, selection, frequency.unwrap_or(50))?;
+        let (labels, specs) = read_scl(path, selection, frequency.unwrap_or(50))?
+            .into_iter()
+            .unzip();
         return Ok(Some(Configured {
             specs,
+            labels,
             source: path.display().to_string(),
         }));
     }
     if let Some(spec) = one {
         return Ok(Some(Configured {
             specs: vec![spec],
+            labels: vec!["--svid".into()],
             source: "--svid".into(),
         }));
     }
@@ -186,25 +205,28 @@ pub fn resolve(
         return Ok(None);
     };
     let mut specs = Vec::new();
+    let mut labels = Vec::new();
     if let Some(s) = &file.scl {
         let scl_path = path.parent().unwrap_or(Path::new(".")).join(&s.file);
         let selection = Selection {
             ieds: s.ied.clone(),
             svcbs: s.svcb.clone(),
         };
-        specs = read_scl(
+        (labels, specs) = read_scl(
             &scl_path,
             selection,
             frequency.or(s.frequency).unwrap_or(50),
         )
-        .with_context(|| format!("[scl] of {}", path.display()))?;
+        .with_context(|| format!("[scl] of {}", path.display()))?
+        .into_iter()
+        .unzip();
     }
     let name = path.display().to_string();
     let tables = stream_config::specs_of(&file.stream, &name).map_err(|errors| {
         let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         anyhow::anyhow!("{}", text.join("\n"))
     })?;
-    for spec in tables {
+    for (i, spec) in tables.into_iter().enumerate() {
         if let Some(other) = specs.iter().find(|s| s.stream_id() == spec.stream_id()) {
             bail!(
                 "{name}: [[stream]] {} has the same destination, APPID and svID as a control block of [scl] {}: define it once",
@@ -213,9 +235,11 @@ pub fn resolve(
             );
         }
         specs.push(spec);
+        labels.push(format!("[[stream]] #{}", i + 1));
     }
     Ok((!specs.is_empty()).then_some(Configured {
         specs,
+        labels,
         source: name,
     }))
 }

@@ -415,3 +415,69 @@ fn exports_csv_hdr_log_rt_json() {
         assert_eq!(in_bins + overflow + negative, cycles, "{t}");
     }
 }
+
+/// `report --config` with the streams of a substation: S1 as configured,
+/// S2 configured at 4800/s but recorded at 4000/s (with 10 lost samples,
+/// which do not change its rate), S3 configured and absent; the text names
+/// exactly those two problems, the JSON carries the check per recording,
+/// and `--expect-streams` turns it into exit status 3.
+#[test]
+fn report_checks_a_recordings_streams_against_the_configured_ones() {
+    let (d, rec) = setup("rep-cfg");
+    let cfg = d.path().join("streams.toml");
+    std::fs::write(
+        &cfg,
+        r#"
+[[stream]]
+svid = "S1"
+appid = 0x4001
+dst_mac = "01:0c:cd:04:00:01"
+[[stream]]
+svid = "S2"
+appid = 0x4002
+dst_mac = "01:0c:cd:04:00:02"
+smp_rate = 4800
+[[stream]]
+svid = "S3"
+appid = 0x4003
+dst_mac = "01:0c:cd:04:00:03"
+"#,
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let js = d.path().join("r.json");
+    let (out, rep) = run_json(
+        &["report", &rec, "--config", cfg, "--expect-streams"],
+        &js,
+        3,
+    );
+    let text = stdout(&out);
+    assert!(text.contains("configured streams (from "), "{text}");
+    let problems: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.ends_with("problem(s):"))
+        .take(3)
+        .collect();
+    assert_eq!(problems[0], "2 problem(s):", "{text}");
+    assert!(
+        problems[1].starts_with("  S2 ([[stream]] #2): rate differs: 40")
+            && problems[1].ends_with(" samples/s, configured 4800/s"),
+        "{text}"
+    );
+    assert_eq!(
+        problems[2], "  S3 ([[stream]] #3): missing: no row",
+        "{text}"
+    );
+    let c = &rep["runs"][0]["configured"];
+    let verdicts: Vec<&str> = c["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["ok", "rate differs", "missing"], "{c}");
+    assert_eq!(c["unexpected"], serde_json::json!([]), "{c}");
+    // Without the gate the same report exits 0.
+    let plain = hoptrace(&["report", &rec, "--config", cfg]);
+    assert_eq!(plain.status.code(), Some(0), "{}", show(&plain));
+}

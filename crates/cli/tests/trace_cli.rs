@@ -376,3 +376,80 @@ fn trace_kernel_stats_plain_prints_per_stream_rows() {
     );
     assert!(!summary.contains("timelines 0"), "{summary}");
 }
+
+/// Two control blocks of one merging unit, untagged, 4000 samples/s.
+const TWO_BLOCKS_SCD: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<SCL xmlns="http://www.iec.ch/61850/2003/SCL" version="2007" revision="B" release="4">
+  <Communication><SubNetwork name="PB"><ConnectedAP iedName="MU01" apName="AP1">
+    <SMV ldInst="MU" cbName="SV1"><Address>
+      <P type="MAC-Address">01-0C-CD-04-00-01</P><P type="APPID">4001</P>
+    </Address></SMV>
+    <SMV ldInst="MU" cbName="SV2"><Address>
+      <P type="MAC-Address">01-0C-CD-04-00-02</P><P type="APPID">4002</P>
+    </Address></SMV>
+  </ConnectedAP></SubNetwork></Communication>
+  <IED name="MU01"><AccessPoint name="AP1"><Server><LDevice inst="MU"><LN0 lnClass="LLN0" inst="">
+    <SampledValueControl name="SV1" smvID="MU01SV1" confRev="1" smpRate="80" nofASDU="1"><SmvOpts/></SampledValueControl>
+    <SampledValueControl name="SV2" smvID="MU01SV2" confRev="1" smpRate="80" nofASDU="1"><SmvOpts/></SampledValueControl>
+  </LN0></LDevice></Server></AccessPoint></IED>
+</SCL>
+"#;
+
+/// `--scl` selects the file's streams by their whole key and names what
+/// differs: with SV1 published from the file and a numbered stream next to
+/// it, the tracer keeps SV1's 500 timelines, names SV2 as missing and
+/// HOPTRACE_SV0 as unexpected, and `--expect-streams` exits with status 3.
+#[test]
+fn trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected_ones() {
+    if !hoptrace_netns::require_privileges(
+        "trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected_ones",
+    ) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ht-trace-scl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scd = dir.join("mu01.scd");
+    std::fs::write(&scd, TWO_BLOCKS_SCD).unwrap();
+    let scd = scd.to_str().unwrap().to_string();
+    let lab = bridge_lab("trscl");
+    let tracer = start_tracer(
+        &lab,
+        &["--scl", &scd, "--expect-streams", "--duration", "8s"],
+    );
+    let exe = env!("CARGO_BIN_EXE_hoptrace");
+    for how in [
+        vec!["--scl", scd.as_str(), "--svcb", "SV1"],
+        vec!["--streams", "1"],
+    ] {
+        let mut a = vec!["lab", "exec", "trscl", "pub", "--", exe, "sv", "publish"];
+        a.extend(["--iface", "eth0", "--samples", "500"]);
+        a.extend(how);
+        let publ = hoptrace(&a);
+        assert!(
+            publ.status.success(),
+            "publish: {}",
+            String::from_utf8_lossy(&publ.stderr)
+        );
+    }
+    let out = tracer.wait_with_output().expect("tracer output");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    let summary = &text[text.find("=== summary").expect("summary")..];
+    assert!(summary.contains("stream MU01SV1: ok 500"), "{summary}");
+    assert!(summary.contains("timelines 500 "), "{summary}");
+    let lines: Vec<&str> = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("configured streams:"))
+        .take(3)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "configured streams: expected 2: present 1, unexpected 1; 2 problem(s):",
+            "  MU01SV2 (01:0c:cd:04:00:02 0x4002): missing: none seen",
+            "  HOPTRACE_SV0 (01:0c:cd:04:00:00 0x4000): unexpected: 500 timelines of a stream that is not configured",
+        ],
+        "{summary}"
+    );
+}

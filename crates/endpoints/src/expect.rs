@@ -20,18 +20,17 @@
 //!   at least twice without reaching `rate - 1` (a 4000/s stream configured
 //!   as 4800/s).
 //!
-//! The key of a frame is matched without allocating; only the first sample
-//! of an unexpected stream and the first difference of each field allocate.
+//! Keys are matched and counted by [`StreamPresence`] (without allocating;
+//! only the first sample of an unexpected stream and the first difference
+//! of each field allocate).
 
-use hoptrace_sv::{Asdu, Checked, MacAddr, StreamId, StreamSpec, SvFrame};
+use hoptrace_sv::{Asdu, Checked, MacAddr, StreamId, StreamPresence, StreamSpec, SvFrame};
 
-/// What is known about one configured stream.
+/// What is checked on one configured stream's samples.
 #[derive(Debug, Clone)]
 pub struct ExpectedStream {
     pub spec: StreamSpec,
     pub id: StreamId,
-    /// Samples (ASDUs) received.
-    pub samples: u64,
     /// Per [`Checked::ALL`] field: samples that differ, and the first difference.
     mismatched: [u64; Checked::ALL.len()],
     first_difference: [Option<String>; Checked::ALL.len()],
@@ -45,13 +44,6 @@ pub struct ExpectedStream {
     pub wraps: u64,
 }
 
-/// A stream that arrived without being configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnexpectedStream {
-    pub id: StreamId,
-    pub samples: u64,
-}
-
 /// One way the received streams differ from the configured ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamProblem {
@@ -60,6 +52,10 @@ pub enum StreamProblem {
     },
     Unexpected {
         stream: StreamId,
+        samples: u64,
+    },
+    /// Unexpected streams beyond those named ([`hoptrace_sv::presence::MAX_UNEXPECTED`]).
+    MoreUnexpected {
         samples: u64,
     },
     Mismatch {
@@ -91,7 +87,7 @@ impl StreamProblem {
     pub fn kind(&self) -> &'static str {
         match self {
             StreamProblem::Missing { .. } => "missing",
-            StreamProblem::Unexpected { .. } => "unexpected",
+            StreamProblem::Unexpected { .. } | StreamProblem::MoreUnexpected { .. } => "unexpected",
             StreamProblem::Mismatch { field, .. } => field.name(),
             StreamProblem::SmpSynchChanged { .. } => "smpSynch change",
             StreamProblem::SmpCntBeyondRate { .. } | StreamProblem::WrapsEarly { .. } => {
@@ -99,16 +95,17 @@ impl StreamProblem {
             }
         }
     }
-    /// The stream the problem is about.
-    pub fn stream(&self) -> &StreamId {
-        match self {
+    /// The stream the problem is about (None: several unnamed ones).
+    pub fn stream(&self) -> Option<&StreamId> {
+        Some(match self {
+            StreamProblem::MoreUnexpected { .. } => return None,
             StreamProblem::Missing { stream }
             | StreamProblem::Unexpected { stream, .. }
             | StreamProblem::Mismatch { stream, .. }
             | StreamProblem::SmpSynchChanged { stream, .. }
             | StreamProblem::SmpCntBeyondRate { stream, .. }
             | StreamProblem::WrapsEarly { stream, .. } => stream,
-        }
+        })
     }
 }
 
@@ -123,6 +120,11 @@ impl std::fmt::Display for StreamProblem {
                 f,
                 "{}: unexpected: {samples} samples of a stream that is not configured",
                 name(stream)
+            ),
+            StreamProblem::MoreUnexpected { samples } => write!(
+                f,
+                "{samples} samples of further unexpected streams (only {} are named)",
+                hoptrace_sv::presence::MAX_UNEXPECTED
             ),
             StreamProblem::Mismatch {
                 stream,
@@ -173,17 +175,10 @@ impl std::fmt::Display for StreamProblem {
 /// The configured streams of a subscriber and what arrived.
 #[derive(Debug, Clone, Default)]
 pub struct Expectations {
+    /// In configuration order, as [`StreamPresence::expected`].
     pub streams: Vec<ExpectedStream>,
-    pub unexpected: Vec<UnexpectedStream>,
-}
-
-/// Which stream a sample belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Belongs {
-    /// Index in [`Expectations::streams`].
-    Expected(usize),
-    /// Index in [`Expectations::unexpected`].
-    Unexpected(usize),
+    /// Samples per configured stream, and the unexpected streams.
+    pub presence: StreamPresence,
 }
 
 impl Expectations {
@@ -194,7 +189,6 @@ impl Expectations {
                 .map(|spec| ExpectedStream {
                     id: spec.stream_id(),
                     spec: spec.clone(),
-                    samples: 0,
                     mismatched: [0; Checked::ALL.len()],
                     first_difference: Default::default(),
                     last_smp_synch: None,
@@ -205,7 +199,7 @@ impl Expectations {
                     wraps: 0,
                 })
                 .collect(),
-            unexpected: Vec::new(),
+            presence: StreamPresence::new(specs.iter().map(StreamSpec::stream_id)),
         }
     }
 
@@ -216,25 +210,11 @@ impl Expectations {
             .find(|s| s.id.matches(dst, appid, sv_id))
     }
 
-    /// Check one sample (`asdu`, one ASDU of `frame`).
-    pub fn observe(&mut self, frame: &SvFrame<'_>, asdu: &Asdu<'_>) -> Belongs {
-        let key = |id: &StreamId| id.matches(frame.dst, frame.appid, asdu.sv_id);
-        let Some(i) = self.streams.iter().position(|s| key(&s.id)) else {
-            let j = match self.unexpected.iter().position(|u| key(&u.id)) {
-                Some(j) => j,
-                None => {
-                    self.unexpected.push(UnexpectedStream {
-                        id: StreamId::new(frame.dst, frame.appid, asdu.sv_id),
-                        samples: 0,
-                    });
-                    self.unexpected.len() - 1
-                }
-            };
-            self.unexpected[j].samples += 1;
-            return Belongs::Unexpected(j);
-        };
+    /// Check one sample (`asdu`, one ASDU of `frame`); the index of its
+    /// configured stream, or None for an unexpected one.
+    pub fn observe(&mut self, frame: &SvFrame<'_>, asdu: &Asdu<'_>) -> Option<usize> {
+        let i = self.presence.observe(frame.dst, frame.appid, asdu.sv_id)?;
         let s = &mut self.streams[i];
-        s.samples += 1;
         let differs = s.spec.verify(frame, asdu);
         for (n, field) in Checked::ALL.into_iter().enumerate() {
             if differs.contains(field) {
@@ -260,20 +240,20 @@ impl Expectations {
         }
         s.last_smp_cnt = Some(asdu.smp_cnt);
         s.max_smp_cnt = s.max_smp_cnt.max(asdu.smp_cnt);
-        Belongs::Expected(i)
+        Some(i)
     }
 
-    /// Configured streams of which samples arrived.
-    pub fn present(&self) -> usize {
-        self.streams.iter().filter(|s| s.samples > 0).count()
+    /// Samples received of configured stream `i`.
+    pub fn samples(&self, i: usize) -> u64 {
+        self.presence.expected[i].1
     }
 
     /// Every difference between the configured and the received streams,
     /// configured streams first (in configuration order), then unexpected ones.
     pub fn problems(&self) -> Vec<StreamProblem> {
         let mut out = Vec::new();
-        for s in &self.streams {
-            if s.samples == 0 {
+        for (i, s) in self.streams.iter().enumerate() {
+            if self.samples(i) == 0 {
                 out.push(StreamProblem::Missing {
                     stream: s.id.clone(),
                 });
@@ -313,10 +293,15 @@ impl Expectations {
                 }
             }
         }
-        for u in &self.unexpected {
+        for (id, samples) in &self.presence.unexpected {
             out.push(StreamProblem::Unexpected {
-                stream: u.id.clone(),
-                samples: u.samples,
+                stream: id.clone(),
+                samples: *samples,
+            });
+        }
+        if self.presence.unexpected_overflow > 0 {
+            out.push(StreamProblem::MoreUnexpected {
+                samples: self.presence.unexpected_overflow,
             });
         }
         out
@@ -324,12 +309,7 @@ impl Expectations {
 
     /// `expected 5: present 4, unexpected 1`: for a status line.
     pub fn status(&self) -> String {
-        format!(
-            "expected {}: present {}, unexpected {}",
-            self.streams.len(),
-            self.present(),
-            self.unexpected.len()
-        )
+        self.presence.status()
     }
 }
 
@@ -374,8 +354,8 @@ mod tests {
         let mut e = Expectations::new(&specs);
         feed(&mut e, &plan(specs, 9000));
         assert_eq!(e.problems(), vec![]);
-        assert_eq!(e.present(), 2);
-        assert_eq!(e.streams[0].samples, 9000);
+        assert_eq!(e.presence.present(), 2);
+        assert_eq!(e.samples(0), 9000);
         assert_eq!(e.streams[0].wraps, 2);
     }
 
@@ -422,7 +402,7 @@ mod tests {
         feed(&mut e, &plan(vec![sim, spec("X", 0x4009, 9)], 10));
         let kinds: Vec<&str> = e.problems().iter().map(|p| p.kind()).collect();
         assert_eq!(kinds, ["simulation", "unexpected"]);
-        assert_eq!(e.unexpected[0].samples, 10);
+        assert_eq!(e.presence.unexpected[0].1, 10);
         assert_eq!(e.status(), "expected 1: present 1, unexpected 1");
     }
 

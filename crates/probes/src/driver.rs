@@ -74,6 +74,9 @@ pub struct TraceSummary {
     pub prog_ids: Vec<u32>,
     /// The in-kernel per-stage histograms at exit.
     pub kernel: KernelHists,
+    /// `configured`: the timelines seen per configured stream, and the
+    /// streams seen that are not configured.
+    pub presence: Option<hoptrace_sv::StreamPresence>,
     /// `--kernel-stats`: the per-stream figures at exit.
     pub kernel_streams: Option<KernelStreams>,
     /// `--explain`: every explained stage (only with `keep_timelines`).
@@ -118,6 +121,22 @@ impl Run<'_> {
         for mut t in tls {
             if !self.opts.streams.is_empty() && !self.opts.streams.contains(&t.stream) {
                 continue;
+            }
+            if let Some(p) = self.summary.presence.as_mut() {
+                let configured = match &t.identity {
+                    PacketIdentity::Sv {
+                        dst_mac,
+                        app_id,
+                        sv_id,
+                        ..
+                    } => p
+                        .observe(hoptrace_sv::MacAddr(*dst_mac), *app_id, sv_id)
+                        .is_some(),
+                    _ => false,
+                };
+                if !configured {
+                    continue;
+                }
             }
             if self.select.len() != t.hops.len() {
                 t.hops = self.select.iter().map(|&i| t.hops[i]).collect();
@@ -462,12 +481,17 @@ impl<'a> Run<'a> {
         let ks_names = opts
             .kernel_stats
             .then(|| (devices.clone(), reasons.clone()));
-        let assembler = Assembler::new(
+        let mut assembler = Assembler::new(
             opts.profile,
             devices,
             reasons,
             opts.rate,
             opts.linger.as_nanos() as u64,
+        );
+        assembler.set_stream_wraps(
+            opts.configured
+                .iter()
+                .filter_map(|spec| Some((spec.sv_id.as_bytes().to_vec(), spec.smp_cnt_wrap()?))),
         );
         let all_hops: Vec<&'static str> = assembler.hops().to_vec();
         let select = select_hops(opts, &all_hops)?;
@@ -483,7 +507,17 @@ impl<'a> Run<'a> {
             live,
             assembler,
             writer: None,
-            summary: TraceSummary::default(),
+            summary: TraceSummary {
+                // --kernel-stats has no timelines: its streams are selected by svID.
+                presence: (!opts.configured.is_empty() && !opts.kernel_stats).then(|| {
+                    hoptrace_sv::StreamPresence::new(
+                        opts.configured
+                            .iter()
+                            .map(hoptrace_sv::StreamSpec::stream_id),
+                    )
+                }),
+                ..Default::default()
+            },
             started: Instant::now(),
             last_block: Instant::now(),
             count: 0,
@@ -593,6 +627,23 @@ impl<'a> Run<'a> {
         if let Some(x) = &self.explaining {
             writeln!(out, "{}", x.summary())?;
         }
+        if let Some(p) = &self.summary.presence {
+            let problems = p.problems("timelines");
+            writeln!(
+                out,
+                "configured streams: {}; {}",
+                p.status(),
+                if problems.is_empty() {
+                    "every configured stream seen, no other".to_string()
+                } else {
+                    format!("{} problem(s):", problems.len())
+                }
+            )?;
+            for line in problems {
+                writeln!(out, "  {line}")?;
+            }
+        }
+
         if let Some((stream, w)) = stats
             .streams
             .iter()

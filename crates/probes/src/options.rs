@@ -56,6 +56,11 @@ pub struct TraceOptions {
     pub metrics: Option<std::net::SocketAddr>,
     /// `--retain`, `--max-disk`: keep the recording within these.
     pub retention: Option<hoptrace_record::retention::Retention>,
+    /// `--scl`: the configured streams. Only their timelines are kept (by
+    /// destination, APPID and svID), each stream's smpCnt wraps at its own
+    /// rate, and the summary names the configured streams never seen and
+    /// the streams seen that are not configured (empty: no configuration).
+    pub configured: Vec<hoptrace_sv::StreamSpec>,
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when

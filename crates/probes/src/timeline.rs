@@ -107,6 +107,8 @@ pub struct Assembler {
     /// svID -> (reference smpCnt, its epoch).
     epochs: HashMap<Vec<u8>, (u16, u32)>,
     rate: u32,
+    /// svID -> its own smpCnt wrap (configured streams); others wrap at `rate`.
+    wraps: HashMap<Vec<u8>, u32>,
     linger_ns: u64,
     newest_ts: u64,
     /// Event time of the last expiry scan (scans run every `linger_ns / 4`).
@@ -135,6 +137,7 @@ impl Assembler {
             skb_dest: HashMap::new(),
             epochs: HashMap::new(),
             rate: rate.max(1),
+            wraps: HashMap::new(),
             linger_ns,
             newest_ts: 0,
             last_scan_ts: 0,
@@ -379,8 +382,18 @@ impl Assembler {
         }
     }
 
+    /// Streams whose smpCnt wraps at their own rate (svID, wrap), e.g. an
+    /// SCL file's 4000/s and 12800/s streams traced together.
+    pub fn set_stream_wraps(&mut self, wraps: impl IntoIterator<Item = (Vec<u8>, u32)>) {
+        self.wraps = wraps.into_iter().map(|(s, w)| (s, w.max(1))).collect();
+    }
+
+    fn wrap_of(&self, sv_id: &[u8]) -> u32 {
+        self.wraps.get(sv_id).copied().unwrap_or(self.rate)
+    }
+
     fn epoch(&mut self, sv_id: &[u8], smp: u16) -> u32 {
-        let half = (self.rate / 2) as i64;
+        let half = (self.wrap_of(sv_id) / 2) as i64;
         if !self.epochs.contains_key(sv_id) {
             self.epochs.insert(sv_id.to_vec(), (smp, 0));
         }
@@ -401,9 +414,10 @@ impl Assembler {
     fn finish(&mut self, (id, epoch): PacketKey, p: Packet) -> Vec<Timeline> {
         let stream = id.stream();
         let (epoch, seq) = match &id {
-            PacketIdentity::Sv { smp_cnt, .. } => {
-                (epoch, epoch as u64 * self.rate as u64 + *smp_cnt as u64)
-            }
+            PacketIdentity::Sv { sv_id, smp_cnt, .. } => (
+                epoch,
+                epoch as u64 * self.wrap_of(sv_id) as u64 + *smp_cnt as u64,
+            ),
             PacketIdentity::Ping { seq, .. } => (0, *seq),
             PacketIdentity::Other { flow_hash, .. }
             | PacketIdentity::SvMalformed { flow_hash, .. } => (0, *flow_hash as u64),

@@ -71,6 +71,7 @@ mod frame;
 pub mod generate;
 mod identity;
 mod le;
+pub mod presence;
 mod spec;
 mod tracker;
 mod verify;
@@ -84,6 +85,7 @@ pub use frame::{
 };
 pub use identity::{SampleId, StreamId};
 pub use le::{LeWaveform, CURRENT_A_PER_LSB, VOLTAGE_V_PER_LSB};
+pub use presence::StreamPresence;
 pub use spec::{
     AsduFields, SmpMod, SpecError, SpecWarning, StreamSpec, DAT_SET_MAX_LEN, MAX_ASDUS_PER_FRAME,
     SV_APPID_RANGE, SV_DEFAULT_VLAN_PRIORITY, SV_ID_MAX_LEN, SV_MULTICAST_FIRST, SV_MULTICAST_LAST,

@@ -1,6 +1,7 @@
 //! Reports: the model ([`model`]) and its views.
 
 pub mod charts;
+pub mod configured;
 pub mod explained;
 pub mod export;
 pub mod html;

@@ -143,6 +143,9 @@ pub struct RunReport {
     pub explanations: Vec<super::explained::Explanation>,
     /// `trace --explain`: who took the explained time, largest first.
     pub culprits: Vec<super::explained::Culprit>,
+    /// `--scl`/`--config`: the recording's streams against the configured ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configured: Option<super::configured::ConfiguredCheck>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -230,6 +233,7 @@ impl RunReport {
             top: a.top.sorted(),
             explanations: Vec::new(),
             culprits: Vec::new(),
+            configured: None,
         }
     }
 }

@@ -174,6 +174,9 @@ fn render_as(report: &Report, markdown: bool, summary: bool) -> String {
                 t.stream(report, run, s);
             }
         }
+        if let Some(c) = &run.configured {
+            t.configured(c);
+        }
         if run.streams.len() > 1 {
             t.heading(3, &format!("all {} streams", run.streams.len()));
             t.stage_table(report, run.all_streams.iter().map(|s| (&s.stage, &s.stats)));
@@ -315,6 +318,45 @@ struct Text {
 }
 
 impl Text {
+    /// `--scl`/`--config`: each configured stream with its expected and
+    /// observed rate and verdict, then the problems.
+    fn configured(&mut self, c: &crate::report::configured::ConfiguredCheck) {
+        self.heading(3, &format!("configured streams (from {})", c.source));
+        let mut rows = vec![vec![
+            "svID".to_string(),
+            "defined by".into(),
+            "rows".into(),
+            "configured rate".into(),
+            "observed rate".into(),
+            "verdict".into(),
+        ]];
+        for s in &c.streams {
+            rows.push(vec![
+                s.sv_id.clone(),
+                s.label.clone(),
+                s.rows.to_string(),
+                s.expected_per_second
+                    .map_or("-".into(), |r| format!("{r}/s")),
+                s.observed_per_second
+                    .map_or("-".into(), |r| format!("{r:.0}/s")),
+                s.verdict.clone(),
+            ]);
+        }
+        table(&mut self.out, &rows, self.markdown);
+        if c.problems.is_empty() {
+            let _ = writeln!(
+                self.out,
+                "every configured stream present at its rate, no other\n"
+            );
+        } else {
+            let _ = writeln!(self.out, "{} problem(s):", c.problems.len());
+            for p in &c.problems {
+                let _ = writeln!(self.out, "  {p}");
+            }
+            self.out.push('\n');
+        }
+    }
+
     fn heading(&mut self, level: usize, title: &str) {
         if self.markdown {
             let _ = writeln!(self.out, "{} {title}\n", "#".repeat(level));

@@ -34,8 +34,18 @@ pub struct Args {
     #[arg(long)]
     hops: Option<String>,
     /// Only these SV streams (svID).
-    #[arg(long = "stream")]
+    #[arg(long = "stream", conflicts_with = "scl")]
     streams: Vec<String>,
+    #[command(flatten)]
+    scl: crate::sv_streams::SclArgs,
+    /// Power system frequency of SCL rates in samples per period (50 or 60;
+    /// default 50).
+    #[arg(long, value_parser = crate::sv_streams::power_frequency, requires = "scl")]
+    frequency: Option<u16>,
+    /// With --scl: exit with status 3 when a configured stream was not seen
+    /// or a stream that is not configured was (after lost events, status 2).
+    #[arg(long, requires = "scl", conflicts_with = "kernel_stats")]
+    expect_streams: bool,
     /// Also trace other frames: `ether proto 0xNNNN`, `ether dst MAC`, joined with `and`.
     #[arg(long)]
     filter: Option<String>,
@@ -176,6 +186,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
+    let configured = crate::sv_streams::resolve(&args.scl, args.frequency, None, None)?
+        .map(|c| c.specs)
+        .unwrap_or_default();
+    // --kernel-stats has no timelines to match on the whole key: the
+    // configured streams select by svID there.
+    let streams = if args.kernel_stats && !configured.is_empty() {
+        configured.iter().map(|s| s.sv_id.clone()).collect()
+    } else {
+        args.streams
+    };
     // The host checks run before the probes attach (their interval would
     // otherwise be spent with the probes' own load on the CPUs).
     let wants_doctor = args.record.is_some() || args.metrics.is_some();
@@ -201,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ifaces: args.ifaces,
         netns: args.netns,
         profile,
-        streams: args.streams,
+        streams,
         filter,
         duration: args.duration,
         count: args.count,
@@ -223,6 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         per_stream: args.per_stream,
         metrics: args.metrics,
         retention: hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk),
+        configured,
     };
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;
@@ -250,8 +271,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|v| v as &mut dyn hoptrace_probes::driver::LiveView),
     )?;
     let lost = summary.lost.total();
+    let streams_differ = summary
+        .presence
+        .as_ref()
+        .is_some_and(|p| !p.as_configured());
     Ok(if lost > 0 {
         ExitCode::from(2)
+    } else if args.expect_streams && streams_differ {
+        ExitCode::from(crate::sv_subscribe::EXIT_STREAMS_DIFFER)
     } else {
         ExitCode::SUCCESS
     })

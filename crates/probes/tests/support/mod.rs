@@ -165,6 +165,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         per_stream: false,
         metrics: None,
         retention: None,
+        configured: vec![],
     }
 }
 
