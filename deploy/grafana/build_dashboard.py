@@ -110,6 +110,17 @@ def build():
                 ],
             )
         )
+        .with_panel(
+            rate_panel(
+                "Configured streams (--scl, --config): present, unexpected, problems",
+                [
+                    ('sum(hoptrace_sv_configured_streams{state="expected"})', "expected"),
+                    ('sum(hoptrace_sv_configured_streams{state="present"})', "present"),
+                    ('sum(hoptrace_sv_configured_streams{state="unexpected"})', "unexpected"),
+                    ("sum by (stream, problem) (hoptrace_sv_stream_problems)", "{{stream}}: {{problem}}"),
+                ],
+            ).span(24)
+        )
         .with_row(dashboard.Row("Kernel path (hoptrace trace)"))
         .with_panel(latency_heatmap("End to end through the host", "hoptrace_trace_stage_latency_seconds", ',stage="end_to_end"'))
         .with_panel(quantiles("p50 / p99 / p99.9 per stage", "hoptrace_trace_stage_latency_seconds", "stage"))

@@ -130,32 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
     }
 
-    let asdus = args.asdu.or(file.asdu).unwrap_or(1);
-    let vlan = args.vlan.or(file.vlan);
-    let frequency = args.frequency.unwrap_or(50);
-    let mut base = hoptrace_sv::generate::StreamPlan {
-        streams: args.streams.or(file.streams).unwrap_or(1),
-        rate,
-        asdu_per_frame: asdus,
-        vlan,
-        waveform: hoptrace_sv::LeWaveform {
-            frequency_hz: frequency as f64,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    if let Some(p) = args.svid_prefix.clone().or(file.svid_prefix.clone()) {
-        base.sv_id_prefix = p;
-    }
-    let one = args
-        .one
-        .spec(&crate::sv_streams::Pacing { rate, asdus, vlan })?;
-    let config = args.config.as_deref().zip(config_file.as_ref());
-    let configured = crate::sv_streams::resolve(&args.scl, args.frequency, one, config)?;
-    let plans = match &configured {
-        Some(c) => hoptrace_sv::generate::StreamPlan::for_specs(&c.specs, &base)?,
-        None => vec![base],
-    };
+    let (plans, configured) = stream_plans(&args, config_file.as_ref(), &file, rate)?;
     let late_policy = if args.late == "skip" {
         hoptrace_endpoints::pacing::LatePolicy::Skip
     } else {
@@ -221,6 +196,46 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .collect()
         },
     )
+}
+
+/// The plans to publish: one of numbered streams, or one per frame rate of
+/// the configured streams (`--scl`, `--svid`, `[scl]`/`[[stream]]`).
+fn stream_plans(
+    args: &Args,
+    config_file: Option<&config::ConfigFile>,
+    file: &config::PublishSection,
+    rate: u32,
+) -> Result<(
+    Vec<hoptrace_sv::generate::StreamPlan>,
+    Option<crate::sv_streams::Configured>,
+)> {
+    let asdus = args.asdu.or(file.asdu).unwrap_or(1);
+    let vlan = args.vlan.or(file.vlan);
+    let frequency = args.frequency.unwrap_or(50);
+    let mut base = hoptrace_sv::generate::StreamPlan {
+        streams: args.streams.or(file.streams).unwrap_or(1),
+        rate,
+        asdu_per_frame: asdus,
+        vlan,
+        waveform: hoptrace_sv::LeWaveform {
+            frequency_hz: frequency as f64,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    if let Some(p) = args.svid_prefix.clone().or(file.svid_prefix.clone()) {
+        base.sv_id_prefix = p;
+    }
+    let one = args
+        .one
+        .spec(&crate::sv_streams::Pacing { rate, asdus, vlan })?;
+    let config = args.config.as_deref().zip(config_file);
+    let configured = crate::sv_streams::resolve(&args.scl, args.frequency, one, config)?;
+    let plans = match &configured {
+        Some(c) => hoptrace_sv::generate::StreamPlan::for_specs(&c.specs, &base)?,
+        None => vec![base],
+    };
+    Ok((plans, configured))
 }
 
 /// Send with `send` (the generator's `publisher::publish_all` or

@@ -94,24 +94,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .as_ref()
         .map(|c| c.subscribe.clone())
         .unwrap_or_default();
-    let configured = crate::sv_streams::resolve(
-        &args.scl,
-        args.frequency,
-        None,
-        args.config.as_deref().zip(config_file.as_ref()),
-    )?;
-    let expect_streams = args.expect_streams || file.expect_streams.unwrap_or(false);
-    anyhow::ensure!(
-        !expect_streams || configured.is_some(),
-        "--expect-streams checks the received streams against configured ones: give --scl FILE, or `[scl]`/`[[stream]]` in the --config file"
-    );
-    if let Some(c) = &configured {
-        eprintln!(
-            "hoptrace sv subscribe: expecting {} configured stream(s) from {}",
-            c.specs.len(),
-            c.source
-        );
-    }
+    let (configured, expect_streams) = expected_streams(&args, config_file.as_ref(), &file)?;
     let iface =
         args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
             anyhow::anyhow!("--iface is required (or `iface` in the config file)")
@@ -205,6 +188,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             if let Some(m) = &metrics {
                 m.sv.borrow_mut().kernel_drops(r.kernel_drops);
+                m.configured(r);
             }
             if let Some(rec) = rec.borrow_mut().as_mut() {
                 rec.tick();
@@ -237,6 +221,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(m) = &metrics {
         m.sv.borrow_mut().kernel_drops(report.kernel_drops);
+        m.configured(&report);
     }
     print!("{}", report.summary());
     let streams_differ = report
@@ -265,6 +250,34 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_STREAMS_DIFFER));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The configured streams to expect (`--scl`, or `[scl]`/`[[stream]]` in
+/// the config file) and whether `--expect-streams` gates on them.
+fn expected_streams(
+    args: &Args,
+    config_file: Option<&config::ConfigFile>,
+    file: &config::SubscribeSection,
+) -> Result<(Option<crate::sv_streams::Configured>, bool)> {
+    let configured = crate::sv_streams::resolve(
+        &args.scl,
+        args.frequency,
+        None,
+        args.config.as_deref().zip(config_file),
+    )?;
+    let expect_streams = args.expect_streams || file.expect_streams.unwrap_or(false);
+    anyhow::ensure!(
+        !expect_streams || configured.is_some(),
+        "--expect-streams checks the received streams against configured ones: give --scl FILE, or `[scl]`/`[[stream]]` in the --config file"
+    );
+    if let Some(c) = &configured {
+        eprintln!(
+            "hoptrace sv subscribe: expecting {} configured stream(s) from {}",
+            c.specs.len(),
+            c.source
+        );
+    }
+    Ok((configured, expect_streams))
 }
 
 /// `--metrics`: the subscriber's metrics and their endpoint (stopped when
@@ -304,6 +317,29 @@ impl Metrics {
             sv: std::cell::RefCell::new(sv),
             _exporter: exporter,
         })
+    }
+
+    /// The configured streams' counts and current problems.
+    fn configured(&self, r: &subscriber::SubscribeReport) {
+        let Some(e) = &r.expectations else { return };
+        let problems: Vec<(String, String)> = e
+            .problems()
+            .iter()
+            .map(|p| {
+                (
+                    p.stream()
+                        .map_or_else(|| "(others)".to_string(), |s| s.sv_id_lossy()),
+                    p.kind().to_string(),
+                )
+            })
+            .collect();
+        let presence = &e.presence;
+        self.sv.borrow_mut().configured_streams(
+            presence.expected.len(),
+            presence.present(),
+            presence.unexpected.len() + usize::from(presence.unexpected_overflow > 0),
+            &problems,
+        );
     }
 
     fn sample(&self, s: &subscriber::ReceivedSample) {

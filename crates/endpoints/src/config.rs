@@ -34,6 +34,11 @@
 //! iface = "veth1"
 //! ```
 //!
+//! Streams configured one by one go in `[[stream]]` tables, or come from an
+//! SCL file named in `[scl]` (see [`crate::stream_config`] and
+//! `docs/scl.md`); `sv publish`, `sv pcap`, `sv subscribe` and `report`
+//! read them.
+//!
 //! Unknown keys are an error (a typo must not silently do nothing). Values
 //! are checked when the file is read, with the parser of the flag: `vlan` is
 //! the text form of `hoptrace_sv::VlanTag` (`ID[:PRIORITY]`, ID 0..4094,

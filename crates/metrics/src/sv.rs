@@ -6,7 +6,11 @@
 //! subscriber's own summary at that instant; the application latency
 //! T4-T3 and, when the publisher sends refrTm, the end-to-end latency
 //! T4 - refrTm as histograms in seconds. Per run: malformed frames and the
-//! frames the kernel dropped for the socket.
+//! frames the kernel dropped for the socket. With configured streams
+//! (`--scl`, `--config`): how many are expected, present and unexpected,
+//! and a gauge at 1 per current problem (stream, kind: `missing`,
+//! `unexpected`, `confRev`, `VLAN`, `sample rate`, ...), refreshed every
+//! second, so an alert on `hoptrace_sv_stream_problems > 0` names the stream.
 
 use std::collections::HashMap;
 
@@ -14,6 +18,7 @@ use hoptrace_sv::StreamCounters;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -30,7 +35,22 @@ pub const NAMES: &[&str] = &[
     "hoptrace_sv_end_to_end_latency_seconds",
     "hoptrace_sv_malformed_frames_total",
     "hoptrace_sv_kernel_drops_total",
+    "hoptrace_sv_configured_streams",
+    "hoptrace_sv_stream_problems",
 ];
+
+/// `state` of `hoptrace_sv_configured_streams`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
+}
+
+/// One current problem of a configured (or unexpected) stream.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProblemLabels {
+    pub stream: String,
+    pub problem: String,
+}
 
 /// One stream's identity as labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -77,6 +97,8 @@ pub struct SubscriberMetrics {
     malformed: Counter,
     kernel_drops: Counter,
     kernel_drops_exported: u64,
+    configured: Family<StateLabels, Gauge>,
+    problems: Family<ProblemLabels, Gauge>,
     /// By svID, then APPID: found without building labels (no allocation
     /// per sample).
     streams: HashMap<String, Vec<(u16, StreamHandles)>>,
@@ -96,6 +118,8 @@ impl SubscriberMetrics {
             malformed: Counter::default(),
             kernel_drops: Counter::default(),
             kernel_drops_exported: 0,
+            configured: Family::default(),
+            problems: Family::default(),
             streams: HashMap::new(),
         };
         reg.register(
@@ -140,7 +164,46 @@ impl SubscriberMetrics {
             "Frames the kernel dropped for the subscriber's socket (PACKET_STATISTICS)",
             m.kernel_drops.clone(),
         );
+        reg.register(
+            "hoptrace_sv_configured_streams",
+            "Configured streams (--scl, --config) by state: expected, present (samples received), unexpected (received, not configured)",
+            m.configured.clone(),
+        );
+        reg.register(
+            "hoptrace_sv_stream_problems",
+            "1 per current difference between a stream and its configuration (problem: missing, unexpected, a field name such as confRev, sample rate, smpSynch change)",
+            m.problems.clone(),
+        );
         (m, reg)
+    }
+
+    /// The configured streams' state now: counts, and `problems` as
+    /// (stream, kind) pairs; a problem no longer listed is removed.
+    pub fn configured_streams(
+        &mut self,
+        expected: usize,
+        present: usize,
+        unexpected: usize,
+        problems: &[(String, String)],
+    ) {
+        for (state, n) in [
+            ("expected", expected),
+            ("present", present),
+            ("unexpected", unexpected),
+        ] {
+            self.configured
+                .get_or_create(&StateLabels { state })
+                .set(n as i64);
+        }
+        self.problems.clear();
+        for (stream, problem) in problems {
+            self.problems
+                .get_or_create(&ProblemLabels {
+                    stream: stream.clone(),
+                    problem: problem.clone(),
+                })
+                .set(1);
+        }
     }
 
     fn handles(&mut self, sv_id: &str, app_id: u16) -> &mut StreamHandles {
@@ -234,6 +297,7 @@ mod tests {
         m.malformed_frame();
         m.kernel_drops(5);
         m.kernel_drops(7);
+        m.configured_streams(1, 1, 0, &[("MU01".into(), "confRev".into())]);
         let mut text = String::new();
         encode(&mut text, &reg).unwrap();
         let labels = r#"{stream="MU01",app_id="0x4000"}"#;
@@ -255,6 +319,34 @@ mod tests {
         for name in NAMES {
             assert!(text.contains(name), "{name} is exported:\n{text}");
         }
+    }
+
+    #[test]
+    fn configured_stream_problems_are_gauges_that_go_away_when_the_problem_does() {
+        let (mut m, reg) = SubscriberMetrics::new();
+        let problems = vec![
+            ("MU01MU02".to_string(), "confRev".to_string()),
+            ("MU02MUB01".to_string(), "missing".to_string()),
+        ];
+        m.configured_streams(5, 4, 0, &problems);
+        let mut text = String::new();
+        encode(&mut text, &reg).unwrap();
+        for line in [
+            r#"hoptrace_sv_configured_streams{state="expected"} 5"#,
+            r#"hoptrace_sv_configured_streams{state="present"} 4"#,
+            r#"hoptrace_sv_stream_problems{stream="MU01MU02",problem="confRev"} 1"#,
+            r#"hoptrace_sv_stream_problems{stream="MU02MUB01",problem="missing"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        m.configured_streams(5, 5, 0, &problems[..1]);
+        let mut text = String::new();
+        encode(&mut text, &reg).unwrap();
+        assert!(!text.contains("MU02MUB01"), "{text}");
+        assert!(
+            text.contains(r#"hoptrace_sv_configured_streams{state="present"} 5"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@
 
 pub mod interface;
 pub mod packet;
+mod socket_filter;
 pub mod stamps;
 pub mod stop;
 pub mod tracefs;

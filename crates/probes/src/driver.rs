@@ -113,6 +113,22 @@ struct Run<'a> {
     clock: Option<ClockDomain>,
 }
 
+/// Count `id` in `p`; true when it is a configured stream (the others,
+/// and every frame that is not SV, are left out).
+fn configured(p: &mut hoptrace_sv::StreamPresence, id: &PacketIdentity) -> bool {
+    match id {
+        PacketIdentity::Sv {
+            dst_mac,
+            app_id,
+            sv_id,
+            ..
+        } => p
+            .observe(hoptrace_sv::MacAddr(*dst_mac), *app_id, sv_id)
+            .is_some(),
+        _ => false,
+    }
+}
+
 impl Run<'_> {
     /// Select, project, count and record finished timelines (from the
     /// session's events, and once more for those left at exit).
@@ -123,18 +139,7 @@ impl Run<'_> {
                 continue;
             }
             if let Some(p) = self.summary.presence.as_mut() {
-                let configured = match &t.identity {
-                    PacketIdentity::Sv {
-                        dst_mac,
-                        app_id,
-                        sv_id,
-                        ..
-                    } => p
-                        .observe(hoptrace_sv::MacAddr(*dst_mac), *app_id, sv_id)
-                        .is_some(),
-                    _ => false,
-                };
-                if !configured {
+                if !configured(p, &t.identity) {
                     continue;
                 }
             }
@@ -628,20 +633,7 @@ impl<'a> Run<'a> {
             writeln!(out, "{}", x.summary())?;
         }
         if let Some(p) = &self.summary.presence {
-            let problems = p.problems("timelines");
-            writeln!(
-                out,
-                "configured streams: {}; {}",
-                p.status(),
-                if problems.is_empty() {
-                    "every configured stream seen, no other".to_string()
-                } else {
-                    format!("{} problem(s):", problems.len())
-                }
-            )?;
-            for line in problems {
-                writeln!(out, "  {line}")?;
-            }
+            crate::plain::print_presence(out, p)?;
         }
 
         if let Some((stream, w)) = stats

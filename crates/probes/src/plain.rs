@@ -266,3 +266,23 @@ pub(crate) fn print_block(
     }
     kernel_and_lost(out, stats, lost)
 }
+
+/// With configured streams (`trace --scl`): which were seen, which were
+/// not, and which others were.
+pub fn print_presence(out: &mut dyn Write, p: &hoptrace_sv::StreamPresence) -> std::io::Result<()> {
+    let problems = p.problems("timelines");
+    writeln!(
+        out,
+        "configured streams: {}; {}",
+        p.status(),
+        if problems.is_empty() {
+            "every configured stream seen, no other".to_string()
+        } else {
+            format!("{} problem(s):", problems.len())
+        }
+    )?;
+    for line in problems {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
