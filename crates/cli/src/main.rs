@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod archive;
 mod clock;
 mod compare;
 mod correlate;
@@ -56,6 +57,9 @@ enum Command {
     Report(report::Args),
     /// Side-by-side comparison of recordings (one row per configuration).
     Compare(compare::Args),
+    /// Place recordings into one tree partitioned by producer, host and
+    /// day, for DuckDB, polars, Spark or Trino across hosts.
+    Archive(archive::Args),
     /// Join SV frames captured at several points by sample identity.
     Correlate(correlate::Args),
     /// One end-to-end recording (tx -> rx -> app) from a publisher's and a
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => trace::run(a),
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Archive(a) => archive::run(a),
         Command::Correlate(a) => correlate::run(a),
         Command::Join(a) => join::run(a),
         Command::Kvm(a) => kvm::run(a),

@@ -87,6 +87,7 @@
 //! assert_eq!(n, 10);
 //! ```
 
+pub mod archive;
 mod buffer;
 pub mod error;
 pub mod explanations;

@@ -377,6 +377,18 @@ fn list_segment_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// The metadata of one closed segment file (its footer only; no row is read).
+pub fn segment_meta(path: &Path) -> Result<RecordingMeta> {
+    let file = File::open(path).map_err(io_err(path))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+        RecordError::Invalid(format!(
+            "{}: not a readable Parquet segment (truncated or corrupt): {e}",
+            path.display()
+        ))
+    })?;
+    parse_meta(path, &builder)
+}
+
 fn parse_meta(path: &Path, b: &ParquetRecordBatchReaderBuilder<File>) -> Result<RecordingMeta> {
     let kv = b.metadata().file_metadata().key_value_metadata();
     let json = kv

@@ -1,0 +1,200 @@
+//! Recordings of many hosts in one Hive-partitioned tree, for query engines.
+//!
+//! A recording is a directory of Parquet segments on the host that made it.
+//! To query the recordings of a fleet together (DuckDB, Spark, Trino,
+//! polars), their closed files are placed into one tree whose directory
+//! names carry the partition columns, the layout those engines read
+//! directly (`hive_partitioning`):
+//!
+//! ```text
+//! ROOT/<producer>/host=<host>/date=<YYYY-MM-DD>/<recording>-<start ns>-segment-000001.parquet
+//! ROOT/explanations/host=<host>/date=<YYYY-MM-DD>/<recording>-<closed ns>-explain-000001.parquet
+//! ```
+//!
+//! - one table per producer (`sv-subscribe`, `trace`, `sv-publish`, ...):
+//!   their columns differ (each has its own hop columns);
+//! - `host` is the recording's (its metadata), unless told otherwise (a
+//!   recording copied from another machine keeps the host that made it);
+//! - `date` is the UTC day the segment was opened (its metadata's
+//!   `start_realtime_ns`); an explanation file has no metadata and takes
+//!   the day it was closed (its modification time);
+//! - the file name starts with the recording directory's name and the
+//!   segment's opening time, so segments of different recordings of one
+//!   host never collide.
+//!
+//! Files are placed by hard link when the tree is on the same file system
+//! (no copy, no extra space) and copied otherwise (written under a
+//! temporary name, synced, renamed), so a reader never sees half a file.
+//! Only closed files are placed: the open `.partial` segment is left for
+//! the next run. Placing is idempotent: a file already in the tree with the
+//! same size is skipped, a different one with the same name is an error.
+//! With `move_files`, each source file is deleted once placed (the tree
+//! becomes the archive; the recording keeps its open segment).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{io_err, RecordError, Result};
+use crate::retention::{StoredFile, StoredKind};
+
+/// Where and how to place a recording's files.
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    pub root: PathBuf,
+    /// Partition under this host instead of the recording's own.
+    pub host: Option<String>,
+    /// Delete each source file once it is placed.
+    pub move_files: bool,
+}
+
+/// What one recording's archiving did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Archived {
+    /// Files placed in the tree by this run.
+    pub placed: Vec<PathBuf>,
+    /// Files already in the tree (placed by an earlier run).
+    pub already: usize,
+    /// Of the placed files, those copied (the tree is on another file system).
+    pub copied: usize,
+}
+
+/// A partition directory name's value: no `/`, no `=` (Hive's separator),
+/// nothing empty.
+fn partition_value(s: &str) -> String {
+    let v: String = s
+        .chars()
+        .map(|c| {
+            if c == '/' || c == '=' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if v.is_empty() {
+        "unknown".into()
+    } else {
+        v
+    }
+}
+
+fn this_host() -> String {
+    hostname::get().map_or_else(|_| "unknown".into(), |h| h.to_string_lossy().into_owned())
+}
+
+/// UTC day of `ns` since the epoch, `YYYY-MM-DD`.
+fn utc_date(ns: i64) -> String {
+    chrono::DateTime::from_timestamp(ns.div_euclid(1_000_000_000), 0)
+        .map_or_else(|| "unknown".into(), |t| t.format("%Y-%m-%d").to_string())
+}
+
+/// Place the closed files of the recording in `dir` into the tree.
+pub fn archive_recording(dir: &Path, opts: &ArchiveOptions) -> Result<Archived> {
+    let name = dir
+        .file_name()
+        .map(|n| partition_value(&n.to_string_lossy()))
+        .unwrap_or_else(|| "recording".into());
+    let mut files: Vec<(String, StoredKind)> = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if let Some(kind) = StoredFile::kind_of(&file) {
+            files.push((file, kind));
+        }
+    }
+    files.sort();
+    let mut host = opts.host.clone();
+    let mut out = Archived::default();
+    // Segments first: the explanations take the host of their segments.
+    files.sort_by_key(|(_, k)| *k);
+    for (file, kind) in files {
+        let src = dir.join(&file);
+        let (table, h, date, stamp) = match kind {
+            StoredKind::Segment => {
+                let meta = crate::reader::segment_meta(&src)?;
+                let h = host.get_or_insert_with(|| meta.host.clone()).clone();
+                (
+                    partition_value(&meta.producer),
+                    h,
+                    utc_date(meta.start_realtime_ns),
+                    meta.start_realtime_ns,
+                )
+            }
+            StoredKind::Explanations => {
+                let closed = std::fs::metadata(&src)
+                    .and_then(|m| m.modified())
+                    .map_err(io_err(&src))?;
+                let ns = closed
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as i64);
+                // No segment left to say (all archived with --move): the
+                // explanations were written on this host.
+                let h = host.get_or_insert_with(this_host).clone();
+                ("explanations".to_string(), h, utc_date(ns), ns)
+            }
+        };
+        let target_dir = opts
+            .root
+            .join(table)
+            .join(format!("host={}", partition_value(&h)))
+            .join(format!("date={date}"));
+        let target = target_dir.join(format!("{name}-{stamp}-{file}"));
+        match place(&src, &target_dir, &target)? {
+            Placed::Already => out.already += 1,
+            how => {
+                out.copied += usize::from(how == Placed::Copied);
+                out.placed.push(target);
+            }
+        }
+        if opts.move_files {
+            std::fs::remove_file(&src).map_err(io_err(&src))?;
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Placed {
+    Linked,
+    Copied,
+    Already,
+}
+
+/// Put `src` at `target` (in `target_dir`): hard link, else copy through a
+/// temporary name; nothing when the same file is there already.
+fn place(src: &Path, target_dir: &Path, target: &Path) -> Result<Placed> {
+    let src_len = std::fs::metadata(src).map_err(io_err(src))?.len();
+    if let Ok(m) = std::fs::metadata(target) {
+        if m.len() == src_len {
+            return Ok(Placed::Already);
+        }
+        return Err(RecordError::Invalid(format!(
+            "{} is already archived with another size ({} bytes, this one {src_len}): not overwritten",
+            target.display(),
+            m.len()
+        )));
+    }
+    std::fs::create_dir_all(target_dir).map_err(io_err(target_dir))?;
+    if std::fs::hard_link(src, target).is_ok() {
+        return Ok(Placed::Linked);
+    }
+    let tmp = target.with_extension("parquet.copying");
+    std::fs::copy(src, &tmp).map_err(io_err(&tmp))?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, target).map_err(io_err(target))?;
+    Ok(Placed::Copied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_values_keep_the_name_but_not_the_separators() {
+        assert_eq!(partition_value("relay-01"), "relay-01");
+        assert_eq!(partition_value("a/b=c"), "a_b_c");
+        assert_eq!(partition_value(""), "unknown");
+        assert_eq!(utc_date(1_795_475_404_123_456_789), "2026-11-23");
+    }
+}
