@@ -1,7 +1,7 @@
 //! `hoptrace archive REC... --into ROOT`: place recordings' closed files
 //! into one Hive-partitioned tree (`ROOT/<producer>/host=H/date=D/`) that
 //! DuckDB, polars, Spark or Trino query across hosts and days. The layout
-//! and its rules are `hoptrace_record::archive`'s; docs/metrics.md shows the
+//! and its rules are `hoptrace_record::archive`'s; docs/watch.md shows the
 //! queries.
 
 use std::path::PathBuf;
