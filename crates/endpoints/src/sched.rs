@@ -9,16 +9,29 @@ use anyhow::{bail, Result};
 
 /// Pin the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
+    pin_to_cpus(&[cpu])
+}
+
+/// Pin the calling thread to the CPUs `cpus` (threads it starts later
+/// inherit the set: call it first to pin a whole process).
+pub fn pin_to_cpus(cpus: &[usize]) -> Result<()> {
     let online = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let list = cpus
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let mut set = nix::sched::CpuSet::new();
-    if set.set(cpu).is_err() {
-        bail!("--cpu {cpu}: CPU number too large (this machine has {online} CPUs)");
+    for &cpu in cpus {
+        if set.set(cpu).is_err() {
+            bail!("--cpu {list}: CPU {cpu} is too large a number (this machine has {online} CPUs)");
+        }
     }
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
         anyhow::anyhow!(
-            "--cpu {cpu}: sched_setaffinity failed ({e}); CPUs allowed here: see `taskset -p $$` (this machine has {online})"
+            "--cpu {list}: sched_setaffinity failed ({e}); CPUs allowed here: see `taskset -p $$` (this machine has {online})"
         )
     })
 }

@@ -126,6 +126,13 @@ pub struct Args {
     /// (20GiB), deleting the oldest segments first.
     #[arg(long, value_name = "SIZE", value_parser = arg::size, requires = "record")]
     max_disk: Option<u64>,
+    /// Run the tracer's own work (reading the ring buffers, assembling
+    /// timelines, explanations, recording, metrics) only on these CPUs,
+    /// e.g. `0` or `0-1,4`: the housekeeping CPUs, away from the CPUs of
+    /// the traced path, so a late packet does not wait behind the tracer.
+    /// The BPF programs still run where the packets are.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    cpu: Option<CpuList>,
     /// Print the CPU-activity events --explain records and exit.
     #[arg(long)]
     list_cpu_events: bool,
@@ -135,6 +142,20 @@ pub struct Args {
     /// Print which BPF backends load on this kernel and exit.
     #[arg(long)]
     list_backends: bool,
+}
+
+/// The CPUs of `--cpu`.
+#[derive(Debug, Clone)]
+struct CpuList(Vec<usize>);
+
+/// `--cpu`: a CPU list as the kernel writes them (`0`, `0-1,4`).
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    let set = hoptrace_doctor::cpulist::CpuSet::parse_list(s, None)
+        .map_err(|e| format!("`{s}`: {e} (write e.g. 0 or 0-1,4)"))?;
+    if set.is_empty() {
+        return Err(format!("`{s}`: no CPU"));
+    }
+    Ok(CpuList(set.iter().map(|c| c as usize).collect()))
 }
 
 /// Shortest and longest `--linger`.
@@ -171,6 +192,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             hoptrace_cpu::catalogue::describe(hoptrace_cpu::flight::event_presence())
         );
         return Ok(ExitCode::SUCCESS);
+    }
+    // First, so that every thread the tracer starts inherits the CPU set.
+    if let Some(CpuList(cpus)) = &args.cpu {
+        hoptrace_endpoints::sched::pin_to_cpus(cpus)?;
     }
     let profile: Profile = args.profile.parse().map_err(anyhow::Error::msg)?;
     if let Some(h) = &args.hops {
