@@ -453,3 +453,50 @@ fn trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected
         "{summary}"
     );
 }
+
+/// `--cpu 0`: every thread of the tracer (the ring reader, the metrics
+/// server, the explainer) may run on CPU 0 only, while it traces; a CPU
+/// list that does not parse is refused before anything is attached.
+#[test]
+fn trace_cpu_keeps_every_tracer_thread_on_the_cpus_given() {
+    if !hoptrace_netns::require_privileges("trace_cpu_keeps_every_tracer_thread_on_the_cpus_given")
+    {
+        return;
+    }
+    let bad = hoptrace(&["trace", "--cpu", "0-x", "--duration", "1s"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("`0-x`"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let lab = bridge_lab("trcpu");
+    let tracer = start_tracer(
+        &lab,
+        &[
+            "--cpu",
+            "0",
+            "--explain",
+            "1ms",
+            "--metrics",
+            "9477",
+            "--duration",
+            "6s",
+        ],
+    );
+    // `ip netns exec` execs the tracer: the child's pid is the tracer's.
+    let pid = tracer.id();
+    let mut allowed = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status")).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap()
+            .to_string();
+        allowed.push(line.split_whitespace().nth(1).unwrap().to_string());
+    }
+    let summary = tracer_summary(tracer);
+    assert!(allowed.len() >= 2, "threads: {allowed:?}");
+    assert!(allowed.iter().all(|a| a == "0"), "{allowed:?}\n{summary}");
+}
