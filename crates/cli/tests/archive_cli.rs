@@ -24,6 +24,25 @@ fn packets(streams: &[&str], per_stream: u64) -> Vec<Pkt> {
     v
 }
 
+/// `hoptrace archive REC --into ROOT --host HOST [extra...]`.
+fn archive(
+    rec: &std::path::Path,
+    root: &std::path::Path,
+    host: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut a = vec![
+        "archive",
+        rec.to_str().unwrap(),
+        "--into",
+        root.to_str().unwrap(),
+        "--host",
+        host,
+    ];
+    a.extend(extra);
+    hoptrace(&a)
+}
+
 fn duckdb(sql: &str) -> String {
     let out = Command::new("python3")
         .args([
@@ -50,14 +69,7 @@ fn recordings_of_two_hosts_in_one_partitioned_tree_are_queried_together_by_duckd
     let root = d.path().join("tree");
     let day_before = chrono_day();
     for (rec, host) in [(&a, "relay1"), (&b, "relay2")] {
-        let out = hoptrace(&[
-            "archive",
-            rec.to_str().unwrap(),
-            "--into",
-            root.to_str().unwrap(),
-            "--host",
-            host,
-        ]);
+        let out = archive(rec, &root, host, &[]);
         assert!(out.status.success(), "{}", show(&out));
         assert!(stdout(&out).contains("placed 1 file(s)"), "{}", show(&out));
     }
@@ -87,14 +99,7 @@ fn recordings_of_two_hosts_in_one_partitioned_tree_are_queried_together_by_duckd
     assert_eq!(stage, "relay1|20000\nrelay2|20000\n");
 
     // Again: nothing placed twice.
-    let again = hoptrace(&[
-        "archive",
-        a.to_str().unwrap(),
-        "--into",
-        root.to_str().unwrap(),
-        "--host",
-        "relay1",
-    ]);
+    let again = archive(&a, &root, "relay1", &[]);
     assert!(
         stdout(&again)
             .contains("placed 0 file(s) (0 copied, the others hard-linked), 1 already archived"),
@@ -102,15 +107,7 @@ fn recordings_of_two_hosts_in_one_partitioned_tree_are_queried_together_by_duckd
         show(&again)
     );
     // --move: the file leaves the recording once in the tree.
-    let moved = hoptrace(&[
-        "archive",
-        a.to_str().unwrap(),
-        "--into",
-        root.to_str().unwrap(),
-        "--host",
-        "relay1",
-        "--move",
-    ]);
+    let moved = archive(&a, &root, "relay1", &["--move"]);
     assert!(moved.status.success(), "{}", show(&moved));
     let left: Vec<_> = std::fs::read_dir(&a)
         .unwrap()

@@ -435,7 +435,13 @@ fn trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected
     let _ = std::fs::remove_dir_all(&dir);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{text}");
-    let summary = &text[text.find("=== summary").expect("summary")..];
+    let at = text.find("=== summary").expect("summary");
+    // Every second: the configured streams seen so far.
+    assert!(
+        text[..at].contains("configured streams: expected 2: present 1, unexpected 1"),
+        "{text}"
+    );
+    let summary = &text[at..];
     assert!(summary.contains("stream MU01SV1: ok 500"), "{summary}");
     assert!(summary.contains("timelines 500 "), "{summary}");
     let lines: Vec<&str> = summary

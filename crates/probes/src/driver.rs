@@ -407,6 +407,9 @@ impl SessionSink for Run<'_> {
                 } else {
                     print_interval(self.out, &self.stats, &iv, self.started.elapsed(), lost)
                 };
+                if let Some(p) = &self.summary.presence {
+                    let _ = writeln!(self.out, "configured streams: {}", p.status());
+                }
             }
         }
         if self
