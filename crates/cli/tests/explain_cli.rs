@@ -8,7 +8,10 @@
 //! again), the first less the gaps between its clock reads (interrupts,
 //! as osnoise sees them), each within 10 % (+20 us); its largest part where the burst
 //! covers at least half of the stage; the parts add up to the stage; after
-//! the spinner stopped, no explanation names it. (The stage also holds real activity besides the spinner, e.g. the
+//! the spinner stopped, no explanation names it. Where the kernel did not
+//! report the switch to the spinner (this guest's vCPUs skip some), the
+//! time stays `unattributed`: the spinner's part plus that time must still
+//! reach its spin, and no other task may take it. (The stage also holds real activity besides the spinner, e.g. the
 //! reader working off its backlog or a kworker: the explanation names it,
 //! so the spinner's part is compared with its own measured time, not with
 //! the whole stage.)
@@ -258,6 +261,8 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
     let hog_name = format!("hthog/{} (FIFO 50)", hog_tid.lock().unwrap());
     let all = hoptrace_record::read_explanations(&rec).unwrap();
     let mut overlapping = 0;
+    // Stages where the kernel hid the switch to the spinner.
+    let mut hidden = 0;
     for e in &all {
         let total: i64 = e.parts.iter().map(|p| p.ns).sum();
         assert_eq!(total, e.latency_ns(), "parts add up to the stage: {e:?}");
@@ -300,13 +305,28 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
             .map(|p| p.ns)
             .unwrap_or(0);
         let slack = |ns: u64| 0.1 * ns as f64 + 20_000.0;
+        // A switch the kernel did not report (docs/explain.md: this guest's
+        // vCPUs skip some) leaves the time between the last record that
+        // agreed and the one that proved it `unattributed`: the spinner's
+        // time may be in there, never in another task's part.
+        let unreported: i64 = e
+            .parts
+            .iter()
+            .filter(|p| p.kind == "unattributed" && p.name == "no event named the task")
+            .map(|p| p.ns)
+            .sum();
         assert!(
-            hog_part as f64 >= spun as f64 - slack(spun)
-                && hog_part as f64 <= held as f64 + slack(held),
-            "the spinner's part {hog_part} ns is not between its measured spin {spun} ns (less \
-             {gaps} ns of gaps in its clock reads) and its time awake {held} ns inside the stage \
-             (each within 10 % + 20 us): {e:?}"
+            hog_part as f64 <= held as f64 + slack(held)
+                && (hog_part + unreported) as f64 >= spun as f64 - slack(spun),
+            "the spinner's part {hog_part} ns (with {unreported} ns after a switch the kernel did \
+             not report) is not between its measured spin {spun} ns (less {gaps} ns of gaps in \
+             its clock reads) and its time awake {held} ns inside the stage (each within 10 % + \
+             20 us): {e:?}"
         );
+        if unreported as f64 > slack(spun) {
+            hidden += 1;
+            continue;
+        }
         // Where the spinner held at least half of the stage, it is the largest part.
         if spun * 2 >= e.latency_ns() as u64 {
             overlapping += 1;
@@ -319,7 +339,7 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         }
     }
     eprintln!(
-        "{} explanations, {overlapping} consumer stages mostly inside a burst, {} bursts",
+        "{} explanations, {overlapping} consumer stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
         all.len(),
         bursts.len()
     );
