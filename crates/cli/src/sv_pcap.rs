@@ -100,14 +100,6 @@ pub struct Args {
     pub quality: u32,
 }
 
-fn parse_u16_hex(s: &str) -> anyhow::Result<u16> {
-    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u16::from_str_radix(h, 16),
-        None => s.parse(),
-    };
-    r.with_context(|| format!("`{s}`: expected a 16-bit number (e.g. 0x4000)"))
-}
-
 /// `now` or Unix seconds with up to 9 decimals -> ns since the epoch.
 pub fn parse_start_time(s: &str) -> anyhow::Result<u64> {
     if s == "now" {
@@ -149,7 +141,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         vlan: args.vlan,
         sv_id_prefix: args.svid_prefix.clone(),
         sv_id_index_width: args.svid_width,
-        appid_base: parse_u16_hex(&args.appid).context("--appid")?,
+        appid_base: crate::sv_streams::parse_appid(&args.appid)
+            .map_err(anyhow::Error::msg)
+            .context("--appid")?,
         conf_rev: args.conf_rev,
         smp_synch: args.smp_synch,
         include_smp_rate: args.with_smp_rate,

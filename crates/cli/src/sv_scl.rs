@@ -16,14 +16,7 @@ use anyhow::Result;
 use hoptrace_scl::{read_file, Problem, ReadOptions, SclError, SclStream, Selection};
 use serde_json::{json, Value};
 
-/// `--frequency`: a whole rate (`50`, `60Hz`) from 1 to 1000 per second.
-fn power_frequency(text: &str) -> Result<u16, String> {
-    let hz = hoptrace_units::arg::whole_rate(text)?;
-    u16::try_from(hz)
-        .ok()
-        .filter(|f| (1..=1000).contains(f))
-        .ok_or_else(|| format!("`{text}`: a power system frequency is 1 to 1000 Hz (50 or 60)"))
-}
+use crate::sv_streams::power_frequency;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -76,7 +76,7 @@ pub fn parse_appid(s: &str) -> Result<u16, String> {
         Some(h) => u16::from_str_radix(h, 16),
         None => s.parse(),
     };
-    r.map_err(|_| format!("`{s}`: expected a 16-bit number (e.g. 0x4001)"))
+    r.map_err(|_| format!("`{s}`: expected a 16-bit number (e.g. 0x4000)"))
 }
 
 /// What the command-line rate flags say about a hand-configured stream.

@@ -238,12 +238,14 @@ pub fn publish(
         first_id: 0,
         frames: VecDeque::new(),
     };
+    // --refrtm, or a configured stream that carries refrTm: the send time
+    // is patched in right before each send (decided once, not per frame).
+    let refrtm = cfg.refrtm || plan.configured.iter().any(|s| s.asdu_fields.refr_tm);
     let mut bufs: Vec<Vec<u8>> = vec![Vec::with_capacity(256); streams];
     let mut placeholder_offsets: Vec<Vec<usize>> = vec![Vec::new(); streams];
     let encode = |index: u64, bufs: &mut Vec<Vec<u8>>, offs: &mut Vec<Vec<usize>>| -> Result<()> {
         for s in 0..streams {
             let mut f = plan.frame(s as u16, index + first_frame);
-            // --refrtm, or a configured stream that carries refrTm: the send time.
             for a in &mut f.asdus {
                 if cfg.refrtm || a.refr_tm.is_some() {
                     a.refr_tm = Some(REFRTM_PLACEHOLDER);
@@ -251,7 +253,9 @@ pub fn publish(
             }
             bufs[s].clear();
             hoptrace_sv::encode_into(&f, &mut bufs[s]).context("encoding an SV frame")?;
-            offs[s] = find_placeholders(&bufs[s]);
+            if refrtm {
+                offs[s] = find_placeholders(&bufs[s]);
+            }
         }
         Ok(())
     };
@@ -285,8 +289,10 @@ pub fn publish(
         }
         let t_sched = tick.deadline_ns + to_rt;
         let t_app = timestamping::realtime_ns();
-        for s in 0..streams {
-            patch_refrtm(&mut bufs[s], &placeholder_offsets[s], t_app);
+        if refrtm {
+            for s in 0..streams {
+                patch_refrtm(&mut bufs[s], &placeholder_offsets[s], t_app);
+            }
         }
         let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
         let sent = sock

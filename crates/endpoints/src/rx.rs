@@ -121,11 +121,7 @@ impl RxFrame<'_> {
     pub fn wire<'o>(&'o self, out: &'o mut Vec<u8>) -> &'o [u8] {
         match self.vlan {
             Some(tag) if self.data.len() >= 12 => {
-                out.clear();
-                out.extend_from_slice(&self.data[..12]);
-                out.extend_from_slice(&tag.tpid.to_be_bytes());
-                out.extend_from_slice(&tag.tci.to_be_bytes());
-                out.extend_from_slice(&self.data[12..]);
+                tag.restore_into(self.data, out);
                 out
             }
             _ => self.data,

@@ -124,10 +124,7 @@ impl Received {
         match self.vlan {
             Some(tag) if frame.len() >= 12 => {
                 let mut out = Vec::with_capacity(frame.len() + 4);
-                out.extend_from_slice(&frame[..12]);
-                out.extend_from_slice(&tag.tpid.to_be_bytes());
-                out.extend_from_slice(&tag.tci.to_be_bytes());
-                out.extend_from_slice(&frame[12..]);
+                tag.restore_into(frame, &mut out);
                 out
             }
             _ => frame.to_vec(),

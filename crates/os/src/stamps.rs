@@ -60,6 +60,19 @@ pub struct VlanTci {
     pub tci: u16,
 }
 
+impl VlanTci {
+    /// `frame` with this tag put back after its MAC addresses, into `out`
+    /// (cleared first): the frame as it was on the wire.
+    pub fn restore_into(&self, frame: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        let split = frame.len().min(12);
+        out.extend_from_slice(&frame[..split]);
+        out.extend_from_slice(&self.tpid.to_be_bytes());
+        out.extend_from_slice(&self.tci.to_be_bytes());
+        out.extend_from_slice(&frame[split..]);
+    }
+}
+
 /// `struct tpacket_auxdata` (`linux/if_packet.h`).
 #[repr(C)]
 #[derive(Clone, Copy)]

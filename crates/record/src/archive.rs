@@ -101,11 +101,11 @@ pub fn archive_recording(dir: &Path, opts: &ArchiveOptions) -> Result<Archived> 
             files.push((file, kind));
         }
     }
-    files.sort();
+    // Segments first (the explanations take the host of their segments),
+    // each kind in number order.
+    files.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     let mut host = opts.host.clone();
     let mut out = Archived::default();
-    // Segments first: the explanations take the host of their segments.
-    files.sort_by_key(|(_, k)| *k);
     for (file, kind) in files {
         let src = dir.join(&file);
         let (table, h, date, stamp) = match kind {
