@@ -315,6 +315,7 @@ mod tests {
                 dst_mac: Some([2, 3, 4, 5, 6, 7]),
             }),
             kernel_stats: Some(KsConfig {
+                profile: crate::Profile::Hypervisor,
                 thresholds_ns: vec![1_000, 2_000, 3_000],
                 quiet_rx_free: true,
             }),
@@ -459,6 +460,7 @@ mod tests {
             stale: 4,
             first_hops: 5,
             clone_hits: 6,
+            egress_joined: 7,
         };
         let mut snap = Snapshot::default();
         kstats_read::add_counters(&mut snap, through_bytes(&counters));
@@ -470,6 +472,7 @@ mod tests {
             stale,
             first_hops,
             clone_hits,
+            egress_joined,
             ..
         } = snap;
         assert_eq!(
@@ -479,9 +482,10 @@ mod tests {
                 negative,
                 stale,
                 first_hops,
-                clone_hits
+                clone_hits,
+                egress_joined
             ),
-            (2, 4, 6, 8, 10, 12)
+            (2, 4, 6, 8, 10, 12, 14)
         );
     }
 

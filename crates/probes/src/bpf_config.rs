@@ -8,8 +8,8 @@
 //! tracked-skb table size and the `--kernel-stats` settings. Frozen at
 //! load, the verifier treats them as constants and drops the code they turn
 //! off. After the load, the maps whose size is not fixed: the device filter
-//! (`dev_filter`, any number of devices) and the stage indices of
-//! `--kernel-stats` (`ks_stage_of`).
+//! (`dev_filter`, any number of devices) and the hop and stage tables of
+//! `--kernel-stats` (`ks_hop_of`, `ks_stage_of`).
 //!
 //! The struct is built with every field named (no `..`), so a field added
 //! in C does not compile until it is given a value here.
@@ -108,7 +108,7 @@ fn thresholds(ks: Option<&KsConfig>) -> (u32, [u64; THRESHOLDS]) {
 
 /// After the load: the device filter, and the stage indices of
 /// `--kernel-stats`.
-pub(crate) fn configure_maps(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: u32) -> Result<()> {
+pub(crate) fn configure_maps(skel: &HopsSkel<'_>, filters: &Filters) -> Result<()> {
     for &(netns, ifindex, mask) in &filters.devices {
         let key = types::dev_key { netns, ifindex };
         skel.maps
@@ -116,8 +116,8 @@ pub(crate) fn configure_maps(skel: &HopsSkel<'_>, filters: &Filters, emit_mask: 
             .update(abi::bytes_of(&key), &mask.to_ne_bytes(), MapFlags::ANY)
             .context("writing the device filter")?;
     }
-    if filters.kernel_stats.is_some() {
-        crate::kstats_read::configure(skel, emit_mask)?;
+    if let Some(ks) = &filters.kernel_stats {
+        crate::kstats_read::configure(skel, &crate::kstats_plan::KsPlan::new(ks.profile))?;
     }
     Ok(())
 }

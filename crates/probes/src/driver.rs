@@ -278,6 +278,10 @@ fn append_row(w: &mut RecordingWriter, t: &Timeline) -> Result<(), hoptrace_reco
 impl SessionSink for Run<'_> {
     fn ready(&mut self, info: &SessionInfo) {
         self.clock = Some(info.clock);
+        self.stats.time_base = Some(crate::stats::TimeBase {
+            clock: info.clock.as_str(),
+            start_ns: info.clock.now_ns(),
+        });
         let out = &mut *self.out;
         for n in &info.notes {
             let _ = writeln!(out, "note: {n}");
@@ -449,7 +453,7 @@ pub fn run_trace<'a>(
     if let Some(m) = &metrics {
         writeln!(out, "metrics at http://{}/metrics", m.addr())?;
     }
-    let mut run = Run::new(opts, &filters, devices, out, live)?;
+    let mut run = Run::new(opts, devices, out, live)?;
     run.explaining = explaining;
     run.metrics = metrics;
     let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
@@ -480,7 +484,6 @@ fn write_start_notes(out: &mut dyn Write, opts: &TraceOptions, filters: &Filters
 impl<'a> Run<'a> {
     fn new(
         opts: &'a TraceOptions,
-        filters: &Filters,
         devices: DeviceTable,
         out: &'a mut dyn Write,
         live: Option<&'a mut dyn LiveView>,
@@ -507,7 +510,7 @@ impl<'a> Run<'a> {
         let mut stats = Stats::new(&hops, opts.thresholds_ns.clone());
         stats.kstreams = opts
             .kernel_stats
-            .then(|| KernelStreams::new(opts.profile, filters.emit_mask, &opts.thresholds_ns));
+            .then(|| KernelStreams::new(opts.profile, &opts.thresholds_ns));
         Ok(Run {
             opts,
             stats,

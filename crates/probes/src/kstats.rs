@@ -20,14 +20,17 @@
 use std::collections::BTreeMap;
 
 use crate::abi::{self, types};
-use crate::catalogue::{Profile, TracePoint};
+use crate::catalogue::Profile;
 use crate::khist::{bucket_range, BUCKETS};
-pub use crate::kstats_names::{stage_label, stage_pairs, StreamKey};
+pub use crate::kstats_names::StreamKey;
+use crate::kstats_plan::KsPlan;
 use hoptrace_units::format_duration_ns;
 
 /// What the BPF side of `--kernel-stats` is configured with.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KsConfig {
+    /// The profile whose hops and stages are counted ([`KsPlan`]).
+    pub profile: Profile,
     /// Counted above (ns, at most [`THRESHOLDS`]).
     pub thresholds_ns: Vec<u64>,
     /// Hypervisor profile: an skb freed right after its first hop at
@@ -68,24 +71,34 @@ impl Default for Figures {
 }
 
 impl Figures {
-    /// Add another CPU's (or slot's) figures.
+    /// Whether these figures hold any observation: a count, or (on one
+    /// CPU, whose count can be zero or wrapped below it after an egress
+    /// moved an `end_to_end` observation away from another CPU's) a max.
+    fn observed(&self) -> bool {
+        self.count != 0 || self.max != 0
+    }
+
+    /// Add another CPU's (or slot's) figures. Counts, sums and buckets add
+    /// modulo 2^64: one CPU's share can be below zero (an observation
+    /// taken back on another CPU than the one that added it), the total
+    /// over all CPUs is exact.
     pub fn merge(&mut self, o: &Figures) {
-        if o.count == 0 {
+        if !o.observed() {
             return;
         }
-        self.min = if self.count == 0 {
-            o.min
-        } else {
+        self.min = if self.observed() {
             self.min.min(o.min)
+        } else {
+            o.min
         };
         self.max = self.max.max(o.max);
-        self.count += o.count;
-        self.sum += o.sum;
+        self.count = self.count.wrapping_add(o.count);
+        self.sum = self.sum.wrapping_add(o.sum);
         for (a, b) in self.above.iter_mut().zip(&o.above) {
-            *a += b;
+            *a = a.wrapping_add(*b);
         }
         for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
-            *a += b;
+            *a = a.wrapping_add(*b);
         }
     }
 }
@@ -140,6 +153,9 @@ pub struct Snapshot {
     /// First hops that took the identity of the CPU's previous first hop
     /// (a clone sharing its data) instead of parsing the frame.
     pub clone_hits: u64,
+    /// Egress first hops joined to their packet's copy (each moved the
+    /// packet's end_to_end from the copy to the egress).
+    pub egress_joined: u64,
 }
 
 /// Upper bound of the bucket holding quantile `q` of `buckets`.
@@ -180,6 +196,8 @@ pub struct KWorst {
 /// One stage of one stream.
 #[derive(Debug, Clone)]
 pub struct KStage {
+    /// The kernel's stage index (stages are listed in its order).
+    pub index: usize,
     pub label: String,
     pub total: Figures,
     /// Last interval: count, buckets (differences), window min/max.
@@ -208,7 +226,8 @@ pub struct KStream {
 #[derive(Debug, Clone)]
 pub struct KernelStreams {
     pub profile: Profile,
-    pub pairs: Vec<(TracePoint, TracePoint)>,
+    /// Stage labels by kernel stage index ([`KsPlan::labels`]).
+    pub labels: Vec<String>,
     pub thresholds_ns: Vec<u64>,
     pub streams: BTreeMap<String, KStream>,
     pub stream_overflow: u64,
@@ -221,13 +240,17 @@ pub struct KernelStreams {
     pub slots: usize,
     /// First hops that reused the previous first hop's identity (clones).
     pub clone_hits: u64,
+    /// Egresses joined to their packet's copy: `end_to_end` then runs to
+    /// the egress, and its exact minimum may still be a copy's (a lower
+    /// bound, shown as `>=`).
+    pub egress_joined: u64,
 }
 
 impl KernelStreams {
-    pub fn new(profile: Profile, emit_mask: u32, thresholds_ns: &[u64]) -> Self {
+    pub fn new(profile: Profile, thresholds_ns: &[u64]) -> Self {
         KernelStreams {
             profile,
-            pairs: stage_pairs(emit_mask),
+            labels: KsPlan::new(profile).labels(),
             thresholds_ns: thresholds_ns.iter().take(THRESHOLDS).copied().collect(),
             streams: BTreeMap::new(),
             stream_overflow: 0,
@@ -237,6 +260,7 @@ impl KernelStreams {
             first_hops: 0,
             slots: 0,
             clone_hits: 0,
+            egress_joined: 0,
         }
     }
 
@@ -250,6 +274,7 @@ impl KernelStreams {
         self.first_hops = snap.first_hops;
         self.slots = snap.slots.len();
         self.clone_hits = snap.clone_hits;
+        self.egress_joined = snap.egress_joined;
         // merge slots of the same name (two CPUs racing on a new stream)
         type Merged<'k> = (Vec<Figures>, Vec<Window>, [u64; 2], &'k StreamKey);
         let mut named: BTreeMap<String, Merged<'_>> = BTreeMap::new();
@@ -281,22 +306,23 @@ impl KernelStreams {
                 if f.count == 0 {
                     continue;
                 }
-                let Some(&(from, to)) = self.pairs.get(st) else {
+                let Some(label) = self.labels.get(st) else {
                     continue;
                 };
-                let label = stage_label(self.profile, from, to);
-                let i = match s.stages.iter().position(|k| k.label == label) {
+                let i = match s.stages.iter().position(|k| k.index == st) {
                     Some(i) => i,
                     None => {
                         s.stages.push(KStage {
-                            label,
+                            index: st,
+                            label: label.clone(),
                             total: Figures::default(),
                             last_count: 0,
                             last_buckets: vec![0; BUCKETS],
                             last: Window::default(),
                             worst: None,
                         });
-                        s.stages.len() - 1
+                        s.stages.sort_by_key(|k| k.index);
+                        s.stages.iter().position(|k| k.index == st).unwrap_or(0)
                     }
                 };
                 let k = &mut s.stages[i];
@@ -320,6 +346,22 @@ impl KernelStreams {
         }
     }
 
+    /// A minimum `ns` of stage `k` whose observations fill `buckets`, as
+    /// it reads: exact, except `end_to_end`'s once an egress moved a
+    /// packet's end: its kernel minimum may still be the shorter end at the
+    /// copy, so it shows the tighter of that and the lower bound of the
+    /// lowest bucket still filled, as a lower bound (`>=`).
+    pub fn min_text(&self, k: &KStage, ns: u64, buckets: &[u64]) -> String {
+        if k.label != "end_to_end" || self.egress_joined == 0 {
+            return format_duration_ns(ns);
+        }
+        let lowest = buckets
+            .iter()
+            .position(|&n| n > 0)
+            .map_or(0, |b| bucket_range(b).0);
+        format!(">={}", format_duration_ns(ns.max(lowest)))
+    }
+
     /// Frames or hops the kernel could not count (shown, never silent).
     pub fn not_counted(&self) -> u64 {
         self.stream_overflow + self.unmapped + self.negative + self.stale
@@ -337,7 +379,12 @@ impl KernelStreams {
     }
 
     /// The plain block (and the exit summary) lines.
-    pub fn write_text(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    /// `base`: how hop times read (raw nanoseconds without it).
+    pub fn write_text(
+        &self,
+        out: &mut dyn std::io::Write,
+        base: Option<&crate::stats::TimeBase>,
+    ) -> std::io::Result<()> {
         writeln!(
             out,
             "kernel stats (no per-packet events; p50/p99: bucket upper bounds, at most 25% above; min/max/above: exact); stream slots {}/{STREAMS}",
@@ -363,19 +410,26 @@ impl KernelStreams {
                 let worst = k
                     .worst
                     .as_ref()
-                    .map(|w| format!(" worst {} {} at {}", format_duration_ns(w.ns), w.id, w.at))
+                    .map(|w| {
+                        format!(
+                            " worst {} {} at {}",
+                            format_duration_ns(w.ns),
+                            w.id,
+                            crate::stats::show_instant(base, w.at)
+                        )
+                    })
                     .unwrap_or_default();
                 writeln!(
                     out,
                     "  {:<26} 1s: n {:>6} min {:>9} p50 {:>11} p99 {:>11} max {:>9} | all: n {:>8} min {:>9} p50 {:>11} p99 {:>11} max {:>9} {}{worst}",
                     k.label,
                     k.last_count,
-                    if k.last.count > 0 { format_duration_ns(k.last.min) } else { "-".into() },
+                    if k.last.count > 0 { self.min_text(k, k.last.min, &k.last_buckets) } else { "-".into() },
                     fmt_upper(&k.last_buckets, 0.5),
                     fmt_upper(&k.last_buckets, 0.99),
                     if k.last.count > 0 { format_duration_ns(k.last.max) } else { "-".into() },
                     t.count,
-                    format_duration_ns(t.min),
+                    self.min_text(k, t.min, &t.buckets),
                     fmt_upper(&t.buckets, 0.5),
                     fmt_upper(&t.buckets, 0.99),
                     format_duration_ns(t.max),
@@ -386,7 +440,7 @@ impl KernelStreams {
         if self.not_counted() > 0 {
             writeln!(
                 out,
-                "NOT COUNTED: {} frames of streams beyond {STREAMS}, {} hops of unmapped stages, {} negative deltas, {} socket hops of stale entries",
+                "NOT COUNTED: {} frames of streams beyond {STREAMS}, {} hops out of path order, {} negative deltas, {} socket hops of stale entries",
                 self.stream_overflow, self.unmapped, self.negative, self.stale
             )?;
         }
@@ -421,16 +475,12 @@ mod tests {
 
     #[test]
     fn update_gives_interval_and_cumulative_figures_per_stream() {
-        let pairs = stage_pairs(crate::catalogue::emit_mask(Profile::Hypervisor));
-        let st = pairs
+        let mut ks = KernelStreams::new(Profile::Hypervisor, &[5_000]);
+        let st = ks
+            .labels
             .iter()
-            .position(|p| *p == (TracePoint::NetDevXmit, TracePoint::SkbCopyDatagramIovec))
+            .position(|l| l == "fwd->consumer_copy")
             .unwrap();
-        let mut ks = KernelStreams::new(
-            Profile::Hypervisor,
-            crate::catalogue::emit_mask(Profile::Hypervisor),
-            &[5_000],
-        );
         let key = |s: &str| StreamKey {
             kind: 1,
             app_id: 0x4000,
@@ -464,7 +514,7 @@ mod tests {
         snap.drops[1] = 3;
         ks.update(&snap);
         let a = &ks.streams["A"].stages[0];
-        assert_eq!(a.label, "tap_xmit->consumer_copy");
+        assert_eq!(a.label, "fwd->consumer_copy");
         assert_eq!((a.total.count, a.total.min, a.total.max), (3, 1_000, 9_000));
         assert_eq!(a.total.above[0], 1);
         assert_eq!(a.last_count, 3);
@@ -495,15 +545,22 @@ mod tests {
             "tap0".into(),
         );
         let mut text = Vec::new();
-        ks.write_text(&mut text).unwrap();
+        let base = crate::stats::TimeBase {
+            clock: "MONOTONIC",
+            start_ns: 90,
+        };
+        ks.write_text(&mut text, Some(&base)).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(
             text.contains("stream A: dropped 0 freed-after-rx 0"),
             "{text}"
         );
-        assert!(text.contains("tap_xmit->consumer_copy"), "{text}");
+        assert!(text.contains("fwd->consumer_copy"), "{text}");
         assert!(text.contains(">5.000 us:2"), "{text}");
-        assert!(text.contains("worst 600.0 us smpCnt 14 at 99"), "{text}");
+        assert!(
+            text.contains("worst 600.0 us smpCnt 14 at +0.000000 s after the start (MONOTONIC)"),
+            "{text}"
+        );
         assert!(
             text.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
             "{text}"

@@ -1,52 +1,10 @@
-//! Names of `--kernel-stats` figures (src/kstats.rs): which tracepoint
-//! pairs get one of the kernel's stage indices and how a stage reads (the
-//! profile's hop names where the pair maps to exactly one pair of hops), and
-//! the stream name of a kernel stream slot, read back from its key (the full
-//! identity: kind, APPID, svID bytes; ethertype and MAC for other frames),
-//! named exactly as event mode names the stream.
+//! Names of `--kernel-stats` streams (src/kstats.rs): the stream name of a
+//! kernel stream slot, read back from its key (the full identity: kind,
+//! APPID, svID bytes; ethertype and MAC for other frames), named exactly as
+//! event mode names the stream. The stages are named by
+//! [`crate::kstats_plan`].
 
-use crate::catalogue::{Profile, TracePoint};
 use crate::event::PacketIdentity;
-use crate::kstats::STAGES;
-
-/// The tracepoint pairs that get a stage index, in index order: every
-/// (from, to) of the tracepoints that report hops (the emit mask, without
-/// kfree_skb, which ends a chain as a drop; consume_skb ends it too, so it
-/// is never a `from`). At most [`STAGES`]; the rest is counted as unmapped.
-pub fn stage_pairs(emit_mask: u32) -> Vec<(TracePoint, TracePoint)> {
-    let hop = |t: TracePoint| emit_mask & (1 << t as u32) != 0 && t != TracePoint::KfreeSkb;
-    let mut v = Vec::new();
-    for from in TracePoint::ALL {
-        for to in TracePoint::ALL {
-            if hop(from) && hop(to) && from != TracePoint::ConsumeSkb {
-                v.push((from, to));
-            }
-        }
-    }
-    v.truncate(STAGES);
-    v
-}
-
-/// Stage name: the profile's hop names where the tracepoint pair maps to
-/// exactly one pair of hops (see docs/hops.md), else the tracepoint events.
-pub fn stage_label(profile: Profile, from: TracePoint, to: TracePoint) -> String {
-    use TracePoint::*;
-    let named = match (profile, from, to) {
-        // net_dev_xmit counts only on taps: its start_xmit is `fwd`
-        (Profile::Hypervisor, NetDevStartXmit, NetDevXmit) => Some("fwd->tap_xmit"),
-        (Profile::Hypervisor, NetDevXmit, SkbCopyDatagramIovec) => Some("tap_xmit->consumer_copy"),
-        (Profile::Guest | Profile::Host, NetifReceiveSkb, ConsumeSkb) => {
-            Some("nic_rx->sock_deliver")
-        }
-        (Profile::Guest | Profile::Host, NetifReceiveSkb, SkbCopyDatagramIovec) => {
-            Some("nic_rx->app_copy")
-        }
-        _ => None,
-    };
-    named
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("{}->{}", from.event(), to.event()))
-}
 
 /// The identity of a stream slot, as the kernel keyed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,32 +58,6 @@ impl StreamKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hypervisor_pairs_fit_and_are_named_like_hops() {
-        let pairs = stage_pairs(crate::catalogue::emit_mask(Profile::Hypervisor));
-        assert_eq!(pairs.len(), 16, "{pairs:?}");
-        let i = pairs
-            .iter()
-            .position(|p| *p == (TracePoint::NetDevStartXmit, TracePoint::NetDevXmit))
-            .unwrap();
-        assert_eq!(
-            stage_label(Profile::Hypervisor, pairs[i].0, pairs[i].1),
-            "fwd->tap_xmit"
-        );
-        assert_eq!(
-            stage_label(
-                Profile::Hypervisor,
-                TracePoint::NetifReceiveSkb,
-                TracePoint::NetDevStartXmit
-            ),
-            "netif_receive_skb->net_dev_start_xmit"
-        );
-        let guest = stage_pairs(crate::catalogue::emit_mask(Profile::Guest));
-        assert!(guest
-            .iter()
-            .all(|(f, t)| *f != TracePoint::ConsumeSkb && *t != TracePoint::KfreeSkb));
-    }
 
     #[test]
     fn stream_keys_are_named_as_in_event_mode() {

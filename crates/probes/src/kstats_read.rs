@@ -13,23 +13,23 @@ use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
 use crate::abi::{self, types};
-use crate::catalogue::TracePoint;
-use crate::kstats::{stage_pairs, Figures, Snapshot, StreamKey, Window, STAGES, STREAMS};
+use crate::kstats::{Figures, Snapshot, StreamKey, Window, STAGES, STREAMS};
+use crate::kstats_plan::KsPlan;
 use crate::percpu;
 use crate::skel::HopsSkel;
 
-/// Give every tracepoint pair of [`stage_pairs`] its stage index.
-pub(crate) fn configure(skel: &HopsSkel<'_>, emit_mask: u32) -> Result<()> {
-    let n = TracePoint::ALL.len() as u32;
-    for (i, (from, to)) in stage_pairs(emit_mask).into_iter().enumerate() {
-        let pair = from as u32 * n + to as u32;
+/// Write the hop and stage tables of `plan` (see [`crate::kstats_plan`]).
+pub(crate) fn configure(skel: &HopsSkel<'_>, plan: &KsPlan) -> Result<()> {
+    for (key, value) in plan.hop_table() {
+        skel.maps
+            .ks_hop_of
+            .update(&key.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
+            .context("writing the kernel-stats hop map")?;
+    }
+    for (key, value) in plan.stage_table() {
         skel.maps
             .ks_stage_of
-            .update(
-                &pair.to_ne_bytes(),
-                &(i as u32 + 1).to_ne_bytes(),
-                MapFlags::ANY,
-            )
+            .update(&key.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
             .context("writing the kernel-stats stage map")?;
     }
     Ok(())
@@ -110,6 +110,7 @@ pub(crate) fn add_counters(snap: &mut Snapshot, raw: types::ks_counters) {
         stale,
         first_hops,
         clone_hits,
+        egress_joined,
     } = raw;
     snap.stream_overflow += stream_overflow;
     snap.unmapped += unmapped;
@@ -117,6 +118,7 @@ pub(crate) fn add_counters(snap: &mut Snapshot, raw: types::ks_counters) {
     snap.stale += stale;
     snap.first_hops += first_hops;
     snap.clone_hits += clone_hits;
+    snap.egress_joined += egress_joined;
 }
 
 /// The slots in use and their keys, in slot order.

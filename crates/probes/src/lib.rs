@@ -28,6 +28,7 @@ pub mod identity;
 pub mod khist;
 pub mod kstats;
 mod kstats_names;
+pub mod kstats_plan;
 mod kstats_read;
 pub mod loader;
 pub mod lost;

@@ -197,7 +197,7 @@ pub fn run_session(
     let mut storage = MaybeUninit::uninit();
     let skel = open_and_load(&mut storage, chosen.backend, &plan.wanted, &config)
         .context("reloading the BPF object")?;
-    bpf_config::configure_maps(&skel, filters, plan.emit_mask)?;
+    bpf_config::configure_maps(&skel, filters)?;
     let (links, prog_ids) = attach(&skel, chosen.backend, &plan.wanted)?;
     let mut info = SessionInfo {
         backend: chosen.backend,

@@ -99,7 +99,10 @@ pub(crate) fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
         bail!("--explain explains the late stages of per-packet timelines, which --kernel-stats does not assemble: leave out --kernel-stats");
     }
     if opts.hops.is_some() {
-        bail!("--kernel-stats reports stages (tracepoint pairs of one skb), not the profile's hops: leave out --hops");
+        bail!("--kernel-stats counts every stage of the profile's hops in the kernel and cannot select hops: leave out --hops");
+    }
+    if opts.profile == Profile::Hypervisor && opts.ifaces.is_empty() && opts.netns.is_none() {
+        bail!("--kernel-stats tells the taps from the other devices by the device filter, to know in the kernel which hop (rx, fwd, egress) a device's event is: give --netns NS or --iface DEV for the devices of the path");
     }
     if opts.thresholds_ns.len() > crate::kstats::THRESHOLDS {
         bail!(
@@ -119,6 +122,7 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         emit_mask: emit_mask(opts.profile),
         other: opts.filter.clone(),
         kernel_stats: opts.kernel_stats.then(|| crate::kstats::KsConfig {
+            profile: opts.profile,
             thresholds_ns: opts.thresholds_ns.clone(),
             quiet_rx_free: opts.profile == Profile::Hypervisor,
         }),

@@ -122,7 +122,7 @@ fn kernel_and_lost(
 ) -> std::io::Result<()> {
     stats.kernel.write_text(out)?;
     if let Some(k) = &stats.kstreams {
-        k.write_text(out)?;
+        k.write_text(out, stats.time_base.as_ref())?;
     }
     if lost.total() > 0 {
         writeln!(out, "LOST EVENTS: {}", lost.nonzero())?;
@@ -245,7 +245,7 @@ pub(crate) fn print_block(
                         " worst seq {} dest {} at {} cpu {} {}",
                         w.seq,
                         w.dest.as_deref().unwrap_or("-"),
-                        w.at,
+                        crate::stats::show_instant(stats.time_base.as_ref(), w.at),
                         w.cpu,
                         w.comm
                     )

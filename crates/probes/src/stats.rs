@@ -154,6 +154,28 @@ pub struct Stats {
     pub interval: Interval,
     /// The whole run, every stream together (the exit summary).
     pub total: Interval,
+    /// The trace clock and its reading at the start, once the session is
+    /// ready: hop times are shown as calendar time and seconds since then.
+    pub time_base: Option<TimeBase>,
+}
+
+/// How hop times (trace clock nanoseconds) read for people.
+#[derive(Debug, Clone, Copy)]
+pub struct TimeBase {
+    pub clock: &'static str,
+    pub start_ns: u64,
+}
+
+impl TimeBase {
+    /// `ns` as [`hoptrace_units::format_instant`] writes it.
+    pub fn show(&self, ns: u64) -> String {
+        hoptrace_units::format_instant(ns as i64, self.clock, Some(self.start_ns as i64))
+    }
+}
+
+/// `ns` with the time base when known, else raw nanoseconds.
+pub fn show_instant(base: Option<&TimeBase>, ns: u64) -> String {
+    base.map_or_else(|| format!("{ns} ns"), |b| b.show(ns))
 }
 
 /// Explanation lines [`Stats`] keeps for the live view.
@@ -172,6 +194,7 @@ impl Stats {
             explained: 0,
             interval: Interval::default(),
             total: Interval::default(),
+            time_base: None,
         }
     }
 

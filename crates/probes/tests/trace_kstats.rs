@@ -3,14 +3,16 @@
 //! streams of N frames. The consumer holds every frame at least HOLD_NS in
 //! the tap queue before reading it, so tap_xmit -> consumer_copy carries a
 //! known minimum delay. Checks counts and identities, not timing:
-//! - per stream and stage (fwd->tap_xmit, tap_xmit->consumer_copy) the
-//!   kernel count is N, the same as an event-mode run over the same path
-//!   and traffic reports;
+//! - per stream the kernel counts event mode's stages (rx->fwd across the
+//!   bridge's clone, fwd->tap_xmit, fwd->consumer_copy, end_to_end), N
+//!   each, the same as an event-mode run over the same path and traffic
+//!   reports;
 //! - no ring buffer record was submitted (no drop on this path; the
 //!   bridge's pre-clone skbs freed after rx are counted without records, as
 //!   many as event mode sees) and none was lost;
 //! - a threshold below the injected delay counts every frame, one above it
-//!   none, and the exact min of the held stage is at least the delay;
+//!   none, and the exact min of the held stages (fwd->consumer_copy and
+//!   end_to_end) is at least the delay;
 //! - the worst packet of each stage is a (stream, smpCnt) that was sent.
 
 mod support;
@@ -117,7 +119,21 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
             .get(&name)
             .unwrap_or_else(|| panic!("no kernel stream {name}: {:?}", k.streams.keys()));
         assert_eq!(st.dropped, 0);
-        for (label, a, b) in [("fwd->tap_xmit", 1, 2), ("tap_xmit->consumer_copy", 2, 3)] {
+        // event mode's stages (hops rx, fwd, tap_xmit, consumer_copy),
+        // end_to_end from the first to the last hop of a complete packet
+        let stages = [
+            ("rx->fwd", Some((0, 1))),
+            ("fwd->tap_xmit", Some((1, 2))),
+            ("fwd->consumer_copy", Some((1, 3))),
+            ("end_to_end", None),
+        ];
+        let labels: Vec<&str> = st.stages.iter().map(|x| x.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            stages.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+            "{name}: the kernel's stages are event mode's, in path order"
+        );
+        for (label, hops) in stages {
             let stage = st
                 .stages
                 .iter()
@@ -127,7 +143,11 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
             let ev_n = ev
                 .timelines
                 .iter()
-                .filter(|t| t.stream == name && t.hops[a].is_some() && t.hops[b].is_some())
+                .filter(|t| t.stream == name)
+                .filter(|t| match hops {
+                    Some((a, b)) => t.hops[a].is_some() && t.hops[b].is_some(),
+                    None => t.status.as_str() == "ok" && t.hops.iter().flatten().count() >= 2,
+                })
                 .count() as u64;
             println!(
                 "{name} {label}: kernel n {} min {} max {} above {:?}; event mode n {ev_n}",
@@ -146,7 +166,7 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
             assert!(smp < N, "worst smpCnt {smp} was sent (0..{N})");
             assert_eq!(w.ns, stage.total.max, "the worst is the max");
             assert!(w.at > 0);
-            if label == "tap_xmit->consumer_copy" {
+            if label == "fwd->consumer_copy" || label == "end_to_end" {
                 assert_eq!(stage.total.above[0], N as u64, "all above {BELOW} ns");
                 assert_eq!(stage.total.above[1], 0, "none above {ABOVE} ns");
                 assert!(
@@ -253,7 +273,7 @@ fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
     let held = k.streams[&sv_id]
         .stages
         .iter()
-        .find(|x| x.label == "tap_xmit->consumer_copy")
+        .find(|x| x.label == "fwd->consumer_copy")
         .expect("the held stage");
     println!(
         "held: n {} min {} max {}; stale {}",
@@ -267,4 +287,86 @@ fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
         held.total.max
     );
     assert_eq!(k.stale, 0);
+}
+
+/// A forwarder reads each frame from the tap, holds it HOLD after the read
+/// and sends it on out0 (a new skb on a traced non-tap device: the `egress`
+/// hop). In kernel-stats mode the egress is joined to its packet's copy by
+/// (stream, smpCnt): `consumer_copy->egress` counts every frame with a
+/// delay of at least HOLD, and `end_to_end` counts each frame once, ending
+/// at the egress (at least HOLD: its p50 bucket is above HOLD's lower
+/// bucket bound), while its minimum is marked a lower bound.
+#[test]
+fn kernel_stats_join_an_egress_to_its_copy_and_end_there() {
+    if !require_privileges("kernel_stats_join_an_egress_to_its_copy_and_end_there") {
+        return;
+    }
+    const HOLD: u64 = 5_000_000;
+    const FRAMES: u16 = 40;
+    let bed = testbed(500);
+    let sink = hoptrace_netns::Netns::create(&hoptrace_netns::unique_name("ksnk")).unwrap();
+    hoptrace_netns::veth_pair(&bed.hv, "out0", &sink, "sink0", None, None).unwrap();
+    let tap = bed.open_tap();
+    let mut opts = trace_options(bed.hv.name(), &[], Duration::from_secs(30));
+    opts.kernel_stats = true;
+    opts.thresholds_ns = vec![HOLD];
+    let tracer = start_tracer_opts(opts);
+    let fwd = holding_forwarder(&bed, tap, "out0", HOLD);
+    let sv_id = format!("HTKSEGR{}", std::process::id());
+    send_sv(&bed, &sv_id, FRAMES, Duration::from_millis(8));
+    let forwarded = fwd.join().unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let summary = tracer.finish();
+    drop(sink);
+    drop(bed);
+    assert_eq!(
+        forwarded, FRAMES as usize,
+        "the forwarder sent every frame on"
+    );
+    let k = summary
+        .kernel_streams
+        .as_ref()
+        .expect("kernel-stats figures");
+    let s = &k.streams[&sv_id];
+    let stage = |label: &str| {
+        s.stages
+            .iter()
+            .find(|x| x.label == label)
+            .unwrap_or_else(|| panic!("no stage {label}: {:?}", s.stages))
+    };
+    let egress = stage("consumer_copy->egress");
+    let e2e = stage("end_to_end");
+    let copy = stage("fwd->consumer_copy");
+    println!(
+        "egress n {} min {} max {}; end_to_end n {} min {} max {}; joined {}; copy n {}",
+        egress.total.count,
+        egress.total.min,
+        egress.total.max,
+        e2e.total.count,
+        e2e.total.min,
+        e2e.total.max,
+        k.egress_joined,
+        copy.total.count
+    );
+    assert_eq!(egress.total.count, FRAMES as u64, "every egress joined");
+    assert_eq!(k.egress_joined, FRAMES as u64);
+    assert!(egress.total.min >= HOLD, "held at least {HOLD} ns");
+    assert_eq!(copy.total.count, FRAMES as u64);
+    assert_eq!(e2e.total.count, FRAMES as u64, "one end_to_end per frame");
+    assert_eq!(
+        e2e.total.above[0], FRAMES as u64,
+        "every end_to_end ends at the egress, after the hold"
+    );
+    assert!(e2e.total.max >= egress.total.max);
+    let p50 = hoptrace_probes::kstats::quantile_upper(&e2e.total.buckets, 0.5).unwrap();
+    assert!(p50 >= HOLD, "p50 bucket bound {p50} below the hold");
+    // the kernel's minimum may be a copy's end; shown as a lower bound no
+    // lower than the lowest bucket still filled (all ends are after HOLD)
+    let min = k.min_text(e2e, e2e.total.min, &e2e.total.buckets);
+    println!("end_to_end min as shown: {min}");
+    let shown: u64 =
+        hoptrace_units::parse_duration_ns(min.trim_start_matches(">=").replace(' ', "").as_str())
+            .unwrap();
+    assert!(min.starts_with(">=") && shown >= HOLD * 3 / 4, "{min}");
+    assert_eq!(k.not_counted(), 0, "{k:?}");
 }

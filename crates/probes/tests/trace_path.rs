@@ -131,39 +131,7 @@ fn trace_stage_median_matches_injected_delay() {
     const HOLD_NS: i64 = 5_000_000;
     // forwarder: read from the tap, hold until read time + 5 ms (absolute
     // deadline), send on out0 (a traced non-tap device: the `egress` hop)
-    let fwd = bed
-        .hv
-        .run_in(move || {
-            std::thread::spawn(move || {
-                let out = packet_socket("out0");
-                let mut n = 0;
-                while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
-                    let mut ts = libc::timespec {
-                        tv_sec: 0,
-                        tv_nsec: 0,
-                    };
-                    // SAFETY: clock calls on a timespec we own.
-                    unsafe {
-                        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-                        let t = ts.tv_sec * 1_000_000_000 + ts.tv_nsec + HOLD_NS;
-                        ts.tv_sec = t / 1_000_000_000;
-                        ts.tv_nsec = t % 1_000_000_000;
-                        libc::clock_nanosleep(
-                            libc::CLOCK_MONOTONIC,
-                            libc::TIMER_ABSTIME,
-                            &ts,
-                            std::ptr::null_mut(),
-                        );
-                    }
-                    if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
-                        send_frame(&out, &f);
-                        n += 1;
-                    }
-                }
-                n
-            })
-        })
-        .unwrap();
+    let fwd = holding_forwarder(&bed, tap, "out0", HOLD_NS as u64);
     send_sv(&bed, &sv_id, N, Duration::from_millis(8));
     let forwarded = fwd.join().unwrap();
     let summary = tracer.finish();

@@ -91,7 +91,7 @@ fn kernel_stream_rows(k: &KernelStreams, n_thr: usize) -> Vec<Row<'static>> {
             let mut cells = vec![
                 format!("  {}", st.label),
                 t.count.to_string(),
-                format_duration_ns(t.min),
+                k.min_text(st, t.min, &t.buckets),
                 fmt_upper(&t.buckets, 0.5),
                 fmt_upper(&t.buckets, 0.99),
                 format_duration_ns(t.max),
@@ -469,16 +469,12 @@ mod tests {
     #[test]
     fn renders_kernel_stats_rows() {
         use hoptrace_probes::kstats::{
-            stage_pairs, Figures, KernelStreams, Snapshot, StreamKey, Window, STAGES, STREAMS,
+            Figures, KernelStreams, Snapshot, StreamKey, Window, STAGES, STREAMS,
         };
         use hoptrace_probes::Profile;
-        let mask = hoptrace_probes::catalogue::emit_mask(Profile::Hypervisor);
-        let st = stage_pairs(mask)
-            .iter()
-            .position(|p| *p == (TracePoint::NetDevStartXmit, TracePoint::NetDevXmit))
-            .unwrap();
         let mut stats = Stats::new(&["rx", "fwd", "tap_xmit"], vec![15_000]);
-        let mut k = KernelStreams::new(Profile::Hypervisor, mask, &[15_000]);
+        let mut k = KernelStreams::new(Profile::Hypervisor, &[15_000]);
+        let st = k.labels.iter().position(|l| l == "fwd->tap_xmit").unwrap();
         let mut buckets = vec![0; khist::BUCKETS];
         buckets[khist::bucket_of(2_000)] = 2;
         buckets[khist::bucket_of(40_000)] = 1;

@@ -26,6 +26,8 @@ struct hop_ctx {
 	int btf;
 	/* the device (has_dev 0: none, e.g. cleared by AF_PACKET) */
 	int has_dev;
+	/* enum ks_role of the device, from its dev_filter entry */
+	__u32 role;
 	__u32 ifindex;
 	__u32 netns;
 	/* skb->head and the frame's linear bytes [start, end)

@@ -140,7 +140,7 @@ static __always_inline int hop_wanted(struct hop_ctx *h)
 
 /* Whether the device filter lets this device hop through: its namespace
  * first (compares), then its dev_filter entry, or its namespace's. */
-static __always_inline int device_passes(const struct hop_ctx *h)
+static __always_inline int device_passes(struct hop_ctx *h)
 {
 	if (!netns_may_match(h->netns))
 		return 0;
@@ -150,7 +150,10 @@ static __always_inline int device_passes(const struct hop_ctx *h)
 		k.ifindex = 0;
 		mask = bpf_map_lookup_elem(&dev_filter, &k);
 	}
-	return mask && (*mask & (1U << h->tp));
+	if (!mask || !(*mask & (1U << h->tp)))
+		return 0;
+	h->role = (*mask & (1U << TP_NET_DEV_XMIT)) ? KS_ROLE_TAP : KS_ROLE_DEVICE;
+	return 1;
 }
 
 /* Step 2, after hop_read_skb: whether the hop is in the trace's scope.

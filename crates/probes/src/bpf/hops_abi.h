@@ -54,6 +54,42 @@ enum hop_limits {
 	KS_STREAMS = 64,
 	KS_STAGES = 16,
 	KS_THRESHOLDS = 4,
+	/* --kernel-stats: hop indices (+1) of a profile, and device roles */
+	KS_HOPS = 8,
+	KS_ROLES = 3,
+};
+
+/* --kernel-stats: the role of the device of a device hop, from its entry
+ * in dev_filter (a device whose mask lets net_dev_xmit through is a tap,
+ * tun or macvtap). Socket hops, and device hops without a device filter,
+ * have none. Key of ks_hop_of: tp * KS_ROLES + role. */
+enum ks_role {
+	KS_ROLE_NONE = 0,
+	KS_ROLE_TAP = 1,
+	KS_ROLE_DEVICE = 2,
+};
+
+/* --kernel-stats: a ks_hop_of value (written by user space from the hop
+ * catalogue, src/kstats_plan.rs): the hop's index in the profile plus one
+ * (0: not a hop of the profile) and what the kernel does at it. */
+enum ks_hop_bits {
+	KS_HOP_INDEX = 0xff,
+	/* an annotation hop (tap_xmit): its stage runs from the base hop,
+	 * and the packet's next stage still starts at the hop before it */
+	KS_HOP_ANNOTATION = 0x100,
+	/* annotation stages are measured from this hop (fwd) */
+	KS_HOP_BASE = 0x200,
+	/* the last hop every packet reaches (consumer_copy, app_copy):
+	 * end_to_end is counted here, from the packet's first hop */
+	KS_HOP_LAST = 0x400,
+	/* remember this hop by identity: an egress that follows it is a new
+	 * skb, joined to it in ks_copied by (stream, identity number) */
+	KS_HOP_REMEMBER = 0x800,
+	/* as the first hop of an skb: the egress of a remembered copy */
+	KS_HOP_EGRESS = 0x1000,
+	/* ks_stage_of value of a hop pair in path order that is no stage
+	 * (an optional hop skipped, e.g. nic_rx -> app_copy) */
+	KS_NO_STAGE = 0xffff,
 };
 
 /* Tracepoint ids: the values of `TracePoint` in src/catalogue.rs, checked
@@ -203,11 +239,12 @@ struct ks_drops {
 /* Per-CPU counters of --kernel-stats, one value. */
 struct ks_counters {
 	__u64 stream_overflow; /* frames of streams beyond KS_STREAMS */
-	__u64 unmapped;        /* hops of a tracepoint pair without stage */
+	__u64 unmapped;        /* hops out of path order (a pair without stage) */
 	__u64 negative;        /* hops earlier than the previous hop */
 	__u64 stale;           /* socket hops of an entry that no longer holds */
 	__u64 first_hops;      /* skbs whose first hop was counted (tracked) */
 	__u64 clone_hits;      /* first hops that reused ks_last (clones) */
+	__u64 egress_joined;   /* egresses joined to their packet's copy */
 };
 
 /* clang's sizes of the structs above, for the Rust checks (src/abi.rs). */
@@ -230,6 +267,8 @@ struct hop_abi_anchor {
 	enum hop_limits limits;
 	enum pkt_kind kind;
 	enum hop_abi_sizes sizes;
+	enum ks_role role;
+	enum ks_hop_bits hop_bits;
 };
 
 /*
@@ -323,13 +362,14 @@ ABI_SIZE(struct ks_drops, 16);
 ABI_AT(struct ks_drops, dropped, 0);
 ABI_AT(struct ks_drops, rx_freed, 8);
 
-ABI_SIZE(struct ks_counters, 48);
+ABI_SIZE(struct ks_counters, 56);
 ABI_AT(struct ks_counters, stream_overflow, 0);
 ABI_AT(struct ks_counters, unmapped, 8);
 ABI_AT(struct ks_counters, negative, 16);
 ABI_AT(struct ks_counters, stale, 24);
 ABI_AT(struct ks_counters, first_hops, 32);
 ABI_AT(struct ks_counters, clone_hits, 40);
+ABI_AT(struct ks_counters, egress_joined, 48);
 
 #undef ABI_SIZE
 #undef ABI_AT

@@ -18,15 +18,35 @@
  *      (SV smpCnt, ping sequence, flow hash: `ks_id`) go into the
  *      `tracked_skbs` entry with the timestamp, tracepoint and validation,
  *      as in event mode.
- *   3. Each later reported hop of the skb maps (previous tracepoint, this
- *      tracepoint) to a small stage index through `ks_stage_of`, filled by
- *      user space (at most KS_STAGES pairs; a pair without index is counted in
- *      ks_counters.unmapped), and adds its delta to the per-CPU `ks_stats` value of
- *      (slot, stage): count, sum, exact min and max, counts above each of the
- *      hop_config.ks_thresholds, and the log-linear bucket (hist_bucket of
- *      khist.bpf.h). The per-CPU `ks_win` value of the same key keeps the
- *      current window's count, min and max with the identity and time of
- *      its worst packet; user space reads and zeroes it once a second.
+ *   3. Each hop is first given its hop of the profile: `ks_hop_of`,
+ *      filled by user space from the hop catalogue (src/kstats_plan.rs),
+ *      maps (tracepoint, role of the device: tap or other, from its
+ *      dev_filter entry) to the hop's index and what to do at it. The
+ *      tracked entry keeps the last stage boundary (anchor), the time of
+ *      the packet's first hop and of its base hop. A later hop maps
+ *      (anchor hop, this hop) to a stage index through `ks_stage_of`
+ *      (the catalogue's stages: rx->fwd, fwd->consumer_copy, ...); an
+ *      annotation hop (tap_xmit) is measured from the base hop (fwd) and
+ *      leaves the anchor where it is; a pair out of path order is counted
+ *      in ks_counters.unmapped. The delta goes to the per-CPU `ks_stats`
+ *      value of (slot, stage): count, sum, exact min and max, counts
+ *      above each of the hop_config.ks_thresholds, and the log-linear
+ *      bucket (hist_bucket of khist.bpf.h). The per-CPU `ks_win` value of
+ *      the same key keeps the current window's count, min and max with
+ *      the identity and time of its worst packet; user space reads and
+ *      zeroes it once a second. At the last hop every packet reaches
+ *      (consumer_copy, app_copy) `end_to_end` is counted from the first
+ *      hop.
+ *      A bridge's clone is a new skb: its first hop continues the chain of
+ *      the original's first hop on this CPU (`ks_last`, same head and
+ *      identity bytes), so rx->fwd is counted. An egress after a copy is
+ *      a new skb too (a user-space forwarder sent the frame on): the copy
+ *      is remembered in the LRU map `ks_copied` by (slot, identity
+ *      number); the egress's first hop finds it, counts
+ *      consumer_copy->egress, and moves the packet's end_to_end from the
+ *      copy to the egress (the copy's observation is taken back out of
+ *      count, sum, thresholds and bucket, so they hold what event mode
+ *      counts; only the exact min can keep the shorter one, documented).
  *   4. A tracked skb freed by kfree_skb adds one to `ks_drops[slot].dropped` and still
  *      submits its ring record (identity, drop reason): drops are rare. In the
  *      hypervisor profile an skb freed right after its first hop at
@@ -78,13 +98,45 @@ struct {
 	__type(value, __u32);
 } ks_streams SEC(".maps");
 
-/* (prev tp * TP_COUNT + tp) -> stage index + 1 (0: no stage). */
+/* tp * KS_ROLES + role -> hop index + 1 | enum ks_hop_bits (0: no hop). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TP_COUNT * TP_COUNT);
+	__uint(max_entries, TP_COUNT * KS_ROLES);
+	__type(key, __u32);
+	__type(value, __u32);
+} ks_hop_of SEC(".maps");
+
+/* (anchor hop + 1) * KS_HOPS + (hop + 1) -> stage index + 1 (0: out of
+ * path order; KS_NO_STAGE: no stage). Key hop + 1 alone (anchor 0): the
+ * stage of an annotation hop, from the base hop. Key 0: end_to_end. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KS_HOPS * KS_HOPS);
 	__type(key, __u32);
 	__type(value, __u32);
 } ks_stage_of SEC(".maps");
+
+/* A copy an egress may follow (KS_HOP_REMEMBER), by stream and identity. */
+struct ks_copy_key {
+	__u32 slot;
+	__u32 pad;
+	__u64 id;
+};
+
+struct ks_copy {
+	__u64 first;  /* the packet's first hop */
+	__u64 at;     /* the copy */
+	__u64 e2e;    /* the end_to_end counted at the copy */
+	__u32 hop;    /* the copy's hop index + 1 */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ks_copy_key);
+	__type(value, struct ks_copy);
+} ks_copied SEC(".maps");
 
 /* key: slot * KS_STAGES + stage */
 struct {
@@ -154,35 +206,29 @@ struct {
 			c_->field += 1;                                     \
 	} while (0)
 
-/* A later hop of a tracked skb whose entry (h->prev) still holds: add its
- * delta to (slot, stage), then make this hop the start of the next stage
- * (in the table, when the skb is still there: h->tr). */
-static __always_inline void ks_hop(const struct hop_ctx *h)
+/* The hop of the profile this hit is: its index + 1 and enum ks_hop_bits
+ * (0: none), from ks_hop_of. */
+static __always_inline __u32 ks_code_of(const struct hop_ctx *h)
 {
-	__u32 slot = h->prev.stream_slot;
-	__u32 prev = h->prev.tp;
-	__u64 prev_ts = h->prev.ts;
-	__u32 tp = h->tp;
-	__u64 ts = h->ts;
+	__u32 key = h->tp * KS_ROLES + h->role;
+	__u32 *v = bpf_map_lookup_elem(&ks_hop_of, &key);
+	return v ? *v : 0;
+}
 
-	if (h->tr) {
-		h->tr->ts = ts;
-		h->tr->tp = tp;
-	}
-	if (slot == 0 || slot > KS_STREAMS || prev >= TP_COUNT || tp >= TP_COUNT)
+/* The stage index + 1 of ks_stage_of key `key` (0: none). */
+static __always_inline __u32 ks_stage(__u32 key)
+{
+	__u32 *st = bpf_map_lookup_elem(&ks_stage_of, &key);
+	return st ? *st : 0;
+}
+
+/* Add one observation `d` of stage `stage` (index + 1) of stream `slot`
+ * (+1), ending at `ts`, of packet `id`. */
+static __always_inline void ks_record(__u32 slot, __u32 stage, __u64 d, __u64 ts, __u64 id)
+{
+	if (slot == 0 || slot > KS_STREAMS || stage == 0 || stage > KS_STAGES)
 		return;
-	__u32 pair = prev * TP_COUNT + tp;
-	__u32 *st = bpf_map_lookup_elem(&ks_stage_of, &pair);
-	if (!st || *st == 0 || *st > KS_STAGES) {
-		ks_count(unmapped);
-		return;
-	}
-	if (ts < prev_ts) {
-		ks_count(negative);
-		return;
-	}
-	__u64 d = ts - prev_ts;
-	__u32 key = (slot - 1) * KS_STAGES + (*st - 1);
+	__u32 key = (slot - 1) * KS_STAGES + (stage - 1);
 	struct ks_val *v = bpf_map_lookup_elem(&ks_stats, &key);
 	if (!v)
 		return;
@@ -207,8 +253,98 @@ static __always_inline void ks_hop(const struct hop_ctx *h)
 	if (w->count == 1 || d >= w->max) {
 		w->max = d;
 		w->max_ts = ts;
-		w->max_id = h->prev.ks_id;
+		w->max_id = id;
 	}
+}
+
+/* Take observation `d` back out of (slot, stage): count, sum, thresholds
+ * and bucket (the egress moved the packet's end_to_end). Per CPU these may
+ * wrap below zero (the observation was added on another CPU); user space
+ * sums the CPUs modulo 2^64, which gives the exact totals. */
+static __always_inline void ks_unrecord(__u32 slot, __u32 stage, __u64 d)
+{
+	if (slot == 0 || slot > KS_STREAMS || stage == 0 || stage > KS_STAGES)
+		return;
+	__u32 key = (slot - 1) * KS_STAGES + (stage - 1);
+	struct ks_val *v = bpf_map_lookup_elem(&ks_stats, &key);
+	if (!v)
+		return;
+	v->count -= 1;
+	v->sum -= d;
+	__u32 i;
+	for (i = 0; i < KS_THRESHOLDS; i++) {
+		if (i < hop_cfg.ks_nthresholds && d > hop_cfg.ks_thresholds[i])
+			v->above[i] -= 1;
+	}
+	v->buckets[hist_bucket(d) & (HIST_BUCKETS - 1)] -= 1;
+}
+
+/* Hop `code` of a packet whose entry `prev` holds: count its stage (from
+ * the anchor, or from the base for an annotation hop), and end_to_end at
+ * the last hop; then make it the anchor of the entry `next` (when the skb
+ * still has one) unless it is an annotation. */
+static __always_inline void ks_hop(const struct hop_ctx *h, const struct tracked *prev,
+				   struct tracked *next, __u32 code)
+{
+	__u32 hop = code & KS_HOP_INDEX;
+	__u32 slot = prev->stream_slot;
+	__u64 ts = h->ts;
+	if (hop == 0 || hop >= KS_HOPS)
+		return;
+	int annotation = (code & KS_HOP_ANNOTATION) != 0;
+	__u32 from = annotation ? 0 : prev->ks_hop & (KS_HOPS - 1);
+	__u64 start = annotation ? prev->ks_base : prev->ts;
+	__u32 stage = ks_stage(from * KS_HOPS + hop);
+	if (stage == 0 || (annotation && start == 0)) {
+		ks_count(unmapped);
+	} else if (stage != KS_NO_STAGE) {
+		if (ts < start)
+			ks_count(negative);
+		else
+			ks_record(slot, stage, ts - start, ts, prev->ks_id);
+	}
+	if ((code & KS_HOP_LAST) && prev->ks_first && ts >= prev->ks_first) {
+		__u64 e2e = ts - prev->ks_first;
+		ks_record(slot, ks_stage(0), e2e, ts, prev->ks_id);
+		if (code & KS_HOP_REMEMBER) {
+			struct ks_copy_key k = { .slot = slot, .id = prev->ks_id };
+			struct ks_copy c = { .first = prev->ks_first, .at = ts, .e2e = e2e, .hop = hop };
+			bpf_map_update_elem(&ks_copied, &k, &c, BPF_ANY);
+		}
+	}
+	if (!next || annotation)
+		return;
+	next->ts = ts;
+	next->tp = h->tp;
+	next->ks_hop = hop;
+	if (code & KS_HOP_BASE)
+		next->ks_base = ts;
+}
+
+/* The first hop `hop` of an skb that is an egress (KS_HOP_EGRESS) of
+ * stream `slot` (+1), packet `id`: when a copy of the same packet was
+ * remembered, count copy->egress and move the packet's end_to_end from the
+ * copy to here; the entry `t` continues from the packet's first hop. */
+static __always_inline void ks_egress(const struct hop_ctx *h, struct tracked *t, __u32 hop)
+{
+	struct ks_copy_key k = { .slot = t->stream_slot, .id = t->ks_id };
+	struct ks_copy *c = bpf_map_lookup_elem(&ks_copied, &k);
+	if (!c)
+		return;
+	struct ks_copy seen = *c;
+	bpf_map_delete_elem(&ks_copied, &k);
+	__u64 ts = h->ts;
+	if (ts < seen.at) {
+		ks_count(negative);
+		return;
+	}
+	__u32 e2e = ks_stage(0);
+	ks_record(t->stream_slot, ks_stage((seen.hop & (KS_HOPS - 1)) * KS_HOPS + hop),
+		  ts - seen.at, ts, t->ks_id);
+	ks_record(t->stream_slot, e2e, ts - seen.first, ts, t->ks_id);
+	ks_unrecord(t->stream_slot, e2e, seen.e2e);
+	ks_count(egress_joined);
+	t->ks_first = seen.first;
 }
 
 /* kfree_skb of a tracked skb: 1 when it is a quiet rx free (no record). */
@@ -306,12 +442,23 @@ static __always_inline int ks_slot_of(const struct ks_stream_key *k)
 	return slot;
 }
 
+/* Entry `t` starts a chain at hop `code`: the packet's first hop, its
+ * anchor, and its base when the hop is one. */
+static __always_inline void ks_start(const struct hop_ctx *h, struct tracked *t, __u32 code)
+{
+	t->ts = h->ts;
+	t->tp = h->tp;
+	t->ks_hop = code & KS_HOP_INDEX;
+	t->ks_first = h->ts;
+	t->ks_base = (code & KS_HOP_BASE) ? h->ts : 0;
+}
+
 /* The first device hop of an skb, its identity parsed into the per-CPU
  * `ks_event_buf` record `e` (no ring buffer record): find or create its
  * stream slot and start tracking the skb with the entry `t` (timestamp,
  * tracepoint and the validation frame_identify computed). */
 static __always_inline void ks_first(const struct hop_ctx *h, const struct hop_event *e,
-				     struct tracked *t)
+				     struct tracked *t, __u32 code)
 {
 	__u64 id = 0;
 	struct ks_stream_key *k = ks_key_of(e, &id);
@@ -322,6 +469,9 @@ static __always_inline void ks_first(const struct hop_ctx *h, const struct hop_e
 		return;
 	t->stream_slot = slot + 1;
 	t->ks_id = id;
+	ks_start(h, t, code);
+	if (code & KS_HOP_EGRESS)
+		ks_egress(h, t, code & KS_HOP_INDEX);
 	track_put(h->set, h->skb_addr, t);
 	ks_count(first_hops);
 	__u32 zero = 0;
@@ -370,9 +520,10 @@ static __always_inline void ks_handle(struct hop_ctx *h)
 		.head = h->head,
 		.tp = h->tp,
 	};
+	__u32 code = ks_code_of(h);
 	if (h->have_prev && ks_holds(&h->prev, h)) {
 		if (h->tp != TP_KFREE_SKB) {
-			ks_hop(h);
+			ks_hop(h, &h->prev, h->tr, code);
 			return;
 		}
 		if (ks_drop(&h->prev))
@@ -388,10 +539,21 @@ static __always_inline void ks_handle(struct hop_ctx *h)
 	__u32 zero = 0;
 	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
 	if (last && identity_holds(last, h->head, h->start, h->end, h->ts)) {
-		/* a clone of the last first hop's skb: same packet, same slot */
+		/* a clone of the last first hop's skb: same packet, same slot;
+		 * it continues the original's chain (rx -> fwd) when this hop
+		 * follows that one in path order, else starts its own. (An
+		 * egress whose new skb got the freed original's buffer back,
+		 * same bytes, looks the same: it joins its copy here.) */
 		t = *last;
-		t.ts = h->ts;
-		t.tp = h->tp;
+		__u32 hop = code & KS_HOP_INDEX;
+		__u32 from = last->ks_hop & (KS_HOPS - 1);
+		if (hop && hop < KS_HOPS && ks_stage(from * KS_HOPS + hop)) {
+			ks_hop(h, last, &t, code);
+		} else {
+			ks_start(h, &t, code);
+			if (code & KS_HOP_EGRESS)
+				ks_egress(h, &t, hop);
+		}
 		track_put(h->set, h->skb_addr, &t);
 		ks_count(first_hops);
 		ks_count(clone_hits);
@@ -399,7 +561,7 @@ static __always_inline void ks_handle(struct hop_ctx *h)
 	}
 	struct hop_event *e = ks_identify(h, &t);
 	if (e)
-		ks_first(h, e, &t);
+		ks_first(h, e, &t, code);
 }
 
 #endif /* HOPTRACE_LIVE_STATS_BPF_H */

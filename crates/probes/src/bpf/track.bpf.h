@@ -57,10 +57,16 @@ struct tracked {
 	__u64 id_addr2;
 	__u64 id_val2;
 	__u32 tp;
-	/* --kernel-stats (live_stats.bpf.h): stream slot + 1 (0: none) and
-	 * the packet's identity number (smpCnt, ping sequence, flow hash) */
-	__u32 stream_slot;
+	/* --kernel-stats (live_stats.bpf.h): stream slot + 1 (0: none), the
+	 * hop index + 1 of the last stage boundary (ts, tp are its), the
+	 * packet's identity number (smpCnt, ping sequence, flow hash), the
+	 * time of its first hop (end_to_end starts there) and of its base hop
+	 * (annotation stages start there; 0: none yet) */
+	__u16 stream_slot;
+	__u16 ks_hop;
 	__u64 ks_id;
+	__u64 ks_first;
+	__u64 ks_base;
 };
 
 struct track_set {

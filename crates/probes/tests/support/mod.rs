@@ -391,6 +391,35 @@ pub fn holding_consumer(tap: OwnedFd, hold_ns: u64) -> std::thread::JoinHandle<u
     })
 }
 
+/// A forwarder in the hypervisor namespace, as a user-space vswitch or
+/// reflector is: it reads each frame from `tap`, holds it until `hold_ns`
+/// after the read (an absolute deadline), and sends the SV frames on by a
+/// packet socket on `out` (a traced non-tap device: the `egress` hop),
+/// until the tap stays quiet for 1.5 s; joins with the number sent.
+pub fn holding_forwarder(
+    bed: &Bed,
+    tap: OwnedFd,
+    out: &'static str,
+    hold_ns: u64,
+) -> std::thread::JoinHandle<usize> {
+    bed.hv
+        .run_in(move || {
+            std::thread::spawn(move || {
+                let sock = packet_socket(out);
+                let mut n = 0;
+                while let Some(f) = read_frame(&tap, Duration::from_millis(1500)) {
+                    sleep_until_ns(monotonic_ns() + hold_ns);
+                    if f.len() > 14 && f[12..14] == [0x88, 0xBA] {
+                        send_frame(&sock, &f);
+                        n += 1;
+                    }
+                }
+                n
+            })
+        })
+        .expect("start the forwarder in the hypervisor namespace")
+}
+
 /// A testbed (tap txqueuelen `qlen`) with a reader attached to its tap
 /// (see [`Bed::open_tap`]) and the tracer started on its hypervisor
 /// namespace.
