@@ -21,8 +21,9 @@ APT_PACKAGES=(
   openvswitch-switch qemu-system-x86 busybox-static cpio kmod
   # the kvm lab copies perf into its L1 guest (perf kvm stat, side by side)
   linux-perf
-  # reference latency tools and the HTML report check
-  rt-tests chromium
+  # reference latency tools and the HTML report check; bpftrace runs
+  # svtrace's method next to hoptrace (bench/svtrace_compare.sh)
+  rt-tests chromium bpftrace
 )
 # pyiec61850-ng: libiec61850 (compiled, in the wheel) as a second SV stack for
 # the endpoint tests.

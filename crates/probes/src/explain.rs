@@ -102,7 +102,7 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
     }
 }
 
-/// `explain SV1 seq 12 dest tap0 tap_xmit->consumer_copy 1.2 ms: reader/5 on cpu1 ...`
+/// `explain SV1 seq 12 dest tap0 fwd->consumer_copy 1.2 ms: reader/5 on cpu1 ...`
 pub fn explanation_line(s: &ExplainedStage, line: &str) -> String {
     format!(
         "explain {} seq {}{} {} {}: {line}",

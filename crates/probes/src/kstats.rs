@@ -3,9 +3,10 @@
 //! Mechanism (BPF side: src/bpf/live_stats.bpf.h): normal hops submit no
 //! ring buffer record. The first device hop of an skb parses its identity
 //! and finds its stream slot (hash map keyed by the full identity: kind,
-//! APPID, svID bytes and length); later hops of the skb add their delta to
-//! per-CPU figures of (slot, stage), where a stage is a tracepoint pair of
-//! the same skb mapped to a small index by user space ([`stage_pairs`]):
+//! APPID, svID bytes and length); later hops of the packet add their
+//! delta to per-CPU figures of (slot, stage), where the hops and stages are
+//! event mode's, given to the kernel as tables by [`KsPlan`] (across the
+//! bridge's clone and a forwarder's new skb too):
 //! count, sum, exact min/max, exact counts above each `--threshold`,
 //! log-linear buckets (the khist rule: 4 per power of two, so p50/p99 are
 //! bucket upper bounds, at most 25% above the true value), and a window
