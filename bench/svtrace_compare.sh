@@ -21,12 +21,13 @@
 # Rounds alternate the order of the tracers. docs/explain.md has a run.
 #
 # Usage: bench/svtrace_compare.sh [duration] [rounds]   (default 10s 2)
+#        HOPTRACE_BENCH_PROGS=1 also prints each program's share.
 set -eu
 cd "$(dirname "$0")/.."
 command -v bpftrace >/dev/null || { echo "bpftrace is missing: scripts/setup.sh installs it" >&2; exit 1; }
 command -v bpftool >/dev/null || { echo "bpftool is missing: scripts/setup.sh installs it" >&2; exit 1; }
 cargo build --release -q -p hoptrace
-B="$PWD/target/release/hoptrace"
+B="${HOPTRACE_BIN:-$PWD/target/release/hoptrace}"
 lab=htsv
 dur="${1:-10s}"
 rounds="${2:-2}"
@@ -62,7 +63,7 @@ echo "svtrace method: ingress in0 (ifindex $ifindex), smpCnt at byte $offset of 
 progs() { bpftool prog show -j | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):
-    print(p["id"], p.get("run_time_ns", 0), p.get("run_cnt", 0))'; }
+    print(p["id"], p.get("run_time_ns", 0), p.get("run_cnt", 0), p.get("name", "?"))'; }
 
 # $1: label; the rest: the tracer command. Starts it, publishes, prints
 # the tracer's BPF ns and runs per frame; sets LAST_NS.
@@ -97,6 +98,13 @@ one() {
       printf "  %-34s %8.1f ns/frame  %5.2f runs/frame  (%d programs, %d frames)\n", label, t / f, c / f, n, f > "/dev/stderr"
       print t / f
     }' "$work/before" "$work/start" "$work/end")
+  if [ -n "${HOPTRACE_BENCH_PROGS:-}" ]; then # per program
+    awk -v f="$frames" '
+      FILENAME == ARGV[1] { seen[$1] = 1; next }
+      FILENAME == ARGV[2] { if (!($1 in seen)) { t0[$1] = $2; c0[$1] = $3 }; next }
+      ($1 in t0) && $3 > c0[$1] { printf "      %-28s %7.1f ns/frame %5.2f runs/frame %6.1f ns/run\n", $4, ($2 - t0[$1]) / f, ($3 - c0[$1]) / f, ($2 - t0[$1]) / ($3 - c0[$1]) }
+    ' "$work/before" "$work/start" "$work/end" >&2
+  fi
   if grep -q "LOST EVENTS\|lost events per tracepoint:.*=[1-9]" "$work/tracer.out"; then
     echo "    (the tracer lost events:)" >&2
     grep "lost events per tracepoint" "$work/tracer.out" >&2 || true

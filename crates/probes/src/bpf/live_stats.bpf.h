@@ -41,8 +41,8 @@
  *      the original's first hop on this CPU (`ks_last`, same head and
  *      identity bytes), so rx->fwd is counted. An egress after a copy is
  *      a new skb too (a user-space forwarder sent the frame on): the copy
- *      is remembered in the LRU map `ks_copied` by (slot, identity
- *      number); the egress's first hop finds it, counts
+ *      is remembered in `ks_copied` by (slot, identity number: the last
+ *      KS_COPIES of each stream); the egress's first hop finds it, counts
  *      consumer_copy->egress, and moves the packet's end_to_end from the
  *      copy to the egress (the copy's observation is taken back out of
  *      count, sum, thresholds and bucket, so they hold what event mode
@@ -116,15 +116,15 @@ struct {
 	__type(value, __u32);
 } ks_stage_of SEC(".maps");
 
-/* A copy an egress may follow (KS_HOP_REMEMBER), by stream and identity. */
-struct ks_copy_key {
-	__u32 slot;
-	__u32 pad;
-	__u64 id;
-};
+/* A copy an egress may follow (KS_HOP_REMEMBER): per stream slot, the
+ * last KS_COPIES copies by identity number (id mod KS_COPIES), each with
+ * its id, so that an older packet's entry is never taken for this one. A
+ * plain array: one inlined lookup and a store per copy, no hash update. */
+#define KS_COPIES 1024
 
 struct ks_copy {
-	__u64 first;  /* the packet's first hop */
+	__u64 id;     /* the packet's identity number */
+	__u64 first;  /* the packet's first hop; 0: free (taken by an egress) */
 	__u64 at;     /* the copy */
 	__u64 e2e;    /* the end_to_end counted at the copy */
 	__u32 hop;    /* the copy's hop index + 1 */
@@ -132,11 +132,20 @@ struct ks_copy {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct ks_copy_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KS_STREAMS * KS_COPIES);
+	__type(key, __u32);
 	__type(value, struct ks_copy);
 } ks_copied SEC(".maps");
+
+/* The ks_copied entry of packet `id` of stream `slot` (+1). */
+static __always_inline struct ks_copy *ks_copy_of(__u32 slot, __u64 id)
+{
+	if (slot == 0 || slot > KS_STREAMS)
+		return NULL;
+	__u32 key = (slot - 1) * KS_COPIES + (__u32)(id & (KS_COPIES - 1));
+	return bpf_map_lookup_elem(&ks_copied, &key);
+}
 
 /* key: slot * KS_STAGES + stage */
 struct {
@@ -306,10 +315,13 @@ static __always_inline void ks_hop(const struct hop_ctx *h, const struct tracked
 	if ((code & KS_HOP_LAST) && prev->ks_first && ts >= prev->ks_first) {
 		__u64 e2e = ts - prev->ks_first;
 		ks_record(slot, ks_stage(0), e2e, ts, prev->ks_id);
-		if (code & KS_HOP_REMEMBER) {
-			struct ks_copy_key k = { .slot = slot, .id = prev->ks_id };
-			struct ks_copy c = { .first = prev->ks_first, .at = ts, .e2e = e2e, .hop = hop };
-			bpf_map_update_elem(&ks_copied, &k, &c, BPF_ANY);
+		struct ks_copy *c = (code & KS_HOP_REMEMBER) ? ks_copy_of(slot, prev->ks_id) : NULL;
+		if (c) {
+			c->id = prev->ks_id;
+			c->first = prev->ks_first;
+			c->at = ts;
+			c->e2e = e2e;
+			c->hop = hop;
 		}
 	}
 	if (!next || annotation)
@@ -327,12 +339,11 @@ static __always_inline void ks_hop(const struct hop_ctx *h, const struct tracked
  * copy to here; the entry `t` continues from the packet's first hop. */
 static __always_inline void ks_egress(const struct hop_ctx *h, struct tracked *t, __u32 hop)
 {
-	struct ks_copy_key k = { .slot = t->stream_slot, .id = t->ks_id };
-	struct ks_copy *c = bpf_map_lookup_elem(&ks_copied, &k);
-	if (!c)
+	struct ks_copy *c = ks_copy_of(t->stream_slot, t->ks_id);
+	if (!c || !c->first || c->id != t->ks_id)
 		return;
 	struct ks_copy seen = *c;
-	bpf_map_delete_elem(&ks_copied, &k);
+	c->first = 0;
 	__u64 ts = h->ts;
 	if (ts < seen.at) {
 		ks_count(negative);
