@@ -334,8 +334,9 @@ mod tests {
             kernel_stats,
             ks_quiet_rx_free,
             ks_nthresholds,
-            pad,
+            dev_list_count,
             ks_thresholds,
+            dev_list,
         } = through_bytes(&bpf_config::hop_config(&filters, 0xa5, true, 64));
         assert_eq!((dev_filter_on, netns_count), (1, 2));
         assert_eq!(netns, [11, 12, 0, 0, 0, 0, 0, 0]);
@@ -346,9 +347,20 @@ mod tests {
         assert_eq!(other_dst_mac, [2, 3, 4, 5, 6, 7, 0, 0]);
         assert_eq!((emit_mask, use_tai, track_set_mask), (0xa5, 1, 63));
         assert_eq!(
-            (kernel_stats, ks_quiet_rx_free, ks_nthresholds, pad),
-            (1, 1, 3, 0)
+            (
+                kernel_stats,
+                ks_quiet_rx_free,
+                ks_nthresholds,
+                dev_list_count
+            ),
+            (1, 1, 3, 2)
         );
+        let types::dev_rule {
+            netns,
+            ifindex,
+            mask,
+        } = dev_list[1];
+        assert_eq!((netns, ifindex, mask), (12, 0, 0x2));
         assert_eq!(ks_thresholds, [1_000, 2_000, 3_000, 0]);
         let key = through_bytes(&types::dev_key {
             netns: 11,

@@ -3,8 +3,8 @@
 //! Before the load: everything known at start is one `struct hop_config`
 //! (`src/bpf/hops_abi.h`), built here as the generated
 //! [`types::hop_config`] and written into the object's read-only data
-//! (`hop_cfg` in .rodata) through the skeleton: the device filter's switch
-//! and namespaces, the other-traffic filter, the emit mask, the clock, the
+//! (`hop_cfg` in .rodata) through the skeleton: the device filter's switch,
+//! namespaces and (when it is short) devices, the other-traffic filter, the emit mask, the clock, the
 //! tracked-skb table size and the `--kernel-stats` settings. Frozen at
 //! load, the verifier treats them as constants and drops the code they turn
 //! off. After the load, the maps whose size is not fixed: the device filter
@@ -58,6 +58,7 @@ pub(crate) fn hop_config(
     }
     let ks = filters.kernel_stats.as_ref();
     let (ks_nthresholds, ks_thresholds) = thresholds(ks);
+    let (dev_list_count, dev_list) = listed_devices(filters);
     types::hop_config {
         dev_filter_on: u32::from(!filters.devices.is_empty()),
         netns_count,
@@ -72,9 +73,33 @@ pub(crate) fn hop_config(
         kernel_stats: u32::from(ks.is_some()),
         ks_quiet_rx_free: u32::from(ks.is_some_and(|k| k.quiet_rx_free)),
         ks_nthresholds,
-        pad: 0,
+        dev_list_count,
         ks_thresholds,
+        dev_list,
     }
+}
+
+/// The device filter as the list the kernel compares against: its count
+/// and entries, or 0 when it has more than the configuration holds (the
+/// `dev_filter` map decides then; both hold the same entries).
+fn listed_devices(
+    filters: &Filters,
+) -> (
+    u32,
+    [types::dev_rule; abi::limit(types::hop_limits::FILTER_DEVS_MAX)],
+) {
+    let mut list = [types::dev_rule::default(); abi::limit(types::hop_limits::FILTER_DEVS_MAX)];
+    if filters.devices.len() > list.len() {
+        return (0, list);
+    }
+    for (slot, &(netns, ifindex, mask)) in list.iter_mut().zip(&filters.devices) {
+        *slot = types::dev_rule {
+            netns,
+            ifindex,
+            mask,
+        };
+    }
+    (filters.devices.len() as u32, list)
 }
 
 /// The namespaces the device filter has keys of, each once: their count
@@ -148,6 +173,12 @@ mod tests {
         assert_eq!(cfg.netns_count, 2, "two namespaces");
         assert_eq!(cfg.netns, [5, 77, 0, 0, 0, 0, 0, 0]);
         assert_eq!((cfg.use_tai, cfg.track_set_mask), (1, TRACK_SETS - 1));
+        assert_eq!(cfg.dev_list_count, 3, "three devices: listed");
+        let rules: Vec<(u32, u32, u32)> = cfg.dev_list[..3]
+            .iter()
+            .map(|r| (r.netns, r.ifindex, r.mask))
+            .collect();
+        assert_eq!(rules, [(77, 3, 1), (5, 0, 2), (77, 0, 4)]);
     }
 
     #[test]
@@ -159,6 +190,7 @@ mod tests {
             cfg.netns_count, 0,
             "9 namespaces: not listed, lookups decide"
         );
+        assert_eq!(cfg.dev_list_count, 0, "9 devices: the map decides");
         assert_eq!((cfg.use_tai, cfg.track_set_mask), (0, 0));
         let cfg = hop_config(&filters(vec![]), 0, true, TRACK_SETS);
         assert_eq!((cfg.dev_filter_on, cfg.netns_count), (0, 0), "no filter");

@@ -138,21 +138,46 @@ static __always_inline int hop_wanted(struct hop_ctx *h)
 	return emits(h->tp);
 }
 
+/* The tracepoint mask of the hop's device in the listed filter: its own
+ * entry, else its namespace's (ifindex 0), else 0. */
+static __always_inline __u32 listed_mask(const struct hop_ctx *h)
+{
+	__u32 i, ns_mask = 0;
+	for (i = 0; i < FILTER_DEVS_MAX; i++) {
+		if (i >= hop_cfg.dev_list_count)
+			break;
+		if (hop_cfg.dev_list[i].netns != h->netns)
+			continue;
+		if (hop_cfg.dev_list[i].ifindex == h->ifindex)
+			return hop_cfg.dev_list[i].mask;
+		if (hop_cfg.dev_list[i].ifindex == 0)
+			ns_mask = hop_cfg.dev_list[i].mask;
+	}
+	return ns_mask;
+}
+
 /* Whether the device filter lets this device hop through: its namespace
- * first (compares), then its dev_filter entry, or its namespace's. */
+ * first (compares), then its entry in the listed filter (compares) or in
+ * dev_filter, or its namespace's. Sets the device's role. */
 static __always_inline int device_passes(struct hop_ctx *h)
 {
 	if (!netns_may_match(h->netns))
 		return 0;
-	struct dev_key k = { .netns = h->netns, .ifindex = h->ifindex };
-	__u32 *mask = bpf_map_lookup_elem(&dev_filter, &k);
-	if (!mask) {
-		k.ifindex = 0;
-		mask = bpf_map_lookup_elem(&dev_filter, &k);
+	__u32 mask;
+	if (hop_cfg.dev_list_count) {
+		mask = listed_mask(h);
+	} else {
+		struct dev_key k = { .netns = h->netns, .ifindex = h->ifindex };
+		__u32 *m = bpf_map_lookup_elem(&dev_filter, &k);
+		if (!m) {
+			k.ifindex = 0;
+			m = bpf_map_lookup_elem(&dev_filter, &k);
+		}
+		mask = m ? *m : 0;
 	}
-	if (!mask || !(*mask & (1U << h->tp)))
+	if (!(mask & (1U << h->tp)))
 		return 0;
-	h->role = (*mask & (1U << TP_NET_DEV_XMIT)) ? KS_ROLE_TAP : KS_ROLE_DEVICE;
+	h->role = (mask & (1U << TP_NET_DEV_XMIT)) ? KS_ROLE_TAP : KS_ROLE_DEVICE;
 	return 1;
 }
 

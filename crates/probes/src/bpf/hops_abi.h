@@ -48,6 +48,8 @@ enum hop_limits {
 	SVID_MAX = 64,
 	/* namespaces the configuration lists for the quick device check */
 	FILTER_NETNS_MAX = 8,
+	/* devices the configuration lists instead of the dev_filter map */
+	FILTER_DEVS_MAX = 8,
 	/* buckets of a latency histogram (khist.bpf.h has the rule) */
 	HIST_BUCKETS = 128,
 	/* --kernel-stats: stream slots, stage indices, thresholds */
@@ -150,6 +152,14 @@ struct hop_event {
 	__u8 svid[SVID_MAX];
 };
 
+/* One device of the listed filter: (netns inode, ifindex; 0: every other
+ * device of the namespace) and its tracepoint mask, as in dev_filter. */
+struct dev_rule {
+	__u32 netns;
+	__u32 ifindex;
+	__u32 mask;
+};
+
 /* The read-only configuration (.rodata `hop_cfg`), set before the load. */
 struct hop_config {
 	/* 1: device hops must match the dev_filter map */
@@ -179,8 +189,13 @@ struct hop_config {
 	 * bridge/OVS, counted in ks_drops.rx_freed without a record */
 	__u32 ks_quiet_rx_free;
 	__u32 ks_nthresholds;
-	__u32 pad;
+	/* the device filter as a list (dev_list_count entries, 0: use the
+	 * dev_filter map): a filter of at most FILTER_DEVS_MAX devices is
+	 * decided by compares, without the hash lookups a device that is not
+	 * in it (a bridge, the veth towards the VM) costs every frame */
+	__u32 dev_list_count;
 	__u64 ks_thresholds[KS_THRESHOLDS];
+	struct dev_rule dev_list[FILTER_DEVS_MAX];
 };
 
 /* Key of the dev_filter map (value: the tracepoint mask of the device). */
@@ -310,7 +325,7 @@ ABI_AT(struct hop_event, svid, 96);
 _Static_assert(sizeof(struct hop_event) != sizeof(struct hop_compact),
 	       "full and compact records are told apart by their length");
 
-ABI_SIZE(struct hop_config, 120);
+ABI_SIZE(struct hop_config, 120 + 12 * FILTER_DEVS_MAX);
 ABI_AT(struct hop_config, dev_filter_on, 0);
 ABI_AT(struct hop_config, netns_count, 4);
 ABI_AT(struct hop_config, netns, 8);
@@ -324,8 +339,14 @@ ABI_AT(struct hop_config, track_set_mask, 68);
 ABI_AT(struct hop_config, kernel_stats, 72);
 ABI_AT(struct hop_config, ks_quiet_rx_free, 76);
 ABI_AT(struct hop_config, ks_nthresholds, 80);
-ABI_AT(struct hop_config, pad, 84);
+ABI_AT(struct hop_config, dev_list_count, 84);
 ABI_AT(struct hop_config, ks_thresholds, 88);
+ABI_AT(struct hop_config, dev_list, 120);
+
+ABI_SIZE(struct dev_rule, 12);
+ABI_AT(struct dev_rule, netns, 0);
+ABI_AT(struct dev_rule, ifindex, 4);
+ABI_AT(struct dev_rule, mask, 8);
 
 ABI_SIZE(struct dev_key, 8);
 ABI_AT(struct dev_key, netns, 0);
