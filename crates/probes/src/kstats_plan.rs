@@ -84,13 +84,7 @@ impl KsPlan {
 
     /// Stage labels by kernel stage index (the last is `end_to_end`).
     pub fn labels(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .stages
-            .iter()
-            .map(|&(a, b)| format!("{}->{}", self.hops[a], self.hops[b]))
-            .collect();
-        v.push("end_to_end".into());
-        v
+        crate::catalogue::stage_names(&self.hops, &self.stages)
     }
 
     /// The last hop every packet reaches: the last boundary hop that is

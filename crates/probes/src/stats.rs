@@ -218,13 +218,7 @@ impl Stats {
 
     /// Stage names in path order (for display), then end_to_end.
     pub fn stage_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .stages
-            .iter()
-            .map(|&(a, b)| format!("{}->{}", self.hops[a], self.hops[b]))
-            .collect();
-        v.push("end_to_end".into());
-        v
+        crate::catalogue::stage_names(&self.hops, &self.stages)
     }
 
     /// The stages of `t` this trace reports, as (name, hop a's time, hop

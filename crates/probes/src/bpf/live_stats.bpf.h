@@ -231,13 +231,23 @@ static __always_inline __u32 ks_stage(__u32 key)
 	return st ? *st : 0;
 }
 
+/* The ks_stats (and ks_win) key of stage `stage` (index + 1) of stream
+ * `slot` (+1), or -1 when either is none. */
+static __always_inline int ks_key(__u32 slot, __u32 stage)
+{
+	if (slot == 0 || slot > KS_STREAMS || stage == 0 || stage > KS_STAGES)
+		return -1;
+	return (slot - 1) * KS_STAGES + (stage - 1);
+}
+
 /* Add one observation `d` of stage `stage` (index + 1) of stream `slot`
  * (+1), ending at `ts`, of packet `id`. */
 static __always_inline void ks_record(__u32 slot, __u32 stage, __u64 d, __u64 ts, __u64 id)
 {
-	if (slot == 0 || slot > KS_STREAMS || stage == 0 || stage > KS_STAGES)
+	int k = ks_key(slot, stage);
+	if (k < 0)
 		return;
-	__u32 key = (slot - 1) * KS_STAGES + (stage - 1);
+	__u32 key = k;
 	struct ks_val *v = bpf_map_lookup_elem(&ks_stats, &key);
 	if (!v)
 		return;
@@ -272,9 +282,10 @@ static __always_inline void ks_record(__u32 slot, __u32 stage, __u64 d, __u64 ts
  * sums the CPUs modulo 2^64, which gives the exact totals. */
 static __always_inline void ks_unrecord(__u32 slot, __u32 stage, __u64 d)
 {
-	if (slot == 0 || slot > KS_STREAMS || stage == 0 || stage > KS_STAGES)
+	int k = ks_key(slot, stage);
+	if (k < 0)
 		return;
-	__u32 key = (slot - 1) * KS_STAGES + (stage - 1);
+	__u32 key = k;
 	struct ks_val *v = bpf_map_lookup_elem(&ks_stats, &key);
 	if (!v)
 		return;
