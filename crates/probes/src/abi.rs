@@ -317,7 +317,6 @@ mod tests {
             kernel_stats: Some(KsConfig {
                 profile: crate::Profile::Hypervisor,
                 thresholds_ns: vec![1_000, 2_000, 3_000],
-                quiet_rx_free: true,
             }),
         };
         let types::hop_config {

@@ -71,7 +71,7 @@ pub(crate) fn hop_config(
         use_tai: u32::from(use_tai),
         track_set_mask: track_sets - 1,
         kernel_stats: u32::from(ks.is_some()),
-        ks_quiet_rx_free: u32::from(ks.is_some_and(|k| k.quiet_rx_free)),
+        ks_quiet_rx_free: u32::from(ks.is_some_and(|k| k.quiet_rx_free())),
         ks_nthresholds,
         dev_list_count,
         ks_thresholds,

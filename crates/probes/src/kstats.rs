@@ -34,10 +34,15 @@ pub struct KsConfig {
     pub profile: Profile,
     /// Counted above (ns, at most [`THRESHOLDS`]).
     pub thresholds_ns: Vec<u64>,
+}
+
+impl KsConfig {
     /// Hypervisor profile: an skb freed right after its first hop at
     /// netif_receive_skb is a bridge's pre-clone skb (its local copy freed),
     /// counted apart without a record; elsewhere it is a drop.
-    pub quiet_rx_free: bool,
+    pub fn quiet_rx_free(&self) -> bool {
+        self.profile == Profile::Hypervisor
+    }
 }
 
 /// Stream slots (`KS_STREAMS` of src/bpf/hops_abi.h).

@@ -124,7 +124,6 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         kernel_stats: opts.kernel_stats.then(|| crate::kstats::KsConfig {
             profile: opts.profile,
             thresholds_ns: opts.thresholds_ns.clone(),
-            quiet_rx_free: opts.profile == Profile::Hypervisor,
         }),
     };
     for ifname in &opts.ifaces {
