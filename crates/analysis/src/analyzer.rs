@@ -37,6 +37,40 @@ pub struct Hop {
     /// default stages go around it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub annotation: bool,
+    /// The clock the stamps were taken in when they were mapped into
+    /// `clock` (a chain recording: `guest TAI`), and the largest error
+    /// bound of a mapped stamp.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aligned_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub align_bound_ns: Option<i64>,
+}
+
+impl Hop {
+    /// The machine whose clock stamped this hop: the first word of
+    /// `aligned_from` (`guest`, `host`), or "" for the recording's own.
+    fn side(&self) -> &str {
+        self.aligned_from
+            .as_deref()
+            .and_then(|f| f.split_whitespace().next())
+            .unwrap_or("")
+    }
+}
+
+/// The error bound of a stage between two hops stamped on different
+/// machines and mapped into one clock: the sum of the hops' bounds. None
+/// within one machine (the mapping's offset cancels).
+pub fn alignment_bound(a: &Hop, b: &Hop) -> Option<i64> {
+    fn side(h: &Hop) -> &str {
+        match h.side() {
+            "" => "host",
+            s => s,
+        }
+    }
+    if a.aligned_from.is_none() && b.aligned_from.is_none() || side(a) == side(b) {
+        return None;
+    }
+    Some(a.align_bound_ns.unwrap_or(0) + b.align_bound_ns.unwrap_or(0))
 }
 
 /// A stage: from hop `from` to hop `to` (indices into the hop list).
@@ -47,6 +81,11 @@ pub struct Stage {
     pub to: usize,
     /// true when the two hops use different clock domains.
     pub mixed_clocks: bool,
+    /// The two hops were stamped on different machines and mapped into one
+    /// clock: a negative latency down to minus this is within the
+    /// alignment's error, below it a causality violation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment_bound_ns: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -94,6 +133,8 @@ pub struct StageAcc {
     pub spike_times_dropped: u64,
     /// Rows (in window) lacking one of the two hops.
     pub missing: u64,
+    /// Latencies below minus the stage's alignment bound.
+    pub beyond_bound: u64,
 }
 
 pub struct StreamAcc {
@@ -202,6 +243,9 @@ fn record_stages(
             continue;
         };
         let v = tb - ta;
+        if stage.alignment_bound_ns.is_some_and(|b| v < -b) {
+            sa.beyond_bound += 1;
+        }
         sa.stats.record_with(v, || PacketRef {
             stream: row.stream.to_string(),
             smp_cnt: row.smp_cnt,
@@ -266,6 +310,7 @@ impl Analyzer {
             from: a,
             to: b,
             mixed_clocks: hops[a].clock != hops[b].clock,
+            alignment_bound_ns: alignment_bound(&hops[a], &hops[b]),
         };
         if config.stages.is_empty() {
             let annotation: Vec<bool> = hops.iter().map(|h| h.annotation).collect();
@@ -311,6 +356,7 @@ impl Analyzer {
                     spike_times: Vec::new(),
                     spike_times_dropped: 0,
                     missing: 0,
+                    beyond_bound: 0,
                 })
                 .collect(),
         }
@@ -604,7 +650,27 @@ mod tests {
             source: "bpf".into(),
             location: String::new(),
             annotation,
+            aligned_from: None,
+            align_bound_ns: None,
         }
+    }
+
+    #[test]
+    fn a_stage_across_machines_carries_both_bounds_and_one_within_a_machine_none() {
+        let mapped = |name: &str, from: &str, b: i64| Hop {
+            aligned_from: Some(from.into()),
+            align_bound_ns: Some(b),
+            ..hop(name, false)
+        };
+        let host = hop("consumer_copy", false);
+        let tx = mapped("tx", "host REALTIME", 0);
+        let g3 = mapped("guest_rx", "guest TAI", 120);
+        let g4 = mapped("app", "guest REALTIME", 130);
+        assert_eq!(alignment_bound(&host, &g3), Some(120));
+        assert_eq!(alignment_bound(&tx, &g4), Some(130));
+        assert_eq!(alignment_bound(&g3, &g4), None);
+        assert_eq!(alignment_bound(&tx, &host), None);
+        assert_eq!(alignment_bound(&host, &hop("rx", false)), None);
     }
 
     #[test]

@@ -3,11 +3,17 @@
 //! of the same sample (stream, epoch, smpCnt), so the joined recording has
 //! the hops tx -> rx -> app (docs/endpoints.md). `lab run` does it after
 //! every run.
+//!
+//! With `--host-trace`, `--guest-trace` or `--clock` it joins the whole
+//! chain instead (`hoptrace-chain`): one row per published sample with the
+//! hops T0 `tx`, T1 `host_rx`, T2 `consumer_copy`, T3 `guest_rx`, T4 `app`
+//! in host TAI, the guest's stamps mapped through the run's clock alignment
+//! with their error bound (docs/methodology.md). `lab run vm` does that.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -23,10 +29,133 @@ pub struct Args {
     /// A saved `hoptrace doctor --json`, whose summary the joined recording keeps.
     #[arg(long, value_name = "FILE")]
     doctor_report: Option<PathBuf>,
+    /// Chain join: the hypervisor tracer's recording (`trace --profile
+    /// hypervisor --record`): T1 its first hop, T2 `consumer_copy`.
+    #[arg(long, value_name = "DIR")]
+    host_trace: Option<PathBuf>,
+    /// Chain join: the guest tracer's recording (`trace --profile guest
+    /// --record` in the guest): T3 `nic_rx`. Needs --clock.
+    #[arg(long, value_name = "DIR", requires = "clock")]
+    guest_trace: Option<PathBuf>,
+    /// Chain join: the run's clock alignment (`clock.json` of `hoptrace
+    /// clock host` or `lab run vm`). The subscriber (and the guest tracer)
+    /// ran in the guest; their stamps are mapped into host TAI through it.
+    #[arg(long, value_name = "CLOCK_JSON")]
+    clock: Option<PathBuf>,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    if a.host_trace.is_some() || a.guest_trace.is_some() || a.clock.is_some() {
+        return chain(a);
+    }
     join(&a.pub_rec, &a.sub_rec, &a.out, a.doctor_report.as_deref())
+}
+
+/// The whole chain T0..T4 in host TAI.
+fn chain(a: Args) -> Result<ExitCode> {
+    use hoptrace_chain::{join_chain, ChainInputs, ClockMap, Side};
+    let alignment = match &a.clock {
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("reading the clock alignment {}", f.display()))?;
+            let al: hoptrace_clocksync::Alignment = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{} is not a clock alignment (`hoptrace clock host --json` or `hoptrace clock estimate --json` writes one)",
+                    f.display()
+                )
+            })?;
+            Some(al)
+        }
+        None => None,
+    };
+    let inputs = ChainInputs {
+        publisher: a.pub_rec.clone(),
+        host_trace: a.host_trace.clone(),
+        guest_trace: a.guest_trace.clone(),
+        subscriber: a.sub_rec.clone(),
+        subscriber_side: if alignment.is_some() {
+            Side::Guest
+        } else {
+            Side::Host
+        },
+    };
+    let map = ClockMap::new(alignment, hoptrace_clocksync::clock::tai_offset_s());
+    let c = join_chain(&inputs, &map, &a.out)?;
+    print!("{}", describe_chain(&c, &a.out));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The chain join's result in a few lines.
+fn describe_chain(c: &hoptrace_chain::ChainCounts, out: &Path) -> String {
+    use hoptrace_units::format_duration_ns;
+    use std::fmt::Write;
+    let mut s = format!(
+        "chain: {} published samples into {}, {} with every hop (T0..T{}), clock host TAI\n",
+        c.published,
+        out.display(),
+        c.complete,
+        c.hops.len().saturating_sub(1)
+    );
+    for h in &c.hops {
+        let _ = writeln!(
+            s,
+            "  {} {:<14} {:>8} stamped  from the {}'s {} ({}){}",
+            h.point,
+            h.hop,
+            h.stamped,
+            h.source.name(),
+            h.from_hop,
+            h.side,
+            if h.bound_ns > 0 {
+                format!(
+                    ", mapped to host TAI within ±{}",
+                    format_duration_ns(h.bound_ns)
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    for src in &c.sources {
+        let _ = writeln!(
+            s,
+            "  {}: {} rows, {} joined, {} of no published sample, {} duplicates{}",
+            src.source,
+            src.rows,
+            src.matched,
+            src.unmatched,
+            src.duplicates,
+            if src.outside_span > 0 {
+                format!(
+                    ", {} stamps outside the clock exchange's span (bound extrapolated)",
+                    src.outside_span
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    for o in &c.order {
+        let bound = if o.bound_ns > 0 {
+            format!("bound ±{}", format_duration_ns(o.bound_ns))
+        } else {
+            "one machine".into()
+        };
+        let verdict = if o.violations > 0 {
+            format!(
+                "{} CAUSALITY VIOLATIONS ({} before {} by more than the bound: the clock alignment is wrong for them)",
+                o.violations, o.to, o.from
+            )
+        } else {
+            "causal".into()
+        };
+        let _ = writeln!(
+            s,
+            "  order {}..{}: {} pairs, {} negative within the bound, {verdict} ({bound})",
+            o.from, o.to, o.pairs, o.negative_within_bound
+        );
+    }
+    s
 }
 
 /// The publisher's TX stamps joined to the subscriber's rows.

@@ -107,7 +107,10 @@ pub fn rows(runs: &[RunRecordings]) -> Table {
                     if r.iter().any(|x| x.all.count == 0) {
                         let msg = format!("{name}: no sample on stage {from}..{to}");
                         if kind == "trace" {
-                            notes.push(msg);
+                            notes.push(match why_no_stage(&topo, &from, &to) {
+                                Some(why) => format!("{msg}: {why}"),
+                                None => format!("{msg} (a hop not on this path)"),
+                            });
                             continue;
                         }
                         problems.push(msg);
@@ -127,6 +130,13 @@ pub fn rows(runs: &[RunRecordings]) -> Table {
         problems,
         notes,
     }
+}
+
+/// Why a tracer stage cannot exist on a topology's path: the reason of
+/// the first of its two hops that cannot fire there.
+fn why_no_stage(topology: &str, from: &str, to: &str) -> Option<&'static str> {
+    let t: hoptrace_lab::topology::Topology = topology.parse().ok()?;
+    t.why_no_hop(from).or_else(|| t.why_no_hop(to))
 }
 
 /// Write the HTML comparison: the table and the overlaid end-to-end curves.

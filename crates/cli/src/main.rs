@@ -63,7 +63,9 @@ enum Command {
     /// Join SV frames captured at several points by sample identity.
     Correlate(correlate::Args),
     /// One end-to-end recording (tx -> rx -> app) from a publisher's and a
-    /// subscriber's recordings, matched by stream, epoch and smpCnt.
+    /// subscriber's recordings, matched by stream, epoch and smpCnt; with
+    /// the tracers' recordings and a clock alignment, the whole chain
+    /// T0..T4 into a VM in host TAI, with error bounds.
     Join(join::Args),
     /// VM exits per reason, vCPU and VM, from the kvm tracepoints.
     Kvm(kvm::Args),

@@ -1,15 +1,20 @@
 //! Privileged tests of the `vm` lab topology (a real QEMU guest, TCG here).
 //!
-//! 1. `lab run vm` boots the guest (within `HOPTRACE_VM_BOOT_TIMEOUT`, set
+//! 1. `lab compare --topologies bridge,vm` runs the bridge lab, then the vm
+//!    lab: it boots the guest (within `HOPTRACE_VM_BOOT_TIMEOUT`, set
 //!    generously for TCG on a loaded 2-core machine), publishes 2 streams of
 //!    SV from the publisher namespace through br0 and tap0 into QEMU, and
-//!    the guest subscriber's count must equal what was published; the
-//!    hypervisor-side tracer must show the tap_xmit -> consumer_copy stage
-//!    with QEMU as the reader; the guest's recording must be on the host;
-//!    the clock exchange over the virtio-serial port must have given an
-//!    estimate that no raw sample contradicts, and `hoptrace clock
-//!    estimate` must recompute it from the samples file; and nothing of
-//!    the lab may remain afterwards.
+//!    the guest subscriber's count must equal what was published, none
+//!    lost or duplicated (it is told the run's rate); the hypervisor-side
+//!    tracer must show the fwd -> consumer_copy stage with QEMU as the
+//!    reader; the guest's recording must be on the host; the clock
+//!    exchange over the virtio-serial port must have given an estimate
+//!    that no raw sample contradicts, and `hoptrace clock estimate` must
+//!    recompute it from the samples file. The chain T0..T4 (`chain`, host
+//!    TAI) must hold every published sample with every hop, no T3 before
+//!    T2 by more than the alignment's bound, and the comparison table must
+//!    have the vm's end-to-end and hypervisor rows next to the bridge's.
+//!    Nothing of the labs may remain afterwards.
 //! 2. `lab up vm` killed with SIGKILL once QEMU runs: `lab down` removes
 //!    QEMU, the namespaces and the state.
 
@@ -79,18 +84,95 @@ fn check_clock_exchange(out: &std::path::Path) {
     );
 }
 
+/// The chain recording's report: every stage counts `published` samples,
+/// all `ok`, and the stages between a host hop and a guest hop have an
+/// alignment bound and no causality violation.
+fn check_chain(out: &std::path::Path, published: u64) {
+    let chain = out.join("chain");
+    let js = out.join("chain.json");
+    let o = Command::new(H)
+        .args([
+            "report",
+            chain.to_str().unwrap(),
+            "--json",
+            js.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&js).unwrap()).unwrap();
+    let run = &v["runs"][0];
+    let hops: Vec<&str> = run["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(hops, ["tx", "host_rx", "consumer_copy", "guest_rx", "app"]);
+    for h in &run["hops"].as_array().unwrap()[3..] {
+        assert!(
+            h["aligned_from"].as_str().unwrap().starts_with("guest "),
+            "{h}"
+        );
+        assert!(h["align_bound_ns"].as_i64().unwrap() > 0, "{h}");
+    }
+    for st in run["all_streams"].as_array().unwrap() {
+        assert_eq!(st["stats"]["count"], published, "{}: {st}", st["stage"]);
+    }
+    let mut ok = 0;
+    for s in run["streams"].as_array().unwrap() {
+        ok += s["status"]["ok"].as_u64().unwrap_or(0);
+        let t23 = s["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["stage"] == "consumer_copy..guest_rx")
+            .unwrap();
+        assert!(t23["alignment_bound_ns"].as_i64().unwrap() > 0, "{t23}");
+        assert_eq!(
+            t23["causality_violations"], 0,
+            "{} T3 before T2 beyond the bound",
+            s["name"]
+        );
+        eprintln!(
+            "{}: T2->T3 n {} negative within bound {} (bound {} ns), mean {} ns",
+            s["name"],
+            t23["stats"]["count"],
+            t23["stats"]["negative_count"],
+            t23["alignment_bound_ns"],
+            t23["stats"]["mean_ns"]
+        );
+    }
+    assert_eq!(ok, published, "every sample has every hop T0..T4");
+}
+
+/// The count of the comparison row `topo kind stage`.
+fn compare_row(t: &str, topo: &str, kind: &str, stage: &str) -> Option<u64> {
+    t.lines()
+        .find(|l| {
+            let mut w = l.split_whitespace();
+            w.next() == Some(topo) && w.next() == Some(kind) && w.next() == Some(stage)
+        })?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
 #[test]
 fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     if !hoptrace_netns::require_privileges("vm_lab_boots_carries_sv_into_the_guest_and_goes_down") {
         return;
     }
     let _down = Down("vmt");
-    let out = std::env::temp_dir().join(format!("hoptrace-vmtest-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let base = std::env::temp_dir().join(format!("hoptrace-vmtest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
     let o = hoptrace(&[
         "lab",
-        "run",
-        "vm",
+        "compare",
+        "--topologies",
+        "bridge,vm",
         "--name",
         "vmt",
         "--streams",
@@ -100,9 +182,10 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
         "--duration",
         "3s",
         "--out",
-        out.to_str().unwrap(),
+        base.to_str().unwrap(),
     ]);
     let text = text(&o);
+    let out = base.join("vm");
     assert!(text.contains("guest ready in"), "{text}");
     assert!(
         text.contains("health check: 20 probe frames sent"),
@@ -119,6 +202,10 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     let sub = std::fs::read_to_string(out.join("subscribe.log")).unwrap();
     let sub_counts = received_lost(&sub);
     assert_eq!(sub_counts, Some((6000, 0)), "{sub}");
+    assert!(
+        sub.contains("duplicated 0"),
+        "told the rate, no wrap looks like a duplicate: {sub}"
+    );
     // Its recording was brought back through the 9p share.
     let seg = std::fs::read_dir(out.join("sub"))
         .unwrap()
@@ -132,8 +219,25 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     eprintln!("guest subscriber: {sub_counts:?} (received, lost); host: {line}");
     assert!(trace.contains("qemu-system-x86"), "{trace}");
     check_clock_exchange(&out);
+    check_chain(&out, 6000);
+    // The comparison has the vm's chain end to end and its hypervisor
+    // stages, next to the bridge's.
+    for (topo, kind, stage) in [
+        ("vm", "e2e", "tx..app"),
+        ("vm", "e2e", "consumer_copy..guest_rx"),
+        ("bridge", "e2e", "tx..app"),
+        ("vm", "trace", "fwd..consumer_copy"),
+        ("bridge", "trace", "fwd..consumer_copy"),
+    ] {
+        let n = compare_row(&text, topo, kind, stage)
+            .unwrap_or_else(|| panic!("no row {topo} {kind} {stage}: {text}"));
+        assert!(n > 0, "{topo} {kind} {stage}");
+        if kind == "e2e" {
+            assert_eq!(n, 6000, "{topo} {kind} {stage}");
+        }
+    }
     assert_nothing_left("vmt", &[], "vm run");
-    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]

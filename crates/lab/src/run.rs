@@ -220,6 +220,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     if let Some(tracer) = tracer {
         finish_tracer(tracer, &out, &mut res);
     }
+    if opts.topology == Topology::Vm && !stop.load(Ordering::SeqCst) {
+        crate::vm_run::join_chain(exe, &out, &mut res);
+    }
     if stop.load(Ordering::SeqCst) {
         bail!("interrupted: the lab was torn down");
     }
@@ -442,6 +445,8 @@ fn sv_through_namespaces(
         "eth0".into(),
         "--record".into(),
         sub_rec.to_string_lossy().into(),
+        "--rate".into(),
+        opts.rate.to_string(),
     ];
     // A safety cap only: the subscriber is stopped (SIGINT, it closes
     // its recording) 1 s after the publisher ends, however late a
@@ -556,9 +561,13 @@ fn finish_tracer((mut t, live): Tracer, out: &Path, res: &mut RunResult) {
 }
 
 /// `hoptrace report` over the run's recordings, with an HTML page. The
-/// joined e2e recording replaces pub and sub (it holds their hops).
+/// joined e2e (or, for `vm`, chain) recording replaces pub and sub (it
+/// holds their hops).
 fn report(exe: &Path, out: &Path, res: &mut RunResult) {
-    let has_e2e = res.recordings.iter().any(|p| p.ends_with("e2e"));
+    let has_e2e = res
+        .recordings
+        .iter()
+        .any(|p| p.ends_with("e2e") || p.ends_with("chain"));
     let recs: Vec<PathBuf> = res
         .recordings
         .iter()

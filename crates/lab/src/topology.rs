@@ -93,6 +93,26 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// Why a hop of the hypervisor tracer's catalogue cannot fire on this
+    /// path, when it cannot (None: it should; a missing sample is then a
+    /// finding, not the topology).
+    pub fn why_no_hop(self, hop: &str) -> Option<&'static str> {
+        match (self, hop) {
+            (Topology::Macvtap, "tap_xmit") => Some(
+                "a macvtap has no transmit: macvlan's rx handler queues the frame for the reader itself (tap_handle_frame), so net_dev_xmit never fires; `fwd` is its netif_rx into the macvtap",
+            ),
+            (Topology::Xdp, "rx" | "fwd" | "tap_xmit" | "consumer_copy" | "egress") => Some(
+                "XDP redirects the frame in in0's driver before an skb reaches the stack, and out0 receives it as an xdp_frame through ndo_xdp_xmit: no skb tracepoint sees it, and the XDP tracepoints (xdp:xdp_redirect, xdp:xdp_devmap_xmit) carry devices and counts, not the frame, so no hop can tell which sample it is (fentry on the XDP program could; `hoptrace trace --list-backends` says whether this kernel allows fentry)",
+            ),
+            (Topology::Vm, "egress") => Some(
+                "QEMU is the consumer: the frame leaves the host into the guest, no host device sends it on (the guest's side is the chain's guest_rx, T3)",
+            ),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for Topology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -126,6 +146,21 @@ pub fn parse_list(s: &str) -> Result<Vec<Topology>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hops_that_cannot_exist_on_a_path_say_why() {
+        assert!(Topology::Macvtap
+            .why_no_hop("tap_xmit")
+            .unwrap()
+            .contains("no transmit"));
+        assert!(Topology::Xdp
+            .why_no_hop("consumer_copy")
+            .unwrap()
+            .contains("xdp_frame"));
+        assert!(Topology::Vm.why_no_hop("egress").is_some());
+        assert_eq!(Topology::Bridge.why_no_hop("tap_xmit"), None);
+        assert_eq!(Topology::Macvtap.why_no_hop("consumer_copy"), None);
+    }
 
     #[test]
     fn topologies_parse_and_reject_unknown() {

@@ -18,9 +18,16 @@
 //! as duplicates.
 //!
 //! The wrap epoch of smpCnt is assigned here, per stream, in arrival order,
-//! to every event as it comes: when smpCnt goes back by more than half the
-//! rate, the epoch increments; an smpCnt more than half the rate ahead is a
-//! late hop of the previous epoch. Packets in flight are keyed by (identity,
+//! to every event as it comes. Only a frame's ingress (`netif_receive_skb`,
+//! the first hop of every profile) moves the stream's reference: when its
+//! smpCnt goes back by more than half the rate, the epoch increments; an
+//! smpCnt more than half the rate ahead is a late frame of the previous
+//! epoch. A later hop (a forward, a copy, a free) never moves it: its
+//! smpCnt is behind the reference by the hop's lag, so it is in the current
+//! epoch unless it is more than half the rate *ahead* (then it lags from
+//! before the last wrap). A reader lagging its NIC by more than half a
+//! wrap (seen: 0.69 s under TCG) therefore stays in its packet's epoch;
+//! a lag above one wrap cannot be told from identity and arrival alone. Packets in flight are keyed by (identity,
 //! epoch), so a packet still waiting for its linger time (which may be a
 //! second or more, `--linger`) is never merged with the sample that has the
 //! same smpCnt one wrap later.
@@ -254,7 +261,8 @@ impl Assembler {
         self.counters.events += 1;
         self.newest_ts = self.newest_ts.max(e.ts);
         let n = self.hops.len();
-        let key = (e.identity.clone(), self.arrival_epoch(&e.identity));
+        let ingress = e.tracepoint == TracePoint::NetifReceiveSkb;
+        let key = (e.identity.clone(), self.arrival_epoch(&e.identity, ingress));
         // A device hop starts a new life of this skb address (BPF tracks an
         // skb only from a device hop): forget which tap an earlier skb at the
         // same address went to; a tap hop below sets it again.
@@ -375,9 +383,9 @@ impl Assembler {
 
     /// The wrap epoch of an event's identity (SV: per stream, see the
     /// module comment; 0 for the others).
-    fn arrival_epoch(&mut self, id: &PacketIdentity) -> u32 {
+    fn arrival_epoch(&mut self, id: &PacketIdentity, ingress: bool) -> u32 {
         match id {
-            PacketIdentity::Sv { sv_id, smp_cnt, .. } => self.epoch(sv_id, *smp_cnt),
+            PacketIdentity::Sv { sv_id, smp_cnt, .. } => self.epoch(sv_id, *smp_cnt, ingress),
             _ => 0,
         }
     }
@@ -392,7 +400,9 @@ impl Assembler {
         self.wraps.get(sv_id).copied().unwrap_or(self.rate)
     }
 
-    fn epoch(&mut self, sv_id: &[u8], smp: u16) -> u32 {
+    /// The epoch of `smp` on stream `sv_id`; an `ingress` event moves the
+    /// stream's reference, a later hop does not (module comment).
+    fn epoch(&mut self, sv_id: &[u8], smp: u16, ingress: bool) -> u32 {
         let half = (self.wrap_of(sv_id) / 2) as i64;
         if !self.epochs.contains_key(sv_id) {
             self.epochs.insert(sv_id.to_vec(), (smp, 0));
@@ -400,6 +410,13 @@ impl Assembler {
         let Some(st) = self.epochs.get_mut(sv_id) else {
             return 0;
         };
+        if !ingress {
+            return if (smp as i64) > st.0 as i64 + half {
+                st.1.saturating_sub(1)
+            } else {
+                st.1
+            };
+        }
         if (smp as i64) < st.0 as i64 - half {
             st.1 += 1;
         } else if (smp as i64) > st.0 as i64 + half {
@@ -653,12 +670,66 @@ mod tests {
     #[test]
     fn epoch_increments_on_wrap() {
         let mut a = assembler();
-        assert_eq!(a.epoch(b"s", 3998), 0);
-        assert_eq!(a.epoch(b"s", 3999), 0);
-        assert_eq!(a.epoch(b"s", 0), 1);
-        assert_eq!(a.epoch(b"s", 1), 1);
-        assert_eq!(a.epoch(b"s", 0), 1, "small reorder is not a wrap");
-        assert_eq!(a.epoch(b"s", 3990), 0, "late sample of the previous epoch");
-        assert_eq!(a.epoch(b"s", 2), 1, "and no second wrap after it");
+        assert_eq!(a.epoch(b"s", 3998, true), 0);
+        assert_eq!(a.epoch(b"s", 3999, true), 0);
+        assert_eq!(a.epoch(b"s", 0, true), 1);
+        assert_eq!(a.epoch(b"s", 1, true), 1);
+        assert_eq!(a.epoch(b"s", 0, true), 1, "small reorder is not a wrap");
+        assert_eq!(
+            a.epoch(b"s", 3990, true),
+            0,
+            "late sample of the previous epoch"
+        );
+        assert_eq!(a.epoch(b"s", 2, true), 1, "and no second wrap after it");
+    }
+
+    #[test]
+    fn a_hop_lagging_its_ingress_by_more_than_half_a_wrap_stays_in_its_epoch() {
+        let mut a = assembler();
+        // Ingress of epoch 4 is at smpCnt 3935; the reader copies sample
+        // 1183 of that epoch 0.69 s (2752 samples) late.
+        a.epochs.insert(b"s".to_vec(), (3935, 4));
+        assert_eq!(a.epoch(b"s", 1183, false), 4, "a late copy is no wrap");
+        assert_eq!(
+            a.epoch(b"s", 3936, true),
+            4,
+            "and it did not move the reference"
+        );
+        assert_eq!(a.epoch(b"s", 0, true), 5);
+        // After the wrap, a copy of epoch 4's sample 3000 lags from before it.
+        assert_eq!(a.epoch(b"s", 3000, false), 4);
+        assert_eq!(a.epoch(b"s", 1, false), 5);
+    }
+
+    #[test]
+    fn a_late_hop_joins_its_own_timeline_not_a_new_one() {
+        use TracePoint::*;
+        let mut t = DeviceTable::default();
+        t.insert(1, 2, dev("veth0", false));
+        t.insert(1, 3, dev("tap0", true));
+        let reasons = DropReasons::from_pairs(&[(2, "SKB_DROP_REASON_NOT_SPECIFIED")]);
+        // A 2 s linger, a 4000/s stream arriving every 250 us for 0.9 s;
+        // sample 100 is forwarded to the tap only after 2800 later ingresses.
+        let mut a = Assembler::new(Profile::Hypervisor, t, reasons, 4000, 2_000_000_000);
+        let mut out = Vec::new();
+        for n in 0..3600u64 {
+            let ts = 1_000 + n * 250_000;
+            out.extend(a.push(ev(NetifReceiveSkb, ts, 10_000 + n, 2, (n % 4000) as u16)));
+            if n == 2900 {
+                out.extend(a.push(ev(NetDevStartXmit, ts + 10, 99_999, 3, 100)));
+            }
+        }
+        out.extend(a.expire(true));
+        let of_100: Vec<&Timeline> = out
+            .iter()
+            .filter(|t| matches!(t.identity, PacketIdentity::Sv { smp_cnt: 100, .. }))
+            .collect();
+        assert_eq!(of_100.len(), 1, "{of_100:?}");
+        assert_eq!(
+            of_100[0].hops.iter().flatten().count(),
+            2,
+            "rx and fwd in one timeline"
+        );
+        assert_eq!(of_100[0].epoch, 0);
     }
 }

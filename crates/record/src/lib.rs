@@ -102,8 +102,8 @@ pub use error::{RecordError, Result};
 pub use explanations::{read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart};
 pub use meta::{
     cpu_list_from_cmdline, default_stages, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts,
-    DoctorSummary, ExtraColumn, HopColumn, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION,
-    META_KEY,
+    DoctorSummary, ExtraColumn, HopAlignment, HopColumn, RecordingMeta, StampSource, FORMAT,
+    FORMAT_VERSION, META_KEY,
 };
 pub use reader::{
     CutSegment, RecordBatches, RecordingReader, Rows, SegmentInfo, DEFAULT_BATCH_ROWS,

@@ -136,6 +136,25 @@ pub struct HopColumn {
     /// boundary hop before it ([`default_stages`]). Absent: false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub annotation: bool,
+    /// The stamps were taken in another clock and mapped into `clock`
+    /// (`hoptrace join` of a chain across host and guest). Absent: taken
+    /// in `clock` itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aligned: Option<HopAlignment>,
+}
+
+/// How a hop's stamps were brought into the recording's clock, and how far
+/// each mapped stamp can be from the truth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopAlignment {
+    /// The clock the stamps were taken in, with its side: `guest TAI`,
+    /// `host REALTIME`.
+    pub from: String,
+    /// How they were mapped (`TAI offset`, the clock exchange's method).
+    pub method: String,
+    /// The largest error bound of any mapped stamp of this hop (ns): the
+    /// true time is within ± this of the stored one. 0: exact.
+    pub bound_ns: i64,
 }
 
 /// The default stages over hops given which are annotations, as (from, to)
@@ -173,6 +192,7 @@ impl HopColumn {
             source,
             location: location.into(),
             annotation: false,
+            aligned: None,
         }
     }
 

@@ -54,6 +54,7 @@ pub fn assemble(
     command_line: Vec<String>,
 ) -> Report {
     let refs: Vec<&Analyzer> = analyzers.iter().collect();
+    let (merged, merge_notes) = merge_runs(&refs, &runs);
     let mut thresholds = config.thresholds.clone();
     thresholds.sort_unstable();
     thresholds.dedup();
@@ -69,7 +70,8 @@ pub fn assemble(
             to_ns: config.window.to_ns,
         },
         runs,
-        merged: merge_runs(&refs),
+        merged,
+        merge_notes,
         gate: max_latency_ns.map(|m| evaluate_gate(&refs, m, !config.stages.is_empty())),
     }
 }

@@ -99,6 +99,14 @@ pub struct StageReport {
     pub from: String,
     pub to: String,
     pub mixed_clocks: bool,
+    /// The hops were stamped on different machines and mapped into one
+    /// clock with this error bound (a chain recording).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment_bound_ns: Option<i64>,
+    /// With a bound: negative latencies beyond it (causality violations).
+    /// The others of `stats.negative_count` are within the alignment's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub causality_violations: Option<u64>,
     /// Rows in the window that lack one of the two hops.
     pub missing: u64,
     pub stats: StatsSummary,
@@ -176,8 +184,12 @@ pub struct Report {
     pub thresholds_ns: Vec<i64>,
     pub window: WindowSpec,
     pub runs: Vec<RunReport>,
-    /// Per stage name over all runs (only when several runs share it).
+    /// Per stage name over all runs: only stages that several runs share,
+    /// measured in the same clock on the same host.
     pub merged: Vec<AllStreamsStage>,
+    /// Stages that several runs share but in different clocks (not merged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merge_notes: Vec<String>,
     pub gate: Option<Gate>,
 }
 
@@ -202,6 +214,10 @@ impl RunReport {
                         from: a.hops[a.stages[i].from].name.clone(),
                         to: a.hops[a.stages[i].to].name.clone(),
                         mixed_clocks: a.stages[i].mixed_clocks,
+                        alignment_bound_ns: a.stages[i].alignment_bound_ns,
+                        causality_violations: a.stages[i]
+                            .alignment_bound_ns
+                            .map(|_| st.beyond_bound),
                         missing: st.missing,
                         stats: StatsSummary::from_stats(&st.stats),
                         periodic_stall: crate::spikes::detect_period(
@@ -294,9 +310,14 @@ pub fn evaluate_gate(analyzers: &[&Analyzer], max_latency_ns: i64, explicit_stag
 }
 
 /// Merge each stage name's all-stream stats across runs.
-pub fn merge_runs(analyzers: &[&Analyzer]) -> Vec<AllStreamsStage> {
+pub fn merge_runs(
+    analyzers: &[&Analyzer],
+    runs: &[RunReport],
+) -> (Vec<AllStreamsStage>, Vec<String>) {
+    let mut merged = Vec::new();
+    let mut notes = Vec::new();
     if analyzers.len() < 2 {
-        return Vec::new();
+        return (merged, notes);
     }
     let mut names: Vec<String> = Vec::new();
     for a in analyzers {
@@ -306,19 +327,100 @@ pub fn merge_runs(analyzers: &[&Analyzer]) -> Vec<AllStreamsStage> {
             }
         }
     }
-    names
-        .into_iter()
-        .map(|name| {
-            let mut m = LatencyStats::new(&analyzers[0].config.thresholds);
-            for a in analyzers {
-                if let Some(i) = a.stages.iter().position(|s| s.name == name) {
-                    m.merge(&a.stage_all_streams(i));
-                }
-            }
-            AllStreamsStage {
-                stage: name,
-                stats: StatsSummary::from_stats(&m),
-            }
-        })
-        .collect()
+    for name in names {
+        // (analyzer, stage index, the stage's clock) of every run that has it.
+        let having: Vec<(&Analyzer, usize, String)> = analyzers
+            .iter()
+            .zip(runs)
+            .filter_map(|(a, r)| {
+                let i = a.stages.iter().position(|s| s.name == name)?;
+                Some((*a, i, stage_clock(a, i, &r.provenance.host)))
+            })
+            .collect();
+        if having.len() < 2 {
+            continue;
+        }
+        let clocks: std::collections::BTreeSet<&str> =
+            having.iter().map(|(_, _, c)| c.as_str()).collect();
+        if clocks.len() > 1 {
+            notes.push(format!(
+                "{name} not merged: its recordings measure it in different clocks ({})",
+                clocks.into_iter().collect::<Vec<_>>().join("; ")
+            ));
+            continue;
+        }
+        let mut m = LatencyStats::new(&analyzers[0].config.thresholds);
+        for (a, i, _) in &having {
+            m.merge(&a.stage_all_streams(*i));
+        }
+        merged.push(AllStreamsStage {
+            stage: name,
+            stats: StatsSummary::from_stats(&m),
+        });
+    }
+    (merged, notes)
+}
+
+/// The clock a stage is measured in: the recording's host and its two
+/// hops' clocks (with the clock they were mapped from). Two recordings'
+/// stages pool into one distribution only when this is the same.
+fn stage_clock(a: &Analyzer, i: usize, host: &str) -> String {
+    let st = &a.stages[i];
+    let hop = |h: usize| {
+        let h = &a.hops[h];
+        match &h.aligned_from {
+            Some(f) => format!("{} from {f}", h.clock),
+            None => h.clock.clone(),
+        }
+    };
+    format!("{host}: {} to {}", hop(st.from), hop(st.to))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyzer::{Config, Hop};
+
+    fn hop(name: &str, clock: &str) -> Hop {
+        Hop {
+            column: format!("t_{name}"),
+            name: name.into(),
+            clock: clock.into(),
+            source: "software".into(),
+            location: String::new(),
+            annotation: false,
+            aligned_from: None,
+            align_bound_ns: None,
+        }
+    }
+
+    fn run(host: &str, hops: Vec<Hop>) -> (Analyzer, RunReport) {
+        let a = Analyzer::new(Config::default(), hops).unwrap();
+        let p = Provenance {
+            host: host.into(),
+            ..Default::default()
+        };
+        let r = RunReport::build(&a, p);
+        (a, r)
+    }
+
+    #[test]
+    fn only_stages_that_share_a_clock_on_one_host_are_merged() {
+        let (a, ra) = run("hyp", vec![hop("rx", "REALTIME"), hop("app", "REALTIME")]);
+        let (b, rb) = run("hyp", vec![hop("rx", "REALTIME"), hop("app", "REALTIME")]);
+        let (g, rg) = run("guest", vec![hop("rx", "REALTIME"), hop("app", "REALTIME")]);
+        let (t, rt) = run("guest", vec![hop("nic_rx", "TAI"), hop("app_copy", "TAI")]);
+        let (m, notes) = merge_runs(&[&a, &b], &[ra.clone(), rb.clone()]);
+        assert_eq!(m.len(), 1);
+        assert!(notes.is_empty());
+        // A guest's rx..app is not the host's: the clocks differ.
+        let (m, notes) = merge_runs(&[&a, &g, &t], &[ra, rg, rt]);
+        assert!(m.is_empty(), "{m:?}");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("rx..app not merged"), "{notes:?}");
+        assert!(
+            notes[0].contains("guest: REALTIME to REALTIME"),
+            "{notes:?}"
+        );
+    }
 }

@@ -206,8 +206,14 @@ fn render_as(report: &Report, markdown: bool, summary: bool) -> String {
         }
     }
     if !report.merged.is_empty() && !summary {
-        t.heading(2, "merged over all recordings");
+        t.heading(
+            2,
+            "merged over all recordings (stages several recordings share, in one clock)",
+        );
         t.stage_table(report, report.merged.iter().map(|s| (&s.stage, &s.stats)));
+    }
+    for n in &report.merge_notes {
+        t.item(n);
     }
     let _ = writeln!(t.out, "(x)* = not meaningful: fewer than 10/(1-p) samples; percentiles are nearest-rank (docs/report.md)");
     if let Some(g) = &report.gate {
@@ -270,12 +276,27 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
     let hops: Vec<String> = run
         .hops
         .iter()
-        .map(|x| format!("{} [{} {}: {}]", x.name, x.clock, x.source, x.location))
+        .map(|x| {
+            let aligned = match (&x.aligned_from, x.align_bound_ns) {
+                (Some(f), Some(b)) if b > 0 => {
+                    format!(", mapped from {f} within ±{}", format_duration_ns(b))
+                }
+                (Some(f), _) => format!(", mapped from {f} exactly"),
+                _ => String::new(),
+            };
+            format!(
+                "{} [{} {}: {}{aligned}]",
+                x.name, x.clock, x.source, x.location
+            )
+        })
         .collect();
     if summary {
         meta.retain(|m| !m.starts_with("command: "));
     } else {
         meta.push(format!("hops: {}", hops.join(" -> ")));
+    }
+    if let Some(c) = chain_stages(run) {
+        meta.push(c);
     }
     for s in &run.stages {
         if s.mixed_clocks {
@@ -288,6 +309,27 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
     meta
 }
 
+/// The names of the latency chain's stages (docs/methodology.md) for a
+/// recording whose hops are points of it (`T0: ...` in their location, as
+/// the chain join writes them): `T_net = tx..host_rx, ...`.
+fn chain_stages(run: &RunReport) -> Option<String> {
+    const NAMES: [&str; 4] = ["T_net", "T_hyp", "T_transit", "T_sub"];
+    let point = |h: &crate::analyzer::Hop| -> Option<usize> {
+        let (p, _) = h.location.split_once(':')?;
+        p.strip_prefix('T')?.parse().ok()
+    };
+    let mut named = Vec::new();
+    for st in &run.stages {
+        let (a, b) = (point(&run.hops[st.from])?, point(&run.hops[st.to])?);
+        if b == a + 1 && a < NAMES.len() {
+            named.push(format!("{} = {}", NAMES[a], st.name));
+        } else if a == 0 && b + 1 == run.hops.len() {
+            named.push(format!("end to end = {}", st.name));
+        }
+    }
+    (!named.is_empty()).then(|| format!("chain stages (host TAI): {}", named.join(", ")))
+}
+
 /// The clock of a recording's timestamps (its first hop's), for readable times.
 pub(crate) fn run_clock(run: &RunReport) -> &str {
     run.hops.first().map_or("", |h| h.clock.as_str())
@@ -298,9 +340,30 @@ pub(crate) fn run_clock(run: &RunReport) -> &str {
 /// two hops were simply not causally ordered for those packets: the later
 /// hop of the stage fired first (e.g. a reader copied the frame before the
 /// tap's transmit tracepoint ran), which says nothing about the clocks.
+///
+/// Between two machines' stamps mapped into one clock (a chain recording),
+/// a negative latency within the alignment's bound is its error, one beyond
+/// it a causality violation: the alignment is wrong for that packet.
 pub fn negative_stage_note(stage: &StageReport) -> String {
     let n = stage.stats.negative_count;
     let min = opt(stage.stats.min_ns);
+    if let (Some(b), Some(v)) = (stage.alignment_bound_ns, stage.causality_violations) {
+        let b = format_duration_ns(b);
+        return if v == 0 {
+            format!(
+                "{}: {n} negative latencies, all within the clock alignment's bound ±{b} ({} and {} stamped on different machines): within bound, no causality violation; min {min}",
+                stage.stage, stage.from, stage.to
+            )
+        } else {
+            format!(
+                "WARNING {}: {v} of {n} negative latencies beyond the clock alignment's bound ±{b}: CAUSALITY VIOLATED ({} before {}; the alignment is wrong for them), {} within bound; min {min}",
+                stage.stage,
+                stage.to,
+                stage.from,
+                n - v
+            )
+        };
+    }
     if stage.mixed_clocks {
         format!(
             "WARNING {}: {n} negative latencies (clock problem: {} and {} are in different clock domains), min {min}",
