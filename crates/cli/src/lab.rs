@@ -83,7 +83,7 @@ pub enum Command {
         #[arg(long, default_value = "run")]
         name: String,
         #[command(flatten)]
-        explain: ExplainArgs,
+        tracer: TracerArgs,
     },
     /// Run several topologies in turn and print the comparison table.
     Compare {
@@ -116,7 +116,7 @@ pub enum Command {
         #[arg(long, default_value = "cmp")]
         name: String,
         #[command(flatten)]
-        explain: ExplainArgs,
+        tracer: TracerArgs,
     },
     /// (internal) Read a tap/macvtap like QEMU and forward frames into a veth.
     #[command(hide = true)]
@@ -139,9 +139,10 @@ pub enum Command {
     },
 }
 
-/// `--explain` / `--no-explain` of `lab run` and `lab compare`.
+/// The tracer's settings of `lab run` and `lab compare`: `--explain` /
+/// `--no-explain`, `--no-pin`.
 #[derive(clap::Args, Debug, Clone, Copy)]
-pub struct ExplainArgs {
+pub struct TracerArgs {
     /// The tracer explains every stage longer than this (what the CPU did
     /// meanwhile: `hoptrace trace --explain`); the report lists the
     /// explained spikes and the culprits.
@@ -150,9 +151,15 @@ pub struct ExplainArgs {
     /// Do not explain late stages (no CPU flight recorder).
     #[arg(long)]
     no_explain: bool,
+    /// Leave the tracer and the path's processes (tap reader, QEMU, Open
+    /// vSwitch) to the scheduler. By default the tracer runs on the first
+    /// allowed CPU and the path on the last, so late frames do not wait
+    /// behind the tracer.
+    #[arg(long)]
+    no_pin: bool,
 }
 
-impl ExplainArgs {
+impl TracerArgs {
     fn threshold(self) -> Option<Duration> {
         (!self.no_explain).then_some(self.explain)
     }
@@ -202,18 +209,9 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             load,
             out,
             name,
-            explain,
+            tracer,
             ..
-        } => run_path(
-            topology,
-            streams,
-            rate,
-            duration,
-            &load,
-            out,
-            name,
-            explain.threshold(),
-        ),
+        } => run_path(topology, streams, rate, duration, &load, out, name, tracer),
         Command::Compare {
             topologies,
             duration,
@@ -223,7 +221,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             html,
             name,
-            explain,
+            tracer,
         } => compare(
             &topologies,
             duration,
@@ -233,7 +231,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             out,
             html,
             &name,
-            explain.threshold(),
+            tracer,
         ),
         Command::Forward {
             tap,
@@ -356,7 +354,7 @@ fn run_path(
     load: &str,
     out: Option<PathBuf>,
     name: String,
-    explain: Option<Duration>,
+    tracer: TracerArgs,
 ) -> Result<ExitCode> {
     check_run_duration(duration)?;
     let stop = hoptrace_os::stop_flag()?;
@@ -368,7 +366,8 @@ fn run_path(
         duration,
         load: load.parse::<Load>()?,
         out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
-        explain,
+        explain: tracer.threshold(),
+        pin: !tracer.no_pin,
     };
     let res = hoptrace_lab::run::run(&opts, &Env::current()?, stop)?;
     println!("lab run: outputs in {}", opts.out.display());
@@ -393,7 +392,7 @@ fn compare(
     out: Option<PathBuf>,
     html: Option<PathBuf>,
     name: &str,
-    explain: Option<Duration>,
+    tracer: TracerArgs,
 ) -> Result<ExitCode> {
     check_run_duration(duration)?;
     let stop = hoptrace_os::stop_flag()?;
@@ -419,7 +418,8 @@ fn compare(
             duration,
             load,
             out: out.join(t.name()),
-            explain,
+            explain: tracer.threshold(),
+            pin: !tracer.no_pin,
         };
         println!("== {t}: {}", t.path());
         match hoptrace_lab::run::run(&opts, &env, stop.clone()) {

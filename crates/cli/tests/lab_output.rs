@@ -82,6 +82,15 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
     // spinner on the reader's CPU is not deterministic: the kernel's fair
     // deadline server may run the reader inside the spin.)
     let pid = forwarder_pid().expect("the lab's tap forwarder");
+    // The kernel's view of where the reader may run, while it runs.
+    let reader_cpus = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap();
     std::thread::sleep(Duration::from_secs(4));
     // SAFETY: signals to the lab's own forwarder process.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
@@ -94,6 +103,42 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
     let lines = text.lines().count();
     eprintln!("lab run printed {lines} lines");
     assert!(lines < 150, "lab run printed {lines} lines:\n{text}");
+
+    // The tracer and the path apart: the tracer on one CPU (`--cpu`), the
+    // reader pinned to another, as the run's placement note says.
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let placement = text
+        .lines()
+        .find(|l| l.starts_with("lab run: placement: "))
+        .unwrap_or_else(|| panic!("no placement note:\n{text}"));
+    if cpus >= 2 {
+        let num_after = |key: &str| -> usize {
+            let rest = &placement
+                [placement.find(key).unwrap_or_else(|| panic!("{placement}")) + key.len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let (tracer_cpu, path_cpu) = (num_after("tracer on CPU "), num_after("path on CPU "));
+        assert_ne!(tracer_cpu, path_cpu, "{placement}");
+        assert_eq!(reader_cpus, path_cpu.to_string(), "{placement}");
+        assert!(
+            placement.contains(&format!("tap-forwarder pid {pid} ")),
+            "{placement}"
+        );
+        let tracer = text
+            .lines()
+            .find(|l| l.starts_with("lab run: tracer: hoptrace trace "))
+            .unwrap();
+        assert!(
+            tracer.contains(&format!(" --cpu {tracer_cpu} ")),
+            "{tracer}"
+        );
+    } else {
+        assert!(placement.contains("one CPU allowed"), "{placement}");
+    }
 
     // The per-second blocks' end_to_end maxima: the 40 ms spike in one or
     // two of them (it may straddle a second), not in every later one.

@@ -21,6 +21,7 @@ pub mod lifecycle;
 mod load;
 pub mod ovs;
 pub mod packet;
+pub mod placement;
 pub mod run;
 pub mod state;
 pub mod teardown;

@@ -38,6 +38,7 @@ use hoptrace_units::{format_duration, format_duration_exact};
 
 use crate::follow::LogFollower;
 use crate::lifecycle::{teardown, up, Env};
+use crate::placement::Placement;
 use crate::state::LabState;
 use crate::topology::Topology;
 
@@ -87,6 +88,9 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// The tracer's `--explain` threshold (None: no CPU flight recorder).
     pub explain: Option<Duration>,
+    /// Put the tracer and the path's processes on different CPUs
+    /// ([`crate::placement`]); false: leave both to the scheduler.
+    pub pin: bool,
 }
 
 /// What a run produced.
@@ -200,8 +204,9 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     note_lab_up(opts, &st, &mut res);
     let exe = &env.exe;
 
+    let placement = place(opts, &st, &mut res);
     let (tracer, doctor) = match st.namespace("hyp") {
-        Ok(hyp) => start_tracer(opts, hyp, exe, &out, &mut res),
+        Ok(hyp) => start_tracer(opts, hyp, exe, &out, placement, &mut res),
         Err(_) => (None, None),
     };
     // The publisher's plan, checked before anything else is started.
@@ -228,6 +233,54 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     }
     report(exe, &out, &mut res);
     Ok(res)
+}
+
+/// The tracer on one CPU, the path's processes on another (unless
+/// `--no-pin`, or only one CPU is allowed); the notes say what the kernel
+/// applied.
+fn place(opts: &RunOptions, st: &LabState, res: &mut RunResult) -> Option<Placement> {
+    if !opts.pin {
+        note(
+            res,
+            "placement: tracer and path left to the scheduler (--no-pin)".into(),
+        );
+        return None;
+    }
+    let p = match Placement::apart() {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            note(
+                res,
+                "placement: one CPU allowed, the tracer and the path share it".into(),
+            );
+            return None;
+        }
+        Err(e) => {
+            res.failures.push(format!("placement: {e:#}"));
+            return None;
+        }
+    };
+    match p.pin_path(st) {
+        Ok(pinned) => {
+            let path = if pinned.is_empty() {
+                "no path process of the lab's own (the switching runs in softirqs)".to_string()
+            } else {
+                pinned.join("; ")
+            };
+            note(
+                res,
+                format!(
+                    "placement: tracer on CPU {} (trace --cpu {0}), path on CPU {}: {path}",
+                    p.tracer_cpu, p.path_cpu
+                ),
+            );
+            Some(p)
+        }
+        Err(e) => {
+            res.failures.push(format!("placement: {e:#}"));
+            None
+        }
+    }
 }
 
 /// The lab is up: say so, with the XDP programs it attached.
@@ -268,6 +321,7 @@ fn start_tracer(
     hyp: &str,
     exe: &Path,
     out: &Path,
+    placement: Option<Placement>,
     res: &mut RunResult,
 ) -> (Option<Tracer>, Option<PathBuf>) {
     let devs = traced_devices(opts.topology);
@@ -286,6 +340,9 @@ fn start_tracer(
     }
     if let Some(d) = &doctor {
         args.extend(["--doctor-report".into(), d.to_string_lossy().into()]);
+    }
+    if let Some(p) = placement {
+        args.extend(["--cpu".into(), p.tracer_cpu.to_string()]);
     }
     // The per-second blocks show the stages that went above 250 us.
     args.extend(["--threshold".into(), "250us".into(), "1ms".into()]);
