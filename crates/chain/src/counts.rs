@@ -45,12 +45,16 @@ pub struct OrderCheck {
     pub to: String,
     /// Both stamped.
     pub pairs: u64,
-    /// The error bound of the difference (sum of the two hops' bounds when
-    /// they come from different clocks; 0 within one clock).
-    pub bound_ns: i64,
-    /// Negative, but by no more than the bound: within the alignment's error.
-    pub negative_within_bound: u64,
-    /// Negative by more than the bound: a causality violation.
+    /// The error bound of the difference when the two hops were stamped on
+    /// different machines (the sum of their bounds); None within one
+    /// machine, where the mapping cancels and a negative value means the
+    /// two hops were not causally ordered (as `tap_xmit` and the copy).
+    pub bound_ns: Option<i64>,
+    /// T(b) before T(a).
+    pub negative: u64,
+    /// With a bound: negative by more than it, a causality violation (the
+    /// clock alignment is wrong for that sample). The other negatives are
+    /// within the alignment's error.
     pub violations: u64,
 }
 
@@ -58,7 +62,7 @@ pub struct OrderCheck {
 #[derive(Debug, Clone, Serialize)]
 pub struct ChainCounts {
     pub published: u64,
-    /// Samples with every chain hop stamped.
+    /// Samples with T0..T4 stamped (`ok`; the sub-point T3a may be missing).
     pub complete: u64,
     pub hops: Vec<HopCount>,
     pub sources: Vec<SourceCounts>,
@@ -68,7 +72,7 @@ pub struct ChainCounts {
 /// The order check of every pair of consecutive chain hops, in one pass
 /// over the samples' stamps (indexed by chain point).
 pub(crate) fn order_checks<'a>(
-    stamps: impl Iterator<Item = &'a [Option<i64>; 5]>,
+    stamps: impl Iterator<Item = &'a [Option<i64>; crate::join::POINTS]>,
     present: &[usize],
     hops: &[HopCount],
 ) -> Vec<OrderCheck> {
@@ -80,12 +84,8 @@ pub(crate) fn order_checks<'a>(
             pairs: 0,
             // Within one machine the conversions are exact (whole seconds
             // of TAI offset); across, each side brings its own error.
-            bound_ns: if h[0].side == h[1].side {
-                0
-            } else {
-                h[0].bound_ns + h[1].bound_ns
-            },
-            negative_within_bound: 0,
+            bound_ns: (h[0].side != h[1].side).then_some(h[0].bound_ns + h[1].bound_ns),
+            negative: 0,
             violations: 0,
         })
         .collect();
@@ -94,11 +94,8 @@ pub(crate) fn order_checks<'a>(
             if let (Some(a), Some(b)) = (s[p[0]], s[p[1]]) {
                 o.pairs += 1;
                 let d = b - a;
-                if d < -o.bound_ns {
-                    o.violations += 1;
-                } else if d < 0 {
-                    o.negative_within_bound += 1;
-                }
+                o.negative += u64::from(d < 0);
+                o.violations += u64::from(o.bound_ns.is_some_and(|bound| d < -bound));
             }
         }
     }

@@ -61,14 +61,25 @@ impl Source {
     }
 }
 
-/// The five points of the chain (docs/methodology.md).
-pub const CHAIN_HOPS: [(&str, &str); 5] = [
+/// Points of the chain, in path order (docs/methodology.md): T0..T4, and
+/// between T3 and T4 the guest application's copy of the frame (`T3a`,
+/// from the guest tracer), which splits T_sub into the guest's stack and
+/// the application's own work.
+pub const CHAIN_HOPS: [(&str, &str); POINTS] = [
     ("T0", "tx"),
     ("T1", "host_rx"),
     ("T2", "consumer_copy"),
     ("T3", "guest_rx"),
+    ("T3a", "app_copy"),
     ("T4", "app"),
 ];
+
+/// How many points a chain has.
+pub const POINTS: usize = 6;
+
+/// The sub-point T3a (`app_copy`): a row lacking only it is still `ok`
+/// (T0..T4 complete); its stages are then missing for that row.
+const SUB_POINT: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ChainError {
@@ -97,7 +108,7 @@ pub enum ChainError {
 /// One published sample and its chain stamps.
 struct Sample {
     row: PacketRow,
-    stamps: [Option<i64>; 5],
+    stamps: [Option<i64>; POINTS],
     dropped: Option<(Option<String>, Option<String>)>,
 }
 
@@ -212,7 +223,11 @@ fn inputs(c: &ChainInputs) -> Result<Opened, ChainError> {
             "nic_rx",
             "record it with `trace --profile guest`",
         )?;
-        rest.push(input(Source::GuestTrace, side, r, vec![(3, nic)]));
+        let mut fills = vec![(3, nic)];
+        if let Some(copy) = r.meta().hop_index("app_copy") {
+            fills.push((4, copy));
+        }
+        rest.push(input(Source::GuestTrace, side, r, fills));
     }
     let s = open(Source::Subscriber, &c.subscriber)?;
     let app = hop(
@@ -221,7 +236,7 @@ fn inputs(c: &ChainInputs) -> Result<Opened, ChainError> {
         "app",
         "not an `sv subscribe --record` recording",
     )?;
-    let mut fills = vec![(4, app)];
+    let mut fills = vec![(5, app)];
     if c.guest_trace.is_none() {
         let rx = hop(
             &s,
@@ -269,7 +284,7 @@ pub fn join_chain(c: &ChainInputs, map: &ClockMap, out: &Path) -> Result<ChainCo
     let opened = inputs(c)?;
     let publisher = &opened.publisher;
     let mut samples: Vec<Sample> = Vec::new();
-    let mut acc = [HopAcc::default(); 5];
+    let mut acc = [HopAcc::default(); POINTS];
     let mut sources = Vec::new();
     let mut index = SampleIndex::new();
     let mut pc = counts_for(publisher);
@@ -297,7 +312,7 @@ pub fn join_chain(c: &ChainInputs, map: &ClockMap, out: &Path) -> Result<ChainCo
             .entry(smp)
             .or_default()
             .push((t0.ns, i));
-        let mut stamps = [None; 5];
+        let mut stamps = [None; POINTS];
         stamps[0] = Some(t0.ns);
         samples.push(Sample {
             row,
@@ -340,7 +355,7 @@ fn fill(
     map: &ClockMap,
     index: &SampleIndex,
     samples: &mut [Sample],
-    acc: &mut [HopAcc; 5],
+    acc: &mut [HopAcc; POINTS],
 ) -> Result<SourceCounts, ChainError> {
     let mut c = counts_for(i);
     let clocks: Vec<ClockDomain> = i.reader.meta().hops.iter().map(|h| h.clock).collect();
@@ -402,7 +417,7 @@ fn fill(
     Ok(c)
 }
 
-fn hop_counts(opened: &Opened, present: &[usize], acc: &[HopAcc; 5]) -> Vec<HopCount> {
+fn hop_counts(opened: &Opened, present: &[usize], acc: &[HopAcc; POINTS]) -> Vec<HopCount> {
     present
         .iter()
         .map(|&p| {
@@ -489,7 +504,9 @@ fn write(
         let mut row = s.row;
         row.hops = present.iter().map(|&p| s.stamps[p]).collect();
         row.extra.clear();
-        let missing = present.iter().find(|&&p| s.stamps[p].is_none());
+        let missing = present
+            .iter()
+            .find(|&&p| s.stamps[p].is_none() && p != SUB_POINT);
         (row.status, row.drop_reason, row.drop_hop) = match (s.dropped, missing) {
             (Some((reason, hop)), _) => (PacketStatus::Dropped, reason, hop),
             (None, Some(&p)) => (

@@ -10,6 +10,7 @@
 //! | T1 | `host_rx` | host tracer, its first hop (`rx`, the hypervisor's ingress) | host TAI |
 //! | T2 | `consumer_copy` | host tracer, QEMU/vhost copying the frame | host TAI |
 //! | T3 | `guest_rx` | guest tracer, `nic_rx` (else the subscriber's socket `rx` stamp) | guest TAI |
+//! | T3a | `app_copy` | guest tracer, the application copying the frame (when it has the hop) | guest TAI |
 //! | T4 | `app` | guest subscriber, after decoding | guest REALTIME |
 //!
 //! # Clock
@@ -42,7 +43,7 @@
 //! One row per published sample (the publisher's stream, smpCnt, epoch and
 //! seq), hops in chain order: `ok` with every hop stamped, `dropped` when
 //! the host tracer saw the kernel free it (its reason and hop), otherwise
-//! `incomplete` with the first hop it was not seen at. [`join::OrderCheck`]
+//! `incomplete` with the first hop it was not seen at. [`counts::OrderCheck`]
 //! counts, for every pair of consecutive hops, the negative stages within
 //! the bound (alignment error) and beyond it (causality violations); the
 //! report counts the same from the hops' metadata.

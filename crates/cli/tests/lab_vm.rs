@@ -109,7 +109,17 @@ fn check_chain(out: &std::path::Path, published: u64) {
         .iter()
         .map(|h| h["name"].as_str().unwrap())
         .collect();
-    assert_eq!(hops, ["tx", "host_rx", "consumer_copy", "guest_rx", "app"]);
+    assert_eq!(
+        hops,
+        [
+            "tx",
+            "host_rx",
+            "consumer_copy",
+            "guest_rx",
+            "app_copy",
+            "app"
+        ]
+    );
     for h in &run["hops"].as_array().unwrap()[3..] {
         assert!(
             h["aligned_from"].as_str().unwrap().starts_with("guest "),
@@ -117,8 +127,15 @@ fn check_chain(out: &std::path::Path, published: u64) {
         );
         assert!(h["align_bound_ns"].as_i64().unwrap() > 0, "{h}");
     }
+    // T_net, T_hyp, T_transit and end to end count every sample; the
+    // guest's two T_sub parts every sample whose copy the guest tracer saw.
     for st in run["all_streams"].as_array().unwrap() {
-        assert_eq!(st["stats"]["count"], published, "{}: {st}", st["stage"]);
+        let n = st["stats"]["count"].as_u64().unwrap();
+        if st["stage"].as_str().unwrap().contains("app_copy") {
+            assert!(n > published * 99 / 100, "{}: {st}", st["stage"]);
+        } else {
+            assert_eq!(n, published, "{}: {st}", st["stage"]);
+        }
     }
     let mut ok = 0;
     for s in run["streams"].as_array().unwrap() {

@@ -313,17 +313,24 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
 /// recording whose hops are points of it (`T0: ...` in their location, as
 /// the chain join writes them): `T_net = tx..host_rx, ...`.
 fn chain_stages(run: &RunReport) -> Option<String> {
-    const NAMES: [&str; 4] = ["T_net", "T_hyp", "T_transit", "T_sub"];
-    let point = |h: &crate::analyzer::Hop| -> Option<usize> {
-        let (p, _) = h.location.split_once(':')?;
-        p.strip_prefix('T')?.parse().ok()
+    const NAMES: [(&str, &str, &str); 6] = [
+        ("T0", "T1", "T_net"),
+        ("T1", "T2", "T_hyp"),
+        ("T2", "T3", "T_transit"),
+        ("T3", "T4", "T_sub"),
+        ("T3", "T3a", "T_sub (guest stack)"),
+        ("T3a", "T4", "T_sub (application)"),
+    ];
+    let point = |h: usize| -> Option<&str> {
+        let (p, _) = run.hops[h].location.split_once(':')?;
+        (p.starts_with('T') && p.len() <= 4).then_some(p)
     };
     let mut named = Vec::new();
     for st in &run.stages {
-        let (a, b) = (point(&run.hops[st.from])?, point(&run.hops[st.to])?);
-        if b == a + 1 && a < NAMES.len() {
-            named.push(format!("{} = {}", NAMES[a], st.name));
-        } else if a == 0 && b + 1 == run.hops.len() {
+        let (a, b) = (point(st.from)?, point(st.to)?);
+        if let Some((_, _, name)) = NAMES.iter().find(|(x, y, _)| (*x, *y) == (a, b)) {
+            named.push(format!("{name} = {}", st.name));
+        } else if a == "T0" && st.to + 1 == run.hops.len() {
             named.push(format!("end to end = {}", st.name));
         }
     }
