@@ -151,10 +151,9 @@ pub struct TracerArgs {
     /// Do not explain late stages (no CPU flight recorder).
     #[arg(long)]
     no_explain: bool,
-    /// Leave the tracer and the path's processes (tap reader, QEMU, Open
-    /// vSwitch) to the scheduler. By default the tracer runs on the first
-    /// allowed CPU and the path on the last, so late frames do not wait
-    /// behind the tracer.
+    /// Leave the tracer and the path's reader to the scheduler. By default
+    /// the tracer runs on the first allowed CPU and the lab's tap/macvtap
+    /// reader on the last, so late frames do not wait behind the tracer.
     #[arg(long)]
     no_pin: bool,
 }

@@ -204,7 +204,7 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     note_lab_up(opts, &st, &mut res);
     let exe = &env.exe;
 
-    let placement = place(opts, &st, &mut res);
+    let placement = crate::placement::place(opts.pin, &st, &mut res);
     let (tracer, doctor) = match st.namespace("hyp") {
         Ok(hyp) => start_tracer(opts, hyp, exe, &out, placement, &mut res),
         Err(_) => (None, None),
@@ -233,54 +233,6 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
     }
     report(exe, &out, &mut res);
     Ok(res)
-}
-
-/// The tracer on one CPU, the path's processes on another (unless
-/// `--no-pin`, or only one CPU is allowed); the notes say what the kernel
-/// applied.
-fn place(opts: &RunOptions, st: &LabState, res: &mut RunResult) -> Option<Placement> {
-    if !opts.pin {
-        note(
-            res,
-            "placement: tracer and path left to the scheduler (--no-pin)".into(),
-        );
-        return None;
-    }
-    let p = match Placement::apart() {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            note(
-                res,
-                "placement: one CPU allowed, the tracer and the path share it".into(),
-            );
-            return None;
-        }
-        Err(e) => {
-            res.failures.push(format!("placement: {e:#}"));
-            return None;
-        }
-    };
-    match p.pin_path(st) {
-        Ok(pinned) => {
-            let path = if pinned.is_empty() {
-                "no path process of the lab's own (the switching runs in softirqs)".to_string()
-            } else {
-                pinned.join("; ")
-            };
-            note(
-                res,
-                format!(
-                    "placement: tracer on CPU {} (trace --cpu {0}), path on CPU {}: {path}",
-                    p.tracer_cpu, p.path_cpu
-                ),
-            );
-            Some(p)
-        }
-        Err(e) => {
-            res.failures.push(format!("placement: {e:#}"));
-            None
-        }
-    }
 }
 
 /// The lab is up: say so, with the XDP programs it attached.
