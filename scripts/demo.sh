@@ -6,8 +6,11 @@
 #      subscribed with kernel timestamps, the recordings are joined end to end
 #      and reported (terminal report + HTML report), and the lab is removed;
 #   3. `hoptrace lab compare`: the same measurement on every topology (veth,
-#      bridge, macvtap, xdp, ovs) and the comparison table per stage and end to
-#      end, with an HTML page of overlaid CDFs.
+#      bridge, macvtap, xdp, ovs, and vm: a real QEMU guest) and the
+#      comparison table per stage and end to end, with an HTML page of
+#      overlaid CDFs;
+#   4. the vm run's chain: T0..T4 from the publisher into the guest's
+#      application on the host's clock, guest stamps with their error bound.
 #
 #   scripts/demo.sh [DURATION] [COMPARE_DURATION]     (defaults 5s and 3s)
 #
@@ -42,7 +45,9 @@ else
 fi
 
 echo "demo: comparison ($CMP_DURATION per topology):"
-"$H" lab compare --name "${LAB}c" --topologies veth,bridge,macvtap,xdp,ovs \
+"$H" lab compare --name "${LAB}c" --topologies veth,bridge,macvtap,xdp,ovs,vm \
   --duration "$CMP_DURATION" --out "$OUT/compare" --html "$OUT/compare.html"
 echo "demo: comparison as HTML (table and overlaid CDFs): $OUT/compare.html"
+echo "demo: into the VM, on one clock: hoptrace report $OUT/compare/vm/chain --summary"
+"$H" report "$OUT/compare/vm/chain" --summary
 echo "demo: done"

@@ -68,7 +68,8 @@ pub struct Table {
 /// Analyze every run's recordings into the table.
 pub fn rows(runs: &[RunRecordings]) -> Table {
     let mut problems = Vec::new();
-    let mut notes = Vec::new();
+    // Tracer stages without a sample, per (run, reason): one note each.
+    let mut empty: Vec<(String, &'static str, Vec<String>)> = Vec::new();
     // (kind, stage) in order of first appearance, with (topology, path).
     let mut groups: Vec<(GroupKey, Vec<(String, PathBuf)>)> = Vec::new();
     for r in runs {
@@ -107,10 +108,13 @@ pub fn rows(runs: &[RunRecordings]) -> Table {
                     if r.iter().any(|x| x.all.count == 0) {
                         let msg = format!("{name}: no sample on stage {from}..{to}");
                         if kind == "trace" {
-                            notes.push(match why_no_stage(&topo, &from, &to) {
-                                Some(why) => format!("{msg}: {why}"),
-                                None => format!("{msg} (a hop not on this path)"),
-                            });
+                            let why = why_no_stage(&topo, &from, &to)
+                                .unwrap_or("(a hop not on this path)");
+                            let stage = format!("{from}..{to}");
+                            match empty.iter_mut().find(|(n, w, _)| *n == name && *w == why) {
+                                Some((_, _, stages)) => stages.push(stage),
+                                None => empty.push((name.clone(), why, vec![stage])),
+                            }
                             continue;
                         }
                         problems.push(msg);
@@ -124,6 +128,10 @@ pub fn rows(runs: &[RunRecordings]) -> Table {
             }
         }
     }
+    let notes = empty
+        .into_iter()
+        .map(|(name, why, stages)| format!("{name}: no sample on {}: {why}", stages.join(", ")))
+        .collect();
     Table {
         rows: out,
         curves,

@@ -274,6 +274,15 @@ fn compare_gives_a_row_per_topology_and_stage() {
             assert_eq!(count, 1000, "{row}");
         }
     }
+    // The tracer sees no hop on the XDP path, and the table says why.
+    let note = t
+        .lines()
+        .find(|l| l.contains("xdp trace: no sample on"))
+        .unwrap_or_else(|| panic!("no note on the xdp tracer stages: {t}"));
+    assert!(
+        note.contains("xdp_frame") && note.contains("rx..fwd"),
+        "{note}"
+    );
     let page = std::fs::read_to_string(&html).expect("HTML comparison written");
     assert!(
         page.contains("<svg") && page.contains("xdp e2e"),
