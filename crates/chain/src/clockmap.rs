@@ -176,6 +176,63 @@ fn convert(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hoptrace_clocksync::estimate::estimate;
+    use hoptrace_clocksync::{EstimatorConfig, Sample, SampleKind};
+
+    /// An alignment of guest REALTIME against host REALTIME (as ptp_kvm
+    /// readings give): guest = host + 2 s exactly, symmetric 10 us delays.
+    fn realtime_alignment(host_tai_s: i64, guest_tai_s: i64) -> Alignment {
+        let samples: Vec<Sample> = (0..40)
+            .map(|k| {
+                let t1 = 1_000 * NS + k * 100_000_000;
+                Sample {
+                    seq: k as u64,
+                    t1,
+                    t2: t1 + 10_000 + 2 * NS,
+                    t3: t1 + 11_000 + 2 * NS,
+                    t4: t1 + 21_000,
+                }
+            })
+            .collect();
+        Alignment {
+            kind: SampleKind::PtpKvm,
+            channel: "test".into(),
+            host_clock: ClockDomain::Realtime,
+            guest_clock: ClockDomain::Realtime,
+            host_tai_offset_s: Some(host_tai_s),
+            guest_tai_offset_s: Some(guest_tai_s),
+            host: "h".into(),
+            guest: "g".into(),
+            estimate: estimate(&samples, &EstimatorConfig::default()).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_guest_tai_stamp_goes_through_a_realtime_alignment_into_host_tai() {
+        // Host TAI = host REALTIME + 37 s; guest TAI = guest REALTIME + 5 s.
+        let m = ClockMap::new(Some(realtime_alignment(37, 5)), None);
+        let host_rt = 1_002 * NS;
+        let guest_rt = host_rt + 2 * NS; // the same instant on the guest
+        let guest_tai = guest_rt + 5 * NS;
+        let s = m
+            .to_chain(Side::Guest, ClockDomain::Tai, guest_tai)
+            .unwrap();
+        assert!((s.ns - (host_rt + 37 * NS)).abs() <= s.bound_ns, "{s:?}");
+        assert!(s.bound_ns < 20_000, "{s:?}");
+        // The guest's REALTIME reading of the same instant maps to the same time.
+        let r = m
+            .to_chain(Side::Guest, ClockDomain::Realtime, guest_rt)
+            .unwrap();
+        assert_eq!(r.ns, s.ns);
+        // Without the guest's TAI offset, its TAI stamps cannot be mapped.
+        let mut a = realtime_alignment(37, 5);
+        a.guest_tai_offset_s = None;
+        let m = ClockMap::new(Some(a), None);
+        assert!(matches!(
+            m.to_chain(Side::Guest, ClockDomain::Tai, guest_tai),
+            Err(MapError::NoTaiOffset { side: "guest", .. })
+        ));
+    }
 
     #[test]
     fn host_realtime_moves_by_the_tai_offset_and_monotonic_is_refused() {
