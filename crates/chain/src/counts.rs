@@ -16,6 +16,9 @@ pub struct SourceCounts {
     /// Rows of no published sample (another stream, a probe frame, a
     /// sample the publisher recording lacks).
     pub unmatched: u64,
+    /// Of those, rows whose candidate sample was sent 0.9 s or more before
+    /// them: a wrap earlier's sample, not theirs.
+    pub beyond_a_wrap: u64,
     /// Rows whose chain hop was already stamped by an earlier row of the
     /// same sample (the first is kept).
     pub duplicates: u64,

@@ -24,6 +24,10 @@ use crate::counts::{order_checks, ChainCounts, HopCount, SourceCounts};
 /// of smpCnt per second).
 pub const ORDER_TOLERANCE_NS: i64 = 100_000_000;
 
+/// smpCnt wraps once per second at every SV rate (it counts the samples
+/// of the current second).
+const WRAP_NS: i64 = 1_000_000_000;
+
 /// The recordings of one run.
 #[derive(Debug, Clone)]
 pub struct ChainInputs {
@@ -383,15 +387,23 @@ fn fill(
                         let n = v.partition_point(|(t0, _)| {
                             *t0 <= f.ns + f.bound_ns + ORDER_TOLERANCE_NS
                         });
-                        n.checked_sub(1).map(|k| v[k].1)
+                        n.checked_sub(1).map(|k| v[k])
                     })
             }
             _ => None,
         };
-        let Some(si) = found else {
+        let Some((t0, si)) = found else {
             c.unmatched += 1;
             continue;
         };
+        // Sent more than a wrap minus the tolerance before the row: its own
+        // sample is missing from the publisher's recording, and this is a
+        // wrap earlier's with the same smpCnt.
+        if first.is_some_and(|f| f.ns - t0 >= WRAP_NS - ORDER_TOLERANCE_NS) {
+            c.unmatched += 1;
+            c.beyond_a_wrap += 1;
+            continue;
+        }
         c.matched += 1;
         let s = &mut samples[si];
         if i.source == Source::HostTrace && row.status == PacketStatus::Dropped {

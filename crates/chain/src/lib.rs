@@ -35,7 +35,9 @@
 //! is sent a whole wrap (1 s at the SV rates) later. That is right for
 //! every frame whose delay up to that stamp is below 0.9 s, and for clock
 //! errors up to 0.1 s, which then show as negative stages rather than as a
-//! neighbour's sample. A second row of the same
+//! neighbour's sample. A row whose candidate was sent 0.9 s or more before
+//! it is left unjoined (its own sample is missing from the publisher's
+//! recording; the candidate is a wrap earlier's). A second row of the same
 //! sample for the same hop is counted as a duplicate, the first kept.
 //!
 //! # Output

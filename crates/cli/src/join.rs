@@ -118,11 +118,12 @@ fn describe_chain(c: &hoptrace_chain::ChainCounts, out: &Path) -> String {
     for src in &c.sources {
         let _ = writeln!(
             s,
-            "  {}: {} rows, {} joined, {} of no published sample, {} duplicates{}",
+            "  {}: {} rows, {} joined, {} of no published sample ({} whose candidate was a wrap earlier), {} duplicates{}",
             src.source,
             src.rows,
             src.matched,
             src.unmatched,
+            src.beyond_a_wrap,
             src.duplicates,
             if src.outside_span > 0 {
                 format!(
