@@ -20,6 +20,13 @@
 # frame, and the ratio against the bpftrace script of the same round.
 # Rounds alternate the order of the tracers. docs/explain.md has a run.
 #
+# The kernel's statistics add their own cost to every run they measure
+# (the clock reads around the program): each round also loads two empty
+# programs on the same path (bpftrace, netif_receive_skb and kfree_skb)
+# and reports that floor per run, and the ratios again with the floor
+# taken off every run of both tracers (hoptrace runs 15 programs per
+# frame, the script 5).
+#
 # Usage: bench/svtrace_compare.sh [duration] [rounds]   (default 10s 2)
 #        HOPTRACE_BENCH_PROGS=1 also prints each program's share.
 set -eu
@@ -96,8 +103,10 @@ one() {
     END {
       if (f == 0 || n == 0) { printf "  %-34s no frames or no programs\n", label > "/dev/stderr"; print 0; exit }
       printf "  %-34s %8.1f ns/frame  %5.2f runs/frame  (%d programs, %d frames)\n", label, t / f, c / f, n, f > "/dev/stderr"
-      print t / f
+      print t / f, c / f
     }' "$work/before" "$work/start" "$work/end")
+  LAST_RUNS=${LAST_NS#* }
+  LAST_NS=${LAST_NS%% *}
   if [ -n "${HOPTRACE_BENCH_PROGS:-}" ]; then # per program
     awk -v f="$frames" '
       FILENAME == ARGV[1] { seen[$1] = 1; next }
@@ -118,24 +127,31 @@ while [ "$r" -le "$rounds" ]; do
   echo "round $r (BPF time per frame published: run time of the tracer's programs / frames)"
   if [ $((r % 2)) -eq 1 ]; then
     one "svtrace method (bpftrace, 2 hops)" bpftrace bench/svtrace.bt "$ifindex" "$offset"
-    base=$LAST_NS
+    base=$LAST_NS base_runs=$LAST_RUNS
     one "hoptrace events (5 hops)" trace
-    ev=$LAST_NS
+    ev=$LAST_NS ev_runs=$LAST_RUNS
     one "hoptrace --kernel-stats" trace --kernel-stats
-    ks=$LAST_NS
+    ks=$LAST_NS ks_runs=$LAST_RUNS
     one "hoptrace events + --explain 1ms" trace --explain 1ms --explain-lines 0
-    ex=$LAST_NS
+    ex=$LAST_NS ex_runs=$LAST_RUNS
   else
     one "hoptrace events + --explain 1ms" trace --explain 1ms --explain-lines 0
-    ex=$LAST_NS
+    ex=$LAST_NS ex_runs=$LAST_RUNS
     one "hoptrace --kernel-stats" trace --kernel-stats
-    ks=$LAST_NS
+    ks=$LAST_NS ks_runs=$LAST_RUNS
     one "hoptrace events (5 hops)" trace
-    ev=$LAST_NS
+    ev=$LAST_NS ev_runs=$LAST_RUNS
     one "svtrace method (bpftrace, 2 hops)" bpftrace bench/svtrace.bt "$ifindex" "$offset"
-    base=$LAST_NS
+    base=$LAST_NS base_runs=$LAST_RUNS
   fi
   awk -v b="$base" -v e="$ev" -v k="$ks" -v x="$ex" 'BEGIN {
     if (b > 0) printf "  against the svtrace method: events %.2f, --kernel-stats %.2f, events + --explain %.2f (the recorder alone %.2f of events)\n", e / b, k / b, x / b, (e > 0 ? (x - e) / e : 0) }'
+  one "empty programs (accounting floor)" bpftrace -e 'tracepoint:net:netif_receive_skb { } tracepoint:skb:kfree_skb { }'
+  awk -v fl="$LAST_NS" -v flr="$LAST_RUNS" -v b="$base" -v br="$base_runs" -v e="$ev" -v er="$ev_runs" \
+    -v k="$ks" -v kr="$ks_runs" -v x="$ex" -v xr="$ex_runs" 'BEGIN {
+    if (flr <= 0) { print "  (no floor measured)"; exit }
+    f = fl / flr
+    b -= br * f; e -= er * f; k -= kr * f; x -= xr * f
+    printf "  accounting floor %.1f ns/run; above it: svtrace method %.1f, events %.1f (%.2f), --kernel-stats %.1f (%.2f), events + --explain %.1f (%.2f; the recorder alone %.2f of events) ns/frame\n", f, b, e, e / b, k, k / b, x, x / b, (e > 0 ? (x - e) / e : 0) }'
   r=$((r + 1))
 done
