@@ -67,7 +67,7 @@ pub fn alignment_bound(a: &Hop, b: &Hop) -> Option<i64> {
             s => s,
         }
     }
-    if a.aligned_from.is_none() && b.aligned_from.is_none() || side(a) == side(b) {
+    if side(a) == side(b) {
         return None;
     }
     Some(a.align_bound_ns.unwrap_or(0) + b.align_bound_ns.unwrap_or(0))

@@ -363,21 +363,24 @@ fn fill(
 ) -> Result<SourceCounts, ChainError> {
     let mut c = counts_for(i);
     let clocks: Vec<ClockDomain> = i.reader.meta().hops.iter().map(|h| h.clock).collect();
+    let mut mapped: Vec<Option<crate::clockmap::ChainStamp>> = Vec::with_capacity(clocks.len());
     for row in i.reader.rows().map_err(|e| record_err(i, e))? {
         let row = row.map_err(|e| record_err(i, e))?;
         c.rows += 1;
         // The row's earliest stamp in chain time is its identity's anchor.
-        let mut first: Option<crate::clockmap::ChainStamp> = None;
+        // Every stamp of the row in chain time, once; the earliest is the
+        // anchor of its identity.
+        mapped.clear();
         for (h, t) in row.hops.iter().enumerate() {
-            if let Some(t) = t {
-                let s = map
-                    .to_chain(i.side, clocks[h], *t)
-                    .map_err(|e| map_err(i, h, e))?;
-                if first.is_none_or(|f| s.ns < f.ns) {
-                    first = Some(s);
-                }
-            }
+            mapped.push(match t {
+                Some(t) => Some(
+                    map.to_chain(i.side, clocks[h], *t)
+                        .map_err(|e| map_err(i, h, e))?,
+                ),
+                None => None,
+            });
         }
+        let first = mapped.iter().flatten().min_by_key(|m| m.ns).copied();
         let found = match (row.smp_cnt, first) {
             (Some(smp), Some(f)) => {
                 index
@@ -409,17 +412,14 @@ fn fill(
         if i.source == Source::HostTrace && row.status == PacketStatus::Dropped {
             s.dropped = Some((row.drop_reason.clone(), row.drop_hop.clone()));
         }
-        for &(p, h, clock) in &i.fills {
-            let Some(t) = row.hops.get(h).copied().flatten() else {
+        for &(p, h, _) in &i.fills {
+            let Some(m) = mapped.get(h).copied().flatten() else {
                 continue;
             };
             if s.stamps[p].is_some() {
                 c.duplicates += 1;
                 continue;
             }
-            let m = map
-                .to_chain(i.side, clock, t)
-                .map_err(|e| map_err(i, h, e))?;
             s.stamps[p] = Some(m.ns);
             acc[p].stamped += 1;
             acc[p].bound_ns = acc[p].bound_ns.max(m.bound_ns);
