@@ -63,6 +63,11 @@ pub enum Command {
         /// kvm: MMIO writes of the L2 workload (nested page fault exits).
         #[arg(long, default_value_t = 10)]
         mmio: u32,
+        /// kvm: SV frames delivered by interrupt to a second L2 VM (one MSI
+        /// through an irqfd per frame read from a tap), traced per packet
+        /// from consumer_copy to guest_entry (0: skip).
+        #[arg(long, default_value_t = 200)]
+        deliver: u32,
         /// Number of SV streams the publisher sends.
         #[arg(long, default_value_t = 1)]
         streams: u16,
@@ -188,6 +193,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             hlt,
             cpuid,
             mmio,
+            deliver,
             out,
             name,
             ..
@@ -197,6 +203,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
                 hlt,
                 cpuid,
                 mmio,
+                deliver,
             };
             run_kvm(&name, &w, out)
         }
@@ -308,6 +315,51 @@ fn status() -> Result<ExitCode> {
 }
 
 /// `lab run kvm`: the nested KVM lab and its cross-check against perf.
+/// The delivery phase of `lab run kvm`: join the L1 tracer's and kvm
+/// recordings into `out/delivery` and check them against the VMM's account.
+fn kvm_delivery(out: &std::path::Path, frames: u32) -> Vec<String> {
+    let cmd: Vec<String> = std::env::args().collect();
+    let r = hoptrace_kvm::delivery_join::run(
+        &out.join("trace"),
+        &out.join("kvm-delivery"),
+        &out.join("delivery"),
+        100_000_000,
+        &cmd,
+    );
+    let (_, s) = match r {
+        Ok(x) => x,
+        Err(e) => return vec![format!("delivery join: {e:#}")],
+    };
+    print!(
+        "{}",
+        hoptrace_kvm::text::delivery_summary(&s, &out.join("delivery"))
+    );
+    let mut problems = Vec::new();
+    if let Err(e) = serde_json::to_string_pretty(&s)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| Ok(std::fs::write(out.join("delivery.json"), t)?))
+    {
+        problems.push(format!("writing delivery.json: {e:#}"));
+    }
+    let vmm: serde_json::Value = std::fs::read_to_string(out.join("deliver.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    if vmm["sv_frames"].as_u64() != Some(u64::from(frames)) {
+        problems.push(format!(
+            "the delivery VMM read {} SV frames of {frames} (deliver.json, deliver.log)",
+            vmm["sv_frames"]
+        ));
+    }
+    if s.copies != u64::from(frames) {
+        problems.push(format!(
+            "the L1 tracer saw consumer_copy for {} of {frames} frames",
+            s.copies
+        ));
+    }
+    problems
+}
+
 fn run_kvm(
     name: &str,
     w: &hoptrace_lab::kvm_lab::Workload,
@@ -331,6 +383,9 @@ fn run_kvm(
             problems.extend(c.problems);
         }
         Err(e) => problems.push(format!("cross-check: {e:#}")),
+    }
+    if w.deliver > 0 {
+        problems.extend(kvm_delivery(&out, w.deliver));
     }
     println!("lab run: outputs in {}", out.display());
     for p in &problems {

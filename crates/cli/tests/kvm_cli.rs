@@ -9,6 +9,14 @@
 //!    perf kvm stat in the same L1 must count the same for those reasons.
 //!    Before KVM was loaded, `hoptrace kvm` in L1 (a real kernel without kvm
 //!    tracepoints) must have said so and exited 3.
+//!    The same L1 then runs the delivery phase: a second L2 VM takes one MSI
+//!    per SV frame it reads from a tap (irqfd), and the join of the L1 hop
+//!    tracer's and `hoptrace kvm --delivery` recordings must give every
+//!    frame consumer_copy -> irq_signal -> vcpu_wake -> guest_entry, in
+//!    order, on the fast path in the VMM's own consumer thread, to its vCPU
+//!    thread, APIC 0 and vector 0x40, with one distinct signal per frame
+//!    (the VMM wrote one per frame) and as many guest entries as the guest
+//!    counted interrupts (less the stop interrupt).
 //! 2. On this host: `hoptrace kvm` exits 3 with a message naming what is
 //!    missing when nothing fires kvm_exit here (as this machine's own /sys
 //!    says), and always when pointed at a tracefs without kvm events.
@@ -45,6 +53,7 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
         return;
     }
     let (n, m, k, j) = (3000u64, 7u64, 200u64, 5u64);
+    let frames = 150u64;
     let _down = Down("kvmt");
     let out = std::env::temp_dir().join(format!("hoptrace-kvmtest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
@@ -53,6 +62,7 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
         .arg(&out)
         .args(["--io", &n.to_string(), "--hlt", &m.to_string()])
         .args(["--cpuid", &k.to_string(), "--mmio", &j.to_string()])
+        .args(["--deliver", &frames.to_string()])
         .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
         .output()
         .expect("run hoptrace lab run kvm");
@@ -135,8 +145,72 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
         no_kvm.contains("no kvm tracepoint kvm_exit and kvm_entry"),
         "{no_kvm}"
     );
+    delivery_checks(&out, frames, &log);
     assert!(o.status.success(), "lab run kvm failed:\n{log}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The delivery phase of the nested lab, read back from its files.
+fn delivery_checks(out: &std::path::Path, frames: u64, log: &str) {
+    use hoptrace_record::{PacketStatus, RecordingReader};
+    let vmm: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("deliver.json"))
+            .unwrap_or_else(|e| panic!("deliver.json: {e}\n{log}")),
+    )
+    .unwrap();
+    assert_eq!(vmm["sv_frames"].as_u64(), Some(frames), "{vmm}");
+    assert_eq!(vmm["signals"].as_u64(), Some(frames), "{vmm}");
+    let consumer = vmm["consumer_tid"].as_i64().unwrap();
+    let vcpu_tid = vmm["vcpu_tid"].as_i64().unwrap();
+    let r = RecordingReader::open(out.join("delivery"))
+        .unwrap_or_else(|e| panic!("delivery recording: {e}\n{log}"));
+    let meta = r.meta().clone();
+    assert_eq!(meta.producer, "delivery");
+    let rows: Vec<_> = r.rows().unwrap().map(|x| x.unwrap()).collect();
+    assert_eq!(rows.len() as u64, frames, "one row per frame\n{log}");
+    let mut smp: Vec<u16> = rows.iter().map(|r| r.smp_cnt.unwrap()).collect();
+    smp.sort_unstable();
+    smp.dedup();
+    assert_eq!(smp.len() as u64, frames, "each frame once");
+    let mut signals = std::collections::BTreeSet::new();
+    let mut entries = std::collections::BTreeSet::new();
+    for row in &rows {
+        assert_eq!(row.status, PacketStatus::Ok, "{row:?}");
+        let t: Vec<i64> = ["consumer_copy", "irq_signal", "vcpu_wake", "guest_entry"]
+            .iter()
+            .map(|h| {
+                row.hop(&meta, h)
+                    .unwrap_or_else(|| panic!("{h} missing: {row:?}"))
+            })
+            .collect();
+        assert!(t.windows(2).all(|w| w[0] <= w[1]), "hops in order: {row:?}");
+        let x = |c: &str| row.extra_value(&meta, c);
+        assert_eq!(
+            x("signal_tid"),
+            Some(consumer),
+            "fast path, in the consumer thread: {row:?}"
+        );
+        assert!(row.dest.as_deref().unwrap().starts_with("fast "), "{row:?}");
+        assert_eq!(x("vcpu_tid"), Some(vcpu_tid), "{row:?}");
+        assert_eq!(
+            (x("apic_id"), x("vector")),
+            (Some(0), Some(0x40)),
+            "{row:?}"
+        );
+        signals.insert(t[1]);
+        entries.insert(t[3]);
+    }
+    assert_eq!(
+        signals.len() as u64,
+        frames,
+        "one signal per frame, as the VMM wrote them"
+    );
+    let taken = vmm["guest_interrupts"].as_u64().unwrap();
+    assert_eq!(
+        entries.len() as u64,
+        taken - 1,
+        "one guest entry per interrupt the guest took (the stop interrupt has no frame)"
+    );
 }
 
 #[test]

@@ -22,6 +22,10 @@
 //!   stat report` output for the cross-check of the nested lab.
 
 pub mod crosscheck;
+pub mod deliver;
+pub mod delivery;
+pub mod delivery_join;
+pub mod delivery_recording;
 pub mod loader;
 pub mod perf_stat;
 pub mod recording;

@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
-use crate::skel::types::{kvm_exit_record, kvm_hook_key, kvm_nested_key};
+use crate::skel::types::{kvm_delivery_record, kvm_exit_record, kvm_hook_key, kvm_nested_key};
 use crate::skel::{KvmSkel, KvmSkelBuilder};
 use crate::tracefs::KvmEvents;
 
@@ -34,18 +34,22 @@ use crate::tracefs::KvmEvents;
 const _: () = assert!(std::mem::size_of::<kvm_exit_record>() == 48);
 const _: () = assert!(std::mem::size_of::<kvm_nested_key>() == 24);
 const _: () = assert!(std::mem::size_of::<kvm_hook_key>() == 16);
+const _: () = assert!(std::mem::size_of::<kvm_delivery_record>() == 40);
 
 /// One VM exit as the BPF program sends it.
 pub type ExitRecord = kvm_exit_record;
+/// One interrupt-delivery event as the BPF program sends it (`--delivery`).
+pub type DeliveryRecord = kvm_delivery_record;
 
 /// enum kvm_counter of kvm_records.h, in order.
-pub const COUNTERS: [&str; 6] = [
+pub const COUNTERS: [&str; 7] = [
     "ring_full",
     "pending_table_full",
     "exit_without_entry",
     "entry_without_exit",
     "nested_table_full",
     "hook_table_full",
+    "delivery_ring_full",
 ];
 /// enum kvm_hook of kvm_records.h, in order: the event of each hook.
 pub const HOOKS: [&str; 4] = [
@@ -84,6 +88,9 @@ impl Backend {
 pub struct Options {
     /// Only the vCPU threads of this process (a QEMU pid).
     pub pid: Option<u32>,
+    /// Send interrupt-delivery events (kvm_msi_set_irq, kvm_set_irq,
+    /// kvm_apic_accept_irq, sched_waking of vCPU threads, kvm_vcpu_wakeup).
+    pub delivery: bool,
 }
 
 /// What got loaded.
@@ -100,7 +107,7 @@ pub struct SessionInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// COUNTERS order, summed over the CPUs.
-    pub counters: [u64; 6],
+    pub counters: [u64; 7],
     pub nested: Vec<(kvm_nested_key, u64)>,
     pub hooks: Vec<(kvm_hook_key, u64)>,
     /// Exits stored in `pending` (vCPUs out of the guest right now).
@@ -112,6 +119,8 @@ pub trait Sink {
     /// Everything is attached.
     fn ready(&mut self, info: &SessionInfo);
     fn exit(&mut self, r: &ExitRecord);
+    /// An interrupt-delivery event (only with [`Options::delivery`]).
+    fn delivery(&mut self, _r: &DeliveryRecord) {}
     /// About every tick and once at the end; false stops the session.
     fn tick(&mut self, snap: &Snapshot) -> bool;
 }
@@ -154,6 +163,7 @@ fn load<'o>(
         .context("opening the BPF object")?;
     if let Some(ro) = open.maps.rodata_data.as_mut() {
         ro.kvm_config.filter_tgid = opts.pid.unwrap_or(0);
+        ro.kvm_config.delivery = u32::from(opts.delivery);
     }
     for mut p in open.open_object_mut().progs_mut() {
         let name = p.name().to_string_lossy().into_owned();
@@ -238,7 +248,26 @@ fn load_best<'o>(
             optional.push(e);
         }
     }
-    let core: Vec<&str> = crate::tracefs::REQUIRED.to_vec();
+    let mut core: Vec<&str> = crate::tracefs::REQUIRED.to_vec();
+    if opts.delivery {
+        // Delivery events are what was asked for: required, never dropped.
+        let missing: Vec<&str> = crate::tracefs::IRQ_HOOKS
+            .iter()
+            .chain(crate::tracefs::DELIVERY.iter())
+            .copied()
+            .filter(|e| !events.has(e))
+            .collect();
+        if !missing.is_empty() {
+            bail!(
+                "--delivery needs the kvm events {}, which this kernel does not have",
+                missing.join(", ")
+            );
+        }
+        optional.retain(|e| !crate::tracefs::IRQ_HOOKS.contains(e));
+        core.extend(crate::tracefs::IRQ_HOOKS);
+        core.extend(crate::tracefs::DELIVERY);
+        core.push("sched_waking");
+    }
     let with_optional: Vec<&str> = core.iter().chain(optional.iter()).copied().collect();
     let mut errors = Vec::new();
     let mut chosen = None;
@@ -313,6 +342,16 @@ pub fn run(
         }
         0
     })?;
+    if opts.delivery {
+        builder.add(&skel.maps.deliveries, |data: &[u8]| {
+            if data.len() >= std::mem::size_of::<DeliveryRecord>() {
+                // SAFETY: as above, a plain C struct of integers.
+                let r: DeliveryRecord = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+                sink.borrow_mut().delivery(&r);
+            }
+            0
+        })?;
+    }
     let ring = builder.build()?;
     sink.borrow_mut().ready(&info);
     let mut last = Instant::now();
@@ -355,7 +394,8 @@ mod tests {
                 .unwrap_or_else(|| panic!("{s} not in kvm_records.h"))
         };
         assert!(pos("CNT_RING_FULL = 0") < pos("CNT_HOOK_FULL = 5"));
-        assert!(h.contains("CNT_COUNT = 6") && COUNTERS.len() == 6);
+        assert!(h.contains("CNT_COUNT = 7") && COUNTERS.len() == 7);
+        assert!(h.contains("CNT_DELIVERY_FULL = 6") && COUNTERS[6] == "delivery_ring_full");
         assert!(h.contains("HOOK_ENTRY = 3") && HOOKS[3] == "kvm_entry");
         assert!(h.contains("HOOK_MSI_SET_IRQ = 0") && HOOKS[0] == "kvm_msi_set_irq");
         assert!(

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::loader::{ExitRecord, Options, SessionInfo, Sink, Snapshot};
+use crate::delivery_recording::DeliveryRecorder;
+use crate::loader::{DeliveryRecord, ExitRecord, Options, SessionInfo, Sink, Snapshot};
 use crate::reasons::ExitReasons;
 use crate::recording::ExitRecorder;
 use crate::stats::{Catalogue, ExitStats, Views};
@@ -34,6 +35,8 @@ pub struct SessionOptions {
     pub duration: Option<Duration>,
     pub interval: Duration,
     pub record: Option<PathBuf>,
+    /// Also trace interrupt delivery (recorded in `record/delivery`).
+    pub delivery: bool,
     /// The command line, for the recording's metadata.
     pub command_line: Vec<String>,
 }
@@ -57,6 +60,9 @@ pub struct Report {
     pub negative_times: u64,
     pub recording: Option<String>,
     pub recorded_rows: u64,
+    /// Interrupt-delivery events seen (`--delivery`) and where they were recorded.
+    pub delivery_events: u64,
+    pub delivery_recording: Option<String>,
 }
 
 /// Read the reason catalogue of the events this kernel has.
@@ -105,6 +111,8 @@ struct Collector<'a> {
     all: ExitStats,
     window: ExitStats,
     recorder: Option<ExitRecorder>,
+    delivery: Option<DeliveryRecorder>,
+    delivery_events: u64,
     record_error: Option<anyhow::Error>,
     start: Instant,
     last_tick: Instant,
@@ -136,6 +144,15 @@ impl Sink for Collector<'_> {
         }
     }
 
+    fn delivery(&mut self, r: &DeliveryRecord) {
+        self.delivery_events += 1;
+        if let Some(rec) = self.delivery.as_mut() {
+            if let Err(e) = rec.append(r) {
+                self.record_error.get_or_insert(e);
+            }
+        }
+    }
+
     fn tick(&mut self, snap: &Snapshot) -> bool {
         self.last_snap = snap.clone();
         let now = Instant::now();
@@ -159,6 +176,11 @@ impl Sink for Collector<'_> {
                 self.record_error.get_or_insert(e);
             }
         }
+        if let Some(rec) = self.delivery.as_mut() {
+            if let Err(e) = rec.rotate_if_due() {
+                self.record_error.get_or_insert(e);
+            }
+        }
         go && self.deadline.is_none_or(|d| now < d)
     }
 }
@@ -176,11 +198,17 @@ pub fn run(
         Some(dir) => Some(ExitRecorder::create(dir, &cat.exit, &opts.command_line)?),
         None => None,
     };
+    let delivery = match (&opts.record, opts.delivery) {
+        (Some(dir), true) => Some(DeliveryRecorder::create(dir, &opts.command_line)?),
+        _ => None,
+    };
     let mut c = Collector {
         cat: &cat,
         all: ExitStats::default(),
         window: ExitStats::default(),
         recorder,
+        delivery,
+        delivery_events: 0,
         record_error: None,
         start: Instant::now(),
         last_tick: Instant::now(),
@@ -196,7 +224,10 @@ pub fn run(
         Some(d) => opts.interval.min(d.max(Duration::from_millis(50))),
         None => opts.interval,
     };
-    let lopts = Options { pid: opts.pid };
+    let lopts = Options {
+        pid: opts.pid,
+        delivery: opts.delivery,
+    };
     let info = crate::loader::run(&events, &lopts, stop, tick, &mut c)?;
     let duration_s = c.start.elapsed().as_secs_f64();
     if let Some(e) = c.record_error.take() {
@@ -208,6 +239,10 @@ pub fn run(
             (Some(dir), rows)
         }
         None => (None, 0),
+    };
+    let delivery_recording = match c.delivery.take() {
+        Some(r) => Some(r.close()?.0.display().to_string()),
+        None => None,
     };
     Ok(Report {
         tool: "hoptrace kvm",
@@ -223,6 +258,8 @@ pub fn run(
         negative_times: c.all.negative,
         recording,
         recorded_rows,
+        delivery_events: c.delivery_events,
+        delivery_recording,
     })
 }
 

@@ -218,3 +218,58 @@ mod line_tests {
         assert!(line.ends_with("LOST exits 3 counts 0 unpaired 0"), "{line}");
     }
 }
+
+/// The account of `hoptrace kvm delivery`.
+pub fn delivery_summary(s: &crate::delivery::Summary, out: &std::path::Path) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "delivery: {} copied packets, {} with consumer_copy -> irq_signal -> vcpu_wake -> guest_entry; recording {}",
+        s.copies,
+        s.complete,
+        out.display()
+    );
+    for (path, n) in &s.paths {
+        let _ = writeln!(t, "  path {path:<16} {n}");
+    }
+    for (hop, n) in &s.missing {
+        let _ = writeln!(t, "  incomplete, no {hop:<12} {n}");
+    }
+    let _ = writeln!(
+        t,
+        "  {} signals and {} guest entries served the {} complete deliveries",
+        s.signals, s.entries, s.complete
+    );
+    for e in &s.exits_during {
+        let _ = writeln!(
+            t,
+            "  exits during delivery: {:<20} in {} deliveries, {}",
+            e.reason,
+            e.deliveries,
+            hoptrace_units::format_duration_ns(e.ns)
+        );
+    }
+    let d = hoptrace_units::format_duration_ns;
+    for w in &s.slowest {
+        let exits: Vec<String> = w
+            .exits
+            .iter()
+            .map(|(r, ns)| format!("{r} {}", d(*ns)))
+            .collect();
+        let _ = writeln!(
+            t,
+            "  slow: {} smpCnt {} {}: {} = copy->signal {} + signal->wake {} + wake->entry {}; vCPU exits meanwhile: {}",
+            w.stream,
+            w.smp_cnt.map_or("-".to_string(), |c| c.to_string()),
+            w.path,
+            d(w.total_ns),
+            d(w.copy_to_signal_ns),
+            d(w.signal_to_wake_ns),
+            d(w.wake_to_entry_ns),
+            if exits.is_empty() { "none".to_string() } else { exits.join(", ") }
+        );
+    }
+    let _ = writeln!(t, "stages: hoptrace report {}", out.display());
+    t
+}

@@ -20,6 +20,8 @@ pub const REQUIRED: [&str; 2] = ["kvm_exit", "kvm_entry"];
 pub const NESTED: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
 /// Interrupt delivery to a guest (counted per thread).
 pub const IRQ_HOOKS: [&str; 3] = ["kvm_msi_set_irq", "kvm_set_irq", "kvm_vcpu_wakeup"];
+/// Interrupt delivery as events (`--delivery`): these and [`IRQ_HOOKS`].
+pub const DELIVERY: [&str; 1] = ["kvm_apic_accept_irq"];
 
 /// The tracefs root: `HOPTRACE_TRACEFS`, a mounted one, or one mounted now
 /// (see [`hoptrace_os::tracefs`]).
@@ -31,7 +33,7 @@ pub fn root() -> Result<PathBuf> {
 #[derive(Debug, Clone)]
 pub struct KvmEvents {
     pub root: PathBuf,
-    /// (event, present) for every event of REQUIRED, NESTED and IRQ_HOOKS.
+    /// (event, present) for every event of REQUIRED, NESTED, IRQ_HOOKS and DELIVERY.
     pub present: Vec<(&'static str, bool)>,
     /// The KVM modules of /sys/module (built-in ones with parameters too):
     /// `kvm`, `kvm_intel`, `kvm_amd`, or another backend such as `kvm_pvm`.
@@ -61,6 +63,7 @@ impl KvmEvents {
             .iter()
             .chain(NESTED.iter())
             .chain(IRQ_HOOKS.iter())
+            .chain(DELIVERY.iter())
             .map(|e| (*e, Self::format_path_in(root, e).is_file()))
             .collect();
         KvmEvents {

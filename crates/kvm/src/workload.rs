@@ -164,7 +164,7 @@ pub fn run(plan: Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
         slot: 0,
         guest_phys_addr: 0,
         memory_size: MEM_SIZE as u64,
-        userspace_addr: mem.addr as u64,
+        userspace_addr: mem.addr() as u64,
         flags: 0,
     };
     // SAFETY: the region is our own anonymous mapping, which outlives the
@@ -226,13 +226,13 @@ pub fn run(plan: Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
 }
 
 /// An anonymous mapping used as guest memory.
-struct Memory {
+pub(crate) struct Memory {
     addr: *mut u8,
     len: usize,
 }
 
 impl Memory {
-    fn new(len: usize) -> Result<Memory> {
+    pub(crate) fn new(len: usize) -> Result<Memory> {
         // SAFETY: a fresh private anonymous mapping; checked below.
         let p = unsafe {
             libc::mmap(
@@ -253,12 +253,38 @@ impl Memory {
         })
     }
 
-    fn write(&self, at: usize, bytes: &[u8]) {
+    pub(crate) fn addr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    /// Copy `bytes` to guest address `at` (volatile: the guest and the
+    /// vCPU thread share the memory).
+    pub(crate) fn write(&self, at: usize, bytes: &[u8]) {
         assert!(at + bytes.len() <= self.len);
+        for (i, b) in bytes.iter().enumerate() {
+            // SAFETY: in bounds of our mapping (asserted).
+            unsafe { std::ptr::write_volatile(self.addr.add(at + i), *b) };
+        }
+    }
+
+    /// The little-endian u16 at guest address `at`.
+    pub(crate) fn read_u16(&self, at: usize) -> u16 {
+        assert!(at + 2 <= self.len);
         // SAFETY: in bounds of our mapping (asserted).
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.addr.add(at), bytes.len()) };
+        let b = unsafe {
+            [
+                std::ptr::read_volatile(self.addr.add(at)),
+                std::ptr::read_volatile(self.addr.add(at + 1)),
+            ]
+        };
+        u16::from_le_bytes(b)
     }
 }
+
+// SAFETY: the mapping is plain memory; writers use volatile byte copies.
+unsafe impl Send for Memory {}
+// SAFETY: as above; the guest writes it concurrently anyway.
+unsafe impl Sync for Memory {}
 
 impl Drop for Memory {
     fn drop(&mut self) {

@@ -40,7 +40,7 @@ use crate::vm::{boot_timeout, serial_log, share_dir, wait_ready, which, Boot, Gu
 
 /// Modules loaded in L1 once the no-KVM check has run (dependencies added
 /// from modules.dep: kvm-amd needs ccp, kvm needs irqbypass).
-pub const KVM_MODULES: [&str; 2] = ["kvm", "kvm_amd"];
+pub const KVM_MODULES: [&str; 3] = ["kvm", "kvm_amd", "tun"];
 
 /// What the L2 workload does.
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +49,13 @@ pub struct Workload {
     pub hlt: u32,
     pub cpuid: u32,
     pub mmio: u32,
+    /// SV frames of the delivery phase (0: none).
+    pub deliver: u32,
 }
+
+/// Samples per second of the delivery phase: at most one smpCnt wrap's
+/// worth of frames (the tap-only path has no ingress to number wraps by).
+pub const DELIVER_RATE: u32 = 500;
 
 fn extras() -> Result<Extras> {
     let perf = which("perf")
@@ -181,6 +187,45 @@ pub fn measurement_script(w: &Workload) -> String {
     )
 }
 
+/// The delivery phase of the L1 job: a second L2 VM (`hoptrace kvm
+/// deliver`) reads SV frames from a tap and signals one MSI per frame,
+/// while the hop tracer (hypervisor profile, on that tap) and `hoptrace kvm
+/// --delivery` record; `hoptrace sv publish` sends the frames into the tap.
+pub fn delivery_script(frames: u32) -> String {
+    let rate = DELIVER_RATE;
+    format!(
+        "D_FAIL() {{ echo \"$1\" >> $O/deliver.log; kill $DV $TR $KD 2>/dev/null; exit 1; }}\n\
+         wait_for() {{ n=0; while ! grep -qs \"$2\" $1; do n=$((n+1)); [ $n -gt 900 ] && D_FAIL \"timeout waiting for $2 in $1\"; usleep 100000; done; }}\n\
+         hoptrace kvm deliver --tap htap0 --frames {frames} --timeout 300s --json $O/deliver.json > $O/deliver.log 2>&1 &\n\
+         DV=$!\n\
+         wait_for $O/deliver.log ready\n\
+         hoptrace trace --profile hypervisor --iface htap0 --rate {rate} --no-doctor --plain --record /tmp/trace > $O/trace.log 2>&1 &\n\
+         TR=$!\n\
+         hoptrace kvm --delivery --pid $DV --plain --record /tmp/kvm-delivery > $O/kvm-delivery.log 2>&1 &\n\
+         KD=$!\n\
+         wait_for $O/trace.log ready\n\
+         wait_for $O/kvm-delivery.log ready\n\
+         hoptrace sv publish --iface htap0 --svid-prefix DLV --rate {rate} --samples {frames} > $O/publish.log 2>&1\n\
+         echo $? > $O/publish.rc\n\
+         wait $DV; echo $? > $O/deliver.rc\n\
+         usleep 500000\n\
+         kill -INT $TR $KD; wait $TR; echo $? > $O/trace.rc; wait $KD; echo $? > $O/kvm-delivery.rc\n\
+         cp -r /tmp/trace $O/trace && cp -r /tmp/kvm-delivery $O/kvm-delivery\n"
+    )
+}
+
+/// What the delivery phase leaves.
+pub const DELIVERY_OUTPUTS: [&str; 8] = [
+    "deliver.json",
+    "deliver.log",
+    "deliver.rc",
+    "trace.log",
+    "trace.rc",
+    "kvm-delivery.log",
+    "kvm-delivery.rc",
+    "publish.rc",
+];
+
 /// What `lab run kvm` leaves in its output directory.
 pub const OUTPUTS: [&str; 9] = [
     "kvm.json",
@@ -198,7 +243,11 @@ pub const OUTPUTS: [&str; 9] = [
 /// `out`. Returns the problems found (missing outputs, non-zero exits).
 pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Result<Vec<String>> {
     let t0 = Instant::now();
-    let job = GuestJob::spawn(&st.name, &measurement_script(w))?;
+    let mut script = measurement_script(w);
+    if w.deliver > 0 {
+        script.push_str(&delivery_script(w.deliver));
+    }
+    let job = GuestJob::spawn(&st.name, &script)?;
     let rc = job.wait(Duration::from_secs(600), stop);
     let share_out = share_dir(&st.name).join("out");
     std::fs::create_dir_all(out)?;
@@ -211,7 +260,12 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
             job.log().trim()
         ));
     }
-    for f in OUTPUTS {
+    let delivery: &[&str] = if w.deliver > 0 {
+        &DELIVERY_OUTPUTS
+    } else {
+        &[]
+    };
+    for f in OUTPUTS.iter().chain(delivery) {
         let src = share_out.join(f);
         if src.is_file() {
             std::fs::copy(&src, out.join(f)).with_context(|| format!("copying {f}"))?;
@@ -232,6 +286,32 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
             ));
         }
     }
+    if w.deliver > 0 {
+        for d in ["trace", "kvm-delivery"] {
+            if let Err(e) = copy_dir(&share_out.join(d), &out.join(d)) {
+                problems.push(format!("copying the L1 recording {d}: {e:#}"));
+            }
+        }
+        for (f, what) in [
+            ("deliver.rc", "the delivery VMM (hoptrace kvm deliver)"),
+            ("publish.rc", "the publisher in L1"),
+        ] {
+            let rc = std::fs::read_to_string(out.join(f)).unwrap_or_default();
+            if rc.trim() != "0" {
+                problems.push(format!(
+                    "{what} exited with `{}` (see {})",
+                    rc.trim(),
+                    out.display()
+                ));
+            }
+        }
+        for f in ["trace.rc", "kvm-delivery.rc"] {
+            let rc = std::fs::read_to_string(out.join(f)).unwrap_or_default();
+            if !matches!(rc.trim(), "0" | "2") {
+                problems.push(format!("{f}: the L1 tracer exited with `{}`", rc.trim()));
+            }
+        }
+    }
     let rc = std::fs::read_to_string(out.join("kvm.rc")).unwrap_or_default();
     if !matches!(rc.trim(), "0" | "2") {
         problems.push(format!("hoptrace kvm in L1 exited with `{}`", rc.trim()));
@@ -242,6 +322,20 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
         out.display()
     );
     Ok(problems)
+}
+
+/// Copy the files of `from` (one level: a recording directory) to `to`.
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()))?;
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 /// `lab run kvm`: up, measure, down (always).

@@ -157,8 +157,12 @@ impl Run<'_> {
             if let Some(m) = self.metrics.as_mut() {
                 m.timeline(&t, pairs);
             }
+            let copy_hop = self
+                .hops
+                .iter()
+                .position(|h| *h == "consumer_copy" || *h == "app_copy");
             if let Some(w) = self.writer.as_mut() {
-                if let Err(e) = append_row(w, &t) {
+                if let Err(e) = append_row(w, &t, copy_hop) {
                     self.write_err
                         .get_or_insert(anyhow::Error::from(e).context("writing the recording"));
                 }
@@ -237,10 +241,13 @@ impl Run<'_> {
         meta.command_line = self.opts.command_line.clone();
         meta.rate = Some(self.opts.rate);
         meta.doctor = self.opts.doctor.clone();
-        meta.extra_columns = vec![hoptrace_record::ExtraColumn::new(
-            "cpu",
-            "CPU of the last hop seen",
-        )];
+        meta.extra_columns = vec![
+            hoptrace_record::ExtraColumn::new("cpu", "CPU of the last hop seen"),
+            hoptrace_record::ExtraColumn::new(
+                "consumer_tid",
+                "thread that copied the frame at consumer_copy or app_copy (a VMM's backend thread: `hoptrace kvm delivery` follows it)",
+            ),
+        ];
         let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default())?;
         if let Some(r) = self.opts.retention {
             w.set_retention(r);
@@ -249,8 +256,16 @@ impl Run<'_> {
     }
 }
 
-/// One recording row: a timeline, its hops projected.
-fn append_row(w: &mut RecordingWriter, t: &Timeline) -> Result<(), hoptrace_record::RecordError> {
+/// One recording row: a timeline, its hops projected, and the thread of
+/// its copy hop (`copy_hop`: the index of `consumer_copy` or `app_copy`).
+fn append_row(
+    w: &mut RecordingWriter,
+    t: &Timeline,
+    copy_hop: Option<usize>,
+) -> Result<(), hoptrace_record::RecordError> {
+    let consumer_tid = copy_hop
+        .and_then(|i| t.who.get(i).copied().flatten())
+        .map(|w| i64::from(w.tid));
     let hops_ns: Vec<Option<i64>> = t.hops.iter().map(|h| h.map(|v| v as i64)).collect();
     let (app_id, smp_cnt) = match &t.identity {
         PacketIdentity::Sv {
@@ -271,7 +286,7 @@ fn append_row(w: &mut RecordingWriter, t: &Timeline) -> Result<(), hoptrace_reco
         drop_reason: t.drop_reason.as_deref(),
         drop_hop: t.drop_hop.as_deref(),
         hops: &hops_ns,
-        extra: &[Some(t.last_cpu as i64)],
+        extra: &[Some(t.last_cpu as i64), consumer_tid],
     })
 }
 

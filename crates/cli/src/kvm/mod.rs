@@ -57,6 +57,11 @@ pub struct Args {
     /// Write one row per exit into this recording directory.
     #[arg(long)]
     record: Option<PathBuf>,
+    /// Also trace interrupt delivery to the guests (irqfd signals, APIC
+    /// accepts, vCPU wake-ups); with --record they go to RECORD/delivery,
+    /// for `hoptrace kvm delivery`.
+    #[arg(long)]
+    delivery: bool,
     /// Print the exit reasons this kernel names (read from its kvm_exit format) and exit.
     #[arg(long)]
     list_reasons: bool,
@@ -83,6 +88,41 @@ enum Sub {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Per packet, the host's delivery of its interrupt to the guest:
+    /// consumer_copy -> irq_signal -> vcpu_wake -> guest_entry (docs/kvm.md).
+    Delivery {
+        /// The hop tracer's recording (`hoptrace trace --profile hypervisor --record`).
+        #[arg(long)]
+        trace: PathBuf,
+        /// The kvm recording of the same run (`hoptrace kvm --delivery --record`).
+        #[arg(long)]
+        kvm: PathBuf,
+        /// Write the per-packet delivery recording here.
+        #[arg(long)]
+        out: PathBuf,
+        /// A step further than this from the one before is not matched.
+        #[arg(long, default_value = "100ms", value_parser = duration_arg)]
+        window: Duration,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// (internal) A VM that gets one MSI through an irqfd per SV frame read from a tap.
+    #[command(hide = true)]
+    Deliver {
+        /// The tap to create and read.
+        #[arg(long, default_value = "htap0")]
+        tap: String,
+        /// SV frames to deliver, then stop.
+        #[arg(long, default_value_t = 100)]
+        frames: u64,
+        /// Stop waiting for frames after this long.
+        #[arg(long, default_value = "60s", value_parser = duration_arg)]
+        timeout: Duration,
+        /// Write the account (pid, threads, frames, signals, interrupts taken) here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -100,6 +140,32 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 io,
                 mmio,
                 hlt,
+            },
+            json,
+        );
+    }
+    if let Some(Sub::Delivery {
+        trace,
+        kvm,
+        out,
+        window,
+        json,
+    }) = args.sub
+    {
+        return delivery(&trace, &kvm, &out, window, json);
+    }
+    if let Some(Sub::Deliver {
+        tap,
+        frames,
+        timeout,
+        json,
+    }) = args.sub
+    {
+        return deliver(
+            hoptrace_kvm::deliver::Plan {
+                tap,
+                frames,
+                timeout,
             },
             json,
         );
@@ -148,6 +214,7 @@ fn trace(args: Args) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         interval: args.interval,
         record: args.record,
+        delivery: args.delivery,
         command_line: std::env::args().collect(),
     };
     let stop = hoptrace_os::stop_flag()
@@ -233,6 +300,54 @@ fn workload(plan: hoptrace_kvm::workload::Plan, json: Option<PathBuf>) -> anyhow
         out.elapsed_ns as f64 / 1e9,
         out.returned_to_user_space
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn delivery(
+    trace: &std::path::Path,
+    kvm: &std::path::Path,
+    out: &std::path::Path,
+    window: Duration,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let cmd: Vec<String> = std::env::args().collect();
+    let (_, s) = hoptrace_kvm::delivery_join::run(trace, kvm, out, window.as_nanos() as i64, &cmd)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", hoptrace_kvm::text::delivery_summary(&s, out));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn deliver(plan: hoptrace_kvm::deliver::Plan, json: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let out = hoptrace_kvm::deliver::run(&plan, |pid| {
+        // The line a script waits for before it sends frames.
+        eprintln!(
+            "hoptrace kvm deliver: pid {pid}: ready, reading {} for {} SV frames",
+            plan.tap, plan.frames
+        )
+    })?;
+    let text = serde_json::to_string_pretty(&out)?;
+    match json {
+        Some(p) => std::fs::write(&p, text + "\n")?,
+        None => println!("{text}"),
+    }
+    eprintln!(
+        "hoptrace kvm deliver: {} SV frames ({} other) in {:.3} s, {} signals, {} interrupts taken by the guest",
+        out.sv_frames,
+        out.other_frames,
+        out.elapsed_ns as f64 / 1e9,
+        out.signals,
+        out.guest_interrupts
+    );
+    if !out.complete {
+        eprintln!(
+            "hoptrace kvm deliver: only {} of {} SV frames came within {:?}",
+            out.sv_frames, plan.frames, plan.timeout
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,8 +17,18 @@
  * 3. kvm_nested_vmexit / kvm_nested_vmexit_inject: exits of a nested guest,
  *    counted per (VM, vCPU, isa, reason, event) in `nested_counts`.
  * 4. kvm_msi_set_irq, kvm_set_irq, kvm_vcpu_wakeup and kvm_entry are also
- *    counted per (process, thread) in `hook_counts`: the interrupt-delivery
- *    path to a guest, for a later timeline.
+ *    counted per (process, thread) in `hook_counts`.
+ * 5. With `kvm_config.delivery` (`hoptrace kvm --delivery`), the steps of
+ *    interrupt delivery are also sent one by one through the ring buffer
+ *    `deliveries` (struct kvm_delivery_record): kvm_msi_set_irq and
+ *    kvm_set_irq (the irqfd signal, fast and slow path), kvm_apic_accept_irq
+ *    (which APIC, which vector), sched_waking of a vCPU thread (the thread
+ *    ids that ever left a guest are kept in `vcpu_threads`, filled at
+ *    kvm_exit) and kvm_vcpu_wakeup (halt or poll ended). The signal side is
+ *    not filtered by process: the signalling thread may be a vhost worker
+ *    outside the VM's process. User space joins them with the exits and a
+ *    tracer's consumer_copy into per-packet delivery stages
+ *    (src/delivery.rs).
  * Whatever cannot be stored or sent is counted in the per-CPU `counters`
  * (enum kvm_counter): never silent. `kvm_config.filter_tgid` keeps one VM.
  * Each program exists twice, `tp_btf` (btf_*) and `raw_tp` (raw_*), with the
@@ -41,6 +51,7 @@ const volatile struct kvm_config kvm_config = {};
 struct kvm_exit_record layout_exit_record = {};
 struct kvm_nested_key layout_nested_key = {};
 struct kvm_hook_key layout_hook_key = {};
+struct kvm_delivery_record layout_delivery_record = {};
 
 /* The kernel types read, as far as needed (CO-RE relocated). */
 struct kvm_vcpu___ht {
@@ -89,6 +100,19 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RING_BYTES);
 } exits SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RING_BYTES / 4);
+} deliveries SEC(".maps");
+
+/* vCPU thread id -> its process, for sched_waking (filled at kvm_exit). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} vcpu_threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -184,6 +208,8 @@ static __always_inline int on_exit(void *vcpu, __u32 isa)
 	if (filtered(tgid))
 		return 0;
 	p.exit_ns = bpf_ktime_get_ns();
+	if (kvm_config.delivery && !bpf_map_lookup_elem(&vcpu_threads, &tid))
+		bpf_map_update_elem(&vcpu_threads, &tid, &tgid, BPF_NOEXIST);
 	p.reason = exit_reason_of(vcpu, isa);
 	p.vcpu_id = vcpu_id_of(vcpu);
 	p.isa = isa;
@@ -260,6 +286,52 @@ static __always_inline int on_hook(__u32 hook)
 	return 0;
 }
 
+/* One delivery event of the current task (stamped first). */
+static __always_inline int deliver(__u32 kind, __u64 arg0, __u64 arg1)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	struct kvm_delivery_record *r;
+
+	if (!kvm_config.delivery)
+		return 0;
+	r = bpf_ringbuf_reserve(&deliveries, sizeof(*r), 0);
+	if (!r) {
+		count(CNT_DELIVERY_FULL);
+		return 0;
+	}
+	r->ns = now;
+	r->arg0 = arg0;
+	r->arg1 = arg1;
+	r->kind = kind;
+	r->tgid = id >> 32;
+	r->tid = (__u32)id;
+	r->cpu = bpf_get_smp_processor_id();
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* The vCPU thread's own events are filtered by process; the signal side is not. */
+static __always_inline int vcpu_hook(__u32 hook, __u32 kind, __u64 arg0, __u64 arg1)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (filtered(id >> 32))
+		return 0;
+	deliver(kind, arg0, arg1);
+	return on_hook(hook);
+}
+
+static __always_inline int on_waking(struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid), *tgid;
+
+	tgid = bpf_map_lookup_elem(&vcpu_threads, &tid);
+	if (!tgid)
+		return 0;
+	return deliver(DLV_VCPU_WAKING, tid, *tgid);
+}
+
 #define KVM_PROGS(kind, prefix)                                                \
 	SEC(kind "/kvm_exit")                                                  \
 	int BPF_PROG(prefix##kvm_exit, void *vcpu, __u32 isa)                  \
@@ -285,19 +357,35 @@ static __always_inline int on_hook(__u32 hook)
 		return on_nested(NESTED_VMEXIT_INJECT, exit_code, ~0u, isa);   \
 	}                                                                      \
 	SEC(kind "/kvm_msi_set_irq")                                           \
-	int BPF_PROG(prefix##kvm_msi_set_irq)                                  \
+	int BPF_PROG(prefix##kvm_msi_set_irq, __u64 address, __u64 data)       \
 	{                                                                      \
+		deliver(DLV_MSI_SET_IRQ, address, data);                       \
 		return on_hook(HOOK_MSI_SET_IRQ);                              \
 	}                                                                      \
 	SEC(kind "/kvm_set_irq")                                               \
-	int BPF_PROG(prefix##kvm_set_irq)                                      \
+	int BPF_PROG(prefix##kvm_set_irq, unsigned int gsi, int level)         \
 	{                                                                      \
+		deliver(DLV_SET_IRQ, gsi, (__u32)level);                       \
 		return on_hook(HOOK_SET_IRQ);                                  \
 	}                                                                      \
-	SEC(kind "/kvm_vcpu_wakeup")                                           \
-	int BPF_PROG(prefix##kvm_vcpu_wakeup)                                  \
+	SEC(kind "/kvm_apic_accept_irq")                                       \
+	int BPF_PROG(prefix##kvm_apic_accept_irq, __u32 apicid, __u16 dm,      \
+		     __u16 tm, __u8 vec)                                       \
 	{                                                                      \
-		return on_hook(HOOK_VCPU_WAKEUP);                              \
+		return deliver(DLV_APIC_ACCEPT, apicid,                        \
+			       vec | (__u32)dm << 8 | (__u32)tm << 16);        \
+	}                                                                      \
+	SEC(kind "/kvm_vcpu_wakeup")                                           \
+	int BPF_PROG(prefix##kvm_vcpu_wakeup, __u64 ns, bool waited,           \
+		     bool valid)                                               \
+	{                                                                      \
+		return vcpu_hook(HOOK_VCPU_WAKEUP, DLV_VCPU_WAKEUP, ns,        \
+				 (__u32)waited | (__u32)valid << 1);           \
+	}                                                                      \
+	SEC(kind "/sched_waking")                                              \
+	int BPF_PROG(prefix##sched_waking, struct task_struct *p)              \
+	{                                                                      \
+		return on_waking(p);                                           \
 	}
 
 KVM_PROGS("tp_btf", btf_)

@@ -13,7 +13,8 @@
 struct kvm_config {
 	/* 0: every VM; else only vCPU threads of this process (QEMU pid). */
 	__u32 filter_tgid;
-	__u32 pad;
+	/* 1: send interrupt-delivery events (struct kvm_delivery_record). */
+	__u32 delivery;
 };
 
 /* One VM exit, sent when the vCPU thread enters the guest again. */
@@ -63,6 +64,30 @@ struct kvm_hook_key {
 };
 _Static_assert(sizeof(struct kvm_hook_key) == 16, "kvm_hook_key layout");
 
+/* Interrupt-delivery events (`hoptrace kvm --delivery`), one record each,
+ * in the order of their kernel path (DESIGN: irqfd -> MSI -> APIC -> vCPU). */
+enum kvm_delivery_kind {
+	DLV_MSI_SET_IRQ = 0, /* kvm_msi_set_irq, in the signalling thread: arg0 address, arg1 data */
+	DLV_SET_IRQ = 1,     /* kvm_set_irq (slow path: kworker or ioctl): arg0 gsi, arg1 level */
+	DLV_APIC_ACCEPT = 2, /* kvm_apic_accept_irq: arg0 APIC id, arg1 vector | dm << 8 | tm << 16 */
+	DLV_VCPU_WAKING = 3, /* sched_waking of a vCPU thread: arg0 its tid, arg1 its tgid (the
+			      * current task is the waker) */
+	DLV_VCPU_WAKEUP = 4, /* kvm_vcpu_wakeup, in the vCPU thread: arg0 ns halted or polled,
+			      * arg1 waited | valid << 1 */
+	DLV_KIND_COUNT = 5,
+};
+
+struct kvm_delivery_record {
+	__u64 ns;   /* bpf_ktime_get_ns() (CLOCK_MONOTONIC), as the exit records */
+	__u64 arg0;
+	__u64 arg1;
+	__u32 kind; /* enum kvm_delivery_kind */
+	__u32 tgid; /* the current task's process */
+	__u32 tid;  /* the current task */
+	__u32 cpu;
+};
+_Static_assert(sizeof(struct kvm_delivery_record) == 40, "kvm_delivery_record layout");
+
 /* Per-CPU counters of what could not be recorded or paired. */
 enum kvm_counter {
 	CNT_RING_FULL = 0,     /* exit record not sent: ring buffer full */
@@ -71,7 +96,8 @@ enum kvm_counter {
 	CNT_ENTRY_UNPAIRED = 3,/* an entry without a stored exit (first entry of a vCPU, or a lost exit) */
 	CNT_NESTED_FULL = 4,   /* nested count not stored: table full */
 	CNT_HOOK_FULL = 5,     /* hook count not stored: table full */
-	CNT_COUNT = 6,
+	CNT_DELIVERY_FULL = 6, /* delivery event not sent: its ring buffer full */
+	CNT_COUNT = 7,
 };
 
 #endif

@@ -1,0 +1,452 @@
+//! A VM that receives frames by interrupt (`hoptrace kvm deliver`): the
+//! interrupt-delivery path of a real VMM, with a known number of interrupts.
+//!
+//! A NIC backend (QEMU's virtio-net, vhost) copies each frame it reads from
+//! a tap into guest memory and then *signals an irqfd*: an eventfd that KVM
+//! turns into an MSI for the guest. This program does the same, and nothing
+//! else, so that every step of the delivery is a real kernel event:
+//!
+//! 1. The VM has KVM's in-kernel interrupt controller (KVM_CREATE_IRQCHIP),
+//!    one vCPU in real mode with its local APIC in x2APIC mode (set through
+//!    IA32_APIC_BASE before the first entry; the vCPU's CPUID is KVM's
+//!    supported one, which has x2APIC), and one GSI routed as an MSI to
+//!    APIC 0, vector [`VECTOR`], edge, fixed delivery (KVM_SET_GSI_ROUTING),
+//!    with an eventfd attached to it (KVM_IRQFD).
+//! 2. The guest ([`GUEST_CODE`]) enables its APIC (x2APIC SVR, `wrmsr`),
+//!    enables interrupts and halts in a loop. The interrupt handler (real
+//!    mode IVT entry [`VECTOR`]) counts the interrupt in guest memory
+//!    ([`COUNT_GPA`]), writes the x2APIC EOI and returns to the `hlt`; when
+//!    the stop word ([`STOP_GPA`]) is set it writes the done port instead
+//!    ([`crate::workload::DONE_PORT`]): the only exit that comes back to
+//!    this program.
+//! 3. The consumer thread creates the tap (`TUNSETIFF`, `IFF_TAP |
+//!    IFF_NO_PI`), sets it up, and reads one frame per `read(2)`: the
+//!    kernel's `skb_copy_datagram_iovec` there is the tracer's
+//!    `consumer_copy`. For an SV frame (Ethertype 0x88BA, with or without an
+//!    802.1Q tag) it copies the frame into a guest-memory slot and writes
+//!    the eventfd: in its own context KVM runs `irqfd_wakeup`, and on the
+//!    fast path `kvm_msi_set_irq` and `kvm_apic_accept_irq`, then wakes the
+//!    halted vCPU thread (`sched_waking`), which leaves its halt
+//!    (`kvm_vcpu_wakeup`) and enters the guest (`kvm_entry`) to run the
+//!    handler. Other frames (e.g. the kernel's own IPv6 solicitations when
+//!    the tap goes up) are read and counted, never signalled.
+//! 4. After `frames` SV frames (or at the deadline) the consumer sets the
+//!    stop word and signals once more; the handler then writes the done
+//!    port and the vCPU thread returns. If the guest never takes that
+//!    interrupt, the program fails with the reason rather than hang.
+//!
+//! The outcome ([`Outcome`], `--json`) is the ground truth a delivery
+//! timeline is checked against: SV frames read, signals written and
+//! interrupts the guest took (fewer than signals only when two signals
+//! reached the APIC before the guest took the first: an edge MSI whose
+//! vector is already pending is merged, as on hardware).
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kvm_bindings::{
+    kvm_irq_routing_entry, kvm_msr_entry, kvm_userspace_memory_region, KvmIrqRouting, Msrs,
+    KVM_IRQ_ROUTING_MSI, KVM_MAX_CPUID_ENTRIES,
+};
+use kvm_ioctls::{Kvm, VcpuExit};
+use serde::Serialize;
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::workload::{Memory, CODE_GPA, DONE_PORT};
+
+/// The interrupt vector of the MSI.
+pub const VECTOR: u8 = 0x40;
+/// The GSI the irqfd and the MSI route use.
+pub const GSI: u32 = 1;
+/// Guest address of the 16-bit count of interrupts the handler took.
+pub const COUNT_GPA: usize = 0x600;
+/// Guest address of the stop word (non-zero: the handler ends the run).
+pub const STOP_GPA: usize = 0x602;
+/// Guest address of the frame slots the consumer copies frames into.
+pub const SLOTS_GPA: usize = 0x4000;
+const SLOT_BYTES: usize = 2048;
+const SLOTS: usize = 16;
+const MEM_SIZE: usize = 0x10000;
+/// Offset of the handler in [`GUEST_CODE`].
+pub const HANDLER_OFFSET: usize = 0x16;
+const IA32_APIC_BASE: u32 = 0x1b;
+/// xAPIC default base, enabled (bit 11), x2APIC (bit 10), BSP (bit 8).
+const APIC_BASE_X2APIC: u64 = 0xfee0_0000 | (1 << 11) | (1 << 10) | (1 << 8);
+
+/// The guest's code (16-bit real mode, loaded at [`CODE_GPA`]).
+///
+/// ```text
+/// 00: cli ; mov ecx,0x80f ; mov eax,0x1ff ; xor edx,edx ; wrmsr   x2APIC SVR: enabled, spurious 0xff
+/// 12: sti
+/// 13: hlt ; jmp 13                                                 halt until an interrupt
+/// 16: push eax ; push ecx ; push edx                               the handler (vector 0x40)
+/// 1c: inc word [0x600]                                             count it
+/// 20: mov ecx,0x80b ; xor eax,eax ; xor edx,edx ; wrmsr            x2APIC EOI
+/// 2e: cmp word [0x602],0 ; jz 39                                   stop word set?
+/// 35: mov dx,0x511 ; out dx,al                                     the done exit
+/// 39: pop edx ; pop ecx ; pop eax ; iret
+/// ```
+pub const GUEST_CODE: [u8; 0x40] = [
+    0xfa, // 00 cli
+    0x66, 0xb9, 0x0f, 0x08, 0x00, 0x00, // 01 mov ecx,0x80f
+    0x66, 0xb8, 0xff, 0x01, 0x00, 0x00, // 07 mov eax,0x1ff
+    0x66, 0x31, 0xd2, // 0d xor edx,edx
+    0x0f, 0x30, // 10 wrmsr
+    0xfb, // 12 sti
+    0xf4, // 13 hlt
+    0xeb, 0xfd, // 14 jmp 13
+    0x66, 0x50, // 16 push eax
+    0x66, 0x51, // 18 push ecx
+    0x66, 0x52, // 1a push edx
+    0xff, 0x06, 0x00, 0x06, // 1c inc word [0x600]
+    0x66, 0xb9, 0x0b, 0x08, 0x00, 0x00, // 20 mov ecx,0x80b
+    0x66, 0x31, 0xc0, // 26 xor eax,eax
+    0x66, 0x31, 0xd2, // 29 xor edx,edx
+    0x0f, 0x30, // 2c wrmsr (EOI)
+    0x83, 0x3e, 0x02, 0x06, 0x00, // 2e cmp word [0x602],0
+    0x74, 0x04, // 33 jz 39
+    0xba, 0x11, 0x05, // 35 mov dx,0x511
+    0xee, // 38 out dx,al
+    0x66, 0x5a, // 39 pop edx
+    0x66, 0x59, // 3b pop ecx
+    0x66, 0x58, // 3d pop eax
+    0xcf, // 3f iret
+];
+
+/// What the run is asked to do.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// The tap to create and read.
+    pub tap: String,
+    /// SV frames to deliver, then stop.
+    pub frames: u64,
+    /// Give up waiting for frames after this long.
+    pub timeout: Duration,
+}
+
+/// The run's own account (`--json`): the ground truth of a delivery timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The VM's process: `pid` in `hoptrace kvm` output.
+    pub pid: u32,
+    /// The consumer thread: the task of `consumer_copy` and of the signal.
+    pub consumer_tid: u32,
+    /// The vCPU thread.
+    pub vcpu_tid: u32,
+    pub vcpu: u32,
+    pub tap: String,
+    pub vector: u8,
+    /// SV frames read from the tap (each copied into guest memory).
+    pub sv_frames: u64,
+    /// Other frames read (not signalled).
+    pub other_frames: u64,
+    /// Eventfd writes for frames (the stop signal not included).
+    pub signals: u64,
+    /// Interrupts the guest's handler took, the stop interrupt included.
+    pub guest_interrupts: u64,
+    /// true when `frames` SV frames came before the timeout.
+    pub complete: bool,
+    pub elapsed_ns: u64,
+}
+
+/// Run the VM and the consumer until `frames` SV frames were delivered.
+/// `ready(pid, tap)` is called when the tap is up and the vCPU halts in
+/// the guest: frames may be sent from then on.
+pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
+    let mem = Arc::new(Memory::new(MEM_SIZE)?);
+    let kvm = Kvm::new().context("opening /dev/kvm (is KVM loaded and usable here?)")?;
+    let vm = kvm.create_vm().context("KVM_CREATE_VM")?;
+    let _ = vm.set_tss_address(0xfffb_d000);
+    vm.create_irq_chip().context("KVM_CREATE_IRQCHIP")?;
+    mem.write(CODE_GPA as usize, &GUEST_CODE);
+    // Real-mode IVT entry of the vector: offset, then segment 0.
+    let handler = (CODE_GPA as usize + HANDLER_OFFSET) as u16;
+    mem.write(usize::from(VECTOR) * 4, &handler.to_le_bytes());
+    mem.write(usize::from(VECTOR) * 4 + 2, &[0, 0]);
+    let region = kvm_userspace_memory_region {
+        slot: 0,
+        guest_phys_addr: 0,
+        memory_size: MEM_SIZE as u64,
+        userspace_addr: mem.addr() as u64,
+        flags: 0,
+    };
+    // SAFETY: the region is our own anonymous mapping, held by an Arc that
+    // outlives the VM (the VM is dropped before `mem` at the end of run).
+    unsafe { vm.set_user_memory_region(region) }.context("KVM_SET_USER_MEMORY_REGION")?;
+    let mut routing = KvmIrqRouting::new(0).context("allocating the GSI routing")?;
+    let mut entry = kvm_irq_routing_entry {
+        gsi: GSI,
+        type_: KVM_IRQ_ROUTING_MSI,
+        ..Default::default()
+    };
+    entry.u.msi.address_lo = 0xfee0_0000; // destination APIC 0, physical
+    entry.u.msi.data = u32::from(VECTOR); // fixed, edge
+    routing
+        .push(entry)
+        .map_err(|e| anyhow::anyhow!("GSI routing: {e:?}"))?;
+    vm.set_gsi_routing(&routing)
+        .context("KVM_SET_GSI_ROUTING")?;
+    let irq = EventFd::new(libc::EFD_NONBLOCK).context("eventfd")?;
+    vm.register_irqfd(&irq, GSI).context("KVM_IRQFD")?;
+
+    let mut vcpu = vm.create_vcpu(0).context("KVM_CREATE_VCPU")?;
+    let cpuid = kvm
+        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+        .context("KVM_GET_SUPPORTED_CPUID")?;
+    vcpu.set_cpuid2(&cpuid).context("KVM_SET_CPUID2")?;
+    let msrs = Msrs::from_entries(&[kvm_msr_entry {
+        index: IA32_APIC_BASE,
+        data: APIC_BASE_X2APIC,
+        ..Default::default()
+    }])
+    .map_err(|e| anyhow::anyhow!("MSR list: {e:?}"))?;
+    if vcpu.set_msrs(&msrs).context("KVM_SET_MSRS")? != 1 {
+        bail!("KVM refused IA32_APIC_BASE = {APIC_BASE_X2APIC:#x} (x2APIC mode)");
+    }
+    let mut sregs = vcpu.get_sregs()?;
+    for s in [&mut sregs.cs, &mut sregs.ds, &mut sregs.ss, &mut sregs.es] {
+        s.base = 0;
+        s.selector = 0;
+    }
+    vcpu.set_sregs(&sregs)?;
+    let mut regs = vcpu.get_regs()?;
+    regs.rip = CODE_GPA;
+    regs.rflags = 2;
+    regs.rsp = 0x8000;
+    vcpu.set_regs(&regs)?;
+
+    let tap = open_tap(&plan.tap)?;
+    let pid = std::process::id();
+    let t0 = Instant::now();
+    let vcpu_done = Arc::new(AtomicBool::new(false));
+    let vcpu_thread = {
+        let done = vcpu_done.clone();
+        std::thread::Builder::new()
+            .name("vcpu0".into())
+            .spawn(move || -> Result<u32> {
+                // SAFETY: gettid has no preconditions.
+                let tid = unsafe { libc::gettid() } as u32;
+                let r = loop {
+                    match vcpu.run() {
+                        Ok(VcpuExit::IoOut(port, _)) if port == DONE_PORT => break Ok(tid),
+                        Ok(other) => {
+                            break Err(anyhow::anyhow!(
+                            "unexpected exit to user space: {other:?} (the guest code went astray)"
+                        ))
+                        }
+                        Err(e) if e.errno() == libc::EINTR => continue,
+                        Err(e) => break Err(anyhow::anyhow!("KVM_RUN: {e}")),
+                    }
+                };
+                done.store(true, Ordering::SeqCst);
+                r
+            })?
+    };
+    // The vCPU runs the set-up and halts within microseconds; a little
+    // margin before frames may come.
+    std::thread::sleep(Duration::from_millis(200));
+    if vcpu_done.load(Ordering::SeqCst) {
+        let e = vcpu_thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("vCPU thread panicked"))?;
+        bail!("the vCPU stopped before any frame: {:?}", e.err());
+    }
+    ready(pid);
+    // SAFETY: gettid has no preconditions.
+    let consumer_tid = unsafe { libc::gettid() } as u32;
+    let mut file = std::fs::File::from(tap);
+    let mut buf = vec![0u8; 65536];
+    let (mut sv, mut other, mut signals) = (0u64, 0u64, 0u64);
+    let deadline = t0 + plan.timeout;
+    while sv < plan.frames && Instant::now() < deadline {
+        if !readable(&file, Duration::from_millis(100))? {
+            continue;
+        }
+        let n = match file.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e).context("reading the tap"),
+        };
+        if !is_sv(&buf[..n]) {
+            other += 1;
+            continue;
+        }
+        let slot = SLOTS_GPA + (sv as usize % SLOTS) * SLOT_BYTES;
+        mem.write(slot, &buf[..n.min(SLOT_BYTES)]);
+        irq.write(1).context("writing the irqfd")?;
+        sv += 1;
+        signals += 1;
+    }
+    let complete = sv == plan.frames;
+    // Let the last interrupt be taken, then ask the guest to stop.
+    std::thread::sleep(Duration::from_millis(100));
+    mem.write(STOP_GPA, &1u16.to_le_bytes());
+    irq.write(1).context("writing the irqfd (stop)")?;
+    let stop_wait = Instant::now();
+    while !vcpu_done.load(Ordering::SeqCst) {
+        if stop_wait.elapsed() > Duration::from_secs(5) {
+            bail!(
+                "the guest took no interrupt within 5 s of the stop signal (it took {} in all): \
+                 interrupt delivery does not work here",
+                mem.read_u16(COUNT_GPA)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let vcpu_tid = vcpu_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("vCPU thread panicked"))??;
+    let elapsed_ns = t0.elapsed().as_nanos() as u64;
+    let guest_interrupts = u64::from(mem.read_u16(COUNT_GPA));
+    drop(vm);
+    Ok(Outcome {
+        pid,
+        consumer_tid,
+        vcpu_tid,
+        vcpu: 0,
+        tap: plan.tap.clone(),
+        vector: VECTOR,
+        sv_frames: sv,
+        other_frames: other,
+        signals,
+        guest_interrupts,
+        complete,
+        elapsed_ns,
+    })
+}
+
+/// An SV frame: Ethertype 0x88BA, directly or after one 802.1Q tag.
+pub fn is_sv(frame: &[u8]) -> bool {
+    let et = |at: usize| {
+        frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    match et(12) {
+        Some(0x88ba) => true,
+        Some(0x8100) => et(16) == Some(0x88ba),
+        _ => false,
+    }
+}
+
+fn readable(f: &std::fs::File, timeout: Duration) -> Result<bool> {
+    let mut p = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e).context("poll on the tap");
+    }
+    Ok(rc > 0)
+}
+
+const TUNSETIFF: libc::c_ulong = 0x400454ca;
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+fn ifreq(name: &str, flags: libc::c_short) -> Result<IfReq> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        bail!("tap name `{name}`: 1 to 15 bytes");
+    }
+    let mut r = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        flags,
+        _pad: [0; 22],
+    };
+    r.name[..name.len()].copy_from_slice(name.as_bytes());
+    Ok(r)
+}
+
+/// Create (or attach to) tap `name` and set it up; the fd reads frames.
+fn open_tap(name: &str) -> Result<OwnedFd> {
+    let path = CString::new("/dev/net/tun")?;
+    // SAFETY: a valid C string; the result is checked.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("opening /dev/net/tun (is the tun module loaded?)");
+    }
+    // SAFETY: a fresh fd we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut req = ifreq(name, IFF_TAP | IFF_NO_PI)?;
+    // SAFETY: TUNSETIFF reads and writes a struct ifreq (40 bytes, IfReq).
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) } < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("TUNSETIFF(IFF_TAP|IFF_NO_PI) {name}"));
+    }
+    // SAFETY: a datagram socket for the interface ioctls; checked.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return Err(std::io::Error::last_os_error()).context("socket for SIOCSIFFLAGS");
+    }
+    // SAFETY: a fresh fd we own.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    let mut up = ifreq(name, (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short)?;
+    // SAFETY: SIOCSIFFLAGS reads a struct ifreq.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &mut up as *mut IfReq) } < 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("setting {name} up"));
+    }
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_delivery_guest_code_jumps_land_on_their_labels() {
+        // hlt loop: jmp at 0x14 back to the hlt at 0x13.
+        assert_eq!(GUEST_CODE[0x13], 0xf4);
+        assert_eq!(0x16 + (GUEST_CODE[0x15] as i8 as i64), 0x13);
+        // the stop test skips exactly the done exit.
+        assert_eq!(0x35 + (GUEST_CODE[0x34] as i8 as i64), 0x39);
+        assert_eq!(&GUEST_CODE[0x35..0x39], &[0xba, 0x11, 0x05, 0xee]);
+        assert_eq!(&GUEST_CODE[0x1c..0x20], &[0xff, 0x06, 0x00, 0x06]);
+        assert_eq!(
+            GUEST_CODE[HANDLER_OFFSET], 0x66,
+            "handler starts with push eax"
+        );
+        assert_eq!(GUEST_CODE[0x3f], 0xcf, "handler ends with iret");
+        // both wrmsr: SVR (0x80f) then EOI (0x80b).
+        assert_eq!(&GUEST_CODE[0x03..0x05], &[0x0f, 0x08]);
+        assert_eq!(&GUEST_CODE[0x22..0x24], &[0x0b, 0x08]);
+        assert_eq!(DONE_PORT, 0x511);
+    }
+
+    #[test]
+    fn sv_frames_are_told_apart_from_other_frames() {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x88, 0xba]);
+        assert!(is_sv(&f));
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f[16..18].copy_from_slice(&[0x88, 0xba]);
+        assert!(is_sv(&f));
+        f[16..18].copy_from_slice(&[0x86, 0xdd]);
+        assert!(!is_sv(&f));
+        assert!(!is_sv(&f[..13]));
+    }
+}
