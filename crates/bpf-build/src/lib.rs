@@ -26,6 +26,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// BPF headers shared by the crates' programs (`#include "kvm_exit_reason.bpf.h"`).
+pub const SHARED_INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
+
 /// Compile `src` (a path relative to the calling crate) and generate
 /// `OUT_DIR/<skel_name>.skel.rs`. `crate_name` only names the crate in
 /// error messages.
@@ -40,6 +43,8 @@ pub fn build_skeleton(crate_name: &str, src: &str, skel_name: &str) {
         }
     }
     println!("cargo:rerun-if-env-changed=HOPTRACE_VMLINUX_H");
+    // Headers shared by several crates' programs (e.g. reading a VM exit).
+    println!("cargo:rerun-if-changed={SHARED_INCLUDE}");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR is set by cargo"));
 
     if Command::new("clang").arg("--version").output().is_err() {
@@ -72,6 +77,7 @@ pub fn build_skeleton(crate_name: &str, src: &str, skel_name: &str) {
     if let Some(dir) = std::path::Path::new(src).parent() {
         check_headers_stand_alone(crate_name, dir, &out);
     }
+    check_headers_stand_alone(crate_name, std::path::Path::new(SHARED_INCLUDE), &out);
 
     let skel = out.join(format!("{skel_name}.skel.rs"));
     libbpf_cargo::SkeletonBuilder::new()
@@ -79,6 +85,8 @@ pub fn build_skeleton(crate_name: &str, src: &str, skel_name: &str) {
         .clang_args([
             OsString::from("-I"),
             out.clone().into_os_string(),
+            "-I".into(),
+            SHARED_INCLUDE.into(),
             "-O2".into(),
             "-g".into(),
             "-Wall".into(),
@@ -123,6 +131,8 @@ fn check_headers_stand_alone(crate_name: &str, dir: &std::path::Path, out: &std:
                         .arg(out)
                         .arg("-I")
                         .arg(libbpf)
+                        .arg("-I")
+                        .arg(SHARED_INCLUDE)
                         .arg(&unit)
                         .output();
                     match res {

@@ -360,6 +360,65 @@ fn kvm_delivery(out: &std::path::Path, frames: u32) -> Vec<String> {
     problems
 }
 
+/// The explain phase of `lab run kvm`: the L1 tracer's `kvm_exit` parts of
+/// the VMM's vCPU thread against the L1 kvm tracer's exits of that thread.
+fn kvm_explain(out: &std::path::Path) -> Vec<String> {
+    let run = || -> anyhow::Result<hoptrace_kvm::explain_check::ExplainCheck> {
+        let vmm: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("explain-deliver.json"))?)?;
+        let vcpu =
+            anyhow::Context::context(vmm["vcpu_tid"].as_u64(), "vcpu_tid in explain-deliver.json")?
+                as u32;
+        let trace = out.join("explain-trace");
+        let kvm = out.join("explain-kvm-delivery");
+        let clock = hoptrace_record::RecordingReader::open(&trace)?.meta().hops[0].clock;
+        let (_, offset) = hoptrace_kvm::delivery_recording::read(&kvm)?;
+        let shift = if clock == hoptrace_record::ClockDomain::Tai {
+            offset
+        } else {
+            0
+        };
+        hoptrace_kvm::explain_check::check(&trace, &kvm, vcpu, shift, EXPLAIN_TOLERANCE_NS)
+    };
+    let c = match run() {
+        Ok(c) => c,
+        Err(e) => return vec![format!("explain phase: {e:#}")],
+    };
+    let d = hoptrace_units::format_duration_ns;
+    let reasons: Vec<String> = c
+        .by_reason
+        .iter()
+        .map(|(r, ns)| format!("{r} {}", d(*ns)))
+        .collect();
+    println!(
+        "explain: {} explained stages, {} with kvm_exit parts of the vCPU thread {} ({}); the kvm tracer's exits overlap them by {}; {} stage(s) over that bound",
+        c.explained,
+        c.with_kvm_exit,
+        c.vcpu_tid,
+        reasons.join(", "),
+        d(c.recorded_overlap_ns),
+        c.over_bound.len()
+    );
+    let mut problems = Vec::new();
+    if let Err(e) = serde_json::to_string_pretty(&c)
+        .map_err(anyhow::Error::from)
+        .and_then(|t| Ok(std::fs::write(out.join("explain-check.json"), t)?))
+    {
+        problems.push(format!("writing explain-check.json: {e:#}"));
+    }
+    for o in &c.over_bound {
+        problems.push(format!(
+            "explain: {} seq {} {}: kvm_exit parts {} ns exceed the recorded exits {} ns (+ tolerance: {} ns)",
+            o.stream, o.seq, o.stage, o.kvm_exit_parts_ns, o.recorded_exits_ns, o.allowed_ns
+        ));
+    }
+    problems
+}
+
+/// Stamping delay allowed per interval boundary between the flight
+/// recorder's and the kvm tracer's programs (both under TCG in the lab).
+const EXPLAIN_TOLERANCE_NS: i64 = 20_000;
+
 fn run_kvm(
     name: &str,
     w: &hoptrace_lab::kvm_lab::Workload,
@@ -386,6 +445,7 @@ fn run_kvm(
     }
     if w.deliver > 0 {
         problems.extend(kvm_delivery(&out, w.deliver));
+        problems.extend(kvm_explain(&out));
     }
     println!("lab run: outputs in {}", out.display());
     for p in &problems {

@@ -17,6 +17,13 @@
 //!    thread, APIC 0 and vector 0x40, with one distinct signal per frame
 //!    (the VMM wrote one per frame) and as many guest entries as the guest
 //!    counted interrupts (less the stop interrupt).
+//!    Last, the explain phase: the same VMM with 200 CPUIDs per interrupt,
+//!    its vCPU thread SCHED_FIFO 10 under a FIFO 20 publisher, and the L1
+//!    hop tracer with `--explain 50us`: the reader's waits must be
+//!    explained with `kvm_exit` parts of that vCPU thread, `cpuid` among
+//!    them, named from the kernel's table, never more than the L1 kvm
+//!    tracer recorded for that thread in the same stage, and the parts of
+//!    every explained stage add up to the stage.
 //! 2. On this host: `hoptrace kvm` exits 3 with a message naming what is
 //!    missing when nothing fires kvm_exit here (as this machine's own /sys
 //!    says), and always when pointed at a tracefs without kvm events.
@@ -146,6 +153,7 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
         "{no_kvm}"
     );
     delivery_checks(&out, frames, &log);
+    explain_checks(&out, &log);
     assert!(o.status.success(), "lab run kvm failed:\n{log}");
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -256,5 +264,47 @@ fn hoptrace_kvm_on_this_host_says_what_is_missing_and_exits_3() {
         };
         assert!(err.contains(expected), "{err}");
         assert!(err.contains("Run hoptrace kvm on the KVM host"), "{err}");
+    }
+}
+
+/// The explain phase of the nested lab: kvm_exit parts against the kvm tracer.
+fn explain_checks(out: &std::path::Path, log: &str) {
+    let vmm: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("explain-deliver.json"))
+            .unwrap_or_else(|e| panic!("explain-deliver.json: {e}\n{log}")),
+    )
+    .unwrap();
+    let vcpu = vmm["vcpu_tid"].as_u64().unwrap() as u32;
+    let trace = out.join("explain-trace");
+    let kvm = out.join("explain-kvm-delivery");
+    let clock = hoptrace_record::RecordingReader::open(&trace)
+        .unwrap()
+        .meta()
+        .hops[0]
+        .clock;
+    let (_, offset) = hoptrace_kvm::delivery_recording::read(&kvm).unwrap();
+    let shift = if clock == hoptrace_record::ClockDomain::Tai {
+        offset
+    } else {
+        0
+    };
+    let c = hoptrace_kvm::explain_check::check(&trace, &kvm, vcpu, shift, 20_000).unwrap();
+    assert!(
+        c.with_kvm_exit >= 1,
+        "no explained stage has a kvm_exit part of the vCPU: {c:?}\n{log}"
+    );
+    assert!(c.by_reason.get("cpuid").copied().unwrap_or(0) > 0, "{c:?}");
+    assert!(
+        c.by_reason.keys().all(|r| !r.starts_with("exit 0x")),
+        "every reason named from the kernel's table: {c:?}"
+    );
+    assert!(
+        c.over_bound.is_empty(),
+        "parts above the recorded exits: {:?}",
+        c.over_bound
+    );
+    for s in hoptrace_record::read_explanations(&trace).unwrap() {
+        let sum: i64 = s.parts.iter().map(|p| p.ns).sum();
+        assert_eq!(sum, s.latency_ns(), "parts add up: {s:?}");
     }
 }

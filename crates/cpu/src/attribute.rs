@@ -9,7 +9,10 @@
 //! 1. an NMI (its interval is known from its duration, recorded at its end),
 //! 2. a hard IRQ handler or a system vector (timer, IPI),
 //! 3. a softirq vector,
-//! 4. the current task (pid 0: idle).
+//! 4. a VM exit the current task (a vCPU thread) is handling: from its
+//!    `kvm_exit` to its next `kvm_entry` (where KVM is loaded),
+//! 5. the current task (pid 0: idle); for a vCPU thread between entry and
+//!    exit, that is its guest running.
 //!
 //! Each piece of [start, end] is given to that context, after two
 //! subtractions: NMI time inside the piece, and the hypervisor's *steal*
@@ -51,8 +54,20 @@ pub enum Culprit {
     Softirq(u32),
     Nmi,
     Steal,
+    /// The host handling a VM exit of vCPU thread `pid` (between its
+    /// `kvm_exit` and `kvm_entry`, while it is the running task): `isa` 1
+    /// VMX, 2 SVM; `reason` [`UNKNOWN_REASON`] when the exit began before
+    /// the CPU's first recorded event.
+    KvmExit {
+        pid: u32,
+        isa: u32,
+        reason: u32,
+    },
     Unattributed(Gap),
 }
+
+/// The reason of an exit that began before the recorded events.
+pub const UNKNOWN_REASON: u32 = u32::MAX;
 
 /// Why a part is unattributed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -275,12 +290,34 @@ impl Replay<'_> {
 }
 
 /// What the CPU is doing while the events are replayed: its open contexts
-/// (outermost first) and its current task.
+/// (outermost first), its current task, and the VM exits open per vCPU
+/// thread.
 struct CpuState {
     stack: Vec<Ctx>,
     task: u32,
     /// Some event (or the ring reaching back) said which task ran.
     known_task: bool,
+    /// vCPU thread -> (isa, reason) of the exit it is handling.
+    exits: BTreeMap<u32, (u32, u32)>,
+}
+
+/// vCPU threads whose first kvm event on this CPU is an entry: they were
+/// handling an exit (of unknown reason) when the events begin.
+fn initial_exits(events: &[CpuEvent]) -> BTreeMap<u32, (u32, u32)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut open = BTreeMap::new();
+    for e in events {
+        match e.activity {
+            Activity::KvmExit { .. } => {
+                seen.insert(e.running);
+            }
+            Activity::KvmEntry { .. } if seen.insert(e.running) => {
+                open.insert(e.running, (0, UNKNOWN_REASON));
+            }
+            _ => {}
+        }
+    }
+    open
 }
 
 impl CpuState {
@@ -292,6 +329,7 @@ impl CpuState {
                 || q.events
                     .iter()
                     .any(|e| matches!(e.activity, Activity::Switch { .. })),
+            exits: initial_exits(q.events),
         }
     }
 
@@ -301,12 +339,24 @@ impl CpuState {
             Some(c) => c.culprit(),
             None if !self.known_task => Culprit::Unattributed(Gap::UnknownTask),
             None if self.task == 0 => Culprit::Idle,
-            None => Culprit::Task(self.task),
+            None => match self.exits.get(&self.task) {
+                Some(&(isa, reason)) => Culprit::KvmExit {
+                    pid: self.task,
+                    isa,
+                    reason,
+                },
+                None => Culprit::Task(self.task),
+            },
         }
     }
 
-    fn apply(&mut self, a: &Activity) {
-        if let Activity::Switch { next_pid, .. } = *a {
+    fn apply(&mut self, e: &CpuEvent) {
+        let a = &e.activity;
+        if let Activity::KvmExit { reason, isa, .. } = *a {
+            self.exits.insert(e.running, (isa, reason));
+        } else if let Activity::KvmEntry { .. } = *a {
+            self.exits.remove(&e.running);
+        } else if let Activity::Switch { next_pid, .. } = *a {
             self.task = next_pid;
             self.known_task = true;
         } else if *a == Activity::SwitchNotReported {
@@ -418,7 +468,7 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
             cursor = upto;
         }
         task.switched(&mut r, e.ts, &e.activity);
-        cpu.apply(&e.activity);
+        cpu.apply(e);
         prev = Some(e);
     }
     // After the last event (up to `end`): the context still open, no steal known.
@@ -599,5 +649,99 @@ mod tests {
         };
         let a = attribute(&q);
         assert_eq!(a.parts, vec![(Culprit::Task(8), 50)]);
+    }
+
+    fn by(mut e: CpuEvent, running: u32) -> CpuEvent {
+        e.running = running;
+        e
+    }
+
+    /// A vCPU thread (50) runs its guest while the reader (10) waits: its
+    /// guest time is its task time, its exits (io, then hlt until it
+    /// sleeps) are `kvm_exit` parts by reason, and the parts add up.
+    #[test]
+    fn a_vcpu_threads_exits_are_kvm_exit_parts_and_its_guest_time_is_its_task_time() {
+        let exit = |ts, reason| {
+            by(
+                ev(
+                    ts,
+                    Activity::KvmExit {
+                        reason,
+                        isa: 2,
+                        vcpu: 0,
+                    },
+                ),
+                50,
+            )
+        };
+        let entry = |ts| by(ev(ts, Activity::KvmEntry { vcpu: 0 }), 50);
+        let events = [
+            switch(900, 10, 50, 0),
+            entry(950),
+            exit(2000, 0x7b),
+            entry(2500),
+            exit(3000, 0x78),
+            switch(3200, 50, 10, 1),
+        ];
+        let q = Question {
+            start_ns: 1000,
+            end_ns: 5000,
+            tid: 10,
+            events: &events,
+            reached_back: true,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        let kvm = |reason| Culprit::KvmExit {
+            pid: 50,
+            isa: 2,
+            reason,
+        };
+        assert_eq!(part(&a, Culprit::Task(50)), 1500, "{:?}", a.parts);
+        assert_eq!(part(&a, kvm(0x7b)), 500);
+        assert_eq!(part(&a, kvm(0x78)), 200);
+        assert_eq!(part(&a, Culprit::Task(10)), 1800);
+        assert_eq!(a.total(), 4000);
+        assert_eq!(
+            a.task.runnable_ns, 2200,
+            "the reader was preempted, not asleep"
+        );
+    }
+
+    /// An entry with no exit before it: the thread was in an exit when the
+    /// events begin; its reason is not known and is not guessed.
+    #[test]
+    fn an_entry_without_its_exit_is_an_exit_of_unknown_reason() {
+        let events = [by(ev(300, Activity::KvmEntry { vcpu: 1 }), 50)];
+        let q = Question {
+            start_ns: 100,
+            end_ns: 500,
+            tid: 50,
+            events: &events,
+            reached_back: false,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        // Before the first event: overwritten (the ring did not reach
+        // back); after it no switch said which task ran.
+        assert_eq!(part(&a, Culprit::Unattributed(Gap::Overwritten)), 200);
+        assert_eq!(part(&a, Culprit::Unattributed(Gap::UnknownTask)), 200);
+        let q = Question {
+            reached_back: true,
+            ..q
+        };
+        let a = attribute(&q);
+        assert_eq!(
+            part(
+                &a,
+                Culprit::KvmExit {
+                    pid: 50,
+                    isa: 0,
+                    reason: UNKNOWN_REASON
+                }
+            ),
+            200
+        );
+        assert_eq!(part(&a, Culprit::Task(50)), 200);
     }
 }

@@ -90,6 +90,10 @@ pub const CPU_EVENTS: &[CpuEventSpec] = &[
        "an irq_work interrupt (deferred work from NMI or tracing context) starts"),
     ev("irq_vectors", "irq_work_exit", "irq_work_exit", false,
        "the irq_work interrupt returns"),
+    ev("kvm", "kvm_exit", "kvm_exit", false,
+       "a vCPU thread leaves its guest (exit reason, named from the kernel's kvm_exit format): until its next entry the host handles the exit, a `kvm_exit` part (where KVM is loaded)"),
+    ev("kvm", "kvm_entry", "kvm_entry", false,
+       "the vCPU thread enters its guest again: guest time is that thread's task time"),
 ];
 
 /// The catalogue as `hoptrace trace --list-cpu-events` prints it.

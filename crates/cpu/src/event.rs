@@ -43,6 +43,17 @@ pub enum Activity {
     Nmi {
         duration_ns: u64,
     },
+    /// The running vCPU thread left its guest (`isa` 1 VMX, 2 SVM; the
+    /// reason as the vendor module stores it).
+    KvmExit {
+        reason: u32,
+        isa: u32,
+        vcpu: u32,
+    },
+    /// The running vCPU thread enters its guest.
+    KvmEntry {
+        vcpu: u32,
+    },
     /// Not a kernel event: [`crate::missed`] puts it where a switch the
     /// kernel did not report may have happened, when the records do not
     /// say when: from here to the next switch, which task ran is not known.
@@ -102,6 +113,12 @@ impl TryFrom<RawEvent> for CpuEvent {
             10 => Activity::Nmi {
                 duration_ns: (r.a as u64) | ((r.b as u64) << 32),
             },
+            11 => Activity::KvmExit {
+                reason: r.a,
+                isa: r.b,
+                vcpu: r.c,
+            },
+            12 => Activity::KvmEntry { vcpu: r.c },
             k => return Err(UnknownKind(k)),
         };
         let running = match activity {

@@ -93,6 +93,11 @@ fn kernel_btf() -> Option<libbpf_rs::btf::Btf<'static>> {
 }
 
 fn present_in(btf: &Option<libbpf_rs::btf::Btf<'static>>, spec: &CpuEventSpec) -> bool {
+    // Module tracepoints (kvm) are typed in the module's own BTF: present
+    // when the module is loaded with its BTF (libbpf finds the type there).
+    if spec.category == "kvm" {
+        return btf.is_some() && std::path::Path::new("/sys/kernel/btf/kvm").exists();
+    }
     btf.as_ref().is_some_and(|b| {
         b.type_by_name::<libbpf_rs::btf::types::Typedef<'_>>(&format!("btf_trace_{}", spec.event))
             .is_some()
@@ -165,6 +170,27 @@ impl<'o> Recorder<'o> {
         // TAI first when asked (the hop tracer's clock); MONOTONIC when this
         // kernel has no bpf_ktime_get_tai_ns. Probe loads are dropped with
         // their skeleton, so the storage can be reused.
+        // The kvm programs read the vendor module's structures: if they are
+        // what the kernel refuses, the recorder runs without them (noted).
+        let mut probe = MaybeUninit::uninit();
+        if open_load(&mut probe, opts, ncpus, &programs).is_err()
+            && programs.iter().any(|p| p.starts_with("kvm_"))
+        {
+            let mut probe = MaybeUninit::uninit();
+            let without: Vec<&str> = programs
+                .iter()
+                .copied()
+                .filter(|p| !p.starts_with("kvm_"))
+                .collect();
+            if open_load(&mut probe, opts, ncpus, &without).is_ok() {
+                notes.push(
+                    "kvm:kvm_exit/kvm_entry did not load on this kernel: VM exits are not parts"
+                        .into(),
+                );
+                attached.retain(|a| !a.starts_with("kvm:"));
+                programs = without;
+            }
+        }
         let mut probe = MaybeUninit::uninit();
         let tai = opts.tai && open_load(&mut probe, opts, ncpus, &programs).is_ok();
         let opts = RecorderOptions { tai, ..opts };

@@ -123,6 +123,10 @@ impl TaskName {
 pub struct Names {
     softirqs: Vec<(u32, String)>,
     irqs: HashMap<u32, String>,
+    tracefs: std::path::PathBuf,
+    /// VM exit reasons from `kvm:kvm_exit`'s format, read at the first
+    /// exit named (KVM may be loaded after the tracer started).
+    exit_reasons: Option<Option<hoptrace_exit_reasons::ExitReasons>>,
 }
 
 impl Names {
@@ -137,6 +141,26 @@ impl Names {
         Names {
             softirqs,
             irqs: HashMap::new(),
+            tracefs: tracefs.to_path_buf(),
+            exit_reasons: None,
+        }
+    }
+
+    /// The name of VM exit `reason` (`isa` 1 VMX, 2 SVM) in this kernel's
+    /// `kvm_exit` tables; `exit 0x..` when they cannot be read.
+    pub fn exit_reason(&mut self, isa: u32, reason: u32) -> String {
+        if reason == crate::attribute::UNKNOWN_REASON {
+            return "exit begun before the recorded events".to_string();
+        }
+        let path = self.tracefs.join("events/kvm/kvm_exit/format");
+        let table = self.exit_reasons.get_or_insert_with(|| {
+            std::fs::read(path).ok().and_then(|b| {
+                hoptrace_exit_reasons::ExitReasons::from_format_bytes(&b, "exit_reason").ok()
+            })
+        });
+        match (table.as_ref(), hoptrace_exit_reasons::Isa::from_code(isa)) {
+            (Some(t), Some(i)) => t.name(i, u64::from(reason)),
+            _ => format!("exit 0x{reason:x}"),
         }
     }
 
@@ -187,6 +211,15 @@ impl Names {
             ),
             Culprit::Softirq(v) => (PartKind::Softirq, self.softirq(v)),
             Culprit::Nmi => (PartKind::Nmi, "nmi".to_string()),
+            Culprit::KvmExit { pid, isa, reason } => {
+                let who = task(pid)
+                    .map(|t| t.label(pid))
+                    .unwrap_or_else(|| format!("pid {pid}"));
+                (
+                    PartKind::KvmExit,
+                    format!("{} of {who}", self.exit_reason(isa, reason)),
+                )
+            }
             Culprit::Steal => (PartKind::Steal, "steal".to_string()),
             Culprit::Unattributed(Gap::Overwritten) => (
                 PartKind::Unattributed,
@@ -246,9 +279,51 @@ print fmt: "vec=%u [action=%s]", REC->vec, __print_symbolic(REC->vec, { 0, "HI" 
         let n = Names {
             softirqs: names,
             irqs: HashMap::new(),
+            tracefs: std::path::PathBuf::new(),
+            exit_reasons: None,
         };
         assert_eq!(n.softirq(9), "RCU");
         assert_eq!(n.softirq(12), "softirq 12");
+    }
+
+    #[test]
+    fn a_vm_exit_part_is_named_from_the_kernels_kvm_exit_tables_and_its_vcpu_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let fmt = dir.path().join("events/kvm/kvm_exit");
+        std::fs::create_dir_all(&fmt).unwrap();
+        std::fs::write(
+            fmt.join("format"),
+            include_bytes!("../../exit-reasons/tests/fixtures/kvm_exit-6.1-debian.format"),
+        )
+        .unwrap();
+        let mut n = Names::from_kernel(dir.path());
+        let mut who = |pid: u32| {
+            Some(TaskName {
+                comm: "vcpu0".into(),
+                command: None,
+                ..Default::default()
+            })
+            .filter(|_| pid == 268)
+        };
+        let c = Culprit::KvmExit {
+            pid: 268,
+            isa: 2,
+            reason: 0x78,
+        };
+        let p = n.part(c, 5, &mut who);
+        assert_eq!(
+            (p.kind, p.name.as_str()),
+            (PartKind::KvmExit, "hlt of vcpu0/268")
+        );
+        let c = Culprit::KvmExit {
+            pid: 268,
+            isa: 2,
+            reason: crate::attribute::UNKNOWN_REASON,
+        };
+        assert_eq!(
+            n.part(c, 5, &mut who).name,
+            "exit begun before the recorded events of vcpu0/268"
+        );
     }
 
     #[test]

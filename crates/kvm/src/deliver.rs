@@ -30,6 +30,10 @@
 //!    (`kvm_vcpu_wakeup`) and enters the guest (`kvm_entry`) to run the
 //!    handler. Other frames (e.g. the kernel's own IPv6 solicitations when
 //!    the tap goes up) are read and counted, never signalled.
+//!    With `burst` K, the handler also runs K `cpuid`s (K VM exits handled
+//!    in KVM) before its EOI; with `vcpu_fifo` the vCPU thread runs
+//!    SCHED_FIFO (as real-time hosts run vCPUs), so that this work preempts
+//!    the tap reader: known interference for `--explain`'s `kvm_exit` parts.
 //! 4. After `frames` SV frames (or at the deadline) the consumer sets the
 //!    stop word and signals once more; the handler then writes the done
 //!    port and the vCPU thread returns. If the guest never takes that
@@ -84,14 +88,16 @@ const APIC_BASE_X2APIC: u64 = 0xfee0_0000 | (1 << 11) | (1 << 10) | (1 << 8);
 /// 00: cli ; mov ecx,0x80f ; mov eax,0x1ff ; xor edx,edx ; wrmsr   x2APIC SVR: enabled, spurious 0xff
 /// 12: sti
 /// 13: hlt ; jmp 13                                                 halt until an interrupt
-/// 16: push eax ; push ecx ; push edx                               the handler (vector 0x40)
-/// 1c: inc word [0x600]                                             count it
-/// 20: mov ecx,0x80b ; xor eax,eax ; xor edx,edx ; wrmsr            x2APIC EOI
-/// 2e: cmp word [0x602],0 ; jz 39                                   stop word set?
-/// 35: mov dx,0x511 ; out dx,al                                     the done exit
-/// 39: pop edx ; pop ecx ; pop eax ; iret
+/// 16: push eax ; push ecx ; push edx ; push ebx ; push esi         the handler (vector 0x40)
+/// 20: inc word [0x600]                                             count it
+/// 24: mov si,[0x604] ; test si,si ; jz 31                          the burst: [0x604] x cpuid
+/// 2c: cpuid ; dec si ; jnz 2c                                      (each one exit, handled in KVM)
+/// 31: mov ecx,0x80b ; xor eax,eax ; xor edx,edx ; wrmsr            x2APIC EOI
+/// 3f: cmp word [0x602],0 ; jz 4a                                   stop word set?
+/// 46: mov dx,0x511 ; out dx,al                                     the done exit
+/// 4a: pop esi ; pop ebx ; pop edx ; pop ecx ; pop eax ; iret
 /// ```
-pub const GUEST_CODE: [u8; 0x40] = [
+pub const GUEST_CODE: [u8; 0x55] = [
     0xfa, // 00 cli
     0x66, 0xb9, 0x0f, 0x08, 0x00, 0x00, // 01 mov ecx,0x80f
     0x66, 0xb8, 0xff, 0x01, 0x00, 0x00, // 07 mov eax,0x1ff
@@ -103,20 +109,34 @@ pub const GUEST_CODE: [u8; 0x40] = [
     0x66, 0x50, // 16 push eax
     0x66, 0x51, // 18 push ecx
     0x66, 0x52, // 1a push edx
-    0xff, 0x06, 0x00, 0x06, // 1c inc word [0x600]
-    0x66, 0xb9, 0x0b, 0x08, 0x00, 0x00, // 20 mov ecx,0x80b
-    0x66, 0x31, 0xc0, // 26 xor eax,eax
-    0x66, 0x31, 0xd2, // 29 xor edx,edx
-    0x0f, 0x30, // 2c wrmsr (EOI)
-    0x83, 0x3e, 0x02, 0x06, 0x00, // 2e cmp word [0x602],0
-    0x74, 0x04, // 33 jz 39
-    0xba, 0x11, 0x05, // 35 mov dx,0x511
-    0xee, // 38 out dx,al
-    0x66, 0x5a, // 39 pop edx
-    0x66, 0x59, // 3b pop ecx
-    0x66, 0x58, // 3d pop eax
-    0xcf, // 3f iret
+    0x66, 0x53, // 1c push ebx
+    0x66, 0x56, // 1e push esi
+    0xff, 0x06, 0x00, 0x06, // 20 inc word [0x600]
+    0x8b, 0x36, 0x04, 0x06, // 24 mov si,[0x604]
+    0x85, 0xf6, // 28 test si,si
+    0x74, 0x05, // 2a jz 31
+    0x0f, 0xa2, // 2c cpuid
+    0x4e, // 2e dec si
+    0x75, 0xfb, // 2f jnz 2c
+    0x66, 0xb9, 0x0b, 0x08, 0x00, 0x00, // 31 mov ecx,0x80b
+    0x66, 0x31, 0xc0, // 37 xor eax,eax
+    0x66, 0x31, 0xd2, // 3a xor edx,edx
+    0x0f, 0x30, // 3d wrmsr (EOI)
+    0x83, 0x3e, 0x02, 0x06, 0x00, // 3f cmp word [0x602],0
+    0x74, 0x04, // 44 jz 4a
+    0xba, 0x11, 0x05, // 46 mov dx,0x511
+    0xee, // 49 out dx,al
+    0x66, 0x5e, // 4a pop esi
+    0x66, 0x5b, // 4c pop ebx
+    0x66, 0x5a, // 4e pop edx
+    0x66, 0x59, // 50 pop ecx
+    0x66, 0x58, // 52 pop eax
+    0xcf, // 54 iret
 ];
+
+/// Guest address of the burst length: `cpuid`s the handler runs per
+/// interrupt (each a VM exit handled in KVM), 0 for none.
+pub const BURST_GPA: usize = 0x604;
 
 /// What the run is asked to do.
 #[derive(Debug, Clone, Serialize)]
@@ -127,6 +147,12 @@ pub struct Plan {
     pub frames: u64,
     /// Give up waiting for frames after this long.
     pub timeout: Duration,
+    /// `cpuid`s the guest runs in each interrupt (VM exits that keep the
+    /// vCPU thread busy in the host and the guest: known interference).
+    pub burst: u16,
+    /// Run the vCPU thread SCHED_FIFO at this priority (as real-time hosts
+    /// run their VMs' vCPUs): it then preempts the tap reader.
+    pub vcpu_fifo: Option<u8>,
 }
 
 /// The run's own account (`--json`): the ground truth of a delivery timeline.
@@ -164,6 +190,7 @@ pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     let _ = vm.set_tss_address(0xfffb_d000);
     vm.create_irq_chip().context("KVM_CREATE_IRQCHIP")?;
     mem.write(CODE_GPA as usize, &GUEST_CODE);
+    mem.write(BURST_GPA, &plan.burst.to_le_bytes());
     // Real-mode IVT entry of the vector: offset, then segment 0.
     let handler = (CODE_GPA as usize + HANDLER_OFFSET) as u16;
     mem.write(usize::from(VECTOR) * 4, &handler.to_le_bytes());
@@ -224,6 +251,7 @@ pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     let pid = std::process::id();
     let t0 = Instant::now();
     let vcpu_done = Arc::new(AtomicBool::new(false));
+    let fifo = plan.vcpu_fifo;
     let vcpu_thread = {
         let done = vcpu_done.clone();
         std::thread::Builder::new()
@@ -231,6 +259,19 @@ pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
             .spawn(move || -> Result<u32> {
                 // SAFETY: gettid has no preconditions.
                 let tid = unsafe { libc::gettid() } as u32;
+                if let Some(prio) = fifo {
+                    let p = libc::sched_param {
+                        sched_priority: i32::from(prio),
+                    };
+                    // SAFETY: a valid sched_param for this thread (0).
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+                        done.store(true, Ordering::SeqCst);
+                        return Err(anyhow::anyhow!(
+                            "SCHED_FIFO {prio} for the vCPU thread: {}",
+                            std::io::Error::last_os_error()
+                        ));
+                    }
+                }
                 let r = loop {
                     match vcpu.run() {
                         Ok(VcpuExit::IoOut(port, _)) if port == DONE_PORT => break Ok(tid),
@@ -419,21 +460,40 @@ mod tests {
 
     #[test]
     fn the_delivery_guest_code_jumps_land_on_their_labels() {
+        let target = |at: usize| at as i64 + 1 + GUEST_CODE[at] as i8 as i64;
         // hlt loop: jmp at 0x14 back to the hlt at 0x13.
         assert_eq!(GUEST_CODE[0x13], 0xf4);
-        assert_eq!(0x16 + (GUEST_CODE[0x15] as i8 as i64), 0x13);
+        assert_eq!(target(0x15), 0x13);
+        // the burst: skipped when 0, else cpuid until si is 0.
+        assert_eq!(target(0x2b), 0x31);
+        assert_eq!(target(0x30), 0x2c);
+        assert_eq!(&GUEST_CODE[0x2c..0x2e], &[0x0f, 0xa2]);
+        assert_eq!(&GUEST_CODE[0x24..0x28], &[0x8b, 0x36, 0x04, 0x06]);
+        assert_eq!(BURST_GPA, 0x604);
         // the stop test skips exactly the done exit.
-        assert_eq!(0x35 + (GUEST_CODE[0x34] as i8 as i64), 0x39);
-        assert_eq!(&GUEST_CODE[0x35..0x39], &[0xba, 0x11, 0x05, 0xee]);
-        assert_eq!(&GUEST_CODE[0x1c..0x20], &[0xff, 0x06, 0x00, 0x06]);
+        assert_eq!(target(0x45), 0x4a);
+        assert_eq!(&GUEST_CODE[0x46..0x4a], &[0xba, 0x11, 0x05, 0xee]);
+        assert_eq!(&GUEST_CODE[0x20..0x24], &[0xff, 0x06, 0x00, 0x06]);
         assert_eq!(
             GUEST_CODE[HANDLER_OFFSET], 0x66,
             "handler starts with push eax"
         );
-        assert_eq!(GUEST_CODE[0x3f], 0xcf, "handler ends with iret");
+        assert_eq!(GUEST_CODE[0x54], 0xcf, "handler ends with iret");
+        // pushes and pops pair up (eax ecx edx ebx esi / esi ebx edx ecx eax).
+        let push: Vec<u8> = [0x50, 0x51, 0x52, 0x53, 0x56]
+            .iter()
+            .flat_map(|r| [0x66, *r])
+            .collect();
+        let pop: Vec<u8> = [0x5e, 0x5b, 0x5a, 0x59, 0x58]
+            .iter()
+            .flat_map(|r| [0x66, *r])
+            .collect();
+        assert_eq!(&GUEST_CODE[0x16..0x20], &push[..]);
+        assert_eq!(&GUEST_CODE[0x4a..0x54], &pop[..]);
         // both wrmsr: SVR (0x80f) then EOI (0x80b).
         assert_eq!(&GUEST_CODE[0x03..0x05], &[0x0f, 0x08]);
-        assert_eq!(&GUEST_CODE[0x22..0x24], &[0x0b, 0x08]);
+        assert_eq!(&GUEST_CODE[0x33..0x35], &[0x0b, 0x08]);
+        assert_eq!(&GUEST_CODE[0x3d..0x3f], &[0x0f, 0x30]);
         assert_eq!(DONE_PORT, 0x511);
     }
 

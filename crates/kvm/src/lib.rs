@@ -26,6 +26,7 @@ pub mod deliver;
 pub mod delivery;
 pub mod delivery_join;
 pub mod delivery_recording;
+pub mod explain_check;
 pub mod loader;
 pub mod perf_stat;
 pub mod recording;

@@ -187,30 +187,73 @@ pub fn measurement_script(w: &Workload) -> String {
     )
 }
 
-/// The delivery phase of the L1 job: a second L2 VM (`hoptrace kvm
+/// A phase of the L1 job with a delivery VMM: a second L2 VM (`hoptrace kvm
 /// deliver`) reads SV frames from a tap and signals one MSI per frame,
 /// while the hop tracer (hypervisor profile, on that tap) and `hoptrace kvm
 /// --delivery` record; `hoptrace sv publish` sends the frames into the tap.
-pub fn delivery_script(frames: u32) -> String {
+/// `p` prefixes the phase's files and names its tap; `burst` CPUIDs per
+/// interrupt; `explain` is the tracer's `--explain` threshold.
+fn vmm_phase_script(p: &str, tap: &str, frames: u32, burst: u16, explain: Option<&str>) -> String {
     let rate = DELIVER_RATE;
+    // The interference of the explain phase preempts the reader, as a
+    // real-time host's vCPU threads would.
+    // The publisher above it keeps sending on time meanwhile, so that
+    // frames wait in the tap while the vCPU works.
+    let (fifo, pub_fifo) = if burst > 0 {
+        (" --vcpu-fifo 10", " --fifo 20")
+    } else {
+        ("", "")
+    };
+    let explain = explain
+        .map(|t| format!(" --explain {t}"))
+        .unwrap_or_default();
     format!(
-        "D_FAIL() {{ echo \"$1\" >> $O/deliver.log; kill $DV $TR $KD 2>/dev/null; exit 1; }}\n\
+        "D_FAIL() {{ echo \"$1\" >> $O/{p}deliver.log; kill $DV $TR $KD 2>/dev/null; exit 1; }}\n\
          wait_for() {{ n=0; while ! grep -qs \"$2\" $1; do n=$((n+1)); [ $n -gt 900 ] && D_FAIL \"timeout waiting for $2 in $1\"; usleep 100000; done; }}\n\
-         hoptrace kvm deliver --tap htap0 --frames {frames} --timeout 300s --json $O/deliver.json > $O/deliver.log 2>&1 &\n\
+         hoptrace kvm deliver --tap {tap} --frames {frames} --burst {burst}{fifo} --timeout 300s --json $O/{p}deliver.json > $O/{p}deliver.log 2>&1 &\n\
          DV=$!\n\
-         wait_for $O/deliver.log ready\n\
-         hoptrace trace --profile hypervisor --iface htap0 --rate {rate} --no-doctor --plain --record /tmp/trace > $O/trace.log 2>&1 &\n\
+         wait_for $O/{p}deliver.log ready\n\
+         hoptrace trace --profile hypervisor --iface {tap} --rate {rate} --no-doctor --plain{explain} --record /tmp/{p}trace > $O/{p}trace.log 2>&1 &\n\
          TR=$!\n\
-         hoptrace kvm --delivery --pid $DV --plain --record /tmp/kvm-delivery > $O/kvm-delivery.log 2>&1 &\n\
+         hoptrace kvm --delivery --pid $DV --plain --record /tmp/{p}kvm-delivery > $O/{p}kvm-delivery.log 2>&1 &\n\
          KD=$!\n\
-         wait_for $O/trace.log ready\n\
-         wait_for $O/kvm-delivery.log ready\n\
-         hoptrace sv publish --iface htap0 --svid-prefix DLV --rate {rate} --samples {frames} > $O/publish.log 2>&1\n\
-         echo $? > $O/publish.rc\n\
-         wait $DV; echo $? > $O/deliver.rc\n\
+         wait_for $O/{p}trace.log ready\n\
+         wait_for $O/{p}kvm-delivery.log ready\n\
+         hoptrace sv publish --iface {tap} --svid-prefix DLV --rate {rate} --samples {frames}{pub_fifo} > $O/{p}publish.log 2>&1\n\
+         echo $? > $O/{p}publish.rc\n\
+         wait $DV; echo $? > $O/{p}deliver.rc\n\
          usleep 500000\n\
-         kill -INT $TR $KD; wait $TR; echo $? > $O/trace.rc; wait $KD; echo $? > $O/kvm-delivery.rc\n\
-         cp -r /tmp/trace $O/trace && cp -r /tmp/kvm-delivery $O/kvm-delivery\n"
+         kill -INT $TR $KD; wait $TR; echo $? > $O/{p}trace.rc; wait $KD; echo $? > $O/{p}kvm-delivery.rc\n\
+         cp -r /tmp/{p}trace $O/{p}trace && cp -r /tmp/{p}kvm-delivery $O/{p}kvm-delivery\n"
+    )
+}
+
+/// The delivery phase: a guest that only halts, one interrupt per frame.
+pub fn delivery_script(frames: u32) -> String {
+    vmm_phase_script("", "htap0", frames, 0, None)
+}
+
+/// CPUIDs per interrupt in the explain phase (its vCPU thread runs
+/// SCHED_FIFO 10, the publisher FIFO 20): guest work that keeps the tap
+/// reader off L1's one CPU while frames wait in the tap.
+pub const EXPLAIN_BURST: u16 = 200;
+/// Frames of the explain phase.
+pub const EXPLAIN_FRAMES: u32 = 100;
+/// The explain phase's `--explain` threshold.
+pub const EXPLAIN_THRESHOLD: &str = "50us";
+/// Files of the explain phase start with this.
+pub const EXPLAIN_PREFIX: &str = "explain-";
+
+/// The explain phase: the same VMM with a CPUID burst per interrupt, the
+/// hop tracer with `--explain`: its `kvm_exit` parts are checked against
+/// the kvm tracer's exits (`hoptrace_kvm::explain_check`).
+pub fn explain_script() -> String {
+    vmm_phase_script(
+        EXPLAIN_PREFIX,
+        "htap1",
+        EXPLAIN_FRAMES,
+        EXPLAIN_BURST,
+        Some(EXPLAIN_THRESHOLD),
     )
 }
 
@@ -246,6 +289,7 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
     let mut script = measurement_script(w);
     if w.deliver > 0 {
         script.push_str(&delivery_script(w.deliver));
+        script.push_str(&explain_script());
     }
     let job = GuestJob::spawn(&st.name, &script)?;
     let rc = job.wait(Duration::from_secs(600), stop);
@@ -260,12 +304,16 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
             job.log().trim()
         ));
     }
-    let delivery: &[&str] = if w.deliver > 0 {
-        &DELIVERY_OUTPUTS
+    let delivery: Vec<String> = if w.deliver > 0 {
+        DELIVERY_OUTPUTS
+            .iter()
+            .flat_map(|f| [f.to_string(), format!("{EXPLAIN_PREFIX}{f}")])
+            .collect()
     } else {
-        &[]
+        Vec::new()
     };
-    for f in OUTPUTS.iter().chain(delivery) {
+    for f in OUTPUTS.iter().map(|f| f.to_string()).chain(delivery) {
+        let f = f.as_str();
         let src = share_out.join(f);
         if src.is_file() {
             std::fs::copy(&src, out.join(f)).with_context(|| format!("copying {f}"))?;
@@ -287,7 +335,12 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
         }
     }
     if w.deliver > 0 {
-        for d in ["trace", "kvm-delivery"] {
+        for d in [
+            "trace",
+            "kvm-delivery",
+            "explain-trace",
+            "explain-kvm-delivery",
+        ] {
             if let Err(e) = copy_dir(&share_out.join(d), &out.join(d)) {
                 problems.push(format!("copying the L1 recording {d}: {e:#}"));
             }
@@ -295,6 +348,8 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
         for (f, what) in [
             ("deliver.rc", "the delivery VMM (hoptrace kvm deliver)"),
             ("publish.rc", "the publisher in L1"),
+            ("explain-deliver.rc", "the explain phase's VMM"),
+            ("explain-publish.rc", "the explain phase's publisher"),
         ] {
             let rc = std::fs::read_to_string(out.join(f)).unwrap_or_default();
             if rc.trim() != "0" {
@@ -305,7 +360,12 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
                 ));
             }
         }
-        for f in ["trace.rc", "kvm-delivery.rc"] {
+        for f in [
+            "trace.rc",
+            "kvm-delivery.rc",
+            "explain-trace.rc",
+            "explain-kvm-delivery.rc",
+        ] {
             let rc = std::fs::read_to_string(out.join(f)).unwrap_or_default();
             if !matches!(rc.trim(), "0" | "2") {
                 problems.push(format!("{f}: the L1 tracer exited with `{}`", rc.trim()));

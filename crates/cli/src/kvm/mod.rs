@@ -119,6 +119,12 @@ enum Sub {
         /// Stop waiting for frames after this long.
         #[arg(long, default_value = "60s", value_parser = duration_arg)]
         timeout: Duration,
+        /// CPUIDs the guest runs in each interrupt (VM exits: known interference).
+        #[arg(long, default_value_t = 0)]
+        burst: u16,
+        /// Run the vCPU thread SCHED_FIFO at this priority (1..99).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=99))]
+        vcpu_fifo: Option<u8>,
         /// Write the account (pid, threads, frames, signals, interrupts taken) here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -158,6 +164,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         tap,
         frames,
         timeout,
+        burst,
+        vcpu_fifo,
         json,
     }) = args.sub
     {
@@ -166,6 +174,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 tap,
                 frames,
                 timeout,
+                burst,
+                vcpu_fifo,
             },
             json,
         );

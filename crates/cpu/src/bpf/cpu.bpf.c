@@ -3,7 +3,8 @@
  * hoptrace cpu: a flight recorder of what each CPU does.
  *
  * Every traced event (scheduler switch and wakeup, hard IRQ and softirq entry
- * and exit, the x86 system vectors, idle, NMI) writes one struct cpu_event
+ * and exit, the x86 system vectors, idle, NMI, and where KVM is loaded the
+ * VM exits and entries of vCPU threads) writes one struct cpu_event
  * (cpu_records.h) into its CPU's part of the array `flight`: CPU c owns the
  * slots [c << slots_log2, (c + 1) << slots_log2), used as a ring. The CPU's
  * event number comes from `heads` (per-CPU, incremented atomically, so an
@@ -24,6 +25,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "cpu_records.h"
+#include "kvm_exit_reason.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -287,3 +289,24 @@ VECTOR_PROGS(reschedule, CPU_VEC_RESCHEDULE)
 VECTOR_PROGS(call_function, CPU_VEC_CALL_FUNCTION)
 VECTOR_PROGS(call_function_single, CPU_VEC_CALL_FUNCTION_SINGLE)
 VECTOR_PROGS(irq_work, CPU_VEC_IRQ_WORK)
+
+/* VM exits and entries (kvm module; attached only where it is loaded): the
+ * time between them is the host handling an exit for the vCPU thread. */
+SEC("tp_btf/kvm_exit")
+int BPF_PROG(kvm_exit, void *vcpu, __u32 isa)
+{
+	__u64 ts = now();
+
+	put(ts, CPU_EV_KVM_EXIT, (__u32)exit_reason_of(vcpu, isa), isa, vcpu_id_of(vcpu), 0,
+	    running());
+	return 0;
+}
+
+SEC("tp_btf/kvm_entry")
+int BPF_PROG(kvm_entry, void *vcpu)
+{
+	__u64 ts = now();
+
+	put(ts, CPU_EV_KVM_ENTRY, 0, 0, vcpu_id_of(vcpu), 0, running());
+	return 0;
+}

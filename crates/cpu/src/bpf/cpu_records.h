@@ -36,6 +36,9 @@ enum cpu_event_kind {
 	CPU_EV_VECTOR_EXIT = 8,   /* a: enum cpu_vector, b: the x86 vector */
 	CPU_EV_IDLE = 9,          /* a: idle state, 0xffffffff: leaving idle */
 	CPU_EV_NMI = 10,          /* at the handler's end; a, b: its duration in ns (low, high) */
+	CPU_EV_KVM_EXIT = 11,     /* the running vCPU thread left its guest: a: exit reason, b: isa
+				   * (1 VMX, 2 SVM), c: vCPU id */
+	CPU_EV_KVM_ENTRY = 12,    /* the running vCPU thread enters its guest: c: vCPU id */
 };
 
 /* The system vectors of irq_vectors:* (x86), in catalogue order. */

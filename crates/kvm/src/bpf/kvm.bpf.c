@@ -3,12 +3,9 @@
  * hoptrace kvm: VM exits from the kvm tracepoints.
  *
  * 1. kvm_exit (vcpu, isa): the vCPU thread left the guest. The exit reason
- *    is read the way the tracepoint's own fast-assign reads it (the vendor
- *    module's get_exit_info): SVM `to_svm(vcpu)->vmcb->control.exit_code`,
- *    VMX `to_vmx(vcpu)->exit_reason.full`, through CO-RE relocations against
- *    the kvm_amd / kvm_intel module BTF (types below, `___ht` flavours). The
- *    branch of a vendor whose module is not loaded is dead code (its type
- *    does not exist) and is removed before verification. The exit (time,
+ *    is read as the tracepoint's own fast-assign reads it
+ *    (kvm_exit_reason.bpf.h of hoptrace-bpf-build, shared with the CPU
+ *    flight recorder). The exit (time,
  *    reason, isa, vCPU id, CPU) is stored in `pending`, keyed by thread id.
  * 2. kvm_entry (vcpu): the same thread enters the guest again. Its pending
  *    exit is taken out and one struct kvm_exit_record (kvm_records.h) is
@@ -39,6 +36,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "kvm_records.h"
+#include "kvm_exit_reason.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -52,33 +50,6 @@ struct kvm_exit_record layout_exit_record = {};
 struct kvm_nested_key layout_nested_key = {};
 struct kvm_hook_key layout_hook_key = {};
 struct kvm_delivery_record layout_delivery_record = {};
-
-/* The kernel types read, as far as needed (CO-RE relocated). */
-struct kvm_vcpu___ht {
-	int vcpu_id;
-} __attribute__((preserve_access_index));
-
-struct vmcb_control_area___ht {
-	__u32 exit_code;
-} __attribute__((preserve_access_index));
-
-struct vmcb___ht {
-	struct vmcb_control_area___ht control;
-} __attribute__((preserve_access_index));
-
-struct vcpu_svm___ht {
-	struct kvm_vcpu___ht vcpu;
-	struct vmcb___ht *vmcb;
-} __attribute__((preserve_access_index));
-
-union vmx_exit_reason___ht {
-	__u32 full;
-} __attribute__((preserve_access_index));
-
-struct vcpu_vmx___ht {
-	struct kvm_vcpu___ht vcpu;
-	union vmx_exit_reason___ht exit_reason;
-} __attribute__((preserve_access_index));
 
 struct pending_exit {
 	__u64 exit_ns;
@@ -165,38 +136,6 @@ static __always_inline void bump(void *map, void *key, __u32 full)
 static __always_inline int filtered(__u32 tgid)
 {
 	return kvm_config.filter_tgid != 0 && tgid != kvm_config.filter_tgid;
-}
-
-static __always_inline __u32 vcpu_id_of(void *vcpu)
-{
-	struct kvm_vcpu___ht *v = vcpu;
-
-	return (__u32)BPF_CORE_READ(v, vcpu_id);
-}
-
-/* The exit code as the vendor module's get_exit_info returns it. */
-static __always_inline __u64 exit_reason_of(void *vcpu, __u32 isa)
-{
-	__u64 code = 0;
-
-	if (isa == 2) {
-		if (bpf_core_type_exists(struct vcpu_svm___ht)) {
-			struct vcpu_svm___ht *svm = (void *)((char *)vcpu -
-				bpf_core_field_offset(struct vcpu_svm___ht, vcpu));
-			struct vmcb___ht *vmcb = BPF_CORE_READ(svm, vmcb);
-
-			bpf_core_read(&code, bpf_core_field_size(vmcb->control.exit_code),
-				      &vmcb->control.exit_code);
-		}
-	} else if (isa == 1) {
-		if (bpf_core_type_exists(struct vcpu_vmx___ht)) {
-			struct vcpu_vmx___ht *vmx = (void *)((char *)vcpu -
-				bpf_core_field_offset(struct vcpu_vmx___ht, vcpu));
-
-			code = BPF_CORE_READ(vmx, exit_reason.full);
-		}
-	}
-	return code;
 }
 
 static __always_inline int on_exit(void *vcpu, __u32 isa)
