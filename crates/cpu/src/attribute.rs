@@ -107,7 +107,7 @@ pub struct TaskWait {
 }
 
 /// The stage, decomposed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Attribution {
     /// Largest first, unattributed parts last; they sum to the stage.
     pub parts: Vec<(Culprit, u64)>,
@@ -123,6 +123,38 @@ impl Attribution {
     pub fn total(&self) -> u64 {
         self.parts.iter().map(|p| p.1).sum()
     }
+
+    /// Add the attribution of an adjacent interval (another segment of the
+    /// same stage): parts and task state summed, the lane extended when
+    /// `lane` (the segment is on the CPU the lane shows). Parts stay
+    /// largest first, unattributed last.
+    pub fn add(&mut self, other: Attribution, lane: bool) {
+        let mut parts: BTreeMap<Culprit, u64> = self.parts.iter().copied().collect();
+        for (c, ns) in other.parts {
+            *parts.entry(c).or_default() += ns;
+        }
+        self.parts = sorted_parts(parts);
+        self.task.sleeping_ns += other.task.sleeping_ns;
+        self.task.runnable_ns += other.task.runnable_ns;
+        self.task.running_ns += other.task.running_ns;
+        self.task.unknown_ns += other.task.unknown_ns;
+        if lane {
+            self.lane.extend(other.lane);
+        }
+    }
+}
+
+/// Largest first, unattributed last.
+fn sorted_parts(parts: BTreeMap<Culprit, u64>) -> Vec<(Culprit, u64)> {
+    let mut parts: Vec<(Culprit, u64)> = parts.into_iter().collect();
+    parts.sort_by_key(|&(c, ns)| {
+        (
+            matches!(c, Culprit::Unattributed(_)),
+            std::cmp::Reverse(ns),
+            c,
+        )
+    });
+    parts
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +218,10 @@ fn initial_task(events: &[CpuEvent], tid: u32) -> u32 {
             Activity::Switch { prev_pid, .. } => Some(prev_pid),
             _ => None,
         })
+        // No switch: every event names the task it interrupted or ran in
+        // (a segment on a CPU where the task itself never ran has other
+        // tasks' events); no event at all: the task of hop b.
+        .or_else(|| events.first().map(|e| e.running))
         .unwrap_or(tid)
 }
 
@@ -476,16 +512,8 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
         r.piece(cursor, end, cpu.culprit(), 0);
     }
     r.task_time(task.state, task.since, end);
-    let mut parts: Vec<(Culprit, u64)> = r.parts.into_iter().collect();
-    parts.sort_by_key(|&(c, ns)| {
-        (
-            matches!(c, Culprit::Unattributed(_)),
-            std::cmp::Reverse(ns),
-            c,
-        )
-    });
     Attribution {
-        parts,
+        parts: sorted_parts(r.parts),
         task: r.wait,
         lane: r.lane,
     }

@@ -66,6 +66,8 @@ pub const CPU_EVENTS: &[CpuEventSpec] = &[
        "the softirq vector returns"),
     ev("sched", "sched_wakeup_new", "sched_wakeup_new", false,
        "a new task becomes runnable for the first time"),
+    ev("sched", "sched_migrate_task", "sched_migrate_task", false,
+       "a task moves to another CPU's run queue (load balancing, affinity change, wakeup placement): a stage whose task waited on one CPU and ran on another is decomposed on each, for the time it was there"),
     ev("power", "cpu_idle", "cpu_idle", false,
        "the CPU enters an idle state, or leaves idle (state 4294967295)"),
     ev("nmi", "nmi_handler", "nmi_handler", false,

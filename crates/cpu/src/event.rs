@@ -54,6 +54,13 @@ pub enum Activity {
     KvmEntry {
         vcpu: u32,
     },
+    /// `pid` moves from `from_cpu`'s run queue to `to_cpu`'s (recorded on
+    /// the CPU that moves it).
+    Migrate {
+        pid: u32,
+        from_cpu: u32,
+        to_cpu: u32,
+    },
     /// Not a kernel event: [`crate::missed`] puts it where a switch the
     /// kernel did not report may have happened, when the records do not
     /// say when: from here to the next switch, which task ran is not known.
@@ -119,6 +126,11 @@ impl TryFrom<RawEvent> for CpuEvent {
                 vcpu: r.c,
             },
             12 => Activity::KvmEntry { vcpu: r.c },
+            13 => Activity::Migrate {
+                pid: r.a,
+                from_cpu: r.b,
+                to_cpu: r.c,
+            },
             k => return Err(UnknownKind(k)),
         };
         let running = match activity {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use hoptrace_units::format_duration_ns;
 
-use crate::attribute::{attribute, Culprit, Gap, Question, TaskWait};
+use crate::attribute::{attribute, Attribution, Culprit, Gap, Question, TaskWait};
 use crate::event::Activity;
 use crate::flight::{Recorder, Window};
 use crate::missed::{self, Inferred};
@@ -32,7 +32,11 @@ pub struct LateStage {
 /// A late stage, decomposed and named.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Explanation {
+    /// The CPU of hop b.
     pub cpu: u32,
+    /// Time of the stage the task spent on other CPUs before it was moved
+    /// to hop b's (each decomposed there): (CPU, ns), in time order.
+    pub elsewhere: Vec<(u32, u64)>,
     /// The task of hop b, as `comm/pid`.
     pub task: String,
     pub wait: TaskWait,
@@ -62,6 +66,14 @@ impl Explanation {
     /// `reader/12 on cpu1 runnable 1.900 ms behind hog/77 (FIFO 50) 1.800 ms; softirq NET_RX 80.0 us; ...`
     pub fn line(&self) -> String {
         let mut s = format!("{} on cpu{}", self.task, self.cpu);
+        if !self.elsewhere.is_empty() {
+            let before: Vec<String> = self
+                .elsewhere
+                .iter()
+                .map(|(c, ns)| format!("cpu{c} {}", format_duration_ns(*ns)))
+                .collect();
+            s.push_str(&format!(" (moved there; before on {})", before.join(", ")));
+        }
         let w = &self.wait;
         for (what, ns) in [
             ("not woken", w.sleeping_ns),
@@ -105,6 +117,8 @@ impl Explanation {
         match p.kind {
             PartKind::Task if p.name == self.task => format!("itself {ns}"),
             PartKind::Task => format!("{} {ns}", p.name),
+            // `steal 23.6 us`, `idle 1.2 ms`: the kind is the name.
+            k if p.name == k.as_str() => format!("{} {ns}", p.name),
             k => format!("{} {} {ns}", k.as_str(), p.name),
         }
     }
@@ -173,15 +187,42 @@ impl<'o> Explainer<'o> {
             .collect();
         wakeups.sort_unstable();
         let empty = Window::default();
-        let w = windows.get(s.cpu as usize).unwrap_or(&empty);
-        let a = attribute(&Question {
-            start_ns: s.start_ns,
-            end_ns: s.end_ns,
-            tid: s.tid,
-            events: &w.events,
-            reached_back: w.reached_back,
-            wakeups: &wakeups,
-        });
+        let all: Vec<&[crate::event::CpuEvent]> = windows.iter().map(|w| &w.events[..]).collect();
+        let segs = crate::residence::segments(s.start_ns, s.end_ns, s.cpu, s.tid, &all);
+        let mut a = Attribution::default();
+        let mut elsewhere: Vec<(u32, u64)> = Vec::new();
+        for (k, seg) in segs.iter().enumerate() {
+            let w = windows.get(seg.cpu as usize).unwrap_or(&empty);
+            // Wakeups after this segment's start only, but for the first
+            // (the task's state before it); hop b's task runs at the end
+            // of the last segment only.
+            let wk: Vec<u64> = if k == 0 {
+                wakeups
+                    .iter()
+                    .copied()
+                    .filter(|&t| t <= seg.end_ns)
+                    .collect()
+            } else {
+                wakeups
+                    .iter()
+                    .copied()
+                    .filter(|&t| t >= seg.start_ns && t <= seg.end_ns)
+                    .collect()
+            };
+            let part = attribute(&Question {
+                start_ns: seg.start_ns,
+                end_ns: seg.end_ns,
+                tid: s.tid,
+                events: &w.events,
+                reached_back: w.reached_back,
+                wakeups: &wk,
+            });
+            if seg.cpu != s.cpu {
+                elsewhere.push((seg.cpu, seg.end_ns - seg.start_ns));
+            }
+            // The lane is hop b's CPU (a lane strip shows one CPU).
+            a.add(part, seg.cpu == s.cpu);
+        }
         self.explained += 1;
         if a.parts
             .iter()
@@ -214,6 +255,7 @@ impl<'o> Explainer<'o> {
             .collect();
         Explanation {
             cpu: s.cpu,
+            elsewhere,
             task,
             wait: a.task,
             parts,
@@ -230,6 +272,7 @@ mod tests {
     fn the_line_names_the_wait_the_culprit_and_every_part_with_units() {
         let e = Explanation {
             cpu: 1,
+            elsewhere: Vec::new(),
             task: "reader/12".into(),
             wait: TaskWait {
                 runnable_ns: 1_900_000,
@@ -284,6 +327,7 @@ mod tests {
         });
         let e = Explanation {
             cpu: 0,
+            elsewhere: vec![(1, 2_000_000)],
             task: "r/1".into(),
             wait: TaskWait::default(),
             parts,
@@ -291,6 +335,10 @@ mod tests {
         };
         let line = e.line();
         assert!(line.contains("; t5/5 995 ns; 2 more parts 1.987 us; unattributed flight recorder overwritten 5 ns"), "{line}");
+        assert!(
+            line.starts_with("r/1 on cpu0 (moved there; before on cpu1 2.000 ms)"),
+            "{line}"
+        );
         assert!(!line.contains("t6/6"), "{line}");
     }
 }

@@ -19,6 +19,7 @@ pub mod explain;
 pub mod flight;
 pub mod missed;
 pub mod names;
+pub mod residence;
 
 #[allow(clippy::all, unused_imports, dead_code, missing_docs)]
 mod skel {

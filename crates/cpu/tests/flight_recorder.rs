@@ -170,6 +170,154 @@ fn a_woken_thread_kept_off_its_cpu_by_a_fifo_spinner_is_explained_by_that_spinne
     eprintln!("stage {stage} ns: {}", e.line());
 }
 
+/// A thread woken on the last CPU waits there behind a SCHED_FIFO spinner,
+/// is then moved to CPU 0 by an affinity change while still runnable, and
+/// runs there at once. Its stage ends on CPU 0, but the spinner on the last
+/// CPU kept it waiting: the explanation must decompose the time before the
+/// move on that CPU (the kernel's `sched_migrate_task` says when) and name
+/// the spinner for it.
+#[test]
+fn a_thread_that_waited_on_one_cpu_and_ran_on_another_is_explained_on_both() {
+    if !hoptrace_netns::require_privileges(
+        "a_thread_that_waited_on_one_cpu_and_ran_on_another_is_explained_on_both",
+    ) {
+        return;
+    }
+    let _cpu = LAST_CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    assert!(
+        ncpu >= 2,
+        "this test needs two CPUs (this machine has {ncpu})"
+    );
+    let mut storage = MaybeUninit::uninit();
+    let rec = Recorder::start(
+        &mut storage,
+        RecorderOptions {
+            tai: true,
+            slots_log2: 16,
+        },
+    )
+    .expect("flight recorder");
+    assert!(
+        rec.attached.iter().any(|a| a == "sched:sched_migrate_task"),
+        "sched_migrate_task attached: {:?}",
+        rec.attached
+    );
+    let clock = if rec.tai {
+        libc::CLOCK_TAI
+    } else {
+        libc::CLOCK_MONOTONIC
+    };
+    let target = ncpu - 1;
+    let spin = Duration::from_millis(60);
+    let victim_tid = Arc::new(AtomicU64::new(0));
+    let ran_at = Arc::new(AtomicU64::new(0));
+    let ran_on = Arc::new(AtomicU64::new(u64::MAX));
+    let hog_tid = Arc::new(AtomicU64::new(0));
+    let (wake_tx, wake_rx) = std::sync::mpsc::channel::<()>();
+    let start = Arc::new(Barrier::new(3));
+    let victim = {
+        let (tid, ran, on, start) = (
+            victim_tid.clone(),
+            ran_at.clone(),
+            ran_on.clone(),
+            start.clone(),
+        );
+        std::thread::Builder::new()
+            .name("htmover".into())
+            .spawn(move || {
+                pin_to(target);
+                fifo(10);
+                tid.store(gettid() as u64, Ordering::SeqCst);
+                start.wait();
+                wake_rx.recv().unwrap();
+                ran.store(now_ns(clock), Ordering::SeqCst);
+                // SAFETY: no arguments.
+                on.store(unsafe { libc::sched_getcpu() } as u64, Ordering::SeqCst);
+            })
+            .unwrap()
+    };
+    let hog = {
+        let (tid, start) = (hog_tid.clone(), start.clone());
+        std::thread::Builder::new()
+            .name("hthogmove".into())
+            .spawn(move || {
+                pin_to(target);
+                tid.store(gettid() as u64, Ordering::SeqCst);
+                start.wait();
+                std::thread::sleep(Duration::from_millis(5));
+                fifo(50);
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap()
+    };
+    start.wait();
+    pin_to(0);
+    std::thread::sleep(Duration::from_millis(10));
+    let woken_at = now_ns(clock);
+    wake_tx.send(()).unwrap();
+    // Runnable behind the spinner for ~20 ms, then moved to CPU 0.
+    std::thread::sleep(Duration::from_millis(20));
+    let moved_at = now_ns(clock);
+    // SAFETY: a zeroed cpu_set_t with CPU 0 set, for the victim thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        let tid = victim_tid.load(Ordering::SeqCst) as libc::pid_t;
+        assert_eq!(
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "moving the victim to cpu 0"
+        );
+    }
+    victim.join().unwrap();
+    hog.join().unwrap();
+    let b = ran_at.load(Ordering::SeqCst);
+    assert_eq!(ran_on.load(Ordering::SeqCst), 0, "the victim ran on cpu 0");
+    assert!(
+        b < woken_at + spin.as_nanos() as u64,
+        "the victim ran before the spinner stopped (it was moved)"
+    );
+    let waited_there = moved_at - woken_at;
+    let stage = b - woken_at;
+    let mut ex = Explainer::new(rec);
+    let e = ex
+        .explain(&[LateStage {
+            start_ns: woken_at,
+            end_ns: b,
+            cpu: 0,
+            tid: victim_tid.load(Ordering::SeqCst) as u32,
+        }])
+        .remove(0);
+    let sum: u64 = e.parts.iter().map(|p| p.ns).sum();
+    assert_eq!(sum, stage, "parts add up to the stage: {e:?}");
+    assert_eq!(e.elsewhere.len(), 1, "{}", e.line());
+    assert_eq!(e.elsewhere[0].0, target as u32, "{}", e.line());
+    let hog_name = format!("hthogmove/{} (FIFO 50)", hog_tid.load(Ordering::SeqCst));
+    let top = e.culprit().expect("a culprit");
+    assert_eq!(top.name, hog_name, "{}", e.line());
+    assert!(
+        top.ns as f64 >= 0.9 * waited_there as f64,
+        "spinner {} ns of the {waited_there} ns before the move: {}",
+        top.ns,
+        e.line()
+    );
+    assert!(
+        e.wait.runnable_ns as f64 >= 0.9 * waited_there as f64,
+        "{}",
+        e.line()
+    );
+    eprintln!(
+        "stage {stage} ns, {waited_there} ns before the move: {}",
+        e.line()
+    );
+}
+
 /// cpuN's softirq time so far as the kernel's tick accounting has it
 /// (/proc/stat, USER_HZ units turned into ns).
 fn proc_stat_softirq_ns(cpu: usize) -> u64 {

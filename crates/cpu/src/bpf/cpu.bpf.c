@@ -226,6 +226,13 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 	return on_wakeup(p);
 }
 
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
+{
+	put(now(), CPU_EV_MIGRATE, p->pid, p->thread_info.cpu, dest_cpu, 0, running());
+	return 0;
+}
+
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_handler_entry, int irq)
 {

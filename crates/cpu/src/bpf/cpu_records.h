@@ -39,6 +39,8 @@ enum cpu_event_kind {
 	CPU_EV_KVM_EXIT = 11,     /* the running vCPU thread left its guest: a: exit reason, b: isa
 				   * (1 VMX, 2 SVM), c: vCPU id */
 	CPU_EV_KVM_ENTRY = 12,    /* the running vCPU thread enters its guest: c: vCPU id */
+	CPU_EV_MIGRATE = 13,      /* a: pid moved, b: the CPU it leaves, c: the CPU it goes to
+				   * (recorded on the CPU that moves it) */
 };
 
 /* The system vectors of irq_vectors:* (x86), in catalogue order. */
