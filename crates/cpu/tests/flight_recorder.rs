@@ -50,6 +50,50 @@ fn fifo(prio: i32) {
     assert_eq!(r, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
 }
 
+/// The flight recorder (TAI when the kernel has it) and the clock it stamps with.
+fn recorder(storage: &mut MaybeUninit<libbpf_rs::OpenObject>) -> (Recorder<'_>, libc::clockid_t) {
+    let rec = Recorder::start(
+        storage,
+        RecorderOptions {
+            tai: true,
+            slots_log2: 16,
+        },
+    )
+    .expect("flight recorder");
+    let clock = if rec.tai {
+        libc::CLOCK_TAI
+    } else {
+        libc::CLOCK_MONOTONIC
+    };
+    (rec, clock)
+}
+
+/// A thread named `name` on `cpu` that, once `start` is passed, waits 5 ms
+/// and then spins SCHED_FIFO 50 for `spin`; its thread id goes to `tid`.
+fn spinner(
+    name: &str,
+    cpu: usize,
+    spin: Duration,
+    tid: &Arc<AtomicU64>,
+    start: &Arc<Barrier>,
+) -> std::thread::JoinHandle<()> {
+    let (tid, start) = (tid.clone(), start.clone());
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            pin_to(cpu);
+            tid.store(gettid() as u64, Ordering::SeqCst);
+            start.wait();
+            std::thread::sleep(Duration::from_millis(5));
+            fifo(50);
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < spin {
+                std::hint::spin_loop();
+            }
+        })
+        .unwrap()
+}
+
 fn gettid() -> u32 {
     // SAFETY: no arguments.
     unsafe { libc::gettid() as u32 }
@@ -64,19 +108,7 @@ fn a_woken_thread_kept_off_its_cpu_by_a_fifo_spinner_is_explained_by_that_spinne
     }
     let _cpu = LAST_CPU.lock().unwrap_or_else(|e| e.into_inner());
     let mut storage = MaybeUninit::uninit();
-    let rec = Recorder::start(
-        &mut storage,
-        RecorderOptions {
-            tai: true,
-            slots_log2: 16,
-        },
-    )
-    .expect("flight recorder");
-    let clock = if rec.tai {
-        libc::CLOCK_TAI
-    } else {
-        libc::CLOCK_MONOTONIC
-    };
+    let (rec, clock) = recorder(&mut storage);
     let ncpu = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -105,23 +137,7 @@ fn a_woken_thread_kept_off_its_cpu_by_a_fifo_spinner_is_explained_by_that_spinne
             })
             .unwrap()
     };
-    let hog = {
-        let (tid, start) = (hog_tid.clone(), start.clone());
-        std::thread::Builder::new()
-            .name("hthogtest".into())
-            .spawn(move || {
-                pin_to(target);
-                tid.store(gettid() as u64, Ordering::SeqCst);
-                start.wait();
-                std::thread::sleep(Duration::from_millis(5));
-                fifo(50);
-                let t0 = std::time::Instant::now();
-                while t0.elapsed() < spin {
-                    std::hint::spin_loop();
-                }
-            })
-            .unwrap()
-    };
+    let hog = spinner("hthogtest", target, spin, &hog_tid, &start);
     start.wait();
     // Wake the victim from another CPU while the spinner holds its CPU.
     pin_to(if target == 0 { 0 } else { target - 1 });
@@ -192,24 +208,12 @@ fn a_thread_that_waited_on_one_cpu_and_ran_on_another_is_explained_on_both() {
         "this test needs two CPUs (this machine has {ncpu})"
     );
     let mut storage = MaybeUninit::uninit();
-    let rec = Recorder::start(
-        &mut storage,
-        RecorderOptions {
-            tai: true,
-            slots_log2: 16,
-        },
-    )
-    .expect("flight recorder");
+    let (rec, clock) = recorder(&mut storage);
     assert!(
         rec.attached.iter().any(|a| a == "sched:sched_migrate_task"),
         "sched_migrate_task attached: {:?}",
         rec.attached
     );
-    let clock = if rec.tai {
-        libc::CLOCK_TAI
-    } else {
-        libc::CLOCK_MONOTONIC
-    };
     let target = ncpu - 1;
     let spin = Duration::from_millis(60);
     let victim_tid = Arc::new(AtomicU64::new(0));
@@ -239,23 +243,7 @@ fn a_thread_that_waited_on_one_cpu_and_ran_on_another_is_explained_on_both() {
             })
             .unwrap()
     };
-    let hog = {
-        let (tid, start) = (hog_tid.clone(), start.clone());
-        std::thread::Builder::new()
-            .name("hthogmove".into())
-            .spawn(move || {
-                pin_to(target);
-                tid.store(gettid() as u64, Ordering::SeqCst);
-                start.wait();
-                std::thread::sleep(Duration::from_millis(5));
-                fifo(50);
-                let t0 = std::time::Instant::now();
-                while t0.elapsed() < spin {
-                    std::hint::spin_loop();
-                }
-            })
-            .unwrap()
-    };
+    let hog = spinner("hthogmove", target, spin, &hog_tid, &start);
     start.wait();
     pin_to(0);
     std::thread::sleep(Duration::from_millis(10));

@@ -54,8 +54,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use kvm_bindings::{
-    kvm_irq_routing_entry, kvm_msr_entry, kvm_userspace_memory_region, KvmIrqRouting, Msrs,
-    KVM_IRQ_ROUTING_MSI, KVM_MAX_CPUID_ENTRIES,
+    kvm_irq_routing_entry, kvm_msr_entry, KvmIrqRouting, Msrs, KVM_IRQ_ROUTING_MSI,
+    KVM_MAX_CPUID_ENTRIES,
 };
 use kvm_ioctls::{Kvm, VcpuExit};
 use serde::Serialize;
@@ -195,16 +195,9 @@ pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     let handler = (CODE_GPA as usize + HANDLER_OFFSET) as u16;
     mem.write(usize::from(VECTOR) * 4, &handler.to_le_bytes());
     mem.write(usize::from(VECTOR) * 4 + 2, &[0, 0]);
-    let region = kvm_userspace_memory_region {
-        slot: 0,
-        guest_phys_addr: 0,
-        memory_size: MEM_SIZE as u64,
-        userspace_addr: mem.addr() as u64,
-        flags: 0,
-    };
-    // SAFETY: the region is our own anonymous mapping, held by an Arc that
-    // outlives the VM (the VM is dropped before `mem` at the end of run).
-    unsafe { vm.set_user_memory_region(region) }.context("KVM_SET_USER_MEMORY_REGION")?;
+    // SAFETY: `mem` (an Arc declared before the VM) outlives it: the VM is
+    // dropped before it at the end of run and on early returns.
+    unsafe { mem.map_at_zero(&vm) }?;
     let mut routing = KvmIrqRouting::new(0).context("allocating the GSI routing")?;
     let mut entry = kvm_irq_routing_entry {
         gsi: GSI,

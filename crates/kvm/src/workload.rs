@@ -160,16 +160,9 @@ pub fn run(plan: Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     // Intel without unrestricted guest needs a TSS for real mode; harmless elsewhere.
     let _ = vm.set_tss_address(0xfffb_d000);
     mem.write(CODE_GPA as usize, &GUEST_CODE);
-    let region = kvm_userspace_memory_region {
-        slot: 0,
-        guest_phys_addr: 0,
-        memory_size: MEM_SIZE as u64,
-        userspace_addr: mem.addr() as u64,
-        flags: 0,
-    };
-    // SAFETY: the region is our own anonymous mapping, which outlives the
-    // VM (declared before it; dropped after it below and on early returns).
-    unsafe { vm.set_user_memory_region(region) }.context("KVM_SET_USER_MEMORY_REGION")?;
+    // SAFETY: `mem` is declared before the VM: it outlives it (dropped
+    // after it below and on early returns).
+    unsafe { mem.map_at_zero(&vm) }?;
     let mut vcpu = vm.create_vcpu(0).context("KVM_CREATE_VCPU")?;
     let mut sregs = vcpu.get_sregs()?;
     sregs.cs.base = 0;
@@ -253,8 +246,21 @@ impl Memory {
         })
     }
 
-    pub(crate) fn addr(&self) -> *mut u8 {
-        self.addr
+    /// Make this memory the VM's slot 0 at guest address 0.
+    ///
+    /// # Safety
+    /// The mapping must outlive the VM (KVM keeps using the address).
+    pub(crate) unsafe fn map_at_zero(&self, vm: &kvm_ioctls::VmFd) -> Result<()> {
+        let region = kvm_userspace_memory_region {
+            slot: 0,
+            guest_phys_addr: 0,
+            memory_size: self.len as u64,
+            userspace_addr: self.addr as u64,
+            flags: 0,
+        };
+        // SAFETY: our own anonymous mapping of `len` bytes; the caller
+        // keeps it alive as long as the VM.
+        unsafe { vm.set_user_memory_region(region) }.context("KVM_SET_USER_MEMORY_REGION")
     }
 
     /// Copy `bytes` to guest address `at` (volatile: the guest and the

@@ -131,54 +131,48 @@ enum Sub {
     },
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(Sub::Workload {
-        io,
-        hlt,
-        cpuid,
-        mmio,
-        json,
-    }) = args.sub
-    {
-        return workload(
-            hoptrace_kvm::workload::Plan {
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
+    match args.sub.take() {
+        Some(Sub::Workload {
+            io,
+            hlt,
+            cpuid,
+            mmio,
+            json,
+        }) => {
+            let plan = hoptrace_kvm::workload::Plan {
                 cpuid,
                 io,
                 mmio,
                 hlt,
-            },
+            };
+            return workload(plan, json);
+        }
+        Some(Sub::Delivery {
+            trace,
+            kvm,
+            out,
+            window,
             json,
-        );
-    }
-    if let Some(Sub::Delivery {
-        trace,
-        kvm,
-        out,
-        window,
-        json,
-    }) = args.sub
-    {
-        return delivery(&trace, &kvm, &out, window, json);
-    }
-    if let Some(Sub::Deliver {
-        tap,
-        frames,
-        timeout,
-        burst,
-        vcpu_fifo,
-        json,
-    }) = args.sub
-    {
-        return deliver(
-            hoptrace_kvm::deliver::Plan {
+        }) => return delivery(&trace, &kvm, &out, window, json),
+        Some(Sub::Deliver {
+            tap,
+            frames,
+            timeout,
+            burst,
+            vcpu_fifo,
+            json,
+        }) => {
+            let plan = hoptrace_kvm::deliver::Plan {
                 tap,
                 frames,
                 timeout,
                 burst,
                 vcpu_fifo,
-            },
-            json,
-        );
+            };
+            return deliver(plan, json);
+        }
+        None => {}
     }
     match trace(args) {
         Err(e) if e.downcast_ref::<NoKvmTracepoints>().is_some() => {
@@ -293,6 +287,16 @@ fn terminal_width() -> usize {
         .unwrap_or(100)
 }
 
+/// A workload's own account, as JSON to `json` or stdout.
+fn write_account(out: serde_json::Value, json: Option<PathBuf>) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(&out)?;
+    match json {
+        Some(p) => std::fs::write(&p, text + "\n")?,
+        None => println!("{text}"),
+    }
+    Ok(())
+}
+
 fn workload(plan: hoptrace_kvm::workload::Plan, json: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let out = hoptrace_kvm::workload::run(plan, |pid| {
         eprintln!(
@@ -300,11 +304,7 @@ fn workload(plan: hoptrace_kvm::workload::Plan, json: Option<PathBuf>) -> anyhow
             plan.cpuid, plan.io, plan.mmio, plan.hlt
         )
     })?;
-    let text = serde_json::to_string_pretty(&out)?;
-    match json {
-        Some(p) => std::fs::write(&p, text + "\n")?,
-        None => println!("{text}"),
-    }
+    write_account(serde_json::to_value(&out)?, json)?;
     eprintln!(
         "hoptrace kvm workload: done in {:.3} s; exits back to user space: {:?}",
         out.elapsed_ns as f64 / 1e9,
@@ -338,11 +338,7 @@ fn deliver(plan: hoptrace_kvm::deliver::Plan, json: Option<PathBuf>) -> anyhow::
             plan.tap, plan.frames
         )
     })?;
-    let text = serde_json::to_string_pretty(&out)?;
-    match json {
-        Some(p) => std::fs::write(&p, text + "\n")?,
-        None => println!("{text}"),
-    }
+    write_account(serde_json::to_value(&out)?, json)?;
     eprintln!(
         "hoptrace kvm deliver: {} SV frames ({} other) in {:.3} s, {} signals, {} interrupts taken by the guest",
         out.sv_frames,
