@@ -27,6 +27,7 @@ fn colour(kind: &str, is_hop_task: bool) -> &'static str {
         "nmi" => "#000",
         "idle" => "#ccc",
         "steal" => "#29c",
+        "kvm_exit" => "#a60",
         _ => "#fff",
     }
 }
