@@ -323,7 +323,7 @@ fn kvm_delivery(out: &std::path::Path, frames: u32) -> Vec<String> {
         &out.join("trace"),
         &out.join("kvm-delivery"),
         &out.join("delivery"),
-        100_000_000,
+        hoptrace_kvm::delivery::DEFAULT_WINDOW_NS,
         &cmd,
     );
     let (_, s) = match r {
@@ -369,16 +369,11 @@ fn kvm_explain(out: &std::path::Path) -> Vec<String> {
         let vcpu =
             anyhow::Context::context(vmm["vcpu_tid"].as_u64(), "vcpu_tid in explain-deliver.json")?
                 as u32;
-        let trace = out.join("explain-trace");
-        let kvm = out.join("explain-kvm-delivery");
-        let clock = hoptrace_record::RecordingReader::open(&trace)?.meta().hops[0].clock;
-        let (_, offset) = hoptrace_kvm::delivery_recording::read(&kvm)?;
-        let shift = if clock == hoptrace_record::ClockDomain::Tai {
-            offset
-        } else {
-            0
-        };
-        hoptrace_kvm::explain_check::check(&trace, &kvm, vcpu, shift, EXPLAIN_TOLERANCE_NS)
+        hoptrace_kvm::explain_check::check(
+            &out.join("explain-trace"),
+            &out.join("explain-kvm-delivery"),
+            vcpu,
+        )
     };
     let c = match run() {
         Ok(c) => c,
@@ -414,10 +409,6 @@ fn kvm_explain(out: &std::path::Path) -> Vec<String> {
     }
     problems
 }
-
-/// Stamping delay allowed per interval boundary between the flight
-/// recorder's and the kvm tracer's programs (both under TCG in the lab).
-const EXPLAIN_TOLERANCE_NS: i64 = 20_000;
 
 fn run_kvm(
     name: &str,

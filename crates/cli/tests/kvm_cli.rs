@@ -286,18 +286,7 @@ fn explain_checks(out: &std::path::Path, log: &str) {
     let vcpu = vmm["vcpu_tid"].as_u64().unwrap() as u32;
     let trace = out.join("explain-trace");
     let kvm = out.join("explain-kvm-delivery");
-    let clock = hoptrace_record::RecordingReader::open(&trace)
-        .unwrap()
-        .meta()
-        .hops[0]
-        .clock;
-    let (_, offset) = hoptrace_kvm::delivery_recording::read(&kvm).unwrap();
-    let shift = if clock == hoptrace_record::ClockDomain::Tai {
-        offset
-    } else {
-        0
-    };
-    let c = hoptrace_kvm::explain_check::check(&trace, &kvm, vcpu, shift, 20_000).unwrap();
+    let c = hoptrace_kvm::explain_check::check(&trace, &kvm, vcpu).unwrap();
     assert!(
         c.with_kvm_exit >= 1,
         "no explained stage has a kvm_exit part of the vCPU: {c:?}\n{log}"

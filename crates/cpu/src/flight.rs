@@ -170,29 +170,34 @@ impl<'o> Recorder<'o> {
         // TAI first when asked (the hop tracer's clock); MONOTONIC when this
         // kernel has no bpf_ktime_get_tai_ns. Probe loads are dropped with
         // their skeleton, so the storage can be reused.
-        // The kvm programs read the vendor module's structures: if they are
-        // what the kernel refuses, the recorder runs without them (noted).
-        let mut probe = MaybeUninit::uninit();
-        if open_load(&mut probe, opts, ncpus, &programs).is_err()
-            && programs.iter().any(|p| p.starts_with("kvm_"))
-        {
+        // TAI first when asked (the hop tracer's clock); MONOTONIC when this
+        // kernel has no bpf_ktime_get_tai_ns. The kvm programs read the
+        // vendor module's structures: if they are what the kernel refuses,
+        // the recorder runs without them (noted). Probe loads are dropped
+        // with their skeleton, so the storage can be reused.
+        let loads = |programs: &[&str], tai: bool| {
             let mut probe = MaybeUninit::uninit();
+            let ok =
+                open_load(&mut probe, RecorderOptions { tai, ..opts }, ncpus, programs).is_ok();
+            ok
+        };
+        let mut tai = opts.tai && loads(&programs, true);
+        if !tai && !loads(&programs, false) && programs.iter().any(|p| p.starts_with("kvm_")) {
             let without: Vec<&str> = programs
                 .iter()
                 .copied()
                 .filter(|p| !p.starts_with("kvm_"))
                 .collect();
-            if open_load(&mut probe, opts, ncpus, &without).is_ok() {
+            if loads(&without, false) {
                 notes.push(
                     "kvm:kvm_exit/kvm_entry did not load on this kernel: VM exits are not parts"
                         .into(),
                 );
                 attached.retain(|a| !a.starts_with("kvm:"));
                 programs = without;
+                tai = opts.tai && loads(&programs, true);
             }
         }
-        let mut probe = MaybeUninit::uninit();
-        let tai = opts.tai && open_load(&mut probe, opts, ncpus, &programs).is_ok();
         let opts = RecorderOptions { tai, ..opts };
         let skel = open_load(storage, opts, ncpus, &programs).context(
             "loading the flight recorder (tp_btf programs: the kernel needs BTF, /sys/kernel/btf/vmlinux)",

@@ -166,8 +166,9 @@ struct Index<'a> {
     /// (kind, tid) -> events in time order.
     by_tid: HashMap<(u32, u32), Vec<&'a DeliveryEvent>>,
     set_irq: Vec<&'a DeliveryEvent>,
-    /// vCPU tid -> stays in time order.
+    /// vCPU tid -> stays in order of exit, and in order of entry.
     stays: HashMap<u32, Vec<&'a VcpuStay>>,
+    by_entry: HashMap<u32, Vec<&'a VcpuStay>>,
     /// vCPU id -> (pid, tid) of every thread that ran it.
     vcpu_threads: BTreeMap<u32, Vec<(u32, u32)>>,
 }
@@ -177,6 +178,10 @@ fn first_in<'a, T>(v: &[&'a T], key: impl Fn(&T) -> i64, from: i64, until: i64) 
     let i = v.partition_point(|e| key(e) < from);
     v.get(i).copied().filter(|e| key(e) <= until)
 }
+
+/// The `--window` default: a step further than this from the one before is
+/// not matched.
+pub const DEFAULT_WINDOW_NS: i64 = 100_000_000;
 
 /// Join copies with delivery events and vCPU stays (all in one clock;
 /// `events` and `stays` in any order).
@@ -190,6 +195,7 @@ pub fn join(
         by_tid: HashMap::new(),
         set_irq: Vec::new(),
         stays: HashMap::new(),
+        by_entry: HashMap::new(),
         vcpu_threads: BTreeMap::new(),
     };
     let mut evs: Vec<&DeliveryEvent> = events.iter().collect();
@@ -204,6 +210,7 @@ pub fn join(
     st.sort_by_key(|s| s.exit_ns);
     for s in st {
         ix.stays.entry(s.tid).or_default().push(s);
+        ix.by_entry.entry(s.tid).or_default().push(s);
         let t = ix.vcpu_threads.entry(s.vcpu).or_default();
         if !t.contains(&(s.pid, s.tid)) {
             t.push((s.pid, s.tid));
@@ -275,10 +282,9 @@ fn deliver_one(c: &Copy, ix: &Index<'_>, w: i64) -> Delivery {
     d.vcpu_tid = Some(vt);
     let no_stays = Vec::new();
     let stays = ix.stays.get(&vt).unwrap_or(&no_stays);
+    let by_entry = ix.by_entry.get(&vt).unwrap_or(&no_stays);
     // 4. The entry: the first entry of that thread after the accept.
-    let mut by_entry: Vec<&VcpuStay> = stays.to_vec();
-    by_entry.sort_by_key(|s| s.entry_ns);
-    let entry = first_in(&by_entry, |s| s.entry_ns, acc.ns, acc.ns + w).map(|s| s.entry_ns);
+    let entry = first_in(by_entry, |s| s.entry_ns, acc.ns, acc.ns + w).map(|s| s.entry_ns);
     let end = entry.unwrap_or(acc.ns + w);
     let wakeup = first_in(of(WAKEUP, vt), key, acc.ns, end);
     d.halt = wakeup.map(|e| (e.arg0, e.arg1 & 1 == 1));

@@ -58,15 +58,8 @@ pub fn run(
 ) -> Result<(Vec<Delivery>, Summary)> {
     let (copies, clock, trace_meta) = read_copies(trace)?;
     let (events, offset) = crate::delivery_recording::read(kvm)?;
-    let shift = match clock {
-        ClockDomain::Tai => offset,
-        ClockDomain::Monotonic => 0,
-        other => bail!(
-            "{}: consumer_copy is in {}, which kvm stamps (CLOCK_MONOTONIC) cannot be mapped to",
-            trace.display(),
-            other.as_str()
-        ),
-    };
+    let shift = crate::delivery_recording::shift_into(clock, offset)
+        .with_context(|| format!("{}: consumer_copy", trace.display()))?;
     let events: Vec<_> = events
         .into_iter()
         .map(|mut e| {
@@ -77,7 +70,8 @@ pub fn run(
     let stays = read_stays(kvm, shift)?;
     let ds = join(&copies, &events, &stays, window_ns);
     write(out, &ds, clock, &trace_meta, command_line)?;
-    Ok((ds.clone(), summarize(&ds)))
+    let summary = summarize(&ds);
+    Ok((ds, summary))
 }
 
 fn read_copies(trace: &Path) -> Result<(Vec<Copy>, ClockDomain, RecordingMeta)> {

@@ -202,3 +202,17 @@ pub fn read(kvm_dir: &Path) -> Result<(Vec<DeliveryEvent>, i64)> {
     out.sort_by_key(|e| e.ns);
     Ok((out, offset))
 }
+
+/// What to add to the kvm stamps (CLOCK_MONOTONIC) to put them in `clock`,
+/// a tracer's clock: the recording's TAI-over-MONOTONIC `offset` for TAI, 0
+/// for MONOTONIC; other clocks are refused.
+pub fn shift_into(clock: hoptrace_record::ClockDomain, offset: i64) -> Result<i64> {
+    match clock {
+        ClockDomain::Tai => Ok(offset),
+        ClockDomain::Monotonic => Ok(0),
+        other => bail!(
+            "the tracer's stamps are in {}, which kvm stamps (CLOCK_MONOTONIC) cannot be mapped to",
+            other.as_str()
+        ),
+    }
+}

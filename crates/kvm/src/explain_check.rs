@@ -47,6 +47,10 @@ pub struct ExplainCheck {
     pub over_bound: Vec<OverBound>,
 }
 
+/// Stamping delay allowed per interval boundary between the flight
+/// recorder's and the kvm tracer's programs (both under TCG in the lab).
+pub const TOLERANCE_PER_BOUNDARY_NS: i64 = 20_000;
+
 /// The vCPU thread of a `kvm_exit` part name (`hlt of vcpu0/268 ...`).
 fn part_thread(name: &str) -> Option<(String, u32)> {
     let (reason, who) = name.split_once(" of ")?;
@@ -55,16 +59,18 @@ fn part_thread(name: &str) -> Option<(String, u32)> {
     Some((reason.to_string(), digits.parse().ok()?))
 }
 
-/// Check the explanations of `trace` against the exits of `kvm` for
-/// `vcpu_tid`; `shift` maps the kvm recording's MONOTONIC stamps into the
-/// trace's clock (the `kvm-delivery` offset when the trace is in TAI).
-pub fn check(
-    trace: &Path,
-    kvm: &Path,
-    vcpu_tid: u32,
-    shift: i64,
-    tolerance_per_boundary_ns: i64,
-) -> Result<ExplainCheck> {
+/// Check the explanations of `trace` against the exits of `kvm` for `vcpu_tid`.
+pub fn check(trace: &Path, kvm: &Path, vcpu_tid: u32) -> Result<ExplainCheck> {
+    let tolerance_per_boundary_ns = TOLERANCE_PER_BOUNDARY_NS;
+    let clock = RecordingReader::open(trace)
+        .with_context(|| format!("reading {}", trace.display()))?
+        .meta()
+        .hops
+        .first()
+        .map(|h| h.clock)
+        .context("a trace recording without hops")?;
+    let (_, offset) = crate::delivery_recording::read(kvm)?;
+    let shift = crate::delivery_recording::shift_into(clock, offset)?;
     let stages = read_explanations(trace)
         .with_context(|| format!("reading the explanations of {}", trace.display()))?;
     let r = RecordingReader::open(kvm).with_context(|| format!("reading {}", kvm.display()))?;

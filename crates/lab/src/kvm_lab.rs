@@ -341,7 +341,7 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
             "explain-trace",
             "explain-kvm-delivery",
         ] {
-            if let Err(e) = copy_dir(&share_out.join(d), &out.join(d)) {
+            if let Err(e) = crate::vm_run::copy_tree(&share_out.join(d), &out.join(d)) {
                 problems.push(format!("copying the L1 recording {d}: {e:#}"));
             }
         }
@@ -382,20 +382,6 @@ pub fn measure(st: &LabState, w: &Workload, out: &Path, stop: &AtomicBool) -> Re
         out.display()
     );
     Ok(problems)
-}
-
-/// Copy the files of `from` (one level: a recording directory) to `to`.
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()))?;
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name()))?;
-        }
-    }
-    Ok(())
 }
 
 /// `lab run kvm`: up, measure, down (always).

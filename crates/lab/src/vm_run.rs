@@ -41,7 +41,7 @@ use crate::vm_clock::ClockExchange;
 const SUBSCRIBER_READY: Duration = Duration::from_secs(120);
 
 /// Copy a directory tree (recordings are a few flat files).
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
         let dst = to.join(e.file_name());

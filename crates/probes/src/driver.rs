@@ -152,15 +152,15 @@ impl Run<'_> {
             taken.push(t);
         }
         self.explain(&taken);
+        let copy_hop = self
+            .hops
+            .iter()
+            .position(|h| *h == "consumer_copy" || *h == "app_copy");
         for t in taken {
             let pairs = self.stats.add(&t);
             if let Some(m) = self.metrics.as_mut() {
                 m.timeline(&t, pairs);
             }
-            let copy_hop = self
-                .hops
-                .iter()
-                .position(|h| *h == "consumer_copy" || *h == "app_copy");
             if let Some(w) = self.writer.as_mut() {
                 if let Err(e) = append_row(w, &t, copy_hop) {
                     self.write_err
