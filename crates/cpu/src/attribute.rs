@@ -125,10 +125,10 @@ impl Attribution {
     }
 
     /// Add the attribution of an adjacent interval (another segment of the
-    /// same stage): parts and task state summed, the lane extended when
-    /// `lane` (the segment is on the CPU the lane shows). Parts stay
-    /// largest first, unattributed last.
-    pub fn add(&mut self, other: Attribution, lane: bool) {
+    /// same stage): parts and task state summed, the lane extended (the
+    /// caller knows each segment's CPU). Parts stay largest first,
+    /// unattributed last.
+    pub fn add(&mut self, other: Attribution) {
         let mut parts: BTreeMap<Culprit, u64> = self.parts.iter().copied().collect();
         for (c, ns) in other.parts {
             *parts.entry(c).or_default() += ns;
@@ -138,9 +138,7 @@ impl Attribution {
         self.task.runnable_ns += other.task.runnable_ns;
         self.task.running_ns += other.task.running_ns;
         self.task.unknown_ns += other.task.unknown_ns;
-        if lane {
-            self.lane.extend(other.lane);
-        }
+        self.lane.extend(other.lane);
     }
 }
 
@@ -274,8 +272,6 @@ impl Replay<'_> {
             .sum()
     }
 
-    /// Give [s, e) (already clipped to the stage) to `ctx`, minus NMI and
-    /// `steal` time.
     /// Extend the lane with [s, e) in `c`.
     fn lane_piece(&mut self, s: u64, e: u64, c: Culprit) {
         if e <= s {
@@ -287,6 +283,8 @@ impl Replay<'_> {
         }
     }
 
+    /// Give [s, e) (already clipped to the stage) to `ctx`, minus NMI and
+    /// `steal` time.
     fn piece(&mut self, s: u64, e: u64, ctx: Culprit, steal: u64) {
         let len = e.saturating_sub(s);
         if len == 0 {

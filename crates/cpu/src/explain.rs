@@ -42,13 +42,16 @@ pub struct Explanation {
     pub wait: TaskWait,
     /// Largest first, unattributed last; they add up to the stage.
     pub parts: Vec<Part>,
-    /// The CPU's contexts during the stage, in time order.
+    /// The contexts of the CPUs the task waited on during the stage, in
+    /// time order: hop b's CPU, and before it the CPUs it was moved from.
     pub lane: Vec<LanePiece>,
 }
 
-/// One piece of the lane: the CPU was in this context from `start_ns` to `end_ns`.
+/// One piece of the lanes: `cpu` was in this context from `start_ns` to
+/// `end_ns`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LanePiece {
+    pub cpu: u32,
     pub start_ns: u64,
     pub end_ns: u64,
     pub kind: PartKind,
@@ -191,6 +194,7 @@ impl<'o> Explainer<'o> {
         let segs = crate::residence::segments(s.start_ns, s.end_ns, s.cpu, s.tid, &all);
         let mut a = Attribution::default();
         let mut elsewhere: Vec<(u32, u64)> = Vec::new();
+        let mut lane_cpus: Vec<u32> = Vec::new();
         for (k, seg) in segs.iter().enumerate() {
             let w = windows.get(seg.cpu as usize).unwrap_or(&empty);
             // Wakeups after this segment's start only, but for the first
@@ -220,8 +224,9 @@ impl<'o> Explainer<'o> {
             if seg.cpu != s.cpu {
                 elsewhere.push((seg.cpu, seg.end_ns - seg.start_ns));
             }
-            // The lane is hop b's CPU (a lane strip shows one CPU).
-            a.add(part, seg.cpu == s.cpu);
+            // Each segment's contexts on its own CPU's lane.
+            lane_cpus.extend(std::iter::repeat_n(seg.cpu, part.lane.len()));
+            a.add(part);
         }
         self.explained += 1;
         if a.parts
@@ -243,9 +248,11 @@ impl<'o> Explainer<'o> {
         let lane = a
             .lane
             .iter()
-            .map(|&(start_ns, end_ns, c)| {
+            .zip(lane_cpus)
+            .map(|(&(start_ns, end_ns, c), cpu)| {
                 let p = self.names.part(c, 0, &mut task_name);
                 LanePiece {
+                    cpu,
                     start_ns,
                     end_ns,
                     kind: p.kind,

@@ -286,6 +286,24 @@ fn a_thread_that_waited_on_one_cpu_and_ran_on_another_is_explained_on_both() {
     assert_eq!(sum, stage, "parts add up to the stage: {e:?}");
     assert_eq!(e.elsewhere.len(), 1, "{}", e.line());
     assert_eq!(e.elsewhere[0].0, target as u32, "{}", e.line());
+    // The lanes: the time before the move on the CPU it left (where the
+    // spinner ran), the rest on cpu 0; together they cover the stage.
+    let on = |cpu: u32| -> u64 {
+        e.lane
+            .iter()
+            .filter(|p| p.cpu == cpu)
+            .map(|p| p.end_ns - p.start_ns)
+            .sum()
+    };
+    assert_eq!(on(target as u32), e.elsewhere[0].1, "{:?}", e.lane);
+    assert_eq!(on(target as u32) + on(0), stage, "{:?}", e.lane);
+    assert!(
+        e.lane
+            .iter()
+            .any(|p| p.cpu == target as u32 && p.name.starts_with("hthogmove/")),
+        "the spinner on the lane of the CPU the victim left: {:?}",
+        e.lane
+    );
     let hog_name = format!("hthogmove/{} (FIFO 50)", hog_tid.load(Ordering::SeqCst));
     let top = e.culprit().expect("a culprit");
     assert_eq!(top.name, hog_name, "{}", e.line());

@@ -93,6 +93,7 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
             .lane
             .iter()
             .map(|l| LaneSpan {
+                cpu: Some(l.cpu),
                 start_ns: l.start_ns as i64,
                 end_ns: l.end_ns as i64,
                 kind: l.kind.as_str().to_string(),

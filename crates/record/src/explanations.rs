@@ -11,8 +11,9 @@
 //! from 0, largest first; `part_kind` one of task, hardirq, softirq, nmi,
 //! kvm_exit, steal, idle, unattributed; `part_name`; `part_ns`). The parts of
 //! one stage add up to `latency_ns`. The stage's first row also carries
-//! `lane`: the CPU's contexts in time order, as a JSON list of
-//! `{start_ns, end_ns, kind, name}` (null on the other rows).
+//! `lane`: the contexts of the CPUs the task waited on, in time order, as
+//! a JSON list of `{cpu, start_ns, end_ns, kind, name}` (null on the other
+//! rows; `cpu` absent in older recordings: the stage's `cpu`).
 //!
 //! Each [`ExplanationWriter::flush`] writes one complete file (written as
 //! `.partial`, fsynced, renamed), so a killed recorder keeps every
@@ -43,10 +44,14 @@ pub struct StagePart {
     pub ns: i64,
 }
 
-/// One piece of an explained stage's CPU lane: the CPU was in this context
+/// One piece of an explained stage's CPU lanes: `cpu` was in this context
 /// (kind and name as the parts') from `start_ns` to `end_ns`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LaneSpan {
+    /// The CPU (absent in recordings made before lanes had one: then the
+    /// stage's `cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<u32>,
     pub start_ns: i64,
     pub end_ns: i64,
     pub kind: String,
@@ -71,7 +76,8 @@ pub struct ExplainedStage {
     pub runnable_ns: i64,
     pub running_ns: i64,
     pub parts: Vec<StagePart>,
-    /// The CPU's contexts during the stage, in time order.
+    /// The contexts of the CPUs the task waited on during the stage, in
+    /// time order (hop b's CPU, and before it any CPU it was moved from).
     pub lane: Vec<LaneSpan>,
 }
 
@@ -364,6 +370,7 @@ mod tests {
             runnable_ns: 10,
             running_ns: 2,
             lane: vec![LaneSpan {
+                cpu: Some(1),
                 start_ns: 1000,
                 end_ns: 1100,
                 kind: "task".into(),
@@ -409,5 +416,15 @@ mod tests {
     fn a_recording_without_explanations_reads_as_none() {
         let dir = tempfile::tempdir().unwrap();
         assert!(read_explanations(dir.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_lane_piece_written_before_lanes_had_a_cpu_reads_without_one() {
+        let old = r#"[{"start_ns":1,"end_ns":2,"kind":"task","name":"hog/7"}]"#;
+        let lane: Vec<LaneSpan> = serde_json::from_str(old).unwrap();
+        assert_eq!(lane[0].cpu, None);
+        assert_eq!(lane[0].name, "hog/7");
+        let now = serde_json::to_string(&stage(1, &[("task", "x", 5)]).lane).unwrap();
+        assert!(now.starts_with(r#"[{"cpu":1,"#), "{now}");
     }
 }

@@ -2,11 +2,14 @@
 //! --explain`): for the longest ones, a lane of the CPU that ran the
 //! stage's second hop, from the first hop's time (left mark) to the
 //! second's (right mark), each context (task, IRQ, softirq, NMI, idle,
-//! unattributed) a coloured interval with its name and length on hover;
-//! then the culprits table.
+//! unattributed) a coloured interval with its name and length on hover.
+//! When the task was moved during the stage, the CPUs it waited on before
+//! get a lane each above, covering the time it spent there. Then the
+//! culprits table.
 
 use std::fmt::Write;
 
+use hoptrace_record::ExplainedStage;
 use hoptrace_units::{format_duration_ns, format_instant};
 
 use super::explained::Explanation;
@@ -32,23 +35,59 @@ fn colour(kind: &str, is_hop_task: bool) -> &'static str {
     }
 }
 
-/// One stage's lane as an SVG strip.
+/// Left margin of a lane strip (the CPU labels).
+const LABEL: f64 = 40.0;
+/// Height of one CPU's lane, and the space above the first (hop names).
+const ROW: f64 = 24.0;
+const TOP: f64 = 14.0;
+
+/// The CPUs of a stage's lanes: those the task was moved from, in the
+/// order it left them, then hop b's CPU (last, where the stage ends).
+fn lane_cpus(e: &ExplainedStage) -> Vec<u32> {
+    let mut cpus: Vec<u32> = Vec::new();
+    for p in &e.lane {
+        let c = p.cpu.unwrap_or(e.cpu);
+        if c != e.cpu && !cpus.contains(&c) {
+            cpus.push(c);
+        }
+    }
+    cpus.push(e.cpu);
+    cpus
+}
+
+/// One stage's lanes as an SVG strip: one row per CPU the task waited on.
 fn lane_svg(e: &Explanation) -> String {
     let e = &e.stage;
+    let cpus = lane_cpus(e);
     let span = (e.end_ns - e.start_ns).max(1) as f64;
     let x = |t: i64| ((t - e.start_ns) as f64 / span * WIDTH).clamp(0.0, WIDTH);
+    let bottom = TOP + ROW * cpus.len() as f64;
     let mut s = format!(
-        "<svg width=\"{}\" height=\"46\" xmlns=\"http://www.w3.org/2000/svg\">",
-        WIDTH + 20.0
+        "<svg width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
+        WIDTH + LABEL + 10.0,
+        bottom + 6.0
     );
+    for (row, cpu) in cpus.iter().enumerate() {
+        let _ = write!(
+            s,
+            "<text x=\"2\" y=\"{:.1}\" font-size=\"10\">cpu{cpu}</text>",
+            TOP + ROW * row as f64 + 14.0
+        );
+    }
     for p in &e.lane {
+        let row = cpus
+            .iter()
+            .position(|&c| c == p.cpu.unwrap_or(e.cpu))
+            .unwrap_or(cpus.len() - 1);
         let (a, b) = (x(p.start_ns), x(p.end_ns));
         let _ = write!(
             s,
-            "<rect x=\"{:.1}\" y=\"14\" width=\"{:.1}\" height=\"20\" fill=\"{}\" stroke=\"#666\" stroke-width=\"0.3\"><title>{} {}: {}</title></rect>",
-            a + 10.0,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"20\" fill=\"{}\" stroke=\"#666\" stroke-width=\"0.3\"><title>cpu{} {} {}: {}</title></rect>",
+            a + LABEL,
+            TOP + ROW * row as f64,
             (b - a).max(0.5),
             colour(&p.kind, p.kind == "task" && p.name == e.task),
+            cpus[row],
             esc(&p.kind),
             esc(&p.name),
             format_duration_ns(p.end_ns - p.start_ns)
@@ -57,11 +96,12 @@ fn lane_svg(e: &Explanation) -> String {
     let (from, to) = e.stage.split_once("->").unwrap_or((&e.stage, ""));
     let _ = write!(
         s,
-        "<line x1=\"10\" y1=\"8\" x2=\"10\" y2=\"40\" stroke=\"#000\"/><text x=\"12\" y=\"10\" font-size=\"10\">{}</text><line x1=\"{x2:.1}\" y1=\"8\" x2=\"{x2:.1}\" y2=\"40\" stroke=\"#000\"/><text x=\"{tx:.1}\" y=\"10\" font-size=\"10\" text-anchor=\"end\">{}</text></svg>",
+        "<line x1=\"{LABEL}\" y1=\"8\" x2=\"{LABEL}\" y2=\"{bottom}\" stroke=\"#000\"/><text x=\"{t1:.1}\" y=\"10\" font-size=\"10\">{}</text><line x1=\"{x2:.1}\" y1=\"8\" x2=\"{x2:.1}\" y2=\"{bottom}\" stroke=\"#000\"/><text x=\"{tx:.1}\" y=\"10\" font-size=\"10\" text-anchor=\"end\">{}</text></svg>",
         esc(from),
         esc(to),
-        x2 = WIDTH + 10.0,
-        tx = WIDTH + 8.0
+        t1 = LABEL + 2.0,
+        x2 = WIDTH + LABEL,
+        tx = WIDTH + LABEL - 2.0
     );
     s
 }
@@ -78,7 +118,7 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
     worst.truncate(LANES);
     let _ = write!(
         b,
-        "<h3>explained spikes</h3><p>{} stages explained; the {} longest, each on the CPU of its second hop (green: that hop's task, orange: other tasks, red: hard IRQs, purple: softirqs, black: NMI, grey: idle, white: unattributed; hover for names):</p>",
+        "<h3>explained spikes</h3><p>{} stages explained; the {} longest, each on the CPU of its second hop, and above it any CPU the task was moved from during the stage (green: that hop's task, orange: other tasks, red: hard IRQs, purple: softirqs, black: NMI, grey: idle, white: unattributed; hover for names):</p>",
         run.explanations.len(),
         worst.len()
     );
@@ -116,17 +156,20 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hoptrace_record::{ExplainedStage, LaneSpan, StagePart};
+    use hoptrace_record::{LaneSpan, StagePart};
 
-    #[test]
-    fn the_lane_spans_the_stage_with_one_interval_per_context_named_on_hover() {
-        let lane = |a, b, kind: &str, name: &str| LaneSpan {
+    fn lane(cpu: Option<u32>, a: i64, b: i64, kind: &str, name: &str) -> LaneSpan {
+        LaneSpan {
+            cpu,
             start_ns: a,
             end_ns: b,
             kind: kind.into(),
             name: name.into(),
-        };
-        let e = Explanation::from(&ExplainedStage {
+        }
+    }
+
+    fn stage(lane: Vec<LaneSpan>) -> Explanation {
+        Explanation::from(&ExplainedStage {
             stream: "SV".into(),
             app_id: None,
             smp_cnt: Some(3),
@@ -146,16 +189,23 @@ mod tests {
                 name: "hog/7 (FIFO 50)".into(),
                 ns: 1900,
             }],
-            lane: vec![
-                lane(1000, 2900, "task", "hog/7 (FIFO 50)"),
-                lane(2900, 3000, "task", "r/1"),
-            ],
-        });
+            lane,
+        })
+    }
+
+    #[test]
+    fn the_lane_spans_the_stage_with_one_interval_per_context_named_on_hover() {
+        // An older recording: lane pieces without a CPU are hop b's.
+        let e = stage(vec![
+            lane(None, 1000, 2900, "task", "hog/7 (FIFO 50)"),
+            lane(Some(1), 2900, 3000, "task", "r/1"),
+        ]);
         let svg = lane_svg(&e);
         assert_eq!(svg.matches("<rect").count(), 2);
+        assert_eq!(svg.matches(">cpu1</text>").count(), 1, "one lane: {svg}");
         // 1900 of 2000 ns over 900 px: 855 px, starting at the left mark.
         assert!(
-            svg.contains("<rect x=\"10.0\" y=\"14\" width=\"855.0\" height=\"20\" fill=\"#e80\""),
+            svg.contains("<rect x=\"40.0\" y=\"14.0\" width=\"855.0\" height=\"20\" fill=\"#e80\""),
             "{svg}"
         );
         assert!(
@@ -163,9 +213,34 @@ mod tests {
             "the hop's own task in green: {svg}"
         );
         assert!(
-            svg.contains("<title>task hog/7 (FIFO 50): 1.900 us</title>"),
+            svg.contains("<title>cpu1 task hog/7 (FIFO 50): 1.900 us</title>"),
             "{svg}"
         );
         assert!(svg.contains(">tap_xmit</text>") && svg.contains(">consumer_copy</text>"));
+    }
+
+    #[test]
+    fn a_task_moved_during_the_stage_gets_a_lane_per_cpu_with_hop_b_last() {
+        let e = stage(vec![
+            lane(Some(0), 1000, 2000, "task", "hog/7 (FIFO 50)"),
+            lane(Some(1), 2000, 2900, "idle", "idle"),
+            lane(Some(1), 2900, 3000, "task", "r/1"),
+        ]);
+        let svg = lane_svg(&e);
+        let cpu0 = svg.find(">cpu0</text>").expect("a lane for cpu0");
+        let cpu1 = svg.find(">cpu1</text>").expect("a lane for cpu1");
+        assert!(cpu0 < cpu1, "the CPU it left first, hop b's last: {svg}");
+        // cpu0's piece on the first row, from the left mark for 450 px;
+        // cpu1's pieces on the second row, from 450 px.
+        assert!(
+            svg.contains("<rect x=\"40.0\" y=\"14.0\" width=\"450.0\""),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<rect x=\"490.0\" y=\"38.0\" width=\"405.0\""),
+            "{svg}"
+        );
+        assert!(svg.contains("<rect x=\"895.0\" y=\"38.0\""), "{svg}");
+        assert!(svg.contains("height=\"68\""), "two rows: {svg}");
     }
 }
