@@ -39,6 +39,9 @@ echo "demo: hoptrace lab run bridge --name $LAB --streams 8 --duration $DURATION
 echo "demo: recordings and logs in $OUT/bridge (pub, sub, e2e = pub+sub joined, trace when the tracer recorded)"
 if [ -f "$OUT/bridge/report.html" ]; then
   echo "demo: HTML report: $OUT/bridge/report.html"
+  if [ -f "$OUT/bridge/explained.perfetto.json" ]; then
+    echo "demo: the explained spikes on one timeline (open in ui.perfetto.dev): $OUT/bridge/explained.perfetto.json"
+  fi
 else
   echo "demo: FAILED: no HTML report in $OUT/bridge" >&2
   exit 1

@@ -73,6 +73,11 @@ pub struct Args {
     /// Write the report as JSON (docs/report-json.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the explained spikes (recordings made with `trace --explain`)
+    /// as a Trace Event Format JSON that ui.perfetto.dev opens: each CPU's
+    /// contexts and every late stage on one zoomable timeline.
+    #[arg(long, value_name = "FILE")]
+    pub perfetto: Option<PathBuf>,
     /// Print Markdown instead of the terminal table.
     #[arg(long)]
     pub markdown: bool,
@@ -198,6 +203,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(p) = &args.html {
         report::html::write_report(p, &rep, &analyzers)?;
         eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &args.perfetto {
+        let n = report::perfetto::write_trace(p, &rep)?;
+        eprintln!("wrote {} ({n} trace events)", p.display());
     }
     if let Some(p) = &args.csv {
         let n = report::export::write_csv(p, &args.recordings[0], &config)?;

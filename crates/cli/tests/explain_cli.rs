@@ -420,4 +420,41 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         text.contains("culprits (over all explained spikes)") && text.contains(&hog_name),
         "{text}"
     );
+    // The Perfetto timeline: one async slice per explained stage, and the
+    // spinner's slices on the CPU track of the longest stage, at least its
+    // part of that stage long (the lanes of overlapping stages are drawn
+    // once, so a slice may extend beyond one stage's share).
+    let trace_file = dir.path().join("explained.json");
+    let out = hoptrace(&[
+        "report",
+        rec.to_str().unwrap(),
+        "--perfetto",
+        trace_file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace_file).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let begins = events.iter().filter(|e| e["ph"] == "b").count();
+    assert_eq!(begins, all.len(), "one async slice per explained stage");
+    let track = longest.cpu as u64 + 1;
+    let hog_us: f64 = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["tid"] == track && e["name"] == hog_name.as_str())
+        .map(|e| e["dur"].as_f64().unwrap())
+        .sum();
+    let hog_part = longest
+        .parts
+        .iter()
+        .find(|p| p.name == hog_name)
+        .map_or(0, |p| p.ns);
+    assert!(
+        hog_us * 1000.0 + 1.0 >= hog_part as f64,
+        "the spinner's slices on cpu{} ({hog_us} us) are shorter than its part of the longest stage ({hog_part} ns)",
+        longest.cpu
+    );
 }

@@ -426,6 +426,23 @@ fn lab_run_recordings_carry_the_doctor_summary_and_report_shows_it() {
         html.contains("<td>host checks</td><td>hoptrace doctor: "),
         "report.html"
     );
+    // The explained spikes' Perfetto timeline is written exactly when the
+    // tracer explained some (lab run traces with --explain 1ms).
+    let explained = std::fs::read_dir(out_dir.join("trace"))
+        .unwrap()
+        .flatten()
+        .any(|f| f.file_name().to_string_lossy().starts_with("explain-"));
+    let perfetto = out_dir.join("explained.perfetto.json");
+    assert_eq!(perfetto.exists(), explained, "{t}");
+    if explained {
+        let trace: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&perfetto).unwrap()).unwrap();
+        assert!(trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["ph"] == "b"));
+    }
     // A recording made without the checks says so.
     let r = text(&hoptrace(&[
         "report",

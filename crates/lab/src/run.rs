@@ -590,6 +590,15 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
     }
     let html = out.join("report.html");
     let full = out.join("report.txt");
+    // The explained spikes as a Perfetto timeline, when the tracer
+    // explained any (`explain-*.parquet` in a recording).
+    let explained = recs.iter().any(|r| {
+        std::fs::read_dir(r).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().starts_with("explain-"))
+        })
+    });
+    let perfetto = explained.then(|| out.join("explained.perfetto.json"));
     let mut c = Command::new(exe);
     c.arg("report")
         .args(&recs)
@@ -598,15 +607,22 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
         .arg(&full)
         .arg("--html")
         .arg(&html);
+    if let Some(p) = &perfetto {
+        c.arg("--perfetto").arg(p);
+    }
     let listed: Vec<String> = recs.iter().map(|p| p.display().to_string()).collect();
     note(res, format!("report: hoptrace report {}", listed.join(" ")));
     match c.status() {
         Ok(s) if s.success() => note(
             res,
             format!(
-                "full report: {} (every stream), HTML: {}",
+                "full report: {} (every stream), HTML: {}{}",
                 full.display(),
-                html.display()
+                html.display(),
+                perfetto
+                    .as_ref()
+                    .map(|p| format!(", explained spikes for ui.perfetto.dev: {}", p.display()))
+                    .unwrap_or_default()
             ),
         ),
         Ok(s) => res

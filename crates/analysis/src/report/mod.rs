@@ -7,6 +7,7 @@ pub mod export;
 pub mod html;
 pub mod html_explained;
 pub mod model;
+pub mod perfetto;
 pub mod text;
 
 use std::path::PathBuf;
