@@ -28,7 +28,12 @@
 # frame, the script 5).
 #
 # Usage: bench/svtrace_compare.sh [duration] [rounds]   (default 10s 2)
-#        HOPTRACE_BENCH_PROGS=1 also prints each program's share.
+#        HOPTRACE_BENCH_PROGS=1 also prints each program's share;
+#        HOPTRACE_BENCH_EVENTS_ONLY=1 runs only the script and event mode
+#        (and the floor), for quick rounds;
+#        HOPTRACE_BENCH_BASELINE=PATH also runs event mode with the hoptrace
+#        binary at PATH (e.g. a build of the previous commit) in each round,
+#        next to this one, and prints their ratio.
 set -eu
 cd "$(dirname "$0")/.."
 command -v bpftrace >/dev/null || { echo "bpftrace is missing: scripts/setup.sh installs it" >&2; exit 1; }
@@ -121,7 +126,15 @@ one() {
 }
 
 trace() { ip netns exec "$hyp" "$B" trace --netns "$hyp" --iface in0 --iface tap0 --plain --duration 120s "$@"; }
+base_trace() { ip netns exec "$hyp" "$HOPTRACE_BENCH_BASELINE" trace --netns "$hyp" --iface in0 --iface tap0 --plain --duration 120s "$@"; }
+base_ev=0
+baseline() {
+  [ -n "${HOPTRACE_BENCH_BASELINE:-}" ] || return 0
+  one "hoptrace events, baseline binary" base_trace
+  base_ev=$LAST_NS
+}
 
+ks=0 ks_runs=0 ex=0 ex_runs=0
 r=1
 while [ "$r" -le "$rounds" ]; do
   echo "round $r (BPF time per frame published: run time of the tracer's programs / frames)"
@@ -130,28 +143,38 @@ while [ "$r" -le "$rounds" ]; do
     base=$LAST_NS base_runs=$LAST_RUNS
     one "hoptrace events (5 hops)" trace
     ev=$LAST_NS ev_runs=$LAST_RUNS
-    one "hoptrace --kernel-stats" trace --kernel-stats
-    ks=$LAST_NS ks_runs=$LAST_RUNS
-    one "hoptrace events + --explain 1ms" trace --explain 1ms --explain-lines 0
-    ex=$LAST_NS ex_runs=$LAST_RUNS
+    baseline
+    if [ -z "${HOPTRACE_BENCH_EVENTS_ONLY:-}" ]; then
+      one "hoptrace --kernel-stats" trace --kernel-stats
+      ks=$LAST_NS ks_runs=$LAST_RUNS
+      one "hoptrace events + --explain 1ms" trace --explain 1ms --explain-lines 0
+      ex=$LAST_NS ex_runs=$LAST_RUNS
+    fi
   else
-    one "hoptrace events + --explain 1ms" trace --explain 1ms --explain-lines 0
-    ex=$LAST_NS ex_runs=$LAST_RUNS
-    one "hoptrace --kernel-stats" trace --kernel-stats
-    ks=$LAST_NS ks_runs=$LAST_RUNS
+    if [ -z "${HOPTRACE_BENCH_EVENTS_ONLY:-}" ]; then
+      one "hoptrace events + --explain 1ms" trace --explain 1ms --explain-lines 0
+      ex=$LAST_NS ex_runs=$LAST_RUNS
+      one "hoptrace --kernel-stats" trace --kernel-stats
+      ks=$LAST_NS ks_runs=$LAST_RUNS
+    fi
+    baseline
     one "hoptrace events (5 hops)" trace
     ev=$LAST_NS ev_runs=$LAST_RUNS
     one "svtrace method (bpftrace, 2 hops)" bpftrace bench/svtrace.bt "$ifindex" "$offset"
     base=$LAST_NS base_runs=$LAST_RUNS
   fi
+  awk -v e="$ev" -v b="$base_ev" 'BEGIN { if (b > 0) printf "  this build against the baseline binary: events %.3f\n", e / b }'
   awk -v b="$base" -v e="$ev" -v k="$ks" -v x="$ex" 'BEGIN {
-    if (b > 0) printf "  against the svtrace method: events %.2f, --kernel-stats %.2f, events + --explain %.2f (the recorder alone %.2f of events)\n", e / b, k / b, x / b, (e > 0 ? (x - e) / e : 0) }'
+    if (b <= 0) exit
+    if (k > 0) printf "  against the svtrace method: events %.2f, --kernel-stats %.2f, events + --explain %.2f (the recorder alone %.2f of events)\n", e / b, k / b, x / b, (e > 0 ? (x - e) / e : 0)
+    else printf "  against the svtrace method: events %.2f\n", e / b }'
   one "empty programs (accounting floor)" bpftrace -e 'tracepoint:net:netif_receive_skb { } tracepoint:skb:kfree_skb { }'
   awk -v fl="$LAST_NS" -v flr="$LAST_RUNS" -v b="$base" -v br="$base_runs" -v e="$ev" -v er="$ev_runs" \
     -v k="$ks" -v kr="$ks_runs" -v x="$ex" -v xr="$ex_runs" 'BEGIN {
     if (flr <= 0) { print "  (no floor measured)"; exit }
     f = fl / flr
     b -= br * f; e -= er * f; k -= kr * f; x -= xr * f
-    printf "  accounting floor %.1f ns/run; above it: svtrace method %.1f, events %.1f (%.2f), --kernel-stats %.1f (%.2f), events + --explain %.1f (%.2f; the recorder alone %.2f of events) ns/frame\n", f, b, e, e / b, k, k / b, x, x / b, (e > 0 ? (x - e) / e : 0) }'
+    if (kr > 0) printf "  accounting floor %.1f ns/run; above it: svtrace method %.1f, events %.1f (%.2f), --kernel-stats %.1f (%.2f), events + --explain %.1f (%.2f; the recorder alone %.2f of events) ns/frame\n", f, b, e, e / b, k, k / b, x, x / b, (e > 0 ? (x - e) / e : 0)
+    else printf "  accounting floor %.1f ns/run; above it: svtrace method %.1f, events %.1f (%.2f) ns/frame\n", f, b, e, e / b }'
   r=$((r + 1))
 done

@@ -156,29 +156,51 @@ static __always_inline __u32 listed_mask(const struct hop_ctx *h)
 	return ns_mask;
 }
 
+/* The device's tracepoint mask in the filter: its own entry (listed
+ * filter or dev_filter), else its namespace's, else 0 (also outside the
+ * filter's namespaces). */
+static __always_inline __u32 device_mask(const struct hop_ctx *h)
+{
+	if (!netns_may_match(h->netns))
+		return 0;
+	if (hop_cfg.dev_list_count)
+		return listed_mask(h);
+	struct dev_key k = { .netns = h->netns, .ifindex = h->ifindex };
+	__u32 *m = bpf_map_lookup_elem(&dev_filter, &k);
+	if (!m) {
+		k.ifindex = 0;
+		m = bpf_map_lookup_elem(&dev_filter, &k);
+	}
+	return m ? *m : 0;
+}
+
 /* Whether the device filter lets this device hop through: its namespace
  * first (compares), then its entry in the listed filter (compares) or in
  * dev_filter, or its namespace's. Sets the device's role. */
 static __always_inline int device_passes(struct hop_ctx *h)
 {
-	if (!netns_may_match(h->netns))
-		return 0;
-	__u32 mask;
-	if (hop_cfg.dev_list_count) {
-		mask = listed_mask(h);
-	} else {
-		struct dev_key k = { .netns = h->netns, .ifindex = h->ifindex };
-		__u32 *m = bpf_map_lookup_elem(&dev_filter, &k);
-		if (!m) {
-			k.ifindex = 0;
-			m = bpf_map_lookup_elem(&dev_filter, &k);
-		}
-		mask = m ? *m : 0;
-	}
+	__u32 mask = device_mask(h);
 	if (!(mask & (1U << h->tp)))
 		return 0;
 	h->role = (mask & (1U << TP_NET_DEV_XMIT)) ? KS_ROLE_TAP : KS_ROLE_DEVICE;
 	return 1;
+}
+
+/* A free of a tracked skb that a device outside the filter received and
+ * no protocol of its stack wanted (SKB_DROP_REASON_UNHANDLED_PROTO): a
+ * bridge's local copy of a flooded frame (its own device receives it,
+ * nothing listens for the ethertype), not a drop of the traced path, whose
+ * copies go on to the traced ports. Not reported. A device of the filter
+ * (the traced path's own receive with no listener) and every other reason
+ * (queue full, filtered, ...) still are. The reason's value is the running
+ * kernel's (CO-RE enum relocation); a kernel without it reports every free. */
+static __always_inline int unwanted_local_copy(const struct hop_ctx *h)
+{
+	if (!bpf_core_enum_value_exists(enum skb_drop_reason, SKB_DROP_REASON_UNHANDLED_PROTO))
+		return 0;
+	if (h->reason != bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_UNHANDLED_PROTO))
+		return 0;
+	return device_mask(h) == 0;
 }
 
 /* Step 2, after hop_read_skb: whether the hop is in the trace's scope.
@@ -195,6 +217,9 @@ static __always_inline int hop_in_scope(struct hop_ctx *h)
 		if (ns && !netns_may_match(ns))
 			return 0;
 	}
+	if (h->tp == TP_KFREE_SKB && hop_cfg.dev_filter_on && h->has_dev &&
+	    unwanted_local_copy(h))
+		return 0;
 	if (!is_device_hop(h->tp))
 		return 1;
 	if (hop_cfg.dev_filter_on && !device_passes(h))

@@ -50,9 +50,10 @@
  *   4. A tracked skb freed by kfree_skb adds one to `ks_drops[slot].dropped` and still
  *      submits its ring record (identity, drop reason): drops are rare. In the
  *      hypervisor profile an skb freed right after its first hop at
- *      netif_receive_skb is the pre-clone skb of a bridge (its local copy
- *      freed as UNHANDLED_PROTO for every frame): counted apart in
- *      `ks_drops[slot].rx_freed`, without record.
+ *      netif_receive_skb is a pre-clone skb: counted apart in
+ *      `ks_drops[slot].rx_freed`, without record. (A bridge's local copy,
+ *      freed as UNHANDLED_PROTO by its own device outside the filter for
+ *      every frame, never gets here: hop_in_scope leaves it out.)
  * The first hop's identity is parsed by the same code as in event mode
  * (frame_read, frame_wanted, frame_identify of records.bpf.h), into the
  * per-CPU `ks_event_buf` instead of a ring record; a later hop counts only
