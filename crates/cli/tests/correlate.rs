@@ -20,14 +20,15 @@
 //!   sample and `incomplete` rows == lost.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hoptrace_netns::{require_privileges, Netns};
 
 mod analysis_common;
+mod capture_common;
 
 use analysis_common::{TempDir, BIN};
 
@@ -74,20 +75,7 @@ fn tcpdump(
         .stdout(Stdio::null())
         .spawn()
         .expect("tcpdump (apt install tcpdump; scripts/setup.sh)");
-    let mut err = BufReader::new(c.stderr.take().unwrap());
-    let mut line = String::new();
-    let t0 = Instant::now();
-    while !line.contains("listening on") {
-        line.clear();
-        if err.read_line(&mut line).unwrap() == 0 || t0.elapsed() > Duration::from_secs(20) {
-            panic!("tcpdump did not start on {iface}: {line}");
-        }
-    }
-    let rest = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-        rest
-    });
+    let rest = capture_common::until_listening(&mut c, iface);
     (c, rest)
 }
 

@@ -2,6 +2,7 @@
 //! namespaces: counts, losses, identities, tshark decoding, foreign frames,
 //! clear errors.
 
+mod capture_common;
 mod endpoints_common;
 
 use std::time::Duration;
@@ -245,14 +246,16 @@ fn published_frames_decode_in_tshark() {
                 "-w",
                 pcap.to_str().unwrap(),
                 "-U",
+                // every frame handed over at once, not when a 1 s ring
+                // block times out (a SIGINT before that loses the block)
+                "--immediate-mode",
                 "ether proto 0x88ba or vlan",
             ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-    // Wait until tcpdump listens.
-    std::thread::sleep(Duration::from_millis(1500));
+    let tcpdump_err = capture_common::until_listening(&mut tcpdump, "vb");
     run_ok(
         &p.a,
         &args("sv publish --iface va --streams 2 --asdu 2 --samples 200 --refrtm"),
@@ -262,15 +265,26 @@ fn published_frames_decode_in_tshark() {
         .args(["-INT", &tcpdump.id().to_string()])
         .status();
     let _ = tcpdump.wait();
+    let tcpdump_err = tcpdump_err.join().unwrap();
     let count = |filter: &str| -> usize {
         let out = std::process::Command::new("tshark")
             .args(["-r", pcap.to_str().unwrap(), "-Y", filter])
             .output()
             .unwrap();
+        assert!(
+            out.status.success(),
+            "tshark -Y {filter}: {}\ntcpdump: {tcpdump_err}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).lines().count()
     };
     // 2 streams x 100 frames (2 ASDUs each).
-    assert_eq!(count("sv"), 200);
+    assert_eq!(
+        count("sv"),
+        200,
+        "tcpdump: {tcpdump_err}; capture of {:?} bytes",
+        std::fs::metadata(&pcap).map(|m| m.len())
+    );
     assert_eq!(count("_ws.malformed"), 0);
     assert_eq!(count("sv.smpCnt == 199"), 2);
     let fields = std::process::Command::new("tshark")
