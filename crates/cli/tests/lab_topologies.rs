@@ -428,10 +428,7 @@ fn lab_run_recordings_carry_the_doctor_summary_and_report_shows_it() {
     );
     // The explained spikes' Perfetto timeline is written exactly when the
     // tracer explained some (lab run traces with --explain 1ms).
-    let explained = std::fs::read_dir(out_dir.join("trace"))
-        .unwrap()
-        .flatten()
-        .any(|f| f.file_name().to_string_lossy().starts_with("explain-"));
+    let explained = !hoptrace_record::explanation_files(&out_dir.join("trace")).is_empty();
     let perfetto = out_dir.join("explained.perfetto.json");
     assert_eq!(perfetto.exists(), explained, "{t}");
     if explained {

@@ -592,12 +592,9 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
     let full = out.join("report.txt");
     // The explained spikes as a Perfetto timeline, when the tracer
     // explained any (`explain-*.parquet` in a recording).
-    let explained = recs.iter().any(|r| {
-        std::fs::read_dir(r).is_ok_and(|d| {
-            d.flatten()
-                .any(|f| f.file_name().to_string_lossy().starts_with("explain-"))
-        })
-    });
+    let explained = recs
+        .iter()
+        .any(|r| !hoptrace_record::explanation_files(r).is_empty());
     let perfetto = explained.then(|| out.join("explained.perfetto.json"));
     let mut c = Command::new(exe);
     c.arg("report")

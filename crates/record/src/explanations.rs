@@ -35,6 +35,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 
 use crate::error::{RecordError, Result};
+use crate::retention::{StoredFile, StoredKind};
 
 /// One part of an explained stage.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -252,23 +253,30 @@ fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str, path: &Path) -> Result
         })
 }
 
-/// Every closed explanation file of the recording `dir`, in order (none:
-/// the recording was made without `--explain`).
-pub fn read_explanations(dir: &Path) -> Result<Vec<ExplainedStage>> {
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("explain-") && n.ends_with(".parquet"))
-            })
-            .collect(),
-        Err(_) => return Ok(Vec::new()),
+/// The closed explanation files of the recording `dir`, in order (none:
+/// the recording was made without `--explain`, or `dir` is not readable).
+pub fn explanation_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
+    let mut files: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(StoredFile::kind_of)
+                == Some(StoredKind::Explanations)
+        })
+        .collect();
     files.sort();
+    files
+}
+
+/// Every explanation of the recording `dir`, in order (none: the
+/// recording was made without `--explain`).
+pub fn read_explanations(dir: &Path) -> Result<Vec<ExplainedStage>> {
     let mut out: Vec<ExplainedStage> = Vec::new();
-    for path in files {
+    for path in explanation_files(dir) {
         let file = File::open(&path).map_err(|source| RecordError::Io {
             path: path.clone(),
             source,

@@ -99,7 +99,9 @@ pub mod typed;
 pub mod writer;
 
 pub use error::{RecordError, Result};
-pub use explanations::{read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart};
+pub use explanations::{
+    explanation_files, read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart,
+};
 pub use meta::{
     cpu_list_from_cmdline, default_stages, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts,
     DoctorSummary, ExtraColumn, HopAlignment, HopColumn, RecordingMeta, StampSource, FORMAT,
