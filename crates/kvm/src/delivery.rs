@@ -33,7 +33,15 @@
 //!        at its next entry — the stamp is that exit;
 //!      - `in_host`: it was already out of the guest (handling an exit);
 //!        the stamp is the accept: no wake was needed.
-//! 4. **guest_entry**: the vCPU thread's next `kvm_entry`.
+//! 4. **guest_entry**: the vCPU thread's first `kvm_entry` after it
+//!    injected the interrupt (`kvm_inj_virq` of the accepted vector in the
+//!    vCPU thread, after the accept): the entry that delivers it. A packet
+//!    accepted while the previous packet's interrupt is already injected
+//!    but the vCPU has not yet entered is delivered one entry later (after
+//!    the guest's EOI exit), not at the entry that is about to happen. Where
+//!    the kernel posts interrupts without injecting them (APICv, AVIC: the
+//!    vCPU thread has no `kvm_inj_virq` at all) it is the first entry
+//!    after the accept.
 //!
 //! Every exit of that vCPU thread that overlaps [consumer_copy,
 //! guest_entry] is listed with the packet (clipped to the interval); the
@@ -56,6 +64,7 @@ const SET_IRQ: u32 = 1;
 const ACCEPT: u32 = 2;
 const WAKING: u32 = 3;
 const WAKEUP: u32 = 4;
+const INJECT: u32 = 5;
 
 /// A frame copied by a tap reader (from the hop tracer's recording), in the
 /// tracer's clock.
@@ -283,8 +292,23 @@ fn deliver_one(c: &Copy, ix: &Index<'_>, w: i64) -> Delivery {
     let no_stays = Vec::new();
     let stays = ix.stays.get(&vt).unwrap_or(&no_stays);
     let by_entry = ix.by_entry.get(&vt).unwrap_or(&no_stays);
-    // 4. The entry: the first entry of that thread after the accept.
-    let entry = first_in(by_entry, |s| s.entry_ns, acc.ns, acc.ns + w).map(|s| s.entry_ns);
+    // 4. The entry: the first entry of that thread after it injected the
+    // accepted vector (after the accept), or after the accept where the
+    // thread injects nothing (posted interrupts).
+    let injections = of(INJECT, vt);
+    let vector = acc.arg1 & 0xff;
+    let from = if injections.is_empty() {
+        Some(acc.ns)
+    } else {
+        let i = injections.partition_point(|e| e.ns < acc.ns);
+        injections[i..]
+            .iter()
+            .take_while(|e| e.ns <= acc.ns + w)
+            .find(|e| e.arg0 == vector)
+            .map(|e| e.ns)
+    };
+    let entry =
+        from.and_then(|f| first_in(by_entry, |s| s.entry_ns, f, acc.ns + w).map(|s| s.entry_ns));
     let end = entry.unwrap_or(acc.ns + w);
     let wakeup = first_in(of(WAKEUP, vt), key, acc.ns, end);
     d.halt = wakeup.map(|e| (e.arg0, e.arg1 & 1 == 1));
@@ -598,5 +622,48 @@ mod tests {
         let ds = join(&[copy(1000, 1, 5), copy(4900, 2, 5)], &events, &stays, W);
         assert_ne!(ds[0].wake.map(|w| w.1), Some(Wake::Woken));
         assert_eq!(ds[1].wake, Some((5200, Wake::Woken)));
+    }
+
+    #[test]
+    fn a_packet_accepted_after_the_previous_interrupt_was_injected_enters_after_the_guests_eoi() {
+        // Packet 1 wakes the halted vCPU; the vCPU injects vector 0x40 at
+        // 1900 and is about to enter (2000) when packet 2 is accepted
+        // (1950): its interrupt is pending behind the first, injected at
+        // 2600 after the guest's EOI exit (2500) and delivered at the
+        // entry of 2700, not at 2000.
+        let events = [
+            ev(1500, MSI, 5, 0, 0x40),
+            ev(1600, ACCEPT, 5, 0, 0x40),
+            ev(1700, WAKING, 5, 7, 100),
+            ev(1900, INJECT, 7, 0x40, 0),
+            ev(1940, MSI, 5, 0, 0x40),
+            ev(1950, ACCEPT, 5, 0, 0x40),
+            ev(2600, INJECT, 7, 0x40, 0),
+        ];
+        let stays = [
+            stay(0, 2000, "hlt"),
+            stay(2500, 2700, "msr"),
+            stay(3000, 9000, "hlt"),
+        ];
+        let ds = join(&[copy(1000, 1, 5), copy(1930, 2, 5)], &events, &stays, W);
+        assert_eq!(ds[0].entry, Some(2000));
+        assert_eq!(ds[1].wake, Some((1950, Wake::InHost)));
+        assert_eq!(ds[1].entry, Some(2700), "the entry after its own injection");
+        assert_eq!(summarize(&ds).entries, 2, "one entry per interrupt taken");
+        // Another vector's injection is not this packet's.
+        let mut other = events.to_vec();
+        other[6].arg0 = 0x41;
+        let ds = join(&[copy(1000, 1, 5), copy(1930, 2, 5)], &other, &stays, W);
+        assert_eq!(ds[1].entry, None);
+        assert_eq!(ds[1].first_missing(), Some("guest_entry"));
+        // Without injection events (posted interrupts): the first entry
+        // after the accept, which the two packets then share.
+        let posted: Vec<_> = events
+            .iter()
+            .filter(|e| e.kind != INJECT)
+            .cloned()
+            .collect();
+        let ds = join(&[copy(1000, 1, 5), copy(1930, 2, 5)], &posted, &stays, W);
+        assert_eq!((ds[0].entry, ds[1].entry), (Some(2000), Some(2000)));
     }
 }

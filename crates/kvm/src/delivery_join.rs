@@ -25,7 +25,7 @@ pub const HOPS: [(&str, &str); 4] = [
     ("consumer_copy", "skb:skb_copy_datagram_iovec in the tap reader (from the hop tracer)"),
     ("irq_signal", "kvm:kvm_msi_set_irq in the copying thread (fast path) or kvm:kvm_set_irq (slow path)"),
     ("vcpu_wake", "sched:sched_waking of the vCPU thread (woken), kvm:kvm_vcpu_wakeup (polled), its kvm_exit (kicked) or the kvm_apic_accept_irq (in_host)"),
-    ("guest_entry", "kvm:kvm_entry of the vCPU thread: the guest runs"),
+    ("guest_entry", "kvm:kvm_entry of the vCPU thread after its kvm:kvm_inj_virq of the vector (the first after the accept where interrupts are posted): the guest runs with the interrupt"),
 ];
 
 const EXTRA: [(&str, &str); 8] = [

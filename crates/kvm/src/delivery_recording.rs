@@ -23,7 +23,7 @@ use hoptrace_record::{
 use crate::loader::DeliveryRecord;
 
 /// enum kvm_delivery_kind of kvm_records.h, in order: (name, arguments).
-pub const KINDS: [(&str, &str); 5] = [
+pub const KINDS: [(&str, &str); 6] = [
     ("kvm_msi_set_irq", "arg0 MSI address, arg1 MSI data"),
     ("kvm_set_irq", "arg0 GSI, arg1 level"),
     (
@@ -37,6 +37,10 @@ pub const KINDS: [(&str, &str); 5] = [
     (
         "kvm_vcpu_wakeup",
         "the vCPU thread's halt ended: arg0 ns halted or polled, arg1 waited | valid << 1",
+    ),
+    (
+        "kvm_inj_virq",
+        "the vCPU thread injects an interrupt at its next entry: arg0 the vector",
     ),
 ];
 

@@ -21,7 +21,7 @@ pub const NESTED: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
 /// Interrupt delivery to a guest (counted per thread).
 pub const IRQ_HOOKS: [&str; 3] = ["kvm_msi_set_irq", "kvm_set_irq", "kvm_vcpu_wakeup"];
 /// Interrupt delivery as events (`--delivery`): these and [`IRQ_HOOKS`].
-pub const DELIVERY: [&str; 1] = ["kvm_apic_accept_irq"];
+pub const DELIVERY: [&str; 2] = ["kvm_apic_accept_irq", "kvm_inj_virq"];
 
 /// The tracefs root: `HOPTRACE_TRACEFS`, a mounted one, or one mounted now
 /// (see [`hoptrace_os::tracefs`]).

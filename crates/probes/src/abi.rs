@@ -507,9 +507,10 @@ mod tests {
             lost: [1, 2, 3, 4, 5, 6, 7, 8],
             tracking_evicted: 9,
             reidentified: 10,
+            xmit_after_free: 11,
         };
         let per_cpu = [through_bytes(&hop_counters), through_bytes(&hop_counters)];
-        let (lost, reidentified) = sum_counters(&per_cpu);
+        let (lost, notes) = sum_counters(&per_cpu);
         assert_eq!(
             lost,
             LostCounts {
@@ -520,7 +521,7 @@ mod tests {
                 tracking_evicted: 18,
             }
         );
-        assert_eq!(reidentified, 20);
+        assert_eq!((notes.reidentified, notes.xmit_after_free), (20, 22));
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct TraceSummary {
     /// Hops whose tracked entry failed the identity check, re-identified by
     /// a full parse (event mode).
     pub reidentified: u64,
+    /// A tap's `net_dev_xmit` after the reader had copied and freed the
+    /// frame (stamped from what the transmit's start saved).
+    pub xmit_after_free: u64,
     pub prog_ids: Vec<u32>,
     /// The in-kernel per-stage histograms at exit.
     pub kernel: KernelHists,
@@ -595,7 +598,8 @@ impl<'a> Run<'a> {
             summary.events = counters.events;
         }
         summary.records = (info.full_records, info.compact_records);
-        summary.reidentified = info.reidentified;
+        summary.reidentified = info.hop_notes.reidentified;
+        summary.xmit_after_free = info.hop_notes.xmit_after_free;
         summary.duplicates = counters.duplicates;
         summary.unmatched = counters.unmatched;
         summary.incomplete = counters.incomplete;
@@ -636,7 +640,14 @@ impl<'a> Run<'a> {
             writeln!(
                 out,
                 "tracked skbs re-identified (identity check failed, full parse): {}",
-                info.reidentified
+                info.hop_notes.reidentified
+            )?;
+        }
+        if info.hop_notes.xmit_after_free > 0 {
+            writeln!(
+                out,
+                "tap transmits that returned after the reader had copied and freed the frame (tap_xmit stamped from its start): {}",
+                info.hop_notes.xmit_after_free
             )?;
         }
         let dups: Vec<String> = counters

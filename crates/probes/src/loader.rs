@@ -118,9 +118,10 @@ pub struct SessionInfo {
     /// session).
     pub full_records: u64,
     pub compact_records: u64,
-    /// Hops that found their skb tracked but failed its identity check and
-    /// re-identified it (event mode; read at the end of the session).
-    pub reidentified: u64,
+    /// Hops handled without a record: re-identified skbs (event mode),
+    /// tap transmits that returned after the reader freed the frame (read
+    /// at the end of the session).
+    pub hop_notes: crate::lost::HopNotes,
 }
 
 pub use crate::lost::LostCounts;
@@ -213,7 +214,7 @@ pub fn run_session(
         optional: crate::backends::probe_optional(),
         full_records: 0,
         compact_records: 0,
-        reidentified: 0,
+        hop_notes: Default::default(),
     };
     let kernel_stats = filters.kernel_stats.is_some();
     let end = session::read_until_stopped(&skel, &info, stop, tick, kernel_stats, sink)?;
@@ -226,7 +227,7 @@ pub fn run_session(
     }
     info.full_records = end.full_records;
     info.compact_records = end.compact_records;
-    info.reidentified = end.reidentified;
+    info.hop_notes = end.notes;
     Ok((info, end.lost))
 }
 

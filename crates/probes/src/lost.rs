@@ -69,28 +69,43 @@ impl LostCounts {
     }
 }
 
+/// Hops the kernel handled other than by a record, counted: not losses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HopNotes {
+    /// Hops whose tracked entry failed the identity check and that
+    /// re-identified their skb by a full parse (event mode).
+    pub reidentified: u64,
+    /// A tap's `net_dev_xmit` after the reader had already copied and
+    /// freed its skb: `tap_xmit` stamped from what the transmit's start
+    /// saved, nothing read from the freed skb (hops_abi.h).
+    pub xmit_after_free: u64,
+}
+
 /// The kernel's per-CPU counters, summed over the CPUs: what was lost,
-/// and the hops that re-identified their skb (event mode).
-pub(crate) fn sum_counters(per_cpu: &[types::hop_counters]) -> (LostCounts, u64) {
+/// and the hops handled without a record ([`HopNotes`]).
+pub(crate) fn sum_counters(per_cpu: &[types::hop_counters]) -> (LostCounts, HopNotes) {
     let mut lost_per_tp = [0u64; TracePoint::ALL.len()];
-    let (mut evicted, mut reidentified_all) = (0, 0);
+    let mut evicted = 0;
+    let mut notes = HopNotes::default();
     for c in per_cpu {
         let types::hop_counters {
             lost,
             tracking_evicted,
             reidentified,
+            xmit_after_free,
         } = *c;
         for (sum, n) in lost_per_tp.iter_mut().zip(lost) {
             *sum += n;
         }
         evicted += tracking_evicted;
-        reidentified_all += reidentified;
+        notes.reidentified += reidentified;
+        notes.xmit_after_free += xmit_after_free;
     }
     let lost = LostCounts {
         per_tracepoint: TracePoint::ALL.into_iter().zip(lost_per_tp).collect(),
         tracking_evicted: evicted,
     };
-    (lost, reidentified_all)
+    (lost, notes)
 }
 
 #[cfg(test)]

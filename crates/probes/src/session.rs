@@ -21,6 +21,7 @@ use crate::event::Record;
 use crate::identity::SkbIdentities;
 use crate::khist::{KernelHists, BUCKETS, TPS};
 use crate::loader::{LostCounts, SessionInfo, SessionSink};
+use crate::lost::HopNotes;
 use crate::percpu;
 use crate::skel::HopsSkel;
 
@@ -34,8 +35,8 @@ pub(crate) struct SessionEnd {
     pub compact_records: u64,
     /// Records of neither layout (counted; the caller fails the session).
     pub undecodable: u64,
-    /// Hops that re-identified their skb (event mode).
-    pub reidentified: u64,
+    /// Hops handled without a record.
+    pub notes: HopNotes,
 }
 
 /// The reader's state, shared by the ring callback and the loop.
@@ -67,15 +68,15 @@ impl Reader<'_> {
     /// Read the counters and histograms (and the `--kernel-stats` maps when
     /// `with_streams`) into the sink; the lost counts, with the compact
     /// records that found no identity.
-    fn read_maps(&self, skel: &HopsSkel<'_>, with_streams: bool) -> Result<(LostCounts, u64)> {
-        let (mut lost, reidentified) = read_counters(skel)?;
+    fn read_maps(&self, skel: &HopsSkel<'_>, with_streams: bool) -> Result<(LostCounts, HopNotes)> {
+        let (mut lost, notes) = read_counters(skel)?;
         self.identities.borrow().add_lost(&mut lost);
         let mut sink = self.sink.borrow_mut();
         sink.kernel_hists(read_khist(skel)?);
         if with_streams {
             sink.kernel_streams(crate::kstats_read::read(skel)?);
         }
-        Ok((lost, reidentified))
+        Ok((lost, notes))
     }
 }
 
@@ -106,13 +107,13 @@ pub(crate) fn read_until_stopped(
     // Drain what is left.
     let _ = ring.consume();
     drop(ring);
-    let (lost, reidentified) = reader.read_maps(skel, kernel_stats)?;
+    let (lost, notes) = reader.read_maps(skel, kernel_stats)?;
     Ok(SessionEnd {
         lost,
         full_records: reader.full.get(),
         compact_records: reader.compact.get(),
         undecodable: reader.undecodable.get(),
-        reidentified,
+        notes,
     })
 }
 
@@ -157,7 +158,7 @@ fn poll_until_stopped(
 
 /// The per-CPU `hop_counters`, summed: what was lost, and the hops that
 /// re-identified their skb.
-fn read_counters(skel: &HopsSkel<'_>) -> Result<(LostCounts, u64)> {
+fn read_counters(skel: &HopsSkel<'_>) -> Result<(LostCounts, HopNotes)> {
     let per_cpu = percpu::values::<types::hop_counters>(&skel.maps.hop_counters, 0)?;
     Ok(crate::lost::sum_counters(&per_cpu))
 }

@@ -261,6 +261,16 @@ static __always_inline int vcpu_hook(__u32 hook, __u32 kind, __u64 arg0, __u64 a
 	return on_hook(hook);
 }
 
+/* A vCPU thread's own delivery event without a hook count. */
+static __always_inline int vcpu_event(__u32 kind, __u64 arg0, __u64 arg1)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (filtered(id >> 32))
+		return 0;
+	return deliver(kind, arg0, arg1);
+}
+
 static __always_inline int on_waking(struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid), *tgid;
@@ -320,6 +330,11 @@ static __always_inline int on_waking(struct task_struct *p)
 	{                                                                      \
 		return vcpu_hook(HOOK_VCPU_WAKEUP, DLV_VCPU_WAKEUP, ns,        \
 				 (__u32)waited | (__u32)valid << 1);           \
+	}                                                                      \
+	SEC(kind "/kvm_inj_virq")                                              \
+	int BPF_PROG(prefix##kvm_inj_virq, unsigned int vector)                \
+	{                                                                      \
+		return vcpu_event(DLV_INJ_VIRQ, vector, 0);                    \
 	}                                                                      \
 	SEC(kind "/sched_waking")                                              \
 	int BPF_PROG(prefix##sched_waking, struct task_struct *p)              \

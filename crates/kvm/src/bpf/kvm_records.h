@@ -74,7 +74,9 @@ enum kvm_delivery_kind {
 			      * current task is the waker) */
 	DLV_VCPU_WAKEUP = 4, /* kvm_vcpu_wakeup, in the vCPU thread: arg0 ns halted or polled,
 			      * arg1 waited | valid << 1 */
-	DLV_KIND_COUNT = 5,
+	DLV_INJ_VIRQ = 5,    /* kvm_inj_virq, in the vCPU thread: arg0 the vector injected at
+			      * its next entry */
+	DLV_KIND_COUNT = 6,
 };
 
 struct kvm_delivery_record {

@@ -75,8 +75,9 @@ static __always_inline void hop_frame_bounds(const struct hop_ctx *h, __u64 *hea
 	*end = data + (len - data_len);
 }
 
-/* Read the device and the frame bounds of the skb into the context. */
-static __always_inline void hop_read_skb(struct hop_ctx *h)
+/* Read the device (`arg_dev` when the tracepoint gives it, else
+ * skb->dev) and the frame bounds of the skb into the context. */
+static __always_inline void hop_read_skb(struct hop_ctx *h, struct net_device *arg_dev)
 {
 	struct sk_buff *skb = h->skb;
 	struct net_device *dev;
@@ -86,13 +87,13 @@ static __always_inline void hop_read_skb(struct hop_ctx *h)
 	 * a CO-RE read would keep clang from folding the context's constant
 	 * fields (tp, btf) into the code */
 	if (h->btf) {
-		dev = skb->dev;
+		dev = arg_dev ? arg_dev : skb->dev;
 		if (dev) {
 			h->ifindex = dev->ifindex;
 			h->netns = dev->nd_net.net->ns.inum;
 		}
 	} else {
-		dev = BPF_CORE_READ(skb, dev);
+		dev = arg_dev ? arg_dev : BPF_CORE_READ(skb, dev);
 		if (dev) {
 			h->ifindex = BPF_CORE_READ(dev, ifindex);
 			h->netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);

@@ -48,4 +48,12 @@ static __always_inline void count_reidentified(void)
 		c->reidentified += 1;
 }
 
+/* A tap's transmit returned after its skb was freed (hops_abi.h). */
+static __always_inline void count_xmit_after_free(void)
+{
+	struct hop_counters *c = counters_here();
+	if (c)
+		c->xmit_after_free += 1;
+}
+
 #endif /* HOPTRACE_COUNTERS_BPF_H */

@@ -120,6 +120,80 @@ struct {
 	__type(value, struct ev_last);
 } ev_last SEC(".maps");
 
+/* Per CPU: the tracked skb whose transmit started last on this CPU (its
+ * net_dev_start_xmit on a tap) and a copy of its tracked entry after that
+ * hop; skb 0 when none. net_dev_start_xmit and net_dev_xmit bracket the
+ * driver's transmit routine on one CPU with bottom halves off; a tap's
+ * routine (tun_net_xmit) queues the skb for its reader, who can copy and
+ * free it on another CPU before net_dev_xmit fires. The free forgets the
+ * skb's entry and its memory may already hold another packet: this copy is
+ * what the late net_dev_xmit is stamped from, without reading the skb. */
+struct xmit_start {
+	__u64 skb;
+	struct tracked t;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xmit_start);
+} xmit_started SEC(".maps");
+
+static __always_inline struct xmit_start *xmit_slot(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&xmit_started, &zero);
+}
+
+/* After a tap's net_dev_start_xmit: remember the skb and its entry when
+ * it is tracked now (else clear the slot). */
+static __always_inline void note_xmit_start(const struct hop_ctx *h)
+{
+	struct xmit_start *x = xmit_slot();
+	if (!x)
+		return;
+	x->skb = 0;
+	struct track_set *set = track_set_of(h->skb_addr);
+	if (!set)
+		return;
+	int way = track_way(set, h->skb_addr);
+	if (way < 0)
+		return;
+	x->t = set->e[way & (TRACK_WAYS - 1)];
+	x->skb = h->skb_addr;
+}
+
+/* A net_dev_xmit whose skb is no longer tracked. When this CPU started its
+ * transmit as a tracked skb, the reader copied and freed the frame before
+ * the transmit returned: the hop is stamped from the saved entry (and, in
+ * event mode, the identity of the frame this CPU parsed last, when it is
+ * that frame: a full record, as a clone's first hop), counted. Otherwise
+ * (never traced, or the identity is not at hand: counted as a lost event)
+ * nothing is read from the skb. */
+static __always_inline void late_xmit(struct hop_ctx *h)
+{
+	struct xmit_start *x = xmit_slot();
+	if (!x || x->skb != h->skb_addr)
+		return;
+	x->skb = 0;
+	count_xmit_after_free();
+	if (hop_cfg.kernel_stats) {
+		ks_hop(h, &x->t, NULL, ks_code_of(h));
+		return;
+	}
+	__u32 zero = 0;
+	struct ev_last *last = bpf_map_lookup_elem(&ev_last, &zero);
+	if (!last || last->t.head != x->t.head || last->t.id_addr != x->t.id_addr ||
+	    last->t.id_val != x->t.id_val || last->t.id_val2 != x->t.id_val2) {
+		count_lost(h->tp);
+		return;
+	}
+	if (emit_clone(h, &last->e))
+		return;
+	hist_add(x->t.tp, h->tp, x->t.ts, h->ts);
+}
+
 /* Step 1, before any skb field is read (cheapest rejections first): a
  * device hop passes when its tracepoint sends events; a socket/free hop
  * (which runs on every free of the host) only for a tracked skb, which a
@@ -291,7 +365,10 @@ static __always_inline void ev_first_hop(struct hop_ctx *h)
 	ev_track(h, &t);
 }
 
-static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, int btf)
+/* `dev`: the tracepoint's own device argument where it has one that stays
+ * valid when the skb may not (net_dev_xmit), else NULL (skb->dev). */
+static __always_inline int handle(__u32 tp, struct sk_buff *skb, struct net_device *dev,
+				  __u32 reason, int btf)
 {
 	struct hop_ctx h = {
 		.skb = skb,
@@ -303,9 +380,21 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 
 	if (!skb || !hop_wanted(&h))
 		return 0;
-	hop_read_skb(&h);
+	hop_read_skb(&h, dev);
 	if (!hop_in_scope(&h))
 		return 0;
+	/* net_dev_xmit fires when the tap's transmit routine returns, after
+	 * tun_net_xmit queued the skb for the reader: a reader on another CPU
+	 * may already have copied and freed it (its free forgot the entry).
+	 * An untracked skb here is such a freed one, whose memory may already
+	 * hold another packet, or one never traced (its net_dev_start_xmit
+	 * would have tracked it): never parsed; a freed one is stamped from
+	 * what its transmit start saved (late_xmit). */
+	if (tp == TP_NET_DEV_XMIT && !h.have_prev) {
+		h.ts = now_ns();
+		late_xmit(&h);
+		return 0;
+	}
 	h.ts = now_ns();
 	if (hop_cfg.kernel_stats)
 		ks_handle(&h);
@@ -313,6 +402,8 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 		ev_later_hop(&h);
 	else
 		ev_first_hop(&h);
+	if (tp == TP_NET_DEV_START_XMIT && (h.role == KS_ROLE_TAP || !hop_cfg.dev_filter_on))
+		note_xmit_start(&h);
 	return 0;
 }
 
@@ -321,98 +412,98 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, __u32 reason, i
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(btf_netif_receive_skb, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RECEIVE_SKB, skb, 0, 1);
+	return handle(TP_NETIF_RECEIVE_SKB, skb, NULL, 0, 1);
 }
 
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(btf_net_dev_start_xmit, struct sk_buff *skb, struct net_device *dev)
 {
-	return handle(TP_NET_DEV_START_XMIT, skb, 0, 1);
+	return handle(TP_NET_DEV_START_XMIT, skb, NULL, 0, 1);
 }
 
 SEC("tp_btf/net_dev_xmit")
-int BPF_PROG(btf_net_dev_xmit, struct sk_buff *skb, int rc)
+int BPF_PROG(btf_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 {
-	return handle(TP_NET_DEV_XMIT, skb, 0, 1);
+	return handle(TP_NET_DEV_XMIT, skb, dev, 0, 1);
 }
 
 SEC("tp_btf/netif_rx")
 int BPF_PROG(btf_netif_rx, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RX, skb, 0, 1);
+	return handle(TP_NETIF_RX, skb, NULL, 0, 1);
 }
 
 SEC("tp_btf/napi_gro_receive_entry")
 int BPF_PROG(btf_napi_gro_receive_entry, struct sk_buff *skb)
 {
-	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0, 1);
+	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, NULL, 0, 1);
 }
 
 SEC("tp_btf/consume_skb")
 int BPF_PROG(btf_consume_skb, struct sk_buff *skb)
 {
-	return handle(TP_CONSUME_SKB, skb, 0, 1);
+	return handle(TP_CONSUME_SKB, skb, NULL, 0, 1);
 }
 
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(btf_kfree_skb, struct sk_buff *skb, void *location, int reason)
 {
-	return handle(TP_KFREE_SKB, skb, (__u32)reason, 1);
+	return handle(TP_KFREE_SKB, skb, NULL, (__u32)reason, 1);
 }
 
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(btf_skb_copy_datagram_iovec, struct sk_buff *skb)
 {
-	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0, 1);
+	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, NULL, 0, 1);
 }
 
 /* raw_tp: untyped arguments, same bodies (every read goes through CO-RE). */
 SEC("raw_tp/netif_receive_skb")
 int BPF_PROG(raw_netif_receive_skb, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RECEIVE_SKB, skb, 0, 0);
+	return handle(TP_NETIF_RECEIVE_SKB, skb, NULL, 0, 0);
 }
 
 SEC("raw_tp/net_dev_start_xmit")
 int BPF_PROG(raw_net_dev_start_xmit, struct sk_buff *skb)
 {
-	return handle(TP_NET_DEV_START_XMIT, skb, 0, 0);
+	return handle(TP_NET_DEV_START_XMIT, skb, NULL, 0, 0);
 }
 
 SEC("raw_tp/net_dev_xmit")
-int BPF_PROG(raw_net_dev_xmit, struct sk_buff *skb)
+int BPF_PROG(raw_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 {
-	return handle(TP_NET_DEV_XMIT, skb, 0, 0);
+	return handle(TP_NET_DEV_XMIT, skb, dev, 0, 0);
 }
 
 SEC("raw_tp/netif_rx")
 int BPF_PROG(raw_netif_rx, struct sk_buff *skb)
 {
-	return handle(TP_NETIF_RX, skb, 0, 0);
+	return handle(TP_NETIF_RX, skb, NULL, 0, 0);
 }
 
 SEC("raw_tp/napi_gro_receive_entry")
 int BPF_PROG(raw_napi_gro_receive_entry, struct sk_buff *skb)
 {
-	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, 0, 0);
+	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, NULL, 0, 0);
 }
 
 SEC("raw_tp/consume_skb")
 int BPF_PROG(raw_consume_skb, struct sk_buff *skb)
 {
-	return handle(TP_CONSUME_SKB, skb, 0, 0);
+	return handle(TP_CONSUME_SKB, skb, NULL, 0, 0);
 }
 
 SEC("raw_tp/kfree_skb")
 int BPF_PROG(raw_kfree_skb, struct sk_buff *skb, void *location, long reason)
 {
-	return handle(TP_KFREE_SKB, skb, (__u32)reason, 0);
+	return handle(TP_KFREE_SKB, skb, NULL, (__u32)reason, 0);
 }
 
 SEC("raw_tp/skb_copy_datagram_iovec")
 int BPF_PROG(raw_skb_copy_datagram_iovec, struct sk_buff *skb)
 {
-	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, 0, 0);
+	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, NULL, 0, 0);
 }
 
 /*

@@ -214,6 +214,14 @@ struct hop_counters {
 	/* event mode: hops whose tracked entry failed the identity check and
 	 * that re-identified their skb by a full parse */
 	__u64 reidentified;
+	/* a tap's net_dev_xmit whose skb was tracked when its transmit
+	 * started on this CPU and no longer is: the reader had already copied
+	 * and freed it (tun_net_xmit queues the skb for the reader before the
+	 * transmit routine returns). Nothing is read from the freed skb:
+	 * tap_xmit is stamped from the entry and identity saved at the
+	 * transmit's start (hops.bpf.c late_xmit), or counted lost when that
+	 * identity is no longer at hand */
+	__u64 xmit_after_free;
 };
 
 /* --kernel-stats (live_stats.bpf.h). The full identity of a stream: the
@@ -352,10 +360,11 @@ ABI_SIZE(struct dev_key, 8);
 ABI_AT(struct dev_key, netns, 0);
 ABI_AT(struct dev_key, ifindex, 4);
 
-ABI_SIZE(struct hop_counters, 8 * (TP_COUNT + 2));
+ABI_SIZE(struct hop_counters, 8 * (TP_COUNT + 3));
 ABI_AT(struct hop_counters, lost, 0);
 ABI_AT(struct hop_counters, tracking_evicted, 8 * TP_COUNT);
 ABI_AT(struct hop_counters, reidentified, 8 * TP_COUNT + 8);
+ABI_AT(struct hop_counters, xmit_after_free, 8 * TP_COUNT + 16);
 
 ABI_SIZE(struct ks_stream_key, 8 + SVID_MAX);
 ABI_AT(struct ks_stream_key, kind, 0);

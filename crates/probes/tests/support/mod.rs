@@ -449,3 +449,37 @@ pub fn one_timeline_per_frame<'a>(
     assert_eq!(seqs, (0..n as u64).collect::<Vec<_>>(), "{what}");
     mine
 }
+
+/// The hypervisor hops of a frame through a bridge into a tap: all of
+/// `rx`, `fwd`, `tap_xmit`, `consumer_copy`, with `rx <= fwd <=
+/// consumer_copy` and `fwd <= tap_xmit`. `tap_xmit` is `net_dev_xmit`,
+/// which fires when the tap's transmit routine returns: the reader on
+/// another CPU may have copied the frame before (then `tap_xmit` comes
+/// after `consumer_copy`, not causally ordered), and even freed it (the
+/// tracer then stamps it from what the transmit's start saved and counts
+/// it, `xmit_after_free`). No egress on this path.
+pub fn check_tap_hops(mine: &[&Timeline], summary: &TraceSummary) {
+    let mut after_copy = 0;
+    for t in mine {
+        let need =
+            |i: usize, name: &str| t.hops[i].unwrap_or_else(|| panic!("{name} missing: {t:?}"));
+        let (rx, fwd, xmit, copy) = (
+            need(0, "rx"),
+            need(1, "fwd"),
+            need(2, "tap_xmit"),
+            need(3, "consumer_copy"),
+        );
+        assert!(
+            rx <= fwd && fwd <= copy,
+            "rx, fwd, consumer_copy in path order: {t:?}"
+        );
+        assert!(fwd <= xmit, "tap_xmit after fwd: {t:?}");
+        after_copy += usize::from(xmit > copy);
+        assert_eq!(t.hops[4], None, "no egress on this path: {t:?}");
+    }
+    eprintln!(
+        "{after_copy} of {} frames with tap_xmit after consumer_copy; transmits after the reader's free: {}",
+        mine.len(),
+        summary.xmit_after_free
+    );
+}
