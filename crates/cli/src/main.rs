@@ -18,16 +18,10 @@ mod doctor;
 mod join;
 mod kvm;
 mod lab;
-mod lab_compare;
 mod ping;
 mod reflect;
 mod report;
-mod sv_dump;
-mod sv_pcap;
-mod sv_publish;
-mod sv_scl;
-mod sv_streams;
-mod sv_subscribe;
+mod sv;
 mod term;
 mod trace;
 
@@ -46,7 +40,7 @@ struct Cli {
 enum Command {
     /// IEC 61850-9-2 Sampled Values: generate captures, decode, publish, subscribe.
     #[command(subcommand)]
-    Sv(SvCommand),
+    Sv(sv::Command),
     /// Answer hoptrace `ping` frames on an interface (L2 round-trip reflector).
     Reflect(reflect::Args),
     /// L2 round-trip latency test against a `hoptrace reflect` peer.
@@ -79,28 +73,10 @@ enum Command {
     Clock(clock::Command),
 }
 
-#[derive(Subcommand, Debug)]
-enum SvCommand {
-    /// Write a paced SV capture (pcap or pcapng).
-    Pcap(sv_pcap::Args),
-    /// Decode SV frames from a capture or an interface, one line per ASDU.
-    Dump(sv_dump::Args),
-    /// Publish SV streams on an interface, paced on absolute deadlines.
-    Publish(sv_publish::Args),
-    /// Subscribe to SV streams: counts, losses, receive latency.
-    Subscribe(sv_subscribe::Args),
-    /// List the SV streams an SCL file (.scd, .cid, .icd) defines.
-    Scl(sv_scl::Args),
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Sv(SvCommand::Pcap(a)) => sv_pcap::run(a),
-        Command::Sv(SvCommand::Dump(a)) => sv_dump::run(a),
-        Command::Sv(SvCommand::Publish(a)) => sv_publish::run(a),
-        Command::Sv(SvCommand::Subscribe(a)) => sv_subscribe::run(a),
-        Command::Sv(SvCommand::Scl(a)) => sv_scl::run(a),
+        Command::Sv(c) => sv::run(c),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),
@@ -213,20 +189,21 @@ mod tests {
         {
             got.push(("lab compare --duration", duration.as_nanos()));
         }
-        if let Command::Sv(SvCommand::Publish(a)) = parse(&["sv", "publish", "--duration", text]) {
+        if let Command::Sv(sv::Command::Publish(a)) = parse(&["sv", "publish", "--duration", text])
+        {
             got.push(("sv publish --duration", a.duration.unwrap().as_nanos()));
         }
-        if let Command::Sv(SvCommand::Subscribe(a)) =
+        if let Command::Sv(sv::Command::Subscribe(a)) =
             parse(&["sv", "subscribe", "--duration", text])
         {
             got.push(("sv subscribe --duration", a.duration.unwrap().as_nanos()));
         }
-        if let Command::Sv(SvCommand::Dump(a)) =
+        if let Command::Sv(sv::Command::Dump(a)) =
             parse(&["sv", "dump", "--iface", "x", "--duration", text])
         {
             got.push(("sv dump --duration", a.duration.unwrap().as_nanos()));
         }
-        if let Command::Sv(SvCommand::Pcap(a)) =
+        if let Command::Sv(sv::Command::Pcap(a)) =
             parse(&["sv", "pcap", "-o", "x.pcap", "--spacing", text])
         {
             got.push(("sv pcap --spacing", u128::from(a.spacing)));
@@ -265,7 +242,7 @@ mod tests {
 
     #[test]
     fn rates_and_sizes_read_the_same_forms_in_every_command() {
-        let Command::Sv(SvCommand::Publish(a)) = parse(&["sv", "publish", "--rate", "4.8kHz"])
+        let Command::Sv(sv::Command::Publish(a)) = parse(&["sv", "publish", "--rate", "4.8kHz"])
         else {
             unreachable!()
         };

@@ -100,10 +100,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub rt_json: Option<PathBuf>,
     #[command(flatten)]
-    pub scl: crate::sv_streams::SclArgs,
+    pub scl: crate::sv::streams::SclArgs,
     /// Power system frequency of SCL rates in samples per period (50 or 60;
     /// default 50).
-    #[arg(long, value_parser = crate::sv_streams::power_frequency)]
+    #[arg(long, value_parser = crate::sv::streams::power_frequency)]
     pub frequency: Option<u16>,
     /// TOML file with the configured streams (`[scl]`, `[[stream]]` tables).
     #[arg(long, value_name = "FILE", conflicts_with = "scl")]
@@ -140,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(hoptrace_endpoints::config::load)
         .transpose()?;
-    let configured = crate::sv_streams::resolve(
+    let configured = crate::sv::streams::resolve(
         &args.scl,
         args.frequency,
         None,
@@ -223,7 +223,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(match &rep.gate {
         Some(g) if !g.passed => ExitCode::from(2),
         _ if args.expect_streams && streams_differ => {
-            ExitCode::from(crate::sv_subscribe::EXIT_STREAMS_DIFFER)
+            ExitCode::from(crate::sv::subscribe::EXIT_STREAMS_DIFFER)
         }
         _ => ExitCode::SUCCESS,
     })

@@ -122,7 +122,7 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
         .unwrap()
         .ends_with("events/kvm/kvm_exit/format"));
     // perf kvm stat in the same L1 (it recorded only the workload).
-    let perf = hoptrace_kvm::perf_stat::parse_report(&read("perf-kvm.txt"));
+    let perf = hoptrace_lab::nested::perf_stat::parse_report(&read("perf-kvm.txt"));
     let perf_count = |name: &str| {
         perf.iter()
             .find(|p| p.reason == name)
@@ -286,7 +286,7 @@ fn explain_checks(out: &std::path::Path, log: &str) {
     let vcpu = vmm["vcpu_tid"].as_u64().unwrap() as u32;
     let trace = out.join("explain-trace");
     let kvm = out.join("explain-kvm-delivery");
-    let c = hoptrace_kvm::explain_check::check(&trace, &kvm, vcpu).unwrap();
+    let c = hoptrace_lab::nested::explain_check::check(&trace, &kvm, vcpu).unwrap();
     assert!(
         c.with_kvm_exit >= 1,
         "no explained stage has a kvm_exit part of the vCPU: {c:?}\n{log}"

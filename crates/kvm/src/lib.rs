@@ -16,25 +16,22 @@
 //! * [`stats`] aggregates exits per (VM, vCPU, reason) with HdrHistograms;
 //!   [`session`] runs a session and builds its JSON report, [`text`] the
 //!   text views; [`recording`] writes one row per exit in the hoptrace
-//!   recording format; [`crosscheck`] compares the nested lab's outputs.
-//! * [`workload`] is a tiny VM run through the KVM API whose exits are known
-//!   in advance (`hoptrace kvm workload`), and [`perf_stat`] reads `perf kvm
-//!   stat report` output for the cross-check of the nested lab.
+//!   recording format; [`delivery`], [`delivery_recording`] and
+//!   [`delivery_join`] follow an interrupt from a packet's copy into the
+//!   guest (`hoptrace kvm --delivery`, `hoptrace kvm delivery`).
+//!
+//! The nested lab's test VMMs (whose exits and interrupts are known in
+//! advance) and its cross-checks live in `hoptrace-lab` (`nested`).
 
-pub mod crosscheck;
-pub mod deliver;
 pub mod delivery;
 pub mod delivery_join;
 pub mod delivery_recording;
-pub mod explain_check;
 pub mod loader;
-pub mod perf_stat;
 pub mod recording;
 pub mod session;
 pub mod stats;
 pub mod text;
 pub mod tracefs;
-pub mod workload;
 
 pub use hoptrace_exit_reasons::{format, reasons, ExitReasons, Isa};
 

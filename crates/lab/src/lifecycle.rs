@@ -97,7 +97,7 @@ fn build(topology: Topology, st: &mut LabState, env: &Env) -> Result<()> {
     if topology == Topology::Kvm {
         // No network path: the namespace only holds the L1 QEMU.
         let hyp = create_ns(st, "hyp")?;
-        return crate::kvm_lab::start(st, &hyp, env);
+        return crate::nested::start(st, &hyp, env);
     }
     let publ = create_ns(st, "pub")?;
     st.ifaces.push(("pub".into(), "eth0".into()));

@@ -189,7 +189,7 @@ pub(crate) fn wait_child(child: &mut Child, timeout: Duration, stop: &AtomicBool
 /// One measurement on a fresh lab; the lab is torn down before returning.
 pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunResult> {
     if opts.topology == Topology::Kvm {
-        bail!("the kvm lab measures VM exits, not a packet path: `hoptrace lab run kvm` runs it (crate::kvm_lab::run)");
+        bail!("the kvm lab measures VM exits, not a packet path: `hoptrace lab run kvm` runs it (crate::nested::run)");
     }
     check_run_duration(opts.duration)?;
     std::fs::create_dir_all(&opts.out)

@@ -12,7 +12,7 @@
 //! macvtap  pub:eth0 == hyp:in0 -> mvt0 (macvtap bridge) -> /dev/tapN -> [forwarder] -> out0 == vm0:eth0
 //! ovs      pub:eth0 == hyp:in0 -> OVS br0 (netdev datapath) -> tap0 -> [forwarder] -> out0 == vm0:eth0
 //! vm       pub:eth0 == hyp:in0 -> br0 -> tap0 -> QEMU -> virtio-net -> guest eth0
-//! kvm      (no network path) QEMU L1 guest running KVM -> L2 workload VM: see crate::kvm_lab
+//! kvm      (no network path) QEMU L1 guest running KVM -> L2 workload VM: see crate::nested
 //! ```
 //!
 //! The `[forwarder]` is `hoptrace lab forward` (see [`crate::forward`]): it

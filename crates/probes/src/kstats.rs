@@ -383,75 +383,6 @@ impl KernelStreams {
             .entry((reason, device))
             .or_default() += 1;
     }
-
-    /// The plain block (and the exit summary) lines.
-    /// `base`: how hop times read (raw nanoseconds without it).
-    pub fn write_text(
-        &self,
-        out: &mut dyn std::io::Write,
-        base: Option<&crate::stats::TimeBase>,
-    ) -> std::io::Result<()> {
-        writeln!(
-            out,
-            "kernel stats (no per-packet events; p50/p99: bucket upper bounds, at most 25% above; min/max/above: exact); stream slots {}/{STREAMS}",
-            self.slots
-        )?;
-        for (name, s) in &self.streams {
-            writeln!(
-                out,
-                "stream {name}: dropped {} freed-after-rx {}",
-                s.dropped, s.rx_freed
-            )?;
-            for ((reason, dev), n) in &s.drop_reasons {
-                writeln!(out, "  dropped {n} at {dev}: {reason}")?;
-            }
-            for k in &s.stages {
-                let t = &k.total;
-                let above: Vec<String> = self
-                    .thresholds_ns
-                    .iter()
-                    .zip(&t.above)
-                    .map(|(th, n)| format!(">{}:{n}", format_duration_ns(*th)))
-                    .collect();
-                let worst = k
-                    .worst
-                    .as_ref()
-                    .map(|w| {
-                        format!(
-                            " worst {} {} at {}",
-                            format_duration_ns(w.ns),
-                            w.id,
-                            crate::stats::show_instant(base, w.at)
-                        )
-                    })
-                    .unwrap_or_default();
-                writeln!(
-                    out,
-                    "  {:<26} 1s: n {:>6} min {:>9} p50 {:>11} p99 {:>11} max {:>9} | all: n {:>8} min {:>9} p50 {:>11} p99 {:>11} max {:>9} {}{worst}",
-                    k.label,
-                    k.last_count,
-                    if k.last.count > 0 { self.min_text(k, k.last.min, &k.last_buckets) } else { "-".into() },
-                    fmt_upper(&k.last_buckets, 0.5),
-                    fmt_upper(&k.last_buckets, 0.99),
-                    if k.last.count > 0 { format_duration_ns(k.last.max) } else { "-".into() },
-                    t.count,
-                    self.min_text(k, t.min, &t.buckets),
-                    fmt_upper(&t.buckets, 0.5),
-                    fmt_upper(&t.buckets, 0.99),
-                    format_duration_ns(t.max),
-                    above.join(" ")
-                )?;
-            }
-        }
-        if self.not_counted() > 0 {
-            writeln!(
-                out,
-                "NOT COUNTED: {} frames of streams beyond {STREAMS}, {} hops out of path order, {} negative deltas, {} socket hops of stale entries",
-                self.stream_overflow, self.unmapped, self.negative, self.stale
-            )?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -550,27 +481,5 @@ mod tests {
             "SKB_DROP_REASON_FULL_RING".into(),
             "tap0".into(),
         );
-        let mut text = Vec::new();
-        let base = crate::stats::TimeBase {
-            clock: "MONOTONIC",
-            start_ns: 90,
-        };
-        ks.write_text(&mut text, Some(&base)).unwrap();
-        let text = String::from_utf8(text).unwrap();
-        assert!(
-            text.contains("stream A: dropped 0 freed-after-rx 0"),
-            "{text}"
-        );
-        assert!(text.contains("fwd->consumer_copy"), "{text}");
-        assert!(text.contains(">5.000 us:2"), "{text}");
-        assert!(
-            text.contains("worst 600.0 us smpCnt 14 at +0.000000 s after the start (MONOTONIC)"),
-            "{text}"
-        );
-        assert!(
-            text.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
-            "{text}"
-        );
-        assert!(!text.contains("NOT COUNTED"));
     }
 }

@@ -1,4 +1,6 @@
-//! hoptrace-probes: per-packet, per-hop timestamps from kernel tracepoints.
+//! hoptrace-probes: per-packet, per-hop timestamps from kernel tracepoints
+//! (the BPF side of `hoptrace trace`; the engine that makes timelines and
+//! statistics of them is `hoptrace-trace`).
 //!
 //! The BPF side (`src/bpf/hops.bpf.c`, compiled by `build.rs` through
 //! libbpf-cargo) attaches one program per tracepoint (`tp_btf`, `raw_tp` as a
@@ -10,19 +12,16 @@
 //! every other layout shared with the kernel are typed once, in C
 //! (`src/bpf/hops_abi.h`), and reach Rust as generated types (`abi`);
 //! [`identity`] gives compact records their
-//! skb's identity, [`timeline`] assembles the records into one timeline per
-//! packet and destination using the hop [`catalogue`], and [`stats`] keeps
-//! per-stream, per-stage histograms for the live views.
+//! skb's identity, and the hop [`catalogue`] says which tracepoint on which
+//! device makes which hop.
 
 mod abi;
 pub mod backends;
 mod bpf_config;
 pub mod catalogue;
 pub mod devices;
-pub mod driver;
 pub mod drop_reason;
 pub mod event;
-pub mod explain;
 pub mod filter;
 pub mod identity;
 pub mod khist;
@@ -32,13 +31,8 @@ pub mod kstats_plan;
 mod kstats_read;
 pub mod loader;
 pub mod lost;
-pub mod metrics;
-pub mod options;
 mod percpu;
-mod plain;
 mod session;
-pub mod stats;
-pub mod timeline;
 
 #[allow(clippy::all, unused_imports, dead_code, missing_docs)]
 mod skel {
@@ -48,4 +42,3 @@ mod skel {
 pub use catalogue::{Profile, TracePoint};
 pub use event::{HopEvent, PacketIdentity};
 pub use loader::{run_session, Backend, Filters, OtherFilter, SessionInfo};
-pub use timeline::{Assembler, Timeline};

@@ -140,7 +140,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             mmio,
             json,
         }) => {
-            let plan = hoptrace_kvm::workload::Plan {
+            let plan = hoptrace_lab::nested::workload::Plan {
                 cpuid,
                 io,
                 mmio,
@@ -163,7 +163,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             vcpu_fifo,
             json,
         }) => {
-            let plan = hoptrace_kvm::deliver::Plan {
+            let plan = hoptrace_lab::nested::deliver::Plan {
                 tap,
                 frames,
                 timeout,
@@ -297,8 +297,11 @@ fn write_account(out: serde_json::Value, json: Option<PathBuf>) -> anyhow::Resul
     Ok(())
 }
 
-fn workload(plan: hoptrace_kvm::workload::Plan, json: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let out = hoptrace_kvm::workload::run(plan, |pid| {
+fn workload(
+    plan: hoptrace_lab::nested::workload::Plan,
+    json: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let out = hoptrace_lab::nested::workload::run(plan, |pid| {
         eprintln!(
             "hoptrace kvm workload: pid {pid}: {} cpuid, {} out, {} mmio, {} hlt",
             plan.cpuid, plan.io, plan.mmio, plan.hlt
@@ -330,8 +333,11 @@ fn delivery(
     Ok(ExitCode::SUCCESS)
 }
 
-fn deliver(plan: hoptrace_kvm::deliver::Plan, json: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let out = hoptrace_kvm::deliver::run(&plan, |pid| {
+fn deliver(
+    plan: hoptrace_lab::nested::deliver::Plan,
+    json: Option<PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let out = hoptrace_lab::nested::deliver::run(&plan, |pid| {
         // The line a script waits for before it sends frames.
         eprintln!(
             "hoptrace kvm deliver: pid {pid}: ready, reading {} for {} SV frames",

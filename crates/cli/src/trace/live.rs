@@ -22,11 +22,11 @@
 
 use std::time::Duration;
 
-use hoptrace_probes::driver::LiveView;
 use hoptrace_probes::khist::StageHist;
 use hoptrace_probes::kstats::{fmt_upper, KernelStreams};
 use hoptrace_probes::loader::LostCounts;
-use hoptrace_probes::stats::{Stats, StreamStats};
+use hoptrace_trace::driver::LiveView;
+use hoptrace_trace::stats::{Stats, StreamStats};
 use hoptrace_units::{format_duration, format_duration_ns};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
@@ -349,8 +349,9 @@ mod tests {
     use super::*;
     use hoptrace_probes::event::PacketIdentity;
     use hoptrace_probes::khist;
-    use hoptrace_probes::{Timeline, TracePoint};
+    use hoptrace_probes::TracePoint;
     use hoptrace_record::PacketStatus;
+    use hoptrace_trace::Timeline;
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 

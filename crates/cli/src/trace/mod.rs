@@ -1,7 +1,7 @@
 //! `hoptrace trace`: per-hop kernel timestamps of every SV / ping frame.
 //!
-//! Thin wiring: arguments -> [`hoptrace_probes::driver::TraceOptions`], then
-//! [`hoptrace_probes::driver::run_trace`] until SIGINT/SIGTERM, `--duration`,
+//! Thin wiring: arguments -> [`hoptrace_trace::driver::TraceOptions`], then
+//! [`hoptrace_trace::driver::run_trace`] until SIGINT/SIGTERM, `--duration`,
 //! `--count` or `q` in the live view. Prints "ready" once the probes are
 //! attached. `--live` (the default on a terminal without `--record`) shows
 //! the ratatui view of [`live`]; `--plain` prints a text block per second.
@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::bail;
-use hoptrace_probes::driver::{parse_filter, run_trace, TraceOptions};
 use hoptrace_probes::Profile;
+use hoptrace_trace::driver::{parse_filter, run_trace, TraceOptions};
 use hoptrace_units::arg;
 
 #[derive(clap::Args, Debug)]
@@ -37,10 +37,10 @@ pub struct Args {
     #[arg(long = "stream", conflicts_with = "scl")]
     streams: Vec<String>,
     #[command(flatten)]
-    scl: crate::sv_streams::SclArgs,
+    scl: crate::sv::streams::SclArgs,
     /// Power system frequency of SCL rates in samples per period (50 or 60;
     /// default 50).
-    #[arg(long, value_parser = crate::sv_streams::power_frequency, requires = "scl")]
+    #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = "scl")]
     frequency: Option<u16>,
     /// With --scl: exit with status 3 when a configured stream was not seen
     /// or a stream that is not configured was (after lost events, status 2).
@@ -213,7 +213,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let filter = args.filter.as_deref().map(parse_filter).transpose()?;
-    let configured = crate::sv_streams::resolve(&args.scl, args.frequency, None, None)?
+    let configured = crate::sv::streams::resolve(&args.scl, args.frequency, None, None)?
         .map(|c| c.specs)
         .unwrap_or_default();
     // --kernel-stats has no timelines to match on the whole key: the
@@ -295,7 +295,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &stop,
         &mut out,
         view.as_mut()
-            .map(|v| v as &mut dyn hoptrace_probes::driver::LiveView),
+            .map(|v| v as &mut dyn hoptrace_trace::driver::LiveView),
     )?;
     let lost = summary.lost.total();
     let streams_differ = summary
@@ -305,7 +305,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if lost > 0 {
         ExitCode::from(2)
     } else if args.expect_streams && streams_differ {
-        ExitCode::from(crate::sv_subscribe::EXIT_STREAMS_DIFFER)
+        ExitCode::from(crate::sv::subscribe::EXIT_STREAMS_DIFFER)
     } else {
         ExitCode::SUCCESS
     })

@@ -13,8 +13,8 @@ use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::trace::TraceMetrics;
 use hoptrace_record::{DoctorSummary, ExplainedStage};
 
-use crate::lost::LostCounts;
 use crate::timeline::Timeline;
+use hoptrace_probes::lost::LostCounts;
 
 /// A threshold as a label value, written as on the command line: `1ms`,
 /// `250us`, `1500ns`.

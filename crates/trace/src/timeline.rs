@@ -36,10 +36,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use hoptrace_record::PacketStatus;
 
-use crate::catalogue::{is_optional, profile_hops, Profile, TracePoint};
-use crate::devices::DeviceTable;
-use crate::drop_reason::DropReasons;
-use crate::event::{HopEvent, PacketIdentity};
+use hoptrace_probes::catalogue::{is_optional, profile_hops, Profile, TracePoint};
+use hoptrace_probes::devices::DeviceTable;
+use hoptrace_probes::drop_reason::DropReasons;
+use hoptrace_probes::event::{HopEvent, PacketIdentity};
 
 /// A packet in flight: its identity and the wrap epoch of its smpCnt (0
 /// for identities without a wrap).
@@ -522,7 +522,7 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::DeviceInfo;
+    use hoptrace_probes::devices::DeviceInfo;
 
     fn dev(name: &str, tap: bool) -> DeviceInfo {
         DeviceInfo {

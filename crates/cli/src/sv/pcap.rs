@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1, conflicts_with_all = ["scl", "svid", "config"])]
     pub streams: u16,
     #[command(flatten)]
-    pub scl: crate::sv_streams::SclArgs,
+    pub scl: crate::sv::streams::SclArgs,
     /// One configured stream with this svID; --appid, --dst-mac, --conf-rev,
     /// --dat-set, --smp-synch, --simulation, --rate, --asdu and --vlan give
     /// its other fields.
@@ -141,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         vlan: args.vlan,
         sv_id_prefix: args.svid_prefix.clone(),
         sv_id_index_width: args.svid_width,
-        appid_base: crate::sv_streams::parse_appid(&args.appid)
+        appid_base: crate::sv::streams::parse_appid(&args.appid)
             .map_err(anyhow::Error::msg)
             .context("--appid")?,
         conf_rev: args.conf_rev,
@@ -159,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         ..StreamPlan::default()
     };
-    let one = crate::sv_streams::OneStreamArgs {
+    let one = crate::sv::streams::OneStreamArgs {
         svid: args.svid.clone(),
         appid: Some(base.appid_base),
         dst_mac: args.dst_mac,
@@ -168,13 +168,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         smp_synch: Some(args.smp_synch),
         simulation: args.simulation,
     }
-    .spec(&crate::sv_streams::Pacing {
+    .spec(&crate::sv::streams::Pacing {
         rate: args.rate,
         asdus: args.asdu,
         vlan: args.vlan,
     })?;
     let config = args.config.as_deref().map(config::load).transpose()?;
-    let configured = crate::sv_streams::resolve(
+    let configured = crate::sv::streams::resolve(
         &args.scl,
         Some(frequency_hz.round() as u16),
         one,

@@ -17,13 +17,20 @@
 //! 3. `lab run kvm` ([`run`]): one guest job starts `hoptrace kvm --plain
 //!    --json`, waits for its `ready`, runs the L2 workload (`hoptrace kvm
 //!    workload --io N --hlt M --cpuid K --mmio J`, a VM through the KVM API:
-//!    `hoptrace_kvm::workload`) under `perf kvm stat record`, stops the
+//!    [`workload`]) under `perf kvm stat record`, stops the
 //!    tracer with SIGINT and writes `perf kvm stat report`. The outputs come
 //!    back through the 9p share: `kvm.json`, `workload.json`,
 //!    `perf-kvm.txt`, the logs, `no-kvm.txt`, the serial console.
 //!
 //! Boot to ready is about 10 s under TCG; one exit of L2 costs tens of
 //! microseconds there (docs/kvm.md has the measured figures).
+
+pub mod checks;
+pub mod crosscheck;
+pub mod deliver;
+pub mod explain_check;
+pub mod perf_stat;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -246,7 +253,7 @@ pub const EXPLAIN_PREFIX: &str = "explain-";
 
 /// The explain phase: the same VMM with a CPUID burst per interrupt, the
 /// hop tracer with `--explain`: its `kvm_exit` parts are checked against
-/// the kvm tracer's exits (`hoptrace_kvm::explain_check`).
+/// the kvm tracer's exits ([`explain_check`]).
 pub fn explain_script() -> String {
     vmm_phase_script(
         EXPLAIN_PREFIX,

@@ -19,23 +19,23 @@ use hoptrace_record::{
     ClockDomain, HopColumn, PacketRowRef, RecordingMeta, RecordingWriter, RotatePolicy, StampSource,
 };
 
-use crate::catalogue::{catalogue, TracePoint};
-use crate::devices::DeviceTable;
-use crate::drop_reason::DropReasons;
-use crate::event::HopEvent;
-use crate::event::PacketIdentity;
 use crate::explain::Explaining;
-use crate::khist::KernelHists;
-use crate::kstats::KernelStreams;
-use crate::loader::{run_session, Filters, LostCounts, SessionInfo, SessionSink};
 use crate::stats::Stats;
 use crate::timeline::{Assembler, Timeline};
+use hoptrace_probes::catalogue::{catalogue, TracePoint};
+use hoptrace_probes::devices::DeviceTable;
+use hoptrace_probes::drop_reason::DropReasons;
+use hoptrace_probes::event::HopEvent;
+use hoptrace_probes::event::PacketIdentity;
+use hoptrace_probes::khist::KernelHists;
+use hoptrace_probes::kstats::KernelStreams;
+use hoptrace_probes::loader::{run_session, Filters, LostCounts, SessionInfo, SessionSink};
 use hoptrace_units::format_duration_ns;
 
-pub use crate::filter::parse_filter;
 pub use crate::options::{bpf_filters, TraceOptions};
 use crate::options::{check_kernel_stats, select_hops};
 use crate::plain::{print_block, print_interval, print_summary};
+pub use hoptrace_probes::filter::parse_filter;
 
 /// A screen that shows the statistics every second instead of the plain
 /// block (the ratatui view of `hoptrace trace --live` lives in the CLI).
@@ -237,7 +237,7 @@ impl Run<'_> {
                     .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
                     .unwrap_or_default();
                 HopColumn::new(*h, clock, StampSource::Bpf, loc)
-                    .as_annotation(crate::catalogue::is_annotation(h))
+                    .as_annotation(hoptrace_probes::catalogue::is_annotation(h))
             })
             .collect();
         let mut meta = RecordingMeta::for_this_host("trace", cols);
@@ -386,7 +386,7 @@ impl SessionSink for Run<'_> {
         self.stats.kernel = hists;
     }
 
-    fn kernel_streams(&mut self, snap: crate::kstats::Snapshot) {
+    fn kernel_streams(&mut self, snap: hoptrace_probes::kstats::Snapshot) {
         if let Some(k) = self.stats.kstreams.as_mut() {
             k.update(&snap);
             if !self.opts.streams.is_empty() {

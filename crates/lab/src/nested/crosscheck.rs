@@ -2,9 +2,9 @@
 //! L2 workload's vCPU, against the exits the workload causes by design and
 //! against `perf kvm stat` in the same guest.
 //!
-//! Inputs are the lab's files: `kvm.json` (the report, [`crate::session::Report`]),
-//! `workload.json` ([`crate::workload::Outcome`]) and `perf-kvm.txt`
-//! ([`crate::perf_stat`]). For every reason seen by either tracer on the
+//! Inputs are the lab's files: `kvm.json` (the report, [`hoptrace_kvm::session::Report`]),
+//! `workload.json` ([`crate::nested::workload::Outcome`]) and `perf-kvm.txt`
+//! ([`crate::nested::perf_stat`]). For every reason seen by either tracer on the
 //! workload's VM (its pid; perf recorded only that process): the count of
 //! each, the designed count where the workload decides it, both means.
 //! A problem is reported when a designed exact count differs, an at-least
@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::perf_stat::parse_report;
+use crate::nested::perf_stat::parse_report;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Row {

@@ -22,8 +22,8 @@ use hoptrace_cpu::flight::{Recorder, RecorderOptions, DEFAULT_SLOTS_LOG2};
 use hoptrace_record::{ClockDomain, ExplainedStage, ExplanationWriter, LaneSpan, StagePart};
 use hoptrace_units::format_duration_ns;
 
-use crate::event::PacketIdentity;
 use crate::timeline::{HopWho, Timeline};
+use hoptrace_probes::event::PacketIdentity;
 
 /// The flight recorder and what the run explained.
 pub(crate) struct Explaining {
@@ -34,7 +34,7 @@ pub(crate) struct Explaining {
 }
 
 /// A stage of `t` above the threshold (the output's stages,
-/// [`crate::catalogue::stages`]): (name, hop a time, hop b time, where hop b
+/// [`hoptrace_probes::catalogue::stages`]): (name, hop a time, hop b time, where hop b
 /// ran).
 fn late_stages(
     hops: &[&str],
@@ -194,7 +194,7 @@ impl Explaining {
     /// each explained stage with its printed line.
     pub fn batch(&mut self, hops: &[&str], tls: &[Timeline]) -> Vec<(ExplainedStage, String)> {
         let mut asked = Vec::new();
-        let stages = crate::catalogue::stages(hops);
+        let stages = hoptrace_probes::catalogue::stages(hops);
         for t in tls {
             for (stage, a, b, who) in late_stages(hops, &stages, t, self.threshold_ns) {
                 asked.push((t, stage, a, b, who));
@@ -286,7 +286,7 @@ mod tests {
             who: vec![who(0), who(1), None, who(1), who(0)],
         };
         let hops = ["a", "b", "c", "d", "e"];
-        let stages = crate::catalogue::stages(&hops);
+        let stages = hoptrace_probes::catalogue::stages(&hops);
         let late = late_stages(&hops, &stages, &t, 50);
         // a->b (100 > 50) only: b->c and c->d miss a hop, d->e goes back in time.
         assert_eq!(late.len(), 1);
@@ -296,7 +296,7 @@ mod tests {
         // With tap_xmit an annotation, the causal stage fwd->consumer_copy
         // is explained even when tap_xmit came after consumer_copy.
         let hv = ["rx", "fwd", "tap_xmit", "consumer_copy", "egress"];
-        let late = late_stages(&hv, &crate::catalogue::stages(&hv), &t, 50);
+        let late = late_stages(&hv, &hoptrace_probes::catalogue::stages(&hv), &t, 50);
         let names: Vec<&str> = late.iter().map(|l| l.0.as_str()).collect();
         assert_eq!(names, vec!["rx->fwd", "fwd->consumer_copy"]);
     }

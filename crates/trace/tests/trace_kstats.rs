@@ -71,7 +71,7 @@ fn run_phase(bed: &Bed, prefix: &str, kernel_stats: bool) -> (usize, TraceSummar
     (consumed, tracer.finish())
 }
 
-type TraceSummaryOf = hoptrace_probes::driver::TraceSummary;
+type TraceSummaryOf = hoptrace_trace::driver::TraceSummary;
 
 #[test]
 fn kernel_stats_count_every_frame_per_stream_without_events() {

@@ -17,7 +17,7 @@
 //!    mode IVT entry [`VECTOR`]) counts the interrupt in guest memory
 //!    ([`COUNT_GPA`]), writes the x2APIC EOI and returns to the `hlt`; when
 //!    the stop word ([`STOP_GPA`]) is set it writes the done port instead
-//!    ([`crate::workload::DONE_PORT`]): the only exit that comes back to
+//!    ([`crate::nested::workload::DONE_PORT`]): the only exit that comes back to
 //!    this program.
 //! 3. The consumer thread creates the tap (`TUNSETIFF`, `IFF_TAP |
 //!    IFF_NO_PI`), sets it up, and reads one frame per `read(2)`: the
@@ -61,7 +61,7 @@ use kvm_ioctls::{Kvm, VcpuExit};
 use serde::Serialize;
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::workload::{Memory, CODE_GPA, DONE_PORT};
+use crate::nested::workload::{Memory, CODE_GPA, DONE_PORT};
 
 /// The interrupt vector of the MSI.
 pub const VECTOR: u8 = 0x40;

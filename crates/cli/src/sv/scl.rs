@@ -16,7 +16,7 @@ use anyhow::Result;
 use hoptrace_scl::{read_file, Problem, ReadOptions, SclError, SclStream, Selection};
 use serde_json::{json, Value};
 
-use crate::sv_streams::power_frequency;
+use crate::sv::streams::power_frequency;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -10,7 +10,8 @@ use hoptrace_lab::run::{check_run_duration, Load, RunOptions};
 use hoptrace_lab::{Env, Topology};
 use hoptrace_units::arg;
 
-use crate::lab_compare::{self, RunRecordings};
+mod comparison;
+use comparison::RunRecordings;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -198,7 +199,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
             name,
             ..
         } => {
-            let w = hoptrace_lab::kvm_lab::Workload {
+            let w = hoptrace_lab::nested::Workload {
                 io,
                 hlt,
                 cpuid,
@@ -314,130 +315,21 @@ fn status() -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `lab run kvm`: the nested KVM lab and its cross-check against perf.
-/// The delivery phase of `lab run kvm`: join the L1 tracer's and kvm
-/// recordings into `out/delivery` and check them against the VMM's account.
-fn kvm_delivery(out: &std::path::Path, frames: u32) -> Vec<String> {
-    let cmd: Vec<String> = std::env::args().collect();
-    let r = hoptrace_kvm::delivery_join::run(
-        &out.join("trace"),
-        &out.join("kvm-delivery"),
-        &out.join("delivery"),
-        hoptrace_kvm::delivery::DEFAULT_WINDOW_NS,
-        &cmd,
-    );
-    let (_, s) = match r {
-        Ok(x) => x,
-        Err(e) => return vec![format!("delivery join: {e:#}")],
-    };
-    print!(
-        "{}",
-        hoptrace_kvm::text::delivery_summary(&s, &out.join("delivery"))
-    );
-    let mut problems = Vec::new();
-    if let Err(e) = serde_json::to_string_pretty(&s)
-        .map_err(anyhow::Error::from)
-        .and_then(|t| Ok(std::fs::write(out.join("delivery.json"), t)?))
-    {
-        problems.push(format!("writing delivery.json: {e:#}"));
-    }
-    let vmm: serde_json::Value = std::fs::read_to_string(out.join("deliver.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    if vmm["sv_frames"].as_u64() != Some(u64::from(frames)) {
-        problems.push(format!(
-            "the delivery VMM read {} SV frames of {frames} (deliver.json, deliver.log)",
-            vmm["sv_frames"]
-        ));
-    }
-    if s.copies != u64::from(frames) {
-        problems.push(format!(
-            "the L1 tracer saw consumer_copy for {} of {frames} frames",
-            s.copies
-        ));
-    }
-    problems
-}
-
-/// The explain phase of `lab run kvm`: the L1 tracer's `kvm_exit` parts of
-/// the VMM's vCPU thread against the L1 kvm tracer's exits of that thread.
-fn kvm_explain(out: &std::path::Path) -> Vec<String> {
-    let run = || -> anyhow::Result<hoptrace_kvm::explain_check::ExplainCheck> {
-        let vmm: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("explain-deliver.json"))?)?;
-        let vcpu =
-            anyhow::Context::context(vmm["vcpu_tid"].as_u64(), "vcpu_tid in explain-deliver.json")?
-                as u32;
-        hoptrace_kvm::explain_check::check(
-            &out.join("explain-trace"),
-            &out.join("explain-kvm-delivery"),
-            vcpu,
-        )
-    };
-    let c = match run() {
-        Ok(c) => c,
-        Err(e) => return vec![format!("explain phase: {e:#}")],
-    };
-    let d = hoptrace_units::format_duration_ns;
-    let reasons: Vec<String> = c
-        .by_reason
-        .iter()
-        .map(|(r, ns)| format!("{r} {}", d(*ns)))
-        .collect();
-    println!(
-        "explain: {} explained stages, {} with kvm_exit parts of the vCPU thread {} ({}); the kvm tracer's exits overlap them by {}; {} stage(s) over that bound",
-        c.explained,
-        c.with_kvm_exit,
-        c.vcpu_tid,
-        reasons.join(", "),
-        d(c.recorded_overlap_ns),
-        c.over_bound.len()
-    );
-    let mut problems = Vec::new();
-    if let Err(e) = serde_json::to_string_pretty(&c)
-        .map_err(anyhow::Error::from)
-        .and_then(|t| Ok(std::fs::write(out.join("explain-check.json"), t)?))
-    {
-        problems.push(format!("writing explain-check.json: {e:#}"));
-    }
-    for o in &c.over_bound {
-        problems.push(format!(
-            "explain: {} seq {} {}: kvm_exit parts {} ns exceed the recorded exits {} ns (+ tolerance: {} ns)",
-            o.stream, o.seq, o.stage, o.kvm_exit_parts_ns, o.recorded_exits_ns, o.allowed_ns
-        ));
-    }
-    problems
-}
-
+/// `lab run kvm`: the nested KVM lab, then its checks (against perf, the
+/// delivery VMM's account and the kvm tracer: `hoptrace_lab::nested::checks`).
 fn run_kvm(
     name: &str,
-    w: &hoptrace_lab::kvm_lab::Workload,
+    w: &hoptrace_lab::nested::Workload,
     out: Option<PathBuf>,
 ) -> Result<ExitCode> {
     let stop = hoptrace_os::stop_flag()?;
     let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-kvm"));
-    let mut problems = hoptrace_lab::kvm_lab::run(name, w, &out, &Env::current()?, &stop)?;
-    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap_or_default();
-    match hoptrace_kvm::crosscheck::crosscheck(
-        &read("kvm.json"),
-        &read("workload.json"),
-        &read("perf-kvm.txt"),
-    ) {
-        Ok(c) => {
-            print!("{}", c.render());
-            std::fs::write(
-                out.join("crosscheck.json"),
-                serde_json::to_string_pretty(&c)?,
-            )?;
-            problems.extend(c.problems);
-        }
-        Err(e) => problems.push(format!("cross-check: {e:#}")),
-    }
-    if w.deliver > 0 {
-        problems.extend(kvm_delivery(&out, w.deliver));
-        problems.extend(kvm_explain(&out));
-    }
+    let mut problems = hoptrace_lab::nested::run(name, w, &out, &Env::current()?, &stop)?;
+    problems.extend(hoptrace_lab::nested::checks::check(
+        &out,
+        w,
+        &mut std::io::stdout(),
+    ));
     println!("lab run: outputs in {}", out.display());
     for p in &problems {
         eprintln!("lab run: FAILED: {p}");
@@ -559,7 +451,7 @@ fn compare(
             }
         }
     }
-    let t = lab_compare::rows(&runs);
+    let t = comparison::rows(&runs);
     println!("\ncomparison, per stage and end to end (e2e tx..app):");
     print!("{}", hoptrace_analysis::compare::render(&t.rows, false));
     for n in &t.notes {
@@ -570,7 +462,7 @@ fn compare(
     }
     failed |= !t.problems.is_empty() || t.rows.is_empty();
     if let Some(h) = html {
-        lab_compare::write_html(&h, &t.rows, &t.curves)?;
+        comparison::write_html(&h, &t.rows, &t.curves)?;
         println!("HTML comparison (table and overlaid CDFs): {}", h.display());
     }
     Ok(if failed {

@@ -31,7 +31,7 @@ fn trace_evictions_of_tracked_skbs_are_counted() {
     std::env::set_var("HOPTRACE_TRACK_SETS", "3");
     let opts = trace_options(bed.hv.name(), &[], Duration::from_secs(5));
     let err =
-        hoptrace_probes::driver::run_trace(&opts, &AtomicBool::new(false), &mut Vec::new(), None)
+        hoptrace_trace::driver::run_trace(&opts, &AtomicBool::new(false), &mut Vec::new(), None)
             .expect_err("HOPTRACE_TRACK_SETS=3 is refused");
     let msg = format!("{err:#}");
     assert!(

@@ -22,13 +22,13 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["scl", "svid"])]
     pub streams: Option<u16>,
     #[command(flatten)]
-    pub scl: crate::sv_streams::SclArgs,
+    pub scl: crate::sv::streams::SclArgs,
     /// Power system frequency: of the generated sines, and of SCL rates in
     /// samples per period (50 or 60; default 50).
-    #[arg(long, value_parser = crate::sv_streams::power_frequency)]
+    #[arg(long, value_parser = crate::sv::streams::power_frequency)]
     pub frequency: Option<u16>,
     #[command(flatten)]
-    pub one: crate::sv_streams::OneStreamArgs,
+    pub one: crate::sv::streams::OneStreamArgs,
     /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz; also 4.8kHz).
     #[arg(long, value_parser = arg::whole_rate)]
     pub rate: Option<u32>,
@@ -207,7 +207,7 @@ fn stream_plans(
     rate: u32,
 ) -> Result<(
     Vec<hoptrace_sv::generate::StreamPlan>,
-    Option<crate::sv_streams::Configured>,
+    Option<crate::sv::streams::Configured>,
 )> {
     let asdus = args.asdu.or(file.asdu).unwrap_or(1);
     let vlan = args.vlan.or(file.vlan);
@@ -228,9 +228,9 @@ fn stream_plans(
     }
     let one = args
         .one
-        .spec(&crate::sv_streams::Pacing { rate, asdus, vlan })?;
+        .spec(&crate::sv::streams::Pacing { rate, asdus, vlan })?;
     let config = args.config.as_deref().zip(config_file);
-    let configured = crate::sv_streams::resolve(&args.scl, args.frequency, one, config)?;
+    let configured = crate::sv::streams::resolve(&args.scl, args.frequency, one, config)?;
     let plans = match &configured {
         Some(c) => hoptrace_sv::generate::StreamPlan::for_specs(&c.specs, &base)?,
         None => vec![base],

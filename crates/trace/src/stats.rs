@@ -3,7 +3,7 @@
 //! A stage is the difference between two hops of the profile that a
 //! timeline has: each hop to the next stage boundary (`fwd - rx`, ...), an
 //! annotation hop (`tap_xmit`) from the boundary before it
-//! ([`crate::catalogue::stages`]), plus `end_to_end` (last present hop
+//! ([`hoptrace_probes::catalogue::stages`]), plus `end_to_end` (last present hop
 //! minus first). Each (stream, stage) keeps a lossless HdrHistogram in
 //! nanoseconds (3 significant digits), counts above each threshold, the
 //! worst value with its packet identity and time, and negative differences
@@ -136,16 +136,16 @@ pub struct StreamStats {
 #[derive(Debug, Clone)]
 pub struct Stats {
     hops: Vec<String>,
-    /// The stages as (from, to) indices into `hops` ([`crate::catalogue::stages`]).
+    /// The stages as (from, to) indices into `hops` ([`hoptrace_probes::catalogue::stages`]).
     stages: Vec<(usize, usize)>,
     thresholds_ns: Vec<u64>,
     pub streams: BTreeMap<String, StreamStats>,
     /// The in-kernel per-stage histograms, as last read (src/khist.rs):
     /// every traced frame, per tracepoint pair, approximate buckets.
-    pub kernel: crate::khist::KernelHists,
+    pub kernel: hoptrace_probes::khist::KernelHists,
     /// `--kernel-stats`: the per-stream, per-stage figures kept in the
     /// kernel (src/kstats.rs); `None` in event mode.
-    pub kstreams: Option<crate::kstats::KernelStreams>,
+    pub kstreams: Option<hoptrace_probes::kstats::KernelStreams>,
     /// `--explain`: the last explanation lines (newest last) and how many
     /// stages were explained.
     pub recent_explanations: std::collections::VecDeque<String>,
@@ -184,7 +184,7 @@ pub const RECENT_EXPLANATIONS: usize = 5;
 impl Stats {
     pub fn new(hops: &[&str], thresholds_ns: Vec<u64>) -> Self {
         Stats {
-            stages: crate::catalogue::stages(hops),
+            stages: hoptrace_probes::catalogue::stages(hops),
             hops: hops.iter().map(|s| s.to_string()).collect(),
             thresholds_ns,
             streams: BTreeMap::new(),
@@ -218,7 +218,7 @@ impl Stats {
 
     /// Stage names in path order (for display), then end_to_end.
     pub fn stage_names(&self) -> Vec<String> {
-        crate::catalogue::stage_names(&self.hops, &self.stages)
+        hoptrace_probes::catalogue::stage_names(&self.hops, &self.stages)
     }
 
     /// The stages of `t` this trace reports, as (name, hop a's time, hop
@@ -283,7 +283,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::PacketIdentity;
+    use hoptrace_probes::event::PacketIdentity;
 
     #[test]
     fn stages_thresholds_and_worst() {

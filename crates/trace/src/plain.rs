@@ -51,7 +51,7 @@ pub(crate) fn print_interval(
     stats: &Stats,
     iv: &Interval,
     elapsed: Duration,
-    lost: &crate::lost::LostCounts,
+    lost: &hoptrace_probes::lost::LostCounts,
 ) -> std::io::Result<()> {
     let mut when = format!("t={}", format_duration(elapsed));
     if iv.explained > 0 {
@@ -83,7 +83,7 @@ pub(crate) fn print_summary(
     out: &mut dyn Write,
     stats: &Stats,
     elapsed: Duration,
-    lost: &crate::lost::LostCounts,
+    lost: &hoptrace_probes::lost::LostCounts,
 ) -> std::io::Result<()> {
     if stats.kstreams.is_none() {
         print_all_streams(
@@ -118,11 +118,11 @@ pub(crate) fn print_summary(
 fn kernel_and_lost(
     out: &mut dyn Write,
     stats: &Stats,
-    lost: &crate::lost::LostCounts,
+    lost: &hoptrace_probes::lost::LostCounts,
 ) -> std::io::Result<()> {
     stats.kernel.write_text(out)?;
     if let Some(k) = &stats.kstreams {
-        k.write_text(out, stats.time_base.as_ref())?;
+        crate::kstats_text::write_kernel_streams(k, out, stats.time_base.as_ref())?;
     }
     if lost.total() > 0 {
         writeln!(out, "LOST EVENTS: {}", lost.nonzero())?;
@@ -158,7 +158,7 @@ fn print_all_streams(
     stats: &Stats,
     iv: &Interval,
     when: &str,
-    lost: &crate::lost::LostCounts,
+    lost: &hoptrace_probes::lost::LostCounts,
     quiet_below_threshold: bool,
 ) -> std::io::Result<()> {
     let first_threshold = stats.thresholds_ns().first().copied();
@@ -221,7 +221,7 @@ pub(crate) fn print_block(
     out: &mut dyn Write,
     stats: &Stats,
     elapsed: Duration,
-    lost: &crate::lost::LostCounts,
+    lost: &hoptrace_probes::lost::LostCounts,
 ) -> std::io::Result<()> {
     writeln!(out, "--- t={}", format_duration(elapsed))?;
     for (stream, s) in &stats.streams {

@@ -68,10 +68,10 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size)]
     pub max_disk: Option<u64>,
     #[command(flatten)]
-    pub scl: crate::sv_streams::SclArgs,
+    pub scl: crate::sv::streams::SclArgs,
     /// Power system frequency of SCL rates in samples per period (50 or 60;
     /// default 50).
-    #[arg(long, value_parser = crate::sv_streams::power_frequency)]
+    #[arg(long, value_parser = crate::sv::streams::power_frequency)]
     pub frequency: Option<u16>,
     /// With configured streams (--scl, or `[scl]`/`[[stream]]` in the config
     /// file): exit with status 3 when the received streams are not exactly
@@ -258,8 +258,8 @@ fn expected_streams(
     args: &Args,
     config_file: Option<&config::ConfigFile>,
     file: &config::SubscribeSection,
-) -> Result<(Option<crate::sv_streams::Configured>, bool)> {
-    let configured = crate::sv_streams::resolve(
+) -> Result<(Option<crate::sv::streams::Configured>, bool)> {
+    let configured = crate::sv::streams::resolve(
         &args.scl,
         args.frequency,
         None,

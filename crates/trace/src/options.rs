@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use crate::catalogue::{device_mask, emit_mask, Profile};
-use crate::devices::{netns_inode, DeviceTable};
-use crate::loader::{Filters, OtherFilter};
+use hoptrace_probes::catalogue::{device_mask, emit_mask, Profile};
+use hoptrace_probes::devices::{netns_inode, DeviceTable};
+use hoptrace_probes::loader::{Filters, OtherFilter};
 
 #[derive(Debug, Clone)]
 pub struct TraceOptions {
@@ -104,10 +104,10 @@ pub(crate) fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
     if opts.profile == Profile::Hypervisor && opts.ifaces.is_empty() && opts.netns.is_none() {
         bail!("--kernel-stats tells the taps from the other devices by the device filter, to know in the kernel which hop (rx, fwd, egress) a device's event is: give --netns NS or --iface DEV for the devices of the path");
     }
-    if opts.thresholds_ns.len() > crate::kstats::THRESHOLDS {
+    if opts.thresholds_ns.len() > hoptrace_probes::kstats::THRESHOLDS {
         bail!(
             "--kernel-stats counts at most {} --threshold values in the kernel, {} given: drop some",
-            crate::kstats::THRESHOLDS,
+            hoptrace_probes::kstats::THRESHOLDS,
             opts.thresholds_ns.len()
         );
     }
@@ -121,10 +121,12 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         devices: Vec::new(),
         emit_mask: emit_mask(opts.profile),
         other: opts.filter.clone(),
-        kernel_stats: opts.kernel_stats.then(|| crate::kstats::KsConfig {
-            profile: opts.profile,
-            thresholds_ns: opts.thresholds_ns.clone(),
-        }),
+        kernel_stats: opts
+            .kernel_stats
+            .then(|| hoptrace_probes::kstats::KsConfig {
+                profile: opts.profile,
+                thresholds_ns: opts.thresholds_ns.clone(),
+            }),
     };
     for ifname in &opts.ifaces {
         let (ns, idx) = devices.resolve(opts.netns.as_deref(), ifname)?;

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use hoptrace_netns::{unique_name, veth_pair, Netns};
 use hoptrace_os::PacketSocket;
-use hoptrace_probes::driver::{run_trace, TraceOptions, TraceSummary};
-use hoptrace_probes::{Profile, Timeline};
+use hoptrace_probes::Profile;
+use hoptrace_trace::driver::{run_trace, TraceOptions, TraceSummary};
+use hoptrace_trace::Timeline;
 
 pub const SV_DST: [u8; 6] = [0x01, 0x0c, 0xcd, 0x04, 0x00, 0x01];
 

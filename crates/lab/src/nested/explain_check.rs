@@ -69,8 +69,8 @@ pub fn check(trace: &Path, kvm: &Path, vcpu_tid: u32) -> Result<ExplainCheck> {
         .first()
         .map(|h| h.clock)
         .context("a trace recording without hops")?;
-    let (_, offset) = crate::delivery_recording::read(kvm)?;
-    let shift = crate::delivery_recording::shift_into(clock, offset)?;
+    let (_, offset) = hoptrace_kvm::delivery_recording::read(kvm)?;
+    let shift = hoptrace_kvm::delivery_recording::shift_into(clock, offset)?;
     let stages = read_explanations(trace)
         .with_context(|| format!("reading the explanations of {}", trace.display()))?;
     let r = RecordingReader::open(kvm).with_context(|| format!("reading {}", kvm.display()))?;
