@@ -71,6 +71,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
                 "hoptrace-record",
                 "hoptrace-exit-reasons",
                 "hoptrace-bpf-build",
+                "hoptrace-kernel-abi",
                 "hoptrace-netns",
             ],
             vec![],
@@ -91,6 +92,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
             vec![
                 "hoptrace-os",
                 "hoptrace-netns",
+                "hoptrace-kernel-abi",
                 "hoptrace-record",
                 "hoptrace-units",
                 "hoptrace-exit-reasons",
@@ -104,6 +106,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
                 "hoptrace-cpu",
                 "hoptrace-metrics",
                 "hoptrace-exit-reasons",
+                "hoptrace-kernel-abi",
                 "hoptrace-os",
                 "hoptrace-netns",
                 "hoptrace-record",

@@ -1,5 +1,5 @@
 //! Flight records as typed events: one enum variant per `enum
-//! cpu_event_kind` (src/bpf/cpu_records.h), with the arguments named. A
+//! cpu_event_kind` (src/bpf/cpu_abi.h), with the arguments named. A
 //! record of a kind this build does not know is refused, never guessed.
 
 /// What happened on a CPU.

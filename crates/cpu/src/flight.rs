@@ -25,24 +25,20 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{fence, Ordering};
 
 use anyhow::{bail, Context, Result};
+use hoptrace_kernel_abi::percpu;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject};
 
+use crate::abi::types::{cpu_event, task_info};
 use crate::catalogue::{CpuEventSpec, CPU_EVENTS};
 use crate::event::{CpuEvent, RawEvent};
 use crate::names::TaskName;
-use crate::skel::types::{cpu_event, task_info};
 use crate::skel::{CpuSkel, CpuSkelBuilder};
-
-// The layouts are pinned on both sides (cpu_records.h has the same
-// _Static_asserts): a change of one side fails the build.
-const _: () = assert!(std::mem::size_of::<cpu_event>() == 48);
-const _: () = assert!(std::mem::size_of::<task_info>() == 32);
 
 /// Default ring size per CPU: 1 << 18 records of 48 bytes (12 MiB per CPU).
 pub const DEFAULT_SLOTS_LOG2: u32 = 18;
 
-/// enum cpu_counter of cpu_records.h, in order.
+/// enum cpu_counter of cpu_abi.h, in order.
 pub const COUNTERS: [&str; 2] = ["no_slot_for_cpu", "task_table_full"];
 
 /// How the recorder is set up.
@@ -279,32 +275,16 @@ impl<'o> Recorder<'o> {
 
     /// Events recorded per CPU so far.
     pub fn heads(&self) -> Vec<u64> {
-        self.skel
-            .maps
-            .heads
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .iter()
-            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
-            .collect()
+        percpu::values::<u64>(&self.skel.maps.heads, 0).unwrap_or_default()
     }
 
     /// COUNTERS order, summed over the CPUs.
     pub fn counters(&self) -> [u64; 2] {
         let mut out = [0u64; 2];
         for (i, c) in out.iter_mut().enumerate() {
-            *c = self
-                .skel
-                .maps
-                .counters
-                .lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)
-                .ok()
-                .flatten()
+            *c = percpu::values::<u64>(&self.skel.maps.counters, i as u32)
                 .unwrap_or_default()
                 .iter()
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
                 .sum();
         }
         out
@@ -318,26 +298,21 @@ impl<'o> Recorder<'o> {
             .tasks
             .lookup(&pid.to_ne_bytes(), MapFlags::ANY)
             .ok()??;
-        if v.len() < std::mem::size_of::<task_info>() {
-            return None;
-        }
-        // SAFETY: task_info is a plain C struct of integers and bytes and
-        // `v` holds at least its size.
-        let t: task_info = unsafe { std::ptr::read_unaligned(v.as_ptr().cast()) };
-        let comm: Vec<u8> = t
-            .comm
-            .iter()
-            .map(|&c| c as u8)
-            .take_while(|&c| c != 0)
-            .collect();
-        let comm = String::from_utf8_lossy(&comm).into_owned();
-        let command = std::fs::read(format!("/proc/{}/cmdline", t.tgid))
+        let task_info {
+            comm,
+            tgid,
+            policy,
+            rt_priority,
+            prio: _,
+        } = hoptrace_kernel_abi::from_bytes::<task_info>(&v)?;
+        let comm = hoptrace_kernel_abi::c_string(&comm);
+        let command = std::fs::read(format!("/proc/{tgid}/cmdline"))
             .ok()
             .and_then(|c| crate::names::subcommand(&comm, &c));
         Some(TaskName {
             comm,
-            policy: t.policy,
-            rt_priority: t.rt_priority,
+            policy,
+            rt_priority,
             command,
         })
     }

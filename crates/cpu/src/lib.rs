@@ -3,7 +3,7 @@
 //! * [`catalogue`]: the CPU-activity events (scheduler, IRQs, softirqs,
 //!   system vectors, idle, NMI), the one list the recorder attaches from.
 //! * The BPF flight recorder (`src/bpf/cpu.bpf.c`, layouts in
-//!   `src/bpf/cpu_records.h`) writes one record per event into a per-CPU
+//!   `src/bpf/cpu_abi.h`) writes one record per event into a per-CPU
 //!   ring that is overwritten, never sent; [`flight`] loads it and reads a
 //!   CPU's window back when a packet was late. [`event`] types the records;
 //!   [`missed`] puts back the switches the kernel did not report.
@@ -12,6 +12,7 @@
 //!   that add up to the stage; [`names`] names them from the running kernel;
 //!   [`explain`] puts the three together for a batch of late stages.
 
+mod abi;
 pub mod attribute;
 pub mod catalogue;
 pub mod event;

@@ -26,46 +26,31 @@
 //! * Frames the kernel could not place (ring full) are counted by the kernel
 //!   in `PACKET_STATISTICS` (`tp_drops`), which the subscriber reports.
 //!
-//! Layout offsets below are those of `<linux/if_packet.h>` (stable ABI).
+//! The layouts are libc's definitions of `<linux/if_packet.h>`
+//! (`tpacket_req3`, `tpacket_block_desc`, `tpacket3_hdr`, `sockaddr_ll`),
+//! read through typed pointers into the mapping, never at hand-written
+//! offsets. Fields the kernel writes concurrently (a block's status) are
+//! read and written volatile.
 
 use std::io;
 use std::os::fd::RawFd;
+use std::ptr::{addr_of, addr_of_mut, read_volatile, write_volatile};
 
 use hoptrace_os::stamps::{Stamps, VlanTci, SOF_TIMESTAMPING_RAW_HARDWARE};
 use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
+use libc::{
+    tpacket3_hdr, tpacket_block_desc, tpacket_req3, PACKET_RX_RING, PACKET_STATISTICS,
+    PACKET_TIMESTAMP, PACKET_VERSION, TP_STATUS_KERNEL, TP_STATUS_TS_RAW_HARDWARE,
+    TP_STATUS_TS_SOFTWARE, TP_STATUS_USER, TP_STATUS_VLAN_TPID_VALID, TP_STATUS_VLAN_VALID,
+};
 
 use crate::rx::{RxFrame, FRAME_CAPACITY};
 
-const PACKET_RX_RING: i32 = 5;
-const PACKET_VERSION: i32 = 10;
-const PACKET_TIMESTAMP: i32 = 17;
-const PACKET_STATISTICS: i32 = 6;
-const TPACKET_V3: i32 = 2;
-
-const TP_STATUS_KERNEL: u32 = 0;
-const TP_STATUS_USER: u32 = 1;
-const TP_STATUS_TS_SOFTWARE: u32 = 1 << 29;
-const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
-/// `tp_vlan_tci` holds the tag the kernel stripped.
-const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
-/// `tp_vlan_tpid` holds its TPID.
-const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
-
-/// Size of `struct tpacket3_hdr`, aligned (`TPACKET_ALIGN`, 16 bytes).
-const TPACKET3_HDRLEN: usize = 48;
-
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct TpacketReq3 {
-    tp_block_size: u32,
-    tp_block_nr: u32,
-    tp_frame_size: u32,
-    tp_frame_nr: u32,
-    tp_retire_blk_tov: u32,
-    tp_sizeof_priv: u32,
-    tp_feature_req_word: u32,
-}
+/// `struct tpacket3_hdr` rounded up to `TPACKET_ALIGNMENT`: where the
+/// frame's `sockaddr_ll` starts.
+const HDR_ALIGNED: usize = (std::mem::size_of::<tpacket3_hdr>() + libc::TPACKET_ALIGNMENT - 1)
+    & !(libc::TPACKET_ALIGNMENT - 1);
 
 /// Geometry of the ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +103,9 @@ pub struct RxRing {
     pub fallback_stamps: u64,
 }
 
-// The mapping is owned by this struct and only touched through &mut self.
+// SAFETY: the mapping is owned by this struct (unmapped in Drop) and only
+// touched through &mut self; moving it to another thread moves that
+// ownership, nothing else refers to it.
 unsafe impl Send for RxRing {}
 
 impl RxRing {
@@ -127,13 +114,17 @@ impl RxRing {
     /// `source` says which stamp the caller enabled with SO_TIMESTAMPING.
     pub fn new(sock: &PacketSocket, geo: RingGeometry, source: StampSource) -> io::Result<Self> {
         let fd = sock.raw_fd();
-        sock.set_option(libc::SOL_PACKET, PACKET_VERSION, TPACKET_V3)?;
+        sock.set_option(
+            libc::SOL_PACKET,
+            PACKET_VERSION,
+            libc::tpacket_versions::TPACKET_V3 as i32,
+        )?;
         if source == StampSource::Hardware {
             let v = SOF_TIMESTAMPING_RAW_HARDWARE as i32;
             sock.set_option(libc::SOL_PACKET, PACKET_TIMESTAMP, v)?;
         }
         let frame_size = FRAME_CAPACITY as u32;
-        let req = TpacketReq3 {
+        let req = tpacket_req3 {
             tp_block_size: geo.block_size,
             tp_block_nr: geo.block_nr,
             tp_frame_size: frame_size,
@@ -144,6 +135,8 @@ impl RxRing {
         };
         sock.set_option(libc::SOL_PACKET, PACKET_RX_RING, req)?;
         let map_len = geo.block_size as usize * geo.block_nr as usize;
+        // SAFETY: a new shared mapping of the socket's ring (the size the
+        // kernel was just told); checked for MAP_FAILED below.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -172,13 +165,19 @@ impl RxRing {
         self.geo
     }
 
-    fn block(&self, i: usize) -> *mut u8 {
-        unsafe { self.map.add(i * self.geo.block_size as usize) }
+    /// Block `i` of the mapping (its descriptor starts it).
+    fn block(&self, i: usize) -> *mut tpacket_block_desc {
+        debug_assert!(i < self.geo.block_nr as usize);
+        // SAFETY: block i < block_nr starts inside the mapping of block_nr
+        // blocks of block_size bytes, page aligned (the kernel's rule).
+        unsafe { self.map.add(i * self.geo.block_size as usize).cast() }
     }
 
-    fn block_status(&self, b: *mut u8) -> u32 {
-        // Volatile: the kernel writes it from another context.
-        unsafe { std::ptr::read_volatile(b.add(8) as *const u32) }
+    /// A block's `block_status` (volatile: the kernel writes it).
+    fn block_status(b: *const tpacket_block_desc) -> u32 {
+        // SAFETY: `b` is a block start of the live mapping ([`Self::block`]);
+        // the descriptor is plain integers (union of one variant).
+        unsafe { read_volatile(addr_of!((*b).hdr.bh1.block_status)) }
     }
 
     /// Wait up to `timeout_ms` for the next block and hand every frame in it
@@ -189,12 +188,13 @@ impl RxRing {
         mut each: impl FnMut(RxFrame<'_>),
     ) -> io::Result<usize> {
         let b = self.block(self.next_block);
-        if self.block_status(b) & TP_STATUS_USER == 0 {
+        if Self::block_status(b) & TP_STATUS_USER == 0 {
             let mut pfd = libc::pollfd {
                 fd: self.fd,
                 events: libc::POLLIN | libc::POLLERR,
                 revents: 0,
             };
+            // SAFETY: one valid pollfd.
             let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
             if rc < 0 {
                 let err = io::Error::last_os_error();
@@ -203,26 +203,50 @@ impl RxRing {
                 }
                 return Err(err);
             }
-            if self.block_status(b) & TP_STATUS_USER == 0 {
+            if Self::block_status(b) & TP_STATUS_USER == 0 {
                 return Ok(0);
             }
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        let n = unsafe { std::ptr::read_volatile(b.add(12) as *const u32) } as usize;
-        let mut off = unsafe { std::ptr::read_volatile(b.add(16) as *const u32) } as usize;
+        // SAFETY: the block is ours (TP_STATUS_USER) until we hand it back;
+        // its descriptor is plain integers.
+        let (n, first) = unsafe {
+            let bh1 = addr_of!((*b).hdr.bh1);
+            (
+                read_volatile(addr_of!((*bh1).num_pkts)) as usize,
+                read_volatile(addr_of!((*bh1).offset_to_first_pkt)) as usize,
+            )
+        };
         let bs = self.geo.block_size as usize;
+        let base = b.cast::<u8>();
+        let mut off = first;
         for _ in 0..n {
-            if off + TPACKET3_HDRLEN > bs {
+            if off + libc::TPACKET3_HDRLEN > bs {
                 break;
             }
-            let h = unsafe { b.add(off) };
-            let rd = |o: usize| unsafe { std::ptr::read_unaligned(h.add(o) as *const u32) };
-            let next = rd(0) as usize;
-            let (sec, nsec, snaplen, len, status) = (rd(4), rd(8), rd(12), rd(16), rd(20));
-            let mac = unsafe { std::ptr::read_unaligned(h.add(24) as *const u16) } as usize;
-            // sockaddr_ll right after the aligned header: sll_pkttype at +10.
-            let pkttype = unsafe { *h.add(TPACKET3_HDRLEN + 10) };
-            let t = sec as i64 * 1_000_000_000 + nsec as i64;
+            // SAFETY: the header and the sockaddr_ll after it lie inside the
+            // block (checked above); the kernel aligns each frame to
+            // TPACKET_ALIGNMENT (16), more than either struct needs, and
+            // does not touch a block handed to user space.
+            let (h, pkttype) = unsafe {
+                let at = base.add(off);
+                let h = read_volatile(at.cast::<tpacket3_hdr>());
+                let ll = at.add(HDR_ALIGNED).cast::<libc::sockaddr_ll>();
+                (h, read_volatile(addr_of!((*ll).sll_pkttype)))
+            };
+            let tpacket3_hdr {
+                tp_next_offset,
+                tp_sec,
+                tp_nsec,
+                tp_snaplen,
+                tp_len,
+                tp_status: status,
+                tp_mac,
+                tp_net: _,
+                hv1,
+                tp_padding: _,
+            } = h;
+            let t = tp_sec as i64 * 1_000_000_000 + tp_nsec as i64;
             let mut stamps = Stamps::default();
             if status & TP_STATUS_TS_RAW_HARDWARE != 0 {
                 stamps.hardware = Some(t);
@@ -231,32 +255,35 @@ impl RxRing {
             } else if pkttype != libc::PACKET_OUTGOING {
                 self.fallback_stamps += 1;
             }
+            let mac = tp_mac as usize;
             let avail = bs.saturating_sub(off + mac);
-            let data_len = (snaplen as usize).min(avail);
-            let data = unsafe { std::slice::from_raw_parts(h.add(mac), data_len) };
-            // hv1 of tpacket3_hdr: tp_vlan_tci at +32, tp_vlan_tpid at +36.
-            let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| VlanTci {
+            let data_len = (tp_snaplen as usize).min(avail);
+            // SAFETY: [off + mac, off + mac + data_len) is inside the block
+            // (data_len is at most what is left of it).
+            let data = unsafe { std::slice::from_raw_parts(base.add(off + mac), data_len) };
+            let vlan = (status & TP_STATUS_VLAN_VALID != 0).then_some(VlanTci {
                 tpid: if status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                    unsafe { std::ptr::read_unaligned(h.add(36) as *const u16) }
+                    hv1.tp_vlan_tpid
                 } else {
                     0x8100
                 },
-                tci: rd(32) as u16,
+                tci: hv1.tp_vlan_tci as u16,
             });
             each(RxFrame {
                 data,
                 stamps,
                 pkttype,
-                truncated: (len as usize) > data_len,
+                truncated: (tp_len as usize) > data_len,
                 vlan,
             });
-            if next == 0 {
+            if tp_next_offset == 0 {
                 break;
             }
-            off += next;
+            off += tp_next_offset as usize;
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        unsafe { std::ptr::write_volatile(b.add(8) as *mut u32, TP_STATUS_KERNEL) };
+        // SAFETY: handing the block back: the descriptor's status, volatile.
+        unsafe { write_volatile(addr_of_mut!((*b).hdr.bh1.block_status), TP_STATUS_KERNEL) };
         self.next_block = (self.next_block + 1) % self.geo.block_nr as usize;
         Ok(n)
     }
@@ -269,6 +296,8 @@ impl RxRing {
 
 impl Drop for RxRing {
     fn drop(&mut self) {
+        // SAFETY: the mapping made in new(), of map_len bytes; nothing
+        // refers to it any more (frames handed out borrow &mut self).
         unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
 }
@@ -279,6 +308,7 @@ impl Drop for RxRing {
 pub fn kernel_stats(fd: RawFd) -> io::Result<(u64, u64)> {
     let mut st = [0u32; 3];
     let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+    // SAFETY: `st` has room for `len` bytes (tpacket_stats_v3: three u32).
     let rc = unsafe {
         libc::getsockopt(
             fd,

@@ -22,7 +22,7 @@ use hoptrace_record::{
 
 use crate::loader::DeliveryRecord;
 
-/// enum kvm_delivery_kind of kvm_records.h, in order: (name, arguments).
+/// enum kvm_delivery_kind of kvm_abi.h, in order: (name, arguments).
 pub const KINDS: [(&str, &str); 6] = [
     ("kvm_msi_set_irq", "arg0 MSI address, arg1 MSI data"),
     ("kvm_set_irq", "arg0 GSI, arg1 level"),

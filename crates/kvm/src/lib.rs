@@ -8,7 +8,7 @@
 //!   kernel has; without `kvm_exit` and `kvm_entry` there is nothing to trace
 //!   and [`tracefs::KvmEvents::require_exits`] says what is missing and what
 //!   to do.
-//! * The BPF program (`src/bpf/kvm.bpf.c`, records in `src/bpf/kvm_records.h`)
+//! * The BPF program (`src/bpf/kvm.bpf.c`, records in `src/bpf/kvm_abi.h`)
 //!   pairs each `kvm_exit` with the next `kvm_entry` of the same vCPU thread
 //!   and sends one record per exit; [`loader`] loads it (`tp_btf`, `raw_tp`
 //!   as a fallback) and reads the records, the lost-event counters, the
@@ -23,6 +23,7 @@
 //! The nested lab's test VMMs (whose exits and interrupts are known in
 //! advance) and its cross-checks live in `hoptrace-lab` (`nested`).
 
+mod abi;
 pub mod delivery;
 pub mod delivery_join;
 pub mod delivery_recording;

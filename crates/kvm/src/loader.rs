@@ -23,25 +23,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use libbpf_rs::{MapCore, OpenObject, RingBufferBuilder};
 
-use crate::skel::types::{kvm_delivery_record, kvm_exit_record, kvm_hook_key, kvm_nested_key};
+use crate::abi::types::{kvm_delivery_record, kvm_exit_record, kvm_hook_key, kvm_nested_key};
 use crate::skel::{KvmSkel, KvmSkelBuilder};
 use crate::tracefs::KvmEvents;
-
-// The record layouts are pinned on both sides (kvm_records.h has the same
-// _Static_asserts): a change of one side fails the build.
-const _: () = assert!(std::mem::size_of::<kvm_exit_record>() == 48);
-const _: () = assert!(std::mem::size_of::<kvm_nested_key>() == 24);
-const _: () = assert!(std::mem::size_of::<kvm_hook_key>() == 16);
-const _: () = assert!(std::mem::size_of::<kvm_delivery_record>() == 40);
+use hoptrace_kernel_abi::{from_bytes, hash_entries, percpu};
 
 /// One VM exit as the BPF program sends it.
 pub type ExitRecord = kvm_exit_record;
 /// One interrupt-delivery event as the BPF program sends it (`--delivery`).
 pub type DeliveryRecord = kvm_delivery_record;
 
-/// enum kvm_counter of kvm_records.h, in order.
+/// enum kvm_counter of kvm_abi.h, in order.
 pub const COUNTERS: [&str; 7] = [
     "ring_full",
     "pending_table_full",
@@ -51,14 +45,14 @@ pub const COUNTERS: [&str; 7] = [
     "hook_table_full",
     "delivery_ring_full",
 ];
-/// enum kvm_hook of kvm_records.h, in order: the event of each hook.
+/// enum kvm_hook of kvm_abi.h, in order: the event of each hook.
 pub const HOOKS: [&str; 4] = [
     "kvm_msi_set_irq",
     "kvm_set_irq",
     "kvm_vcpu_wakeup",
     "kvm_entry",
 ];
-/// enum kvm_nested_event of kvm_records.h, in order.
+/// enum kvm_nested_event of kvm_abi.h, in order.
 pub const NESTED_EVENTS: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -177,28 +171,7 @@ fn load<'o>(
 
 /// Sum a per-CPU u64 array slot.
 fn percpu_sum(map: &dyn MapCore, key: u32) -> Result<u64> {
-    Ok(map
-        .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)?
-        .unwrap_or_default()
-        .iter()
-        .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()))
-        .sum())
-}
-
-/// Every (key, u64 value) of a hash map.
-fn hash_entries<K: Copy>(map: &dyn MapCore) -> Vec<(K, u64)> {
-    let size = std::mem::size_of::<K>();
-    map.keys()
-        .filter(|k| k.len() == size)
-        .filter_map(|k| {
-            let v = map.lookup(&k, MapFlags::ANY).ok()??;
-            let v = u64::from_ne_bytes(v.get(..8)?.try_into().ok()?);
-            // SAFETY: K is a plain C struct of integers (the generated
-            // types) and `k` has exactly its size.
-            let key: K = unsafe { std::ptr::read_unaligned(k.as_ptr().cast()) };
-            Some((key, v))
-        })
-        .collect()
+    Ok(percpu::values::<u64>(map, key)?.iter().sum())
 }
 
 fn snapshot(skel: &KvmSkel<'_>) -> Result<Snapshot> {
@@ -206,8 +179,8 @@ fn snapshot(skel: &KvmSkel<'_>) -> Result<Snapshot> {
     for (i, c) in s.counters.iter_mut().enumerate() {
         *c = percpu_sum(&skel.maps.counters, i as u32)?;
     }
-    s.nested = hash_entries(&skel.maps.nested_counts);
-    s.hooks = hash_entries(&skel.maps.hook_counts);
+    s.nested = hash_entries(&skel.maps.nested_counts)?;
+    s.hooks = hash_entries(&skel.maps.hook_counts)?;
     s.pending = skel.maps.pending.keys().count() as u64;
     Ok(s)
 }
@@ -331,23 +304,23 @@ pub fn run(
                 .with_context(|| format!("attaching {name} ({})", info.backend.name()))?,
         );
     }
+    // A record of another size than its type is counted, never misread
+    // (the session fails: the BPF object and user space disagree).
+    let undecodable = std::cell::Cell::new(0u64);
     let sink = std::cell::RefCell::new(sink);
     let mut builder = RingBufferBuilder::new();
     builder.add(&skel.maps.exits, |data: &[u8]| {
-        if data.len() >= std::mem::size_of::<ExitRecord>() {
-            // SAFETY: the record is a plain C struct of integers and the
-            // slice holds at least its size.
-            let r: ExitRecord = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
-            sink.borrow_mut().exit(&r);
+        match from_bytes::<ExitRecord>(data) {
+            Some(r) => sink.borrow_mut().exit(&r),
+            None => undecodable.set(undecodable.get() + 1),
         }
         0
     })?;
     if opts.delivery {
         builder.add(&skel.maps.deliveries, |data: &[u8]| {
-            if data.len() >= std::mem::size_of::<DeliveryRecord>() {
-                // SAFETY: as above, a plain C struct of integers.
-                let r: DeliveryRecord = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
-                sink.borrow_mut().delivery(&r);
+            match from_bytes::<DeliveryRecord>(data) {
+                Some(r) => sink.borrow_mut().delivery(&r),
+                None => undecodable.set(undecodable.get() + 1),
             }
             0
         })?;
@@ -379,6 +352,13 @@ pub fn run(
     ring.consume().or_else(interrupted)?;
     sink.borrow_mut().tick(&snapshot(&skel)?);
     drop(links);
+    drop(ring);
+    if undecodable.get() > 0 {
+        bail!(
+            "{} ring buffer records could not be decoded (BPF and user-space layouts disagree)",
+            undecodable.get()
+        );
+    }
     Ok(info)
 }
 
@@ -388,11 +368,8 @@ mod tests {
 
     #[test]
     fn counter_and_hook_names_follow_the_header_order() {
-        let h = include_str!("bpf/kvm_records.h");
-        let pos = |s: &str| {
-            h.find(s)
-                .unwrap_or_else(|| panic!("{s} not in kvm_records.h"))
-        };
+        let h = include_str!("bpf/kvm_abi.h");
+        let pos = |s: &str| h.find(s).unwrap_or_else(|| panic!("{s} not in kvm_abi.h"));
         assert!(pos("CNT_RING_FULL = 0") < pos("CNT_HOOK_FULL = 5"));
         assert!(h.contains("CNT_COUNT = 7") && COUNTERS.len() == 7);
         assert!(h.contains("CNT_DELIVERY_FULL = 6") && COUNTERS[6] == "delivery_ring_full");

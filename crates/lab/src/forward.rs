@@ -17,11 +17,10 @@
 //! directory (never in `/dev`). It must run inside the hypervisor namespace
 //! (`ip netns exec`, which also remounts `/sys` for that namespace).
 
-use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::packet;
 
@@ -32,48 +31,6 @@ pub enum Source {
     Tap(String),
     /// A macvtap interface (its /dev/tapN character device); node dir for mknod.
     Macvtap { iface: String, node_dir: PathBuf },
-}
-
-const TUNSETIFF: libc::c_ulong = 0x400454ca;
-const IFF_TAP: libc::c_short = 0x0002;
-const IFF_NO_PI: libc::c_short = 0x1000;
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; 16],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
-fn set_tap_mode(fd: &OwnedFd, name: &str) -> Result<()> {
-    let mut req = IfReq {
-        name: [0; 16],
-        flags: IFF_TAP | IFF_NO_PI,
-        _pad: [0; 22],
-    };
-    if name.len() >= 16 {
-        bail!("interface name {name} is too long");
-    }
-    req.name[..name.len()].copy_from_slice(name.as_bytes());
-    // SAFETY: TUNSETIFF reads a struct ifreq, which IfReq mirrors (40 bytes).
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("TUNSETIFF(IFF_TAP|IFF_NO_PI) on {name}"));
-    }
-    Ok(())
-}
-
-fn open_rw(path: &Path) -> Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_encoded_bytes())?;
-    // SAFETY: valid path string.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("opening {}", path.display()));
-    }
-    // SAFETY: fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// The character device of macvtap `iface` (created in `node_dir` when /dev lacks it).
@@ -113,16 +70,10 @@ pub fn macvtap_device(iface: &str, node_dir: &Path) -> Result<PathBuf> {
 /// Open the source, ready to read one frame per read(2).
 pub fn open_source(src: &Source) -> Result<OwnedFd> {
     match src {
-        Source::Tap(name) => {
-            let fd = open_rw(Path::new("/dev/net/tun"))?;
-            set_tap_mode(&fd, name)?;
-            Ok(fd)
-        }
+        Source::Tap(name) => Ok(hoptrace_os::tap::open(name, false)?),
         Source::Macvtap { iface, node_dir } => {
             let dev = macvtap_device(iface, node_dir)?;
-            let fd = open_rw(&dev)?;
-            set_tap_mode(&fd, iface)?;
-            Ok(fd)
+            Ok(hoptrace_os::tap::open_char_device(&dev, iface, false)?)
         }
     }
 }

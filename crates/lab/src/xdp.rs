@@ -48,12 +48,9 @@ mod skel {
 use skel::types::xdp_lab_counters;
 use skel::XdpRedirectSkelBuilder;
 
-// SAFETY: libbpf-cargo generates `xdp_lab_counters` from the object's BTF
-// as a #[repr(C)] struct of three u64 (src/bpf/xdp_redirect_abi.h, which
-// asserts its layout): every bit pattern is a valid value, no padding.
-unsafe impl bytemuck::Zeroable for xdp_lab_counters {}
-// SAFETY: as above; it derives Copy.
-unsafe impl bytemuck::Pod for xdp_lab_counters {}
+hoptrace_kernel_abi::kernel_pod!(skel::types; xdp_lab_counters);
+hoptrace_kernel_abi::same_size_as_clang!(skel::types, xdp_abi_sizes;
+    xdp_lab_counters = XDP_LAB_COUNTERS_SIZE);
 
 /// Counters of the lab's XDP programs (sums over CPUs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,7 +156,7 @@ pub fn counters(st: &LabState) -> Result<Option<XdpCounters>> {
             redirected,
             dropped,
             delivered,
-        } = bytemuck::try_pod_read_unaligned(&bytes).map_err(|_| {
+        } = hoptrace_kernel_abi::from_bytes(&bytes).ok_or_else(|| {
             anyhow::anyhow!(
                 "the XDP counters map of lab {} holds {}-byte values, expected {}: was the lab set up by another hoptrace version? (`hoptrace lab down {}` and up again)",
                 st.name,

@@ -26,6 +26,7 @@ pub mod packet;
 mod socket_filter;
 pub mod stamps;
 pub mod stop;
+pub mod tap;
 pub mod tracefs;
 
 pub use interface::{interface_index, interface_names, InterfaceError, Namespace};

@@ -16,6 +16,8 @@
 //! [`parse_cmsgs`] and [`vlan_from_cmsgs`] walk the control messages of one
 //! `msghdr` filled by `recvmsg`/`recvmmsg`.
 
+use hoptrace_kernel_abi::c_struct_at_start;
+
 /// `SO_TIMESTAMPING` flags (`linux/net_tstamp.h`).
 pub const SOF_TIMESTAMPING_TX_HARDWARE: u32 = 1 << 0;
 pub const SOF_TIMESTAMPING_TX_SOFTWARE: u32 = 1 << 1;
@@ -73,19 +75,6 @@ impl VlanTci {
     }
 }
 
-/// `struct tpacket_auxdata` (`linux/if_packet.h`).
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct TpacketAuxdata {
-    tp_status: u32,
-    tp_len: u32,
-    tp_snaplen: u32,
-    tp_mac: u16,
-    tp_net: u16,
-    tp_vlan_tci: u16,
-    tp_vlan_tpid: u16,
-}
-
 fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
     if ts.tv_sec == 0 && ts.tv_nsec == 0 {
         None
@@ -94,15 +83,23 @@ fn timespec_ns(ts: &libc::timespec) -> Option<i64> {
     }
 }
 
-/// Call `each(level, type, data)` for every control message of `msg`.
+/// Call `each(level, type, payload)` for every control message of `msg`.
 ///
 /// # Safety
 /// `msg` must describe a control buffer filled by the kernel.
-unsafe fn for_each_cmsg(msg: &libc::msghdr, mut each: impl FnMut(i32, i32, *const u8)) {
+unsafe fn for_each_cmsg(msg: &libc::msghdr, mut each: impl FnMut(i32, i32, &[u8])) {
     let mut cmsg = libc::CMSG_FIRSTHDR(msg);
     while !cmsg.is_null() {
         let hdr = &*cmsg;
-        each(hdr.cmsg_level, hdr.cmsg_type, libc::CMSG_DATA(cmsg));
+        let data = libc::CMSG_DATA(cmsg);
+        // The payload runs from CMSG_DATA to the end of the message
+        // (cmsg_len counts from the header), inside the control buffer.
+        let len = (hdr.cmsg_len as usize).saturating_sub(data as usize - cmsg as usize);
+        each(
+            hdr.cmsg_level,
+            hdr.cmsg_type,
+            std::slice::from_raw_parts(data, len),
+        );
         cmsg = libc::CMSG_NXTHDR(msg, cmsg);
     }
 }
@@ -116,13 +113,15 @@ pub unsafe fn parse_cmsgs(msg: &libc::msghdr) -> Stamps {
     for_each_cmsg(msg, |level, kind, data| {
         if level == libc::SOL_SOCKET && (kind == SO_TIMESTAMPING_OLD || kind == SO_TIMESTAMPING_NEW)
         {
-            let ts = std::ptr::read_unaligned(data as *const [libc::timespec; 3]);
-            out.software = timespec_ns(&ts[0]);
-            out.hardware = timespec_ns(&ts[2]);
+            if let Some(ts) = c_struct_at_start::<[libc::timespec; 3]>(data) {
+                out.software = timespec_ns(&ts[0]);
+                out.hardware = timespec_ns(&ts[2]);
+            }
         } else if level == libc::SOL_PACKET && kind == PACKET_TX_TIMESTAMP {
-            let ee = std::ptr::read_unaligned(data as *const libc::sock_extended_err);
-            if ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
-                out.tx_id = Some(ee.ee_data);
+            if let Some(ee) = c_struct_at_start::<libc::sock_extended_err>(data) {
+                if ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING {
+                    out.tx_id = Some(ee.ee_data);
+                }
             }
         }
     });
@@ -137,19 +136,22 @@ pub unsafe fn parse_cmsgs(msg: &libc::msghdr) -> Stamps {
 pub unsafe fn vlan_from_cmsgs(msg: &libc::msghdr) -> Option<VlanTci> {
     let mut out = None;
     for_each_cmsg(msg, |level, kind, data| {
-        if level == libc::SOL_PACKET && kind == PACKET_AUXDATA {
-            let aux = std::ptr::read_unaligned(data as *const TpacketAuxdata);
-            if aux.tp_status & TP_STATUS_VLAN_VALID != 0 {
-                let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                    aux.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
-                out = Some(VlanTci {
-                    tpid,
-                    tci: aux.tp_vlan_tci,
-                });
-            }
+        if level != libc::SOL_PACKET || kind != PACKET_AUXDATA {
+            return;
+        }
+        let Some(aux) = c_struct_at_start::<libc::tpacket_auxdata>(data) else {
+            return;
+        };
+        if aux.tp_status & TP_STATUS_VLAN_VALID != 0 {
+            let tpid = if aux.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                aux.tp_vlan_tpid
+            } else {
+                0x8100
+            };
+            out = Some(VlanTci {
+                tpid,
+                tci: aux.tp_vlan_tci,
+            });
         }
     });
     out
@@ -162,6 +164,7 @@ mod tests {
     /// A control buffer holding one message, as the kernel lays it out.
     fn one_cmsg<T: Copy>(level: i32, kind: i32, value: T) -> (Vec<u64>, libc::msghdr) {
         let mut buf = vec![0u64; CONTROL_LEN / 8];
+        // SAFETY: msghdr is plain data; all-zero is an empty message.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_control = buf.as_mut_ptr().cast();
         msg.msg_controllen = CONTROL_LEN;
@@ -188,15 +191,17 @@ mod tests {
             tv_nsec: 42,
         };
         let (_buf, msg) = one_cmsg(libc::SOL_SOCKET, SO_TIMESTAMPING_OLD, [sw, zero, zero]);
+        // SAFETY: `msg` describes the control buffer built above.
         let stamps = unsafe { parse_cmsgs(&msg) };
         assert_eq!(stamps.software, Some(1_700_000_000_000_000_042));
         assert_eq!(stamps.hardware, None);
+        // SAFETY: as above.
         assert_eq!(unsafe { vlan_from_cmsgs(&msg) }, None);
     }
 
     #[test]
     fn a_stripped_vlan_tag_is_read_from_the_aux_data() {
-        let aux = TpacketAuxdata {
+        let aux = libc::tpacket_auxdata {
             tp_status: TP_STATUS_VLAN_VALID,
             tp_len: 60,
             tp_snaplen: 60,
@@ -206,13 +211,17 @@ mod tests {
             tp_vlan_tpid: 0,
         };
         let (_buf, msg) = one_cmsg(libc::SOL_PACKET, PACKET_AUXDATA, aux);
+        // SAFETY: `msg` describes the control buffer built above.
+        let vlan = unsafe { vlan_from_cmsgs(&msg) };
         assert_eq!(
-            unsafe { vlan_from_cmsgs(&msg) },
+            vlan,
             Some(VlanTci {
                 tpid: 0x8100,
                 tci: (4 << 13) | 100
             })
         );
-        assert_eq!(unsafe { parse_cmsgs(&msg) }, Stamps::default());
+        // SAFETY: as above.
+        let stamps = unsafe { parse_cmsgs(&msg) };
+        assert_eq!(stamps, Stamps::default());
     }
 }

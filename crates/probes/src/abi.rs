@@ -18,7 +18,8 @@
 //! and the tracepoint ids of the catalogue are the C `enum tp_id`. The C
 //! side asserts each struct's field offsets and that none has padding.
 //!
-//! Decoding is safe: [`from_bytes`] copies a record's bytes into the
+//! Decoding is safe and the same for every BPF program of hoptrace
+//! (`hoptrace-kernel-abi`): `from_bytes` copies a record's bytes into the
 //! generated type after an exact length check (a short or foreign record is
 //! `None`, never undefined behaviour), and callers destructure the result
 //! without `..`, so a field added in C and not handled in Rust does not
@@ -26,28 +27,10 @@
 
 use std::mem::{offset_of, size_of};
 
-use bytemuck::Pod;
-
 use crate::catalogue::TracePoint;
 pub(crate) use crate::skel::types;
 
-/// Kernel layouts that may be copied from and to bytes.
-macro_rules! kernel_pod {
-    ($($t:ident),* $(,)?) => {$(
-        // SAFETY: libbpf-cargo generates `types::$t` from the object's BTF
-        // as a #[repr(C)] struct whose fields are integers, arrays of
-        // integers, #[repr(transparent)] integer newtypes of C enums and
-        // other such structs, with every padding byte an explicit `__pad_N`
-        // field (and hops_abi.h asserts the C struct has none): every bit
-        // pattern is a valid value and no byte is uninitialised. It derives
-        // Copy and is 'static.
-        unsafe impl bytemuck::Zeroable for types::$t {}
-        // SAFETY: as above.
-        unsafe impl bytemuck::Pod for types::$t {}
-    )*};
-}
-
-kernel_pod!(
+hoptrace_kernel_abi::kernel_pod!(types;
     hop_compact,
     hop_event,
     hop_config,
@@ -60,22 +43,7 @@ kernel_pod!(
     ks_counters,
 );
 
-/// A kernel value of type `T` from its bytes: `None` unless there are
-/// exactly `size_of::<T>()` of them (no alignment needed: they are copied).
-pub(crate) fn from_bytes<T: Pod>(bytes: &[u8]) -> Option<T> {
-    bytemuck::try_pod_read_unaligned(bytes).ok()
-}
-
-/// The bytes of a kernel value (a map key or value user space writes).
-pub(crate) fn bytes_of<T: Pod>(value: &T) -> &[u8] {
-    bytemuck::bytes_of(value)
-}
-
-/// The string of a NUL-padded C char array (a task name).
-pub(crate) fn c_string(raw: &[u8]) -> String {
-    let n = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..n]).into_owned()
-}
+pub(crate) use hoptrace_kernel_abi::{bytes_of, c_string, from_bytes};
 
 /// A constant of `enum hop_limits` as a length.
 pub(crate) const fn limit(l: types::hop_limits) -> usize {
@@ -83,16 +51,7 @@ pub(crate) const fn limit(l: types::hop_limits) -> usize {
 }
 
 // Build-time checks (see the module comment).
-macro_rules! same_size_as_clang {
-    ($($t:ident = $c:ident),* $(,)?) => {$(
-        const _: () = assert!(
-            size_of::<types::$t>() == types::hop_abi_sizes::$c.0 as usize,
-            concat!("the generated `", stringify!($t), "` and clang's differ in size")
-        );
-    )*};
-}
-
-same_size_as_clang!(
+hoptrace_kernel_abi::same_size_as_clang!(types, hop_abi_sizes;
     hop_compact = HOP_COMPACT_SIZE,
     hop_event = HOP_EVENT_SIZE,
     hop_config = HOP_CONFIG_SIZE,
@@ -105,16 +64,7 @@ same_size_as_clang!(
     ks_counters = KS_COUNTERS_SIZE,
 );
 
-macro_rules! percpu_stride {
-    ($($t:ident),* $(,)?) => {$(
-        const _: () = assert!(
-            size_of::<types::$t>() % 8 == 0,
-            concat!("per-CPU value `", stringify!($t), "` is not a whole number of 8-byte words")
-        );
-    )*};
-}
-
-percpu_stride!(hop_counters, ks_val, ks_win, ks_drops, ks_counters);
+hoptrace_kernel_abi::percpu_stride!(types; hop_counters, ks_val, ks_win, ks_drops, ks_counters);
 
 const _: () = assert!(
     size_of::<types::hop_event>() != size_of::<types::hop_compact>(),
@@ -169,7 +119,7 @@ mod tests {
 
     /// Bytes as the kernel hands them over (ring record, map value), and
     /// back through the generated type, as the tracer reads them.
-    fn through_bytes<T: Pod>(value: &T) -> T {
+    fn through_bytes<T: hoptrace_kernel_abi::Pod>(value: &T) -> T {
         from_bytes::<T>(bytes_of(value)).expect("exactly the size of the type")
     }
 

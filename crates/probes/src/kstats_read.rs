@@ -2,7 +2,7 @@
 //! user space: the stage index map written at start, and the read of the
 //! statistics maps once a second into a [`Snapshot`] (see [`crate::kstats`]
 //! for the mechanism). The values are the generated types of
-//! `src/bpf/hops_abi.h` ([`crate::abi`]), read through [`crate::percpu`]
+//! `src/bpf/hops_abi.h` ([`crate::abi`]), read through [`hoptrace_kernel_abi::percpu`]
 //! and turned into the figures field by field.
 //!
 //! The window map is zeroed right after its read: a hop that lands between
@@ -15,8 +15,8 @@ use libbpf_rs::{MapCore, MapFlags};
 use crate::abi::{self, types};
 use crate::kstats::{Figures, Snapshot, StreamKey, Window, STAGES, STREAMS};
 use crate::kstats_plan::KsPlan;
-use crate::percpu;
 use crate::skel::HopsSkel;
+use hoptrace_kernel_abi::percpu;
 
 /// Write the hop and stage tables of `plan` (see [`crate::kstats_plan`]).
 pub(crate) fn configure(skel: &HopsSkel<'_>, plan: &KsPlan) -> Result<()> {

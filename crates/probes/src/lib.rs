@@ -31,7 +31,6 @@ pub mod kstats_plan;
 mod kstats_read;
 pub mod loader;
 pub mod lost;
-mod percpu;
 mod session;
 
 #[allow(clippy::all, unused_imports, dead_code, missing_docs)]

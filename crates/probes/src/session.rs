@@ -22,8 +22,8 @@ use crate::identity::SkbIdentities;
 use crate::khist::{KernelHists, BUCKETS, TPS};
 use crate::loader::{LostCounts, SessionInfo, SessionSink};
 use crate::lost::HopNotes;
-use crate::percpu;
 use crate::skel::HopsSkel;
+use hoptrace_kernel_abi::percpu;
 
 /// How often the ring is drained (the BPF side never wakes the reader).
 const POLL: Duration = Duration::from_millis(5);

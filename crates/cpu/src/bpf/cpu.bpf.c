@@ -5,7 +5,7 @@
  * Every traced event (scheduler switch and wakeup, hard IRQ and softirq entry
  * and exit, the x86 system vectors, idle, NMI, and where KVM is loaded the
  * VM exits and entries of vCPU threads) writes one struct cpu_event
- * (cpu_records.h) into its CPU's part of the array `flight`: CPU c owns the
+ * (cpu_abi.h) into its CPU's part of the array `flight`: CPU c owns the
  * slots [c << slots_log2, (c + 1) << slots_log2), used as a ring. The CPU's
  * event number comes from `heads` (per-CPU, incremented atomically, so an
  * interrupt that fires while a program is writing takes the next slot); the
@@ -24,10 +24,14 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "cpu_records.h"
+#include "cpu_abi.h"
 #include "kvm_exit_reason.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
+
+/* Carries the enums of cpu_abi.h that no map or record uses into the BTF
+ * (hence the skeleton's Rust types). Never read. */
+const volatile struct cpu_abi_anchor cpu_abi_anchor = {};
 
 const volatile struct cpu_config cpu_config = {
 	.use_tai = 0,

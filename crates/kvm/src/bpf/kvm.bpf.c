@@ -8,7 +8,7 @@
  *    flight recorder). The exit (time,
  *    reason, isa, vCPU id, CPU) is stored in `pending`, keyed by thread id.
  * 2. kvm_entry (vcpu): the same thread enters the guest again. Its pending
- *    exit is taken out and one struct kvm_exit_record (kvm_records.h) is
+ *    exit is taken out and one struct kvm_exit_record (kvm_abi.h) is
  *    sent through the ring buffer: exit-to-entry time is entry_ns - exit_ns.
  *    An entry without a pending exit (a vCPU's first entry) is counted.
  * 3. kvm_nested_vmexit / kvm_nested_vmexit_inject: exits of a nested guest,
@@ -35,12 +35,16 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "kvm_records.h"
+#include "kvm_abi.h"
 #include "kvm_exit_reason.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
 #define RING_BYTES (16 << 20)
+
+/* Carries the enums of kvm_abi.h that no map or record uses into the BTF
+ * (hence the skeleton's Rust types). Never read. */
+const volatile struct kvm_abi_anchor kvm_abi_anchor = {};
 
 const volatile struct kvm_config kvm_config = {};
 

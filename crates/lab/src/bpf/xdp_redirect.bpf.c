@@ -21,6 +21,9 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Carries enum xdp_abi_sizes into the BTF (the Rust size check). Never read. */
+const volatile struct xdp_abi_anchor xdp_abi_anchor = {};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP);
 	__uint(max_entries, 1);

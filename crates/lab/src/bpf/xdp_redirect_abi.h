@@ -9,6 +9,7 @@
 #define HOPTRACE_XDP_REDIRECT_ABI_H
 
 #include "vmlinux.h"
+#include "abi_check.bpf.h"
 
 /* Per-CPU counters, one value (map ht_lab_stats), summed by `hoptrace lab
  * status`. */
@@ -22,8 +23,19 @@ struct xdp_lab_counters {
 	__u64 delivered;
 };
 
-_Static_assert(sizeof(struct xdp_lab_counters) == 24, "struct xdp_lab_counters size");
-_Static_assert(__builtin_offsetof(struct xdp_lab_counters, dropped) == 8, "dropped offset");
-_Static_assert(__builtin_offsetof(struct xdp_lab_counters, delivered) == 16, "delivered offset");
+ABI_SIZE(struct xdp_lab_counters, 24);
+ABI_AT(struct xdp_lab_counters, redirected, 0);
+ABI_AT(struct xdp_lab_counters, dropped, 8);
+ABI_AT(struct xdp_lab_counters, delivered, 16);
+
+/* clang's sizes of the structs above, for the Rust check (src/xdp.rs),
+ * carried into the BTF by the program's `xdp_abi_anchor`. */
+enum xdp_abi_sizes {
+	XDP_LAB_COUNTERS_SIZE = sizeof(struct xdp_lab_counters),
+};
+
+struct xdp_abi_anchor {
+	enum xdp_abi_sizes sizes;
+};
 
 #endif /* HOPTRACE_XDP_REDIRECT_ABI_H */

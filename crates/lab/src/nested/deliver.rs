@@ -45,9 +45,8 @@
 //! reached the APIC before the guest took the first: an edge MSI whose
 //! vector is already pending is merged, as on hardware).
 
-use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -386,64 +385,10 @@ fn readable(f: &std::fs::File, timeout: Duration) -> Result<bool> {
     Ok(rc > 0)
 }
 
-const TUNSETIFF: libc::c_ulong = 0x400454ca;
-const IFF_TAP: libc::c_short = 0x0002;
-const IFF_NO_PI: libc::c_short = 0x1000;
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
-fn ifreq(name: &str, flags: libc::c_short) -> Result<IfReq> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        bail!("tap name `{name}`: 1 to 15 bytes");
-    }
-    let mut r = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        flags,
-        _pad: [0; 22],
-    };
-    r.name[..name.len()].copy_from_slice(name.as_bytes());
-    Ok(r)
-}
-
 /// Create (or attach to) tap `name` and set it up; the fd reads frames.
 fn open_tap(name: &str) -> Result<OwnedFd> {
-    let path = CString::new("/dev/net/tun")?;
-    // SAFETY: a valid C string; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error())
-            .context("opening /dev/net/tun (is the tun module loaded?)");
-    }
-    // SAFETY: a fresh fd we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = ifreq(name, IFF_TAP | IFF_NO_PI)?;
-    // SAFETY: TUNSETIFF reads and writes a struct ifreq (40 bytes, IfReq).
-    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) } < 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("TUNSETIFF(IFF_TAP|IFF_NO_PI) {name}"));
-    }
-    // SAFETY: a datagram socket for the interface ioctls; checked.
-    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if s < 0 {
-        return Err(std::io::Error::last_os_error()).context("socket for SIOCSIFFLAGS");
-    }
-    // SAFETY: a fresh fd we own.
-    let s = unsafe { OwnedFd::from_raw_fd(s) };
-    let mut up = ifreq(name, (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short)?;
-    // SAFETY: SIOCSIFFLAGS reads a struct ifreq.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &mut up as *mut IfReq) } < 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("setting {name} up"));
-    }
+    let fd = hoptrace_os::tap::open(name, true)?;
+    hoptrace_os::tap::set_up(name)?;
     Ok(fd)
 }
 

@@ -41,6 +41,7 @@
 #define HOPTRACE_HOPS_ABI_H
 
 #include "vmlinux.h"
+#include "abi_check.bpf.h"
 
 /* Sizes user space sizes its buffers and map reads with. */
 enum hop_limits {
@@ -299,9 +300,6 @@ struct hop_abi_anchor {
  * (so the layout cannot change by accident, and no struct has implicit
  * padding: the offsets leave no gap and the last field ends the struct).
  */
-#define ABI_SIZE(type, size) _Static_assert(sizeof(type) == (size), #type " size")
-#define ABI_AT(type, field, off) \
-	_Static_assert(__builtin_offsetof(type, field) == (off), #type "." #field " offset")
 
 _Static_assert(sizeof(enum tp_id) == 4, "enum tp_id is a u32 in the records");
 ABI_SIZE(struct hop_compact, 64);

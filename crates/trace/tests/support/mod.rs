@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -56,28 +56,7 @@ pub fn send_frame(sock: &PacketSocket, frame: &[u8]) {
 
 /// Attach to the persistent tap `name` as QEMU does (IFF_TAP | IFF_NO_PI).
 pub fn open_tap(name: &str) -> OwnedFd {
-    const TUNSETIFF: libc::c_ulong = 0x400454ca;
-    // SAFETY: ifreq-compatible buffer of 40 bytes, name NUL-terminated.
-    unsafe {
-        let fd = libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK);
-        assert!(
-            fd >= 0,
-            "open /dev/net/tun: {}",
-            std::io::Error::last_os_error()
-        );
-        let mut ifr = [0u8; 40];
-        ifr[..name.len()].copy_from_slice(name.as_bytes());
-        let flags: u16 = (libc::IFF_TAP | libc::IFF_NO_PI) as u16;
-        ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
-        let rc = libc::ioctl(fd, TUNSETIFF, ifr.as_mut_ptr());
-        assert_eq!(
-            rc,
-            0,
-            "TUNSETIFF {name}: {}",
-            std::io::Error::last_os_error()
-        );
-        OwnedFd::from_raw_fd(fd)
-    }
+    hoptrace_os::tap::open(name, true).unwrap_or_else(|e| panic!("tap {name}: {e}"))
 }
 
 /// Read one frame from a non-blocking fd, waiting up to `timeout`.

@@ -2,12 +2,12 @@
 //!
 //! A per-CPU map holds one value per possible CPU for each key; the kernel
 //! hands them over back to back, each rounded up to 8 bytes (the value
-//! types of `src/bpf/hops_abi.h` are whole 8-byte words, checked at build
-//! time in [`crate::abi`]). Each value is copied into its generated type
-//! ([`crate::abi::from_bytes`]): a value of another size is an error naming
-//! the map, never a misread.
+//! types are whole 8-byte words, checked at build time with
+//! [`crate::percpu_stride!`]). Each value is copied into its generated type
+//! ([`crate::from_bytes`]): a value of another size is an error naming the
+//! map, never a misread.
 //!
-//! Whole arrays (`khist`, `ks_stats`, `ks_win`) are read with one
+//! Whole arrays (the hop probes' `khist`, `ks_stats`, `ks_win`) are read with one
 //! `BPF_MAP_LOOKUP_BATCH` walk each and the window map is zeroed with one
 //! `BPF_MAP_UPDATE_BATCH` (libbpf-rs refuses batch operations on per-CPU
 //! maps, hence the direct libbpf calls); a single key goes through
@@ -21,22 +21,22 @@ use bytemuck::Pod;
 use libbpf_rs::libbpf_sys;
 use libbpf_rs::{MapCore, MapFlags};
 
-use crate::abi;
+use crate::from_bytes;
 
 /// The possible CPUs (the number of values per key of a per-CPU map).
-pub(crate) fn cpus() -> Result<usize> {
+pub fn cpus() -> Result<usize> {
     libbpf_rs::num_possible_cpus().context("counting the possible CPUs")
 }
 
 /// This key's value on every CPU.
-pub(crate) fn values<T: Pod>(map: &dyn MapCore, key: u32) -> Result<Vec<T>> {
+pub fn values<T: Pod>(map: &dyn MapCore, key: u32) -> Result<Vec<T>> {
     let name = map.name().to_string_lossy().into_owned();
     map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
         .with_context(|| format!("reading the per-CPU map {name}"))?
         .unwrap_or_default()
         .iter()
         .map(|b| {
-            abi::from_bytes::<T>(b).with_context(|| {
+            from_bytes::<T>(b).with_context(|| {
                 format!(
                     "per-CPU map {name}: a value of {} bytes, expected {} (BPF object and user space disagree)",
                     b.len(),
@@ -49,12 +49,12 @@ pub(crate) fn values<T: Pod>(map: &dyn MapCore, key: u32) -> Result<Vec<T>> {
 
 /// Every per-CPU value of the array map (keys 0..n), by
 /// `BPF_MAP_LOOKUP_BATCH`: `values[key * cpus + cpu]`.
-pub(crate) fn array<T: Pod>(map: &dyn MapCore, n: usize, cpus: usize) -> Result<Vec<T>> {
+pub fn array<T: Pod>(map: &dyn MapCore, n: usize, cpus: usize) -> Result<Vec<T>> {
     let vsize = size_of::<T>();
     let raw = lookup_batch(map.as_fd().as_raw_fd(), n, vsize, cpus)
         .with_context(|| format!("reading the per-CPU map {}", map.name().to_string_lossy()))?;
     raw.chunks_exact(vsize)
-        .map(|b| abi::from_bytes::<T>(b).context("a per-CPU value of another size"))
+        .map(|b| from_bytes::<T>(b).context("a per-CPU value of another size"))
         .collect()
 }
 
@@ -112,7 +112,7 @@ fn lookup_batch(fd: i32, n: usize, vsize: usize, cpus: usize) -> Result<Vec<u8>>
 }
 
 /// Zero every per-CPU value of the array map (keys 0..n).
-pub(crate) fn zero_array<T: Pod>(map: &dyn MapCore, n: usize, cpus: usize) -> Result<()> {
+pub fn zero_array<T: Pod>(map: &dyn MapCore, n: usize, cpus: usize) -> Result<()> {
     let keys: Vec<u32> = (0..n as u32).collect();
     let vals = vec![0u8; n * cpus * size_of::<T>()];
     let mut count = n as u32;

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Layouts shared by kvm.bpf.c and user space. The Rust side uses the types
- * that libbpf-cargo generates from this header into the skeleton's `types`
- * module (src/loader.rs checks their sizes at build time).
+ * The interface between the kvm tracer (kvm.bpf.c) and user space: every
+ * layout they share, defined once, here, in the pattern of
+ * crates/probes/src/bpf/hops_abi.h. The Rust side uses the types that
+ * libbpf-cargo generates from the object's BTF (src/abi.rs declares them
+ * plain old data and checks their sizes against enum kvm_abi_sizes).
  */
-#ifndef HOPTRACE_KVM_RECORDS_H
-#define HOPTRACE_KVM_RECORDS_H
+#ifndef HOPTRACE_KVM_ABI_H
+#define HOPTRACE_KVM_ABI_H
 
 #include "vmlinux.h"
+#include "abi_check.bpf.h"
 
 /* Settings written by user space before load (.rodata). */
 struct kvm_config {
@@ -16,6 +19,9 @@ struct kvm_config {
 	/* 1: send interrupt-delivery events (struct kvm_delivery_record). */
 	__u32 delivery;
 };
+ABI_SIZE(struct kvm_config, 8);
+ABI_AT(struct kvm_config, filter_tgid, 0);
+ABI_AT(struct kvm_config, delivery, 4);
 
 /* One VM exit, sent when the vCPU thread enters the guest again. */
 struct kvm_exit_record {
@@ -29,7 +35,16 @@ struct kvm_exit_record {
 	__u32 exit_cpu;
 	__u32 entry_cpu;
 };
-_Static_assert(sizeof(struct kvm_exit_record) == 48, "kvm_exit_record layout");
+ABI_SIZE(struct kvm_exit_record, 48);
+ABI_AT(struct kvm_exit_record, exit_ns, 0);
+ABI_AT(struct kvm_exit_record, entry_ns, 8);
+ABI_AT(struct kvm_exit_record, reason, 16);
+ABI_AT(struct kvm_exit_record, tgid, 24);
+ABI_AT(struct kvm_exit_record, tid, 28);
+ABI_AT(struct kvm_exit_record, vcpu_id, 32);
+ABI_AT(struct kvm_exit_record, isa, 36);
+ABI_AT(struct kvm_exit_record, exit_cpu, 40);
+ABI_AT(struct kvm_exit_record, entry_cpu, 44);
 
 /* Nested exits (an exit of the guest's own guest), counted per key. */
 enum kvm_nested_event {
@@ -44,7 +59,12 @@ struct kvm_nested_key {
 	__u32 isa;
 	__u32 event; /* enum kvm_nested_event */
 };
-_Static_assert(sizeof(struct kvm_nested_key) == 24, "kvm_nested_key layout");
+ABI_SIZE(struct kvm_nested_key, 24);
+ABI_AT(struct kvm_nested_key, reason, 0);
+ABI_AT(struct kvm_nested_key, tgid, 8);
+ABI_AT(struct kvm_nested_key, vcpu_id, 12);
+ABI_AT(struct kvm_nested_key, isa, 16);
+ABI_AT(struct kvm_nested_key, event, 20);
 
 /* Interrupt-delivery hooks, counted per thread (a later step turns them
  * into timeline stages). */
@@ -62,7 +82,11 @@ struct kvm_hook_key {
 	__u32 hook; /* enum kvm_hook */
 	__u32 pad;
 };
-_Static_assert(sizeof(struct kvm_hook_key) == 16, "kvm_hook_key layout");
+ABI_SIZE(struct kvm_hook_key, 16);
+ABI_AT(struct kvm_hook_key, tgid, 0);
+ABI_AT(struct kvm_hook_key, tid, 4);
+ABI_AT(struct kvm_hook_key, hook, 8);
+ABI_AT(struct kvm_hook_key, pad, 12);
 
 /* Interrupt-delivery events (`hoptrace kvm --delivery`), one record each,
  * in the order of their kernel path (DESIGN: irqfd -> MSI -> APIC -> vCPU). */
@@ -88,7 +112,14 @@ struct kvm_delivery_record {
 	__u32 tid;  /* the current task */
 	__u32 cpu;
 };
-_Static_assert(sizeof(struct kvm_delivery_record) == 40, "kvm_delivery_record layout");
+ABI_SIZE(struct kvm_delivery_record, 40);
+ABI_AT(struct kvm_delivery_record, ns, 0);
+ABI_AT(struct kvm_delivery_record, arg0, 8);
+ABI_AT(struct kvm_delivery_record, arg1, 16);
+ABI_AT(struct kvm_delivery_record, kind, 24);
+ABI_AT(struct kvm_delivery_record, tgid, 28);
+ABI_AT(struct kvm_delivery_record, tid, 32);
+ABI_AT(struct kvm_delivery_record, cpu, 36);
 
 /* Per-CPU counters of what could not be recorded or paired. */
 enum kvm_counter {
@@ -100,6 +131,25 @@ enum kvm_counter {
 	CNT_HOOK_FULL = 5,     /* hook count not stored: table full */
 	CNT_DELIVERY_FULL = 6, /* delivery event not sent: its ring buffer full */
 	CNT_COUNT = 7,
+};
+
+/* clang's sizes of the structs above, for the Rust checks (src/abi.rs). */
+enum kvm_abi_sizes {
+	KVM_CONFIG_SIZE = sizeof(struct kvm_config),
+	KVM_EXIT_RECORD_SIZE = sizeof(struct kvm_exit_record),
+	KVM_NESTED_KEY_SIZE = sizeof(struct kvm_nested_key),
+	KVM_HOOK_KEY_SIZE = sizeof(struct kvm_hook_key),
+	KVM_DELIVERY_RECORD_SIZE = sizeof(struct kvm_delivery_record),
+};
+
+/* The enums no map or record field uses, carried into the BTF by the
+ * program's read-only `kvm_abi_anchor`. Never read. */
+struct kvm_abi_anchor {
+	enum kvm_abi_sizes sizes;
+	enum kvm_nested_event nested;
+	enum kvm_hook hook;
+	enum kvm_delivery_kind delivery;
+	enum kvm_counter counter;
 };
 
 #endif

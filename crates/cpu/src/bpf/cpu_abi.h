@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Layouts shared by cpu.bpf.c and user space. The Rust side uses the types
- * that libbpf-cargo generates from this header into the skeleton's `types`
- * module (src/flight.rs checks their sizes at build time); the meaning of
- * each kind and argument is in src/catalogue.rs.
+ * The interface between the CPU flight recorder (cpu.bpf.c) and user
+ * space: every layout they share, defined once, here, in the pattern of
+ * crates/probes/src/bpf/hops_abi.h. The Rust side uses the types that
+ * libbpf-cargo generates from the object's BTF (src/abi.rs declares them
+ * plain old data and checks their sizes against enum cpu_abi_sizes); the
+ * meaning of each kind and argument is in src/catalogue.rs.
  */
-#ifndef HOPTRACE_CPU_RECORDS_H
-#define HOPTRACE_CPU_RECORDS_H
+#ifndef HOPTRACE_CPU_ABI_H
+#define HOPTRACE_CPU_ABI_H
 
 #include "vmlinux.h"
+#include "abi_check.bpf.h"
 
 /* Settings written by user space before load (.rodata). */
 struct cpu_config {
@@ -21,6 +24,11 @@ struct cpu_config {
 	__u32 ncpus;
 	__u32 pad;
 };
+ABI_SIZE(struct cpu_config, 16);
+ABI_AT(struct cpu_config, use_tai, 0);
+ABI_AT(struct cpu_config, slots_log2, 4);
+ABI_AT(struct cpu_config, ncpus, 8);
+ABI_AT(struct cpu_config, pad, 12);
 
 /* What a flight record says happened (enum cpu_event_kind). Every kind
  * but CPU_EV_SWITCH has in `e` the pid of the task running when the event
@@ -66,7 +74,16 @@ struct cpu_event {
 	__u32 d;
 	__u32 e;
 };
-_Static_assert(sizeof(struct cpu_event) == 48, "cpu_event layout");
+ABI_SIZE(struct cpu_event, 48);
+ABI_AT(struct cpu_event, ts, 0);
+ABI_AT(struct cpu_event, seq, 8);
+ABI_AT(struct cpu_event, steal, 16);
+ABI_AT(struct cpu_event, kind, 24);
+ABI_AT(struct cpu_event, a, 28);
+ABI_AT(struct cpu_event, b, 32);
+ABI_AT(struct cpu_event, c, 36);
+ABI_AT(struct cpu_event, d, 40);
+ABI_AT(struct cpu_event, e, 44);
 
 /* Who a pid is, as last switched in (the names of the parts). */
 struct task_info {
@@ -76,13 +93,34 @@ struct task_info {
 	__u32 rt_priority; /* 1..99 for FIFO/RR */
 	__s32 prio;        /* the kernel's prio (lower runs first) */
 };
-_Static_assert(sizeof(struct task_info) == 32, "task_info layout");
+ABI_SIZE(struct task_info, 32);
+ABI_AT(struct task_info, comm, 0);
+ABI_AT(struct task_info, tgid, 16);
+ABI_AT(struct task_info, policy, 20);
+ABI_AT(struct task_info, rt_priority, 24);
+ABI_AT(struct task_info, prio, 28);
 
 /* Per-CPU counters of what could not be recorded. */
 enum cpu_counter {
 	CPU_CNT_NO_SLOT = 0,   /* no slot for this CPU (beyond ncpus) */
 	CPU_CNT_TASKS_FULL = 1,/* task name not stored: table full */
 	CPU_CNT_COUNT = 2,
+};
+
+/* clang's sizes of the structs above, for the Rust checks (src/abi.rs). */
+enum cpu_abi_sizes {
+	CPU_CONFIG_SIZE = sizeof(struct cpu_config),
+	CPU_EVENT_SIZE = sizeof(struct cpu_event),
+	TASK_INFO_SIZE = sizeof(struct task_info),
+};
+
+/* The enums no map or record field uses, carried into the BTF by the
+ * program's read-only `cpu_abi_anchor`. Never read. */
+struct cpu_abi_anchor {
+	enum cpu_abi_sizes sizes;
+	enum cpu_event_kind kind;
+	enum cpu_vector vector;
+	enum cpu_counter counter;
 };
 
 #endif
