@@ -33,7 +33,9 @@
 //!
 //! Usage: `trace_overhead [SECS] [MAX_STREAMS]` (defaults 20, 64).
 
-#[path = "../tests/support/mod.rs"]
+// The benchmark builds the tests' testbed and tracer, not every helper.
+#[allow(dead_code)]
+#[path = "../tests/trace/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
@@ -228,8 +230,8 @@ fn traced_phase(
         opts.explain = Some(1_000_000_000);
     }
     let tracer = start_tracer_opts(opts);
-    let ids = tracer.prog_ids();
-    let recorder_ids = tracer.explain_prog_ids();
+    let ids = prog_ids(&tracer, "programs ");
+    let recorder_ids = prog_ids(&tracer, "explain programs ");
     let floor = floor_obj.map(attach_floor);
     let t0 = Instant::now();
     let (lat, sent, rate) = run_phase(bed, streams, secs, "ON");
@@ -424,4 +426,15 @@ fn main() {
         None => println!("no load was traced without loss"),
     }
     let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", prev_stats.trim());
+}
+
+/// Kernel ids of the tracer's programs from its header line `prefix`
+/// (`programs `, or `explain programs ` for the flight recorder's).
+fn prog_ids(tracer: &Tracer, prefix: &str) -> Vec<u32> {
+    tracer
+        .header
+        .iter()
+        .find_map(|l| l.strip_prefix(prefix))
+        .map(|l| l.split(',').filter_map(|i| i.parse().ok()).collect())
+        .unwrap_or_default()
 }

@@ -209,6 +209,13 @@ static __always_inline int hop_wanted(struct hop_ctx *h)
 		track_forget(h->set, way);
 		h->tr = NULL;
 	}
+	/* A drop inside the transmit routine (a tap's full ring) ends the
+	 * transmit this CPU started: its net_dev_xmit is no late transmit. */
+	if (h->tp == TP_KFREE_SKB) {
+		struct xmit_start *x = xmit_slot();
+		if (x && x->skb == h->skb_addr)
+			x->skb = 0;
+	}
 	return emits(h->tp);
 }
 

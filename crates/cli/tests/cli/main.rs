@@ -1,0 +1,38 @@
+//! The integration tests of `crates/cli`: one test binary, a module per
+//! subject. Tests that need root (network namespaces, AF_PACKET, BPF)
+//! live under `privileged::` (a `privileged` module of their file, or
+//! the `privileged/` folder): `scripts/test.sh` runs them one at a time,
+//! after every other test ran in parallel.
+
+mod analysis_common;
+mod archive_cli;
+mod capture_common;
+mod compare_cli;
+mod deploy_units;
+mod doctor_cli;
+mod endpoints_common;
+mod lab_common;
+mod metrics_common;
+mod readme_tour;
+mod report_cli;
+mod sv_scl;
+mod sv_scl_streams;
+mod sv_tshark;
+mod trace_cli;
+mod units_cli;
+mod workspace_rules;
+mod privileged {
+    mod correlate;
+    mod endpoints_ping;
+    mod endpoints_rx;
+    mod endpoints_sv;
+    mod explain_cli;
+    mod kvm_cli;
+    mod lab_output;
+    mod lab_topologies;
+    mod lab_vm;
+    mod metrics_sv;
+    mod metrics_trace;
+    mod soak_retention;
+    mod sv_dump_live;
+}

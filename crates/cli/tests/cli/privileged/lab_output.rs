@@ -1,0 +1,164 @@
+//! What `lab run` prints, sized for a terminal: `lab run bridge --duration
+//! 10s` stays under 150 lines, and its per-second blocks are per interval:
+//! a spike injected at one moment (the tap reader stopped for 40 ms) shows
+//! in the one or two blocks around it, not in every block after it as a
+//! cumulative maximum would.
+
+use crate::lab_common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lab_common::{hoptrace, H};
+
+const LAB: &str = "lbud";
+
+/// Removes the lab even when the test fails.
+struct Guard;
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = hoptrace(&["lab", "down", LAB]);
+    }
+}
+
+/// The lab's tap forwarder pid, once the lab is up.
+fn forwarder_pid() -> Option<i64> {
+    let state = std::fs::read_to_string(format!("/run/hoptrace/labs/{LAB}.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&state).ok()?;
+    v["daemons"]
+        .as_array()?
+        .iter()
+        .find(|d| d["role"] == "tap-forwarder")?["pid"]
+        .as_i64()
+}
+
+/// `end_to_end ... max X` of a per-second block, in ns.
+fn block_max_ns(line: &str) -> Option<u64> {
+    let rest = line.split(" max ").nth(1)?;
+    let mut it = rest.split_whitespace();
+    let (v, unit) = (it.next()?, it.next()?);
+    hoptrace_units::parse_duration_ns(&format!("{v}{unit}")).ok()
+}
+
+#[test]
+fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
+    if !hoptrace_netns::require_privileges(
+        "lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second",
+    ) {
+        return;
+    }
+    let _guard = Guard;
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("run");
+    let log = dir.path().join("stdout.txt");
+    let mut run = Command::new(H)
+        .args([
+            "lab",
+            "run",
+            "bridge",
+            "--name",
+            LAB,
+            "--duration",
+            "10s",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the publisher, then 4 s, then the reader stopped for 40 ms.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("lab run: publisher:") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no publisher started:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The spike: the tap reader stopped for 40 ms (SIGSTOP, SIGCONT), so
+    // the frames of those 40 ms wait in the tap's queue. (A SCHED_FIFO
+    // spinner on the reader's CPU is not deterministic: the kernel's fair
+    // deadline server may run the reader inside the spin.)
+    let pid = forwarder_pid().expect("the lab's tap forwarder");
+    // The kernel's view of where the reader may run, while it runs.
+    let reader_cpus = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Cpus_allowed_list:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    // SAFETY: signals to the lab's own forwarder process.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(40));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    let status = run.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{text}");
+    let lines = text.lines().count();
+    eprintln!("lab run printed {lines} lines");
+    assert!(lines < 150, "lab run printed {lines} lines:\n{text}");
+
+    // The tracer and the path apart: the tracer on one CPU (`--cpu`), the
+    // reader pinned to another, as the run's placement note says.
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let placement = text
+        .lines()
+        .find(|l| l.starts_with("lab run: placement: "))
+        .unwrap_or_else(|| panic!("no placement note:\n{text}"));
+    if cpus >= 2 {
+        let num_after = |key: &str| -> usize {
+            let rest = &placement
+                [placement.find(key).unwrap_or_else(|| panic!("{placement}")) + key.len()..];
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let (tracer_cpu, path_cpu) = (num_after("tracer on CPU "), num_after("path on CPU "));
+        assert_ne!(tracer_cpu, path_cpu, "{placement}");
+        assert_eq!(reader_cpus, path_cpu.to_string(), "{placement}");
+        assert!(
+            placement.contains(&format!("tap-forwarder pid {pid} ")),
+            "{placement}"
+        );
+        let tracer = text
+            .lines()
+            .find(|l| l.starts_with("lab run: tracer: hoptrace trace "))
+            .unwrap();
+        assert!(
+            tracer.contains(&format!(" --cpu {tracer_cpu} ")),
+            "{tracer}"
+        );
+    } else {
+        assert!(placement.contains("one CPU allowed"), "{placement}");
+    }
+
+    // The per-second blocks' end_to_end maxima: the 40 ms spike in one or
+    // two of them (it may straddle a second), not in every later one.
+    let maxima: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("trace |   end_to_end "))
+        .filter_map(block_max_ns)
+        .collect();
+    assert!(maxima.len() >= 8, "per-second blocks: {maxima:?}\n{text}");
+    let spiked = maxima.iter().filter(|&&m| m >= 35_000_000).count();
+    assert!(
+        (1..=2).contains(&spiked),
+        "the 40 ms spike shows in {spiked} of the per-second blocks {maxima:?}:\n{text}"
+    );
+    // The whole run's summary has it too.
+    let whole = text
+        .lines()
+        .skip_while(|l| !l.contains("--- whole run"))
+        .find(|l| l.starts_with("trace |   end_to_end "))
+        .and_then(block_max_ns)
+        .expect("the summary's end_to_end line");
+    assert!(whole >= 35_000_000, "{text}");
+}

@@ -1,0 +1,9 @@
+//! The integration tests of `crates/record`: one test binary, a module per
+//! subject. Tests that need root (network namespaces, AF_PACKET, BPF)
+//! live under `privileged::` (a `privileged` module of their file, or
+//! the `privileged/` folder): `scripts/test.sh` runs them one at a time,
+//! after every other test ran in parallel.
+
+mod python_readers;
+mod round_trip;
+mod sigkill;
