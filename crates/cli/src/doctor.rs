@@ -30,8 +30,9 @@ pub struct Args {
     /// Also write a JUnit XML file (one test case per check).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Show what each check read, expects, how to fix it, and its details.
-    #[arg(long, short)]
+    /// Show what each check read, expects, how to fix it, and its details
+    /// (--json has them all).
+    #[arg(long, short, conflicts_with = "json")]
     verbose: bool,
     /// Exit with 2 when a check of severity fatal or high fails.
     #[arg(long)]
@@ -48,7 +49,7 @@ pub struct Args {
     #[arg(long = "iface")]
     ifaces: Vec<String>,
     /// Named network namespace (ip netns) of the --iface interfaces.
-    #[arg(long)]
+    #[arg(long, requires = "ifaces")]
     netns: Option<String>,
     /// A process on the path: QEMU (its vCPU and vhost threads) or the subscriber.
     #[arg(long = "pid")]

@@ -26,8 +26,9 @@ pub struct Args {
     /// Where the joined recording goes (a new directory).
     #[arg(value_name = "OUT")]
     out: PathBuf,
-    /// A saved `hoptrace doctor --json`, whose summary the joined recording keeps.
-    #[arg(long, value_name = "FILE")]
+    /// A saved `hoptrace doctor --json`, whose summary the joined recording
+    /// keeps (not with the chain join, whose recording has no doctor summary).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["host_trace", "guest_trace", "clock"])]
     doctor_report: Option<PathBuf>,
     /// Chain join: the hypervisor tracer's recording (`trace --profile
     /// hypervisor --record`): T1 its first hop, T2 `consumer_copy`.

@@ -4,13 +4,15 @@
 //! library crates (`hoptrace-sv`, `hoptrace-endpoints`, `hoptrace-probes`,
 //! `hoptrace-analysis`, `hoptrace-lab`, `hoptrace-doctor`). No measurement logic lives here.
 //! Each subcommand has its own module with an `Args` struct and a `run`
-//! function returning the process exit code.
+//! function returning the process exit code. Flags several commands share,
+//! and how a `--config` file meets the flags, are in [`args`].
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod archive;
+mod args;
 mod clock;
 mod compare;
 mod correlate;
@@ -73,9 +75,40 @@ enum Command {
     Clock(clock::Command),
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+/// Parse a command line (`argv[0]` first) as [`Cli`], with the flags that
+/// were given on it (not defaults) for the command that runs.
+fn parse_command_line<I, T>(argv: I) -> Result<(Command, args::GivenFlags), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = Cli::command().try_get_matches_from(argv)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut Cli::command()))?;
+    Ok((cli.command, args::GivenFlags::of(&matches)))
+}
+
+impl Command {
+    /// The command with its `--config` file overlaid, for the commands
+    /// whose settings a config table gives (flags > file > defaults).
+    fn with_config_file(self, given: &args::GivenFlags) -> anyhow::Result<Command> {
+        use args::with_config_file;
+        Ok(match self {
+            Command::Ping(a) => Command::Ping(with_config_file(a, given)?),
+            Command::Reflect(a) => Command::Reflect(with_config_file(a, given)?),
+            Command::Sv(sv::Command::Publish(a)) => {
+                Command::Sv(sv::Command::Publish(with_config_file(a, given)?))
+            }
+            Command::Sv(sv::Command::Subscribe(a)) => {
+                Command::Sv(sv::Command::Subscribe(with_config_file(a, given)?))
+            }
+            other => other,
+        })
+    }
+}
+
+/// Run `command`, whose flags on the command line were `given`.
+fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
+    match command.with_config_file(given)? {
         Command::Sv(c) => sv::run(c),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
@@ -87,10 +120,14 @@ fn main() -> ExitCode {
         Command::Join(a) => join::run(a),
         Command::Kvm(a) => kvm::run(a),
         Command::Doctor(a) => doctor::run(a),
-        Command::Lab(c) => lab::run(c),
+        Command::Lab(c) => lab::run(c, given),
         Command::Clock(c) => clock::run(c),
-    };
-    match result {
+    }
+}
+
+fn main() -> ExitCode {
+    let (command, given) = parse_command_line(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    match run(command, &given) {
         Ok(code) => code,
         // The reader of our output went away (`hoptrace sv dump ... | head`):
         // like other Unix tools, stop quietly; there is nobody to tell.
@@ -209,11 +246,11 @@ mod tests {
             got.push(("sv pcap --spacing", u128::from(a.spacing)));
         }
         if let Command::Ping(a) = parse(&["ping", "--interval", text, "--max-latency", text]) {
-            got.push(("ping --interval", a.interval.unwrap().as_nanos()));
+            got.push(("ping --interval", a.interval.as_nanos()));
             got.push(("ping --max-latency", a.max_latency.unwrap().as_nanos()));
         }
         if let Command::Reflect(a) = parse(&["reflect", "--delay", text]) {
-            got.push(("reflect --delay", a.delay.unwrap().as_nanos()));
+            got.push(("reflect --delay", a.delay.as_nanos()));
         }
         if let Command::Clock(clock::Command::Estimate(a)) =
             parse(&["clock", "estimate", "s.tsv", "--window", text])
@@ -246,7 +283,7 @@ mod tests {
         else {
             unreachable!()
         };
-        assert_eq!(a.rate, Some(4800));
+        assert_eq!(a.rate, 4800);
         let Command::Trace(a) = parse(&["trace", "--rate", "4.8k/s"]) else {
             unreachable!()
         };
@@ -265,6 +302,204 @@ mod tests {
         let Command::Ping(a) = parse(&["ping", "--size", "1.5kB"]) else {
             unreachable!()
         };
-        assert_eq!(a.size, Some(1500));
+        assert_eq!(a.size, 1500);
+    }
+
+    /// The error of `hoptrace ARGS...`, which must not parse.
+    fn refusal(args: &[&str]) -> String {
+        let argv = std::iter::once("hoptrace").chain(args.iter().copied());
+        match parse_command_line(argv) {
+            Ok((cmd, _)) => panic!("hoptrace {} was accepted: {cmd:?}", args.join(" ")),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// `line` split at spaces, the words of a command line.
+    fn words(line: &str) -> Vec<&str> {
+        line.split_whitespace().collect()
+    }
+
+    #[test]
+    fn sv_publish_appid_without_svid_is_refused_naming_svid() {
+        // --streams and --replay conflict with --svid: clap would excuse the
+        // missing --svid if --appid required the flag itself (crate::args).
+        for line in [
+            "sv publish --appid 0x4123 --streams 1",
+            "sv publish --appid 0x4123",
+            "sv publish --appid 0x4123 --replay x.pcap",
+        ] {
+            let e = refusal(&words(line));
+            assert!(
+                e.contains("required arguments were not provided") && e.contains("--svid <SVID>"),
+                "hoptrace {line}: {e}"
+            );
+        }
+        let Command::Sv(sv::Command::Publish(a)) =
+            parse(&words("sv publish --svid MU01 --appid 0x4123"))
+        else {
+            unreachable!()
+        };
+        assert_eq!(a.one.appid, Some(0x4123));
+    }
+
+    #[test]
+    fn a_flag_that_needs_another_is_refused_without_it_naming_what_to_add() {
+        for (line, names) in [
+            (
+                "sv publish --dst-mac 01:0c:cd:04:00:01 --streams 2",
+                "--svid",
+            ),
+            ("sv publish --simulation --scl s.scd", "--svid"),
+            ("sv publish --ied MU01 --streams 2", "--scl"),
+            ("sv publish --loop 3 --streams 2", "--replay"),
+            ("sv subscribe --ring-blocks 16", "--rx-mode"),
+            ("sv subscribe --retain 7d", "--record"),
+            ("sv subscribe --max-disk 1GiB", "--record"),
+            ("sv subscribe --frequency 60", "--scl"),
+            ("sv subscribe --expect-streams", "--scl"),
+            ("sv subscribe --svcb MSVCB01", "--scl"),
+            (
+                "sv pcap -o x --dst-mac 01:0c:cd:04:00:01 --streams 2",
+                "--svid",
+            ),
+            ("sv dump x.pcap --duration 1s", "--iface"),
+            ("ping --break", "--max-latency"),
+            ("ping --trace-instance hop", "--max-latency"),
+            ("trace --frequency 60 --stream S", "--scl"),
+            ("trace --expect-streams --stream S", "--scl"),
+            ("trace --ied MU01 --stream S", "--scl"),
+            ("trace --doctor-report d.json", "--record"),
+            ("trace --no-doctor", "--metrics"),
+            ("trace --explain-lines 5", "--explain"),
+            ("trace --retain 7d", "--record"),
+            ("report rec --frequency 60", "--scl"),
+            ("report rec --expect-streams", "--config"),
+            ("doctor --netns ns", "--iface"),
+            ("doctor --markdown", "--list-checks"),
+            ("join p s o --guest-trace g", "--clock"),
+        ] {
+            let e = refusal(&words(line));
+            assert!(
+                e.contains("required arguments were not provided") && e.contains(names),
+                "hoptrace {line}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_flag_that_another_makes_useless_is_refused_with_it() {
+        for (line, names) in [
+            ("sv publish --replay x.pcap --samples 10", "--samples"),
+            ("sv publish --replay x.pcap --duration 1s", "--duration"),
+            ("sv publish --replay x.pcap --late skip", "--late"),
+            ("sv publish --svid MU01 --svid-prefix P", "--svid-prefix"),
+            ("sv publish --scl s.scd --rate 4800", "--rate"),
+            ("sv publish --scl s.scd --vlan 100", "--vlan"),
+            ("sv pcap -o x --scl s.scd --appid 0x4001", "--appid"),
+            ("sv pcap -o x --svid MU01 --svid-width 3", "--svid-width"),
+            ("sv pcap -o x --config c.toml --conf-rev 2", "--conf-rev"),
+            (
+                "join p s o --clock c.json --doctor-report d",
+                "--doctor-report",
+            ),
+            ("doctor --json --verbose", "--verbose"),
+            ("kvm --live --json", "--live"),
+            ("lab run bridge --explain 2ms --no-explain", "--no-explain"),
+        ] {
+            let e = refusal(&words(line));
+            assert!(
+                e.contains("cannot be used with") && e.contains(names),
+                "hoptrace {line}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_was_valid_stays_valid_with_the_flag_it_needs_or_a_config_file() {
+        for line in [
+            "sv publish --svid MU01 --appid 0x4123 --dst-mac 01:0c:cd:04:00:05",
+            "sv publish --scl s.scd --ied MU01 --frequency 60",
+            "sv publish --replay x.pcap --loop 2 --rate 4800",
+            "sv publish --config c.toml --loop 2",
+            "sv publish --streams 2 --rate 4800 --asdu 2 --vlan 100",
+            "sv subscribe --rx-mode ring --ring-blocks 16",
+            "sv subscribe --config c.toml --ring-blocks 16 --retain 7d",
+            "sv subscribe --record r --retain 7d --max-disk 1GiB",
+            "sv subscribe --config c.toml --frequency 60 --expect-streams",
+            "sv subscribe --scl s.scd --expect-streams --cpu 2-3 --fifo 80",
+            "sv pcap -o x --svid MU01 --appid 0x4001 --conf-rev 3",
+            "sv pcap -o x --scl s.scd --rate 4800",
+            "sv dump --iface lo --duration 1s",
+            "ping --max-latency 1ms --break --trace-instance hop",
+            "ping --config c.toml --break",
+            "trace --scl s.scd --frequency 60 --expect-streams",
+            "trace --record r --no-doctor --retain 7d --cpu 0-1,4",
+            "trace --metrics 9465 --doctor-report d.json",
+            "report rec --config c.toml --expect-streams --frequency 60",
+            "doctor --iface eth0 --netns ns --verbose",
+            "join p s o --doctor-report d.json",
+            "join p s o --clock c.json --guest-trace g",
+            "lab run bridge --no-explain --no-pin",
+        ] {
+            parse(&words(line));
+        }
+    }
+
+    #[test]
+    fn cpu_flags_read_the_units_cpu_list() {
+        let Command::Trace(a) = parse(&words("trace --cpu 0-1,4")) else {
+            unreachable!()
+        };
+        let trace_cpus = format!("{a:?}");
+        assert!(trace_cpus.contains("cpus: [0, 1, 4]"), "{trace_cpus}");
+        let Command::Sv(sv::Command::Subscribe(a)) = parse(&words("sv subscribe --cpu 3")) else {
+            unreachable!()
+        };
+        assert_eq!(a.realtime.cpu.unwrap().cpus(), [3]);
+        for line in ["trace --cpu 2-N", "ping --cpu all", "reflect --cpu 3-1"] {
+            let e = refusal(&words(line));
+            assert!(e.contains(hoptrace_units::CPU_LIST_FORMS), "{e}");
+        }
+    }
+
+    /// `hoptrace ARGS... --help`, its whitespace collapsed (help wraps).
+    fn help_of(args: &[&str]) -> String {
+        let mut argv = args.to_vec();
+        argv.push("--help");
+        let e = refusal(&argv);
+        e.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn help_shows_the_defaults_a_config_file_overrides() {
+        let help = help_of(&["sv", "publish"]);
+        for default in [
+            "Samples per second per stream",
+            "[default: 4000]",
+            "ASDUs per frame (1..8); --scl streams have their own [default: 1]",
+            "svID prefix of the numbered streams [default: HOPTRACE_SV]",
+            "(0: sleep only) [default: 0]",
+            "[default: slip]",
+            "(50 or 60) [default: 50]",
+            "its APPID (0x4000 to 0x7FFF) [default: 0x4000]",
+            "--cpu <LIST>",
+            "A flag given overrides its key; a key overrides the default shown here",
+        ] {
+            assert!(help.contains(default), "{default} not in: {help}");
+        }
+        let help = help_of(&["sv", "subscribe"]);
+        for default in ["[default: recvmmsg]", "[default: 1024]", "[default: 4000]"] {
+            assert!(help.contains(default), "{default} not in: {help}");
+        }
+        let help = help_of(&["ping"]);
+        for default in [
+            "[default: 1ms]",
+            "[default: 1000]",
+            "[default: 64]",
+            "[default: 500ms]",
+        ] {
+            assert!(help.contains(default), "{default} not in: {help}");
+        }
+        assert!(help_of(&["reflect"]).contains("[default: 0]"));
     }
 }

@@ -1,59 +1,87 @@
 //! `hoptrace ping`: L2 round trip against `hoptrace reflect`. Exit code 3
 //! ([`ping::EXIT_MAX_LATENCY`]) when `--max-latency` was exceeded with
 //! `--break`. Settings come from the flags, else the `[ping]` table of
-//! `--config`, else the defaults. Logic in `hoptrace_endpoints::ping`.
+//! `--config`, else the defaults ([`crate::args`]). Logic in
+//! `hoptrace_endpoints::ping`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, ping, recording, sched};
+use hoptrace_endpoints::config::ConfigFile;
+use hoptrace_endpoints::{ping, recording};
 use hoptrace_units::{arg, format_duration, format_duration_ns, format_size};
 
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new(MAX_LATENCY_FROM_FLAG_OR_FILE)
+    .args(["max_latency", "config"])
+    .multiple(true))]
 pub struct Args {
     /// Interface to send on.
     #[arg(long)]
     pub iface: Option<String>,
-    /// MAC address of the reflector (default: broadcast).
+    /// MAC address of the reflector [default: broadcast, ff:ff:ff:ff:ff:ff].
     #[arg(long)]
     pub peer: Option<String>,
-    /// Time between requests (1ms, 250us; default 1ms).
-    #[arg(long, value_parser = arg::duration)]
-    pub interval: Option<Duration>,
-    /// Number of requests (default 1000).
-    #[arg(long)]
-    pub count: Option<u64>,
-    /// Frame size in bytes (min 60, default 64; e.g. 1500 or 1.5kB).
-    #[arg(long, value_parser = arg::size)]
-    pub size: Option<u64>,
+    /// Time between requests (1ms, 250us; at least 1us).
+    #[arg(long, default_value = "1ms", value_parser = arg::duration)]
+    pub interval: Duration,
+    /// Number of requests.
+    #[arg(long, default_value_t = 1000)]
+    pub count: u64,
+    /// Frame size in bytes (at least 60; e.g. 1500 or 1.5kB).
+    #[arg(long, default_value = "64", value_parser = arg::size)]
+    pub size: u64,
     /// Write a trace_marker line when an RTT exceeds this (100us, 2ms).
     #[arg(long, value_parser = arg::duration)]
     pub max_latency: Option<Duration>,
     /// With --max-latency: stop at the first excess and exit with code 3.
-    #[arg(long = "break")]
+    #[arg(long = "break", requires = MAX_LATENCY_FROM_FLAG_OR_FILE)]
     pub break_on_max: bool,
-    /// Write the markers to this trace instance
-    /// (/sys/kernel/tracing/instances/NAME, create it with mkdir) instead of
-    /// the global trace buffer.
-    #[arg(long)]
+    /// With --max-latency: write its markers to this trace instance
+    /// (/sys/kernel/tracing/instances/NAME, create it with mkdir) instead
+    /// of the global trace buffer.
+    #[arg(long, requires = MAX_LATENCY_FROM_FLAG_OR_FILE)]
     pub trace_instance: Option<String>,
-    /// How long to wait for replies after the last request (default 500ms).
-    #[arg(long, value_parser = arg::duration)]
-    pub linger: Option<Duration>,
+    /// How long to wait for replies after the last request.
+    #[arg(long, default_value = "500ms", value_parser = arg::duration)]
+    pub linger: Duration,
     /// Write a recording (one row per request) to this directory.
     #[arg(long)]
     pub record: Option<PathBuf>,
-    /// Pin the pinger to this CPU (e.g. an isolated one).
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Run the pinger SCHED_FIFO at this priority (1-99).
-    #[arg(long)]
-    pub fifo: Option<i32>,
-    /// TOML configuration file ([ping] table); flags override it.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub realtime: RealtimeArgs,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// `--max-latency`, or a config file that may give `max_latency`: what
+/// `--break` and `--trace-instance` need (see [`crate::args`]).
+const MAX_LATENCY_FROM_FLAG_OR_FILE: &str = "max_latency_from_flag_or_file";
+
+/// The `[ping]` table: its keys where the flags were not given.
+impl FromConfigFile for Args {
+    fn config_args(&mut self) -> &mut ConfigArgs {
+        &mut self.config
+    }
+
+    fn overlay(&mut self, file: &ConfigFile, given: &GivenFlags) {
+        let t = file.ping.clone();
+        given.overlay_option("iface", &mut self.iface, t.iface);
+        given.overlay_option("peer", &mut self.peer, t.peer);
+        given.overlay("interval", &mut self.interval, t.interval);
+        given.overlay("count", &mut self.count, t.count);
+        given.overlay("size", &mut self.size, t.size);
+        given.overlay_option("max_latency", &mut self.max_latency, t.max_latency);
+        given.overlay("break_on_max", &mut self.break_on_max, t.break_on_max);
+        given.overlay_option("trace_instance", &mut self.trace_instance, t.trace_instance);
+        given.overlay("linger", &mut self.linger, t.linger);
+        given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
+        self.realtime.overlay(t.cpu, t.fifo);
+    }
 }
 
 /// The frame size as the socket code takes it.
@@ -63,44 +91,32 @@ fn frame_size(bytes: u64) -> Result<usize> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let file = match &args.config {
-        Some(p) => config::load(p)?.ping,
-        None => Default::default(),
-    };
-    let iface =
-        args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
-            anyhow::anyhow!("--iface is required (or `iface` in the config file)")
-        })?;
-    let max_latency = args.max_latency.or(file.max_latency);
-    let break_on_max = args.break_on_max || file.break_on_max.unwrap_or(false);
+    let iface = required_iface(&args.iface)?;
+    // A config file can give `break` or `trace_instance` without `max_latency`.
     anyhow::ensure!(
-        !break_on_max || max_latency.is_some(),
+        !args.break_on_max || args.max_latency.is_some(),
         "--break needs --max-latency (the RTT above which ping stops)"
+    );
+    anyhow::ensure!(
+        args.trace_instance.is_none() || args.max_latency.is_some(),
+        "--trace-instance names where the markers of --max-latency go: give --max-latency"
     );
     let cfg = ping::PingConfig {
         iface,
-        peer: match args.peer.as_ref().or(file.peer.as_ref()) {
+        peer: match &args.peer {
             Some(p) => ping::parse_mac(p)?,
             None => [0xff; 6],
         },
-        interval: args
-            .interval
-            .or(file.interval)
-            .unwrap_or(Duration::from_millis(1))
-            .max(Duration::from_micros(1)),
-        count: args.count.or(file.count).unwrap_or(1000),
-        size: frame_size(args.size.or(file.size).unwrap_or(64))?,
-        max_latency,
-        break_on_max,
-        trace_instance: args.trace_instance.clone().or(file.trace_instance.clone()),
-        linger: args
-            .linger
-            .or(file.linger)
-            .unwrap_or(Duration::from_millis(500)),
+        interval: args.interval.max(Duration::from_micros(1)),
+        count: args.count,
+        size: frame_size(args.size)?,
+        max_latency: args.max_latency,
+        break_on_max: args.break_on_max,
+        trace_instance: args.trace_instance.clone(),
+        linger: args.linger,
     };
-    let record = args.record.clone().or(file.record.map(PathBuf::from));
     let stop = hoptrace_os::stop_flag()?;
-    sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
+    args.realtime.apply()?;
     eprintln!(
         "pinging on {} every {}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request (SO_TIMESTAMPING, same host clock)",
         cfg.iface,
@@ -133,7 +149,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             println!("trace_marker not written: {e}");
         }
     }
-    if let Some(dir) = &record {
+    if let Some(dir) = &args.record {
         recording::write_ping(dir, &cfg.iface, &r)?;
     }
     if r.broke {

@@ -43,7 +43,14 @@ fn ns_i64(ns: u64) -> i64 {
     i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
+/// `--scl` or `--config`: the configured streams that `--frequency` and
+/// `--expect-streams` need (see [`crate::args`]).
+const SCL_OR_CONFIG: &str = "scl_or_config";
+
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new(SCL_OR_CONFIG)
+    .args(["scl", "config"])
+    .multiple(true))]
 pub struct Args {
     /// Recording directories (or single .parquet segments).
     #[arg(required = true, value_name = "REC")]
@@ -101,16 +108,16 @@ pub struct Args {
     pub rt_json: Option<PathBuf>,
     #[command(flatten)]
     pub scl: crate::sv::streams::SclArgs,
-    /// Power system frequency of SCL rates in samples per period (50 or 60;
-    /// default 50).
-    #[arg(long, value_parser = crate::sv::streams::power_frequency)]
+    /// With --scl or --config: the power system frequency of SCL rates in
+    /// samples per period (50 or 60) [default: 50].
+    #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = SCL_OR_CONFIG)]
     pub frequency: Option<u16>,
     /// TOML file with the configured streams (`[scl]`, `[[stream]]` tables).
     #[arg(long, value_name = "FILE", conflicts_with = "scl")]
     pub config: Option<PathBuf>,
     /// With --scl or --config: exit with status 3 when a recording's
     /// streams are not the configured ones (missing, unexpected, another rate).
-    #[arg(long)]
+    #[arg(long, requires = SCL_OR_CONFIG)]
     pub expect_streams: bool,
 }
 

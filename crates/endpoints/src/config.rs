@@ -5,7 +5,10 @@
 //! Durations are strings with a unit, read like the flags
 //! (`interval = "1ms"`; a number such as `interval = 1` is refused with the
 //! message a bare `--interval 1` gets); rates and sizes may be numbers (per
-//! second, bytes) or strings (`rate = "4.8kHz"`). See `docs/units.md`.
+//! second, bytes) or strings (`rate = "4.8kHz"`); `cpu` is a CPU list, a
+//! number or a string (`cpu = 3`, `cpu = "2-3"`). See `docs/units.md`.
+//! How the file meets the flags (flag, else key, else default) is the
+//! CLI's `args` module.
 //!
 //! ```toml
 //! [publish]
@@ -50,6 +53,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use hoptrace_sv::VlanTag;
 use hoptrace_units::de::{option_duration, option_size, option_whole_rate};
+use hoptrace_units::CpuList;
 use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Deserialize)]
@@ -103,7 +107,7 @@ pub struct PingSection {
     #[serde(default, deserialize_with = "option_duration")]
     pub linger: Option<Duration>,
     pub record: Option<String>,
-    pub cpu: Option<usize>,
+    pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
 }
 
@@ -113,7 +117,7 @@ pub struct ReflectSection {
     pub iface: Option<String>,
     #[serde(default, deserialize_with = "option_duration")]
     pub delay: Option<Duration>,
-    pub cpu: Option<usize>,
+    pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
 }
 
@@ -130,7 +134,7 @@ pub struct PublishSection {
     #[serde(default, deserialize_with = "option_duration")]
     pub duration: Option<Duration>,
     pub samples: Option<u64>,
-    pub cpu: Option<usize>,
+    pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
     pub refrtm: Option<bool>,
     pub record: Option<String>,
@@ -150,7 +154,7 @@ pub struct SubscribeSection {
     #[serde(default, deserialize_with = "option_duration")]
     pub duration: Option<Duration>,
     pub count: Option<u64>,
-    pub cpu: Option<usize>,
+    pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
     pub record: Option<String>,
     pub reference: Option<String>,
@@ -218,7 +222,7 @@ mod tests {
             "[ping]\ninterval = \"250us\"\nlinger = \"1.5 s\"\nsize = \"1KiB\"\n\
              [publish]\nrate = \"4.8kHz\"\nbusy_wait = \"20us\"\n\
              [subscribe]\nrate = 4000\nduration = \"10min\"\nretain = \"7d\"\nmax_disk = \"20GiB\"\n\
-             [reflect]\ndelay = \"0\"\n",
+             [reflect]\ndelay = \"0\"\ncpu = \"2-3\"\n",
         )
         .unwrap();
         assert_eq!(c.ping.interval, Some(Duration::from_micros(250)));
@@ -231,6 +235,7 @@ mod tests {
         assert_eq!(c.subscribe.retain, Some(Duration::from_secs(7 * 86400)));
         assert_eq!(c.subscribe.max_disk, Some(20 << 30));
         assert_eq!(c.reflect.delay, Some(Duration::ZERO));
+        assert_eq!(c.reflect.cpu.map(|l| l.cpus().to_vec()), Some(vec![2, 3]));
         for bare in ["[ping]\ninterval = 1", "[publish]\nduration = \"10\""] {
             let e = toml::from_str::<ConfigFile>(bare).unwrap_err().to_string();
             assert!(

@@ -1,11 +1,12 @@
-//! `--cpu C` and `--fifo PRIO`: pin the calling thread and make it real-time.
+//! `--cpu LIST` and `--fifo PRIO`: pin the calling thread and make it real-time.
 //!
-//! `sched_setaffinity(0, {C})` pins the thread that calls it (so call it on
+//! `sched_setaffinity(0, LIST)` pins the thread that calls it (so call it on
 //! the thread that sends or receives); `sched_setscheduler(0, SCHED_FIFO,
 //! PRIO)` needs root or CAP_SYS_NICE and a realtime budget (RT throttling
 //! or cgroup `cpu.rt_runtime_us` may refuse it).
 
 use anyhow::{bail, Result};
+use hoptrace_units::CpuList;
 
 /// Pin the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
@@ -57,11 +58,13 @@ pub fn set_fifo(prio: i32) -> Result<()> {
     Ok(())
 }
 
-/// Apply the optional settings, printing what was done.
-pub fn apply(cpu: Option<usize>, fifo: Option<i32>) -> Result<()> {
-    if let Some(c) = cpu {
-        pin_to_cpu(c)?;
-        eprintln!("pinned to CPU {c}");
+/// Apply the optional settings (`--cpu LIST`, `--fifo PRIO`) to the
+/// calling thread, printing what was done.
+pub fn apply(cpus: Option<&CpuList>, fifo: Option<i32>) -> Result<()> {
+    if let Some(cpus) = cpus {
+        pin_to_cpus(cpus.cpus())?;
+        let plural = if cpus.len() == 1 { "" } else { "s" };
+        eprintln!("pinned to CPU{plural} {cpus}");
     }
     if let Some(p) = fifo {
         set_fifo(p)?;

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::Rate;
+use crate::{CpuList, Rate};
 
 /// A duration of 0 or more (`250us`, `1.5ms`, `2s`).
 pub fn duration(text: &str) -> Result<Duration, String> {
@@ -39,6 +39,11 @@ pub fn size(text: &str) -> Result<u64, String> {
     crate::parse_size(text).map_err(|e| e.to_string())
 }
 
+/// A CPU list (`3`, `0-3,8`).
+pub fn cpu_list(text: &str) -> Result<CpuList, String> {
+    crate::parse_cpu_list(text).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +56,11 @@ mod tests {
         assert_eq!(rate("4.8kHz"), Ok(Rate::per_second(4800)));
         assert_eq!(whole_rate("4.8k/s"), Ok(4800));
         assert_eq!(size("64KiB"), Ok(65_536));
+        assert_eq!(cpu_list("0-1,4").map(|l| l.to_string()), Ok("0,1,4".into()));
+        assert_eq!(
+            cpu_list("x").unwrap_err(),
+            crate::parse_cpu_list("x").unwrap_err().to_string()
+        );
         let bare = format!("`5` has no unit: {}", crate::DURATION_FORMS);
         assert_eq!(duration("5"), Err(bare.clone()));
         assert_eq!(duration_ns("5"), Err(bare.clone()));

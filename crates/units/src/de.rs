@@ -19,13 +19,17 @@
 //! goes through the same parser as its text, so `interval = 5` is refused
 //! with the message a bare `--interval 5` gets (and `0` is accepted, as on
 //! the command line). Rates and sizes accept numbers: per second, bytes.
+//! A [`CpuList`] deserializes itself, from a number (`cpu = 3`) or a string
+//! (`cpu = "0-3,8"`), so `Option<CpuList>` needs no helper.
 
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use serde::de::{Error, Visitor};
-use serde::Deserializer;
+use serde::{Deserialize, Deserializer};
+
+use crate::CpuList;
 
 /// A duration of 0 or more.
 pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -56,6 +60,16 @@ pub fn option_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Er
         crate::parse_size,
     ))
     .map(Some)
+}
+
+/// A CPU list: a number (one CPU) or a string in the kernel's form.
+impl<'de> Deserialize<'de> for CpuList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextOrNumber::new(
+            "a CPU list such as 3 or \"0-3,8\"",
+            crate::parse_cpu_list,
+        ))
+    }
 }
 
 /// Reads a string, or a number through its decimal text, with one parser.
@@ -117,6 +131,7 @@ mod tests {
         rate: Option<u32>,
         #[serde(default, deserialize_with = "option_size")]
         size: Option<u64>,
+        cpu: Option<CpuList>,
     }
 
     fn read(text: &str) -> Result<Section, String> {
@@ -161,5 +176,19 @@ mod tests {
         assert!(e.contains("is not a whole number per second"), "{e}");
         let e = read("delay = true").unwrap_err();
         assert!(e.contains("a duration such as \"250us\""), "{e}");
+    }
+
+    #[test]
+    fn a_cpu_list_is_a_number_or_a_string_read_by_the_flag_parser() {
+        let cpus = |text: &str| read(text).map(|s| s.cpu.map(|c| c.to_string()));
+        assert_eq!(cpus("cpu = 3"), Ok(Some("3".into())));
+        assert_eq!(cpus("cpu = \"0-3,8\""), Ok(Some("0-3,8".into())));
+        assert_eq!(cpus(""), Ok(None));
+        let e = read("cpu = \"2-N\"").unwrap_err();
+        assert!(e.contains("`N` (the last CPU)"), "{e}");
+        let e = read("cpu = -1").unwrap_err();
+        assert!(e.contains("`-1` is not a CPU list"), "{e}");
+        let e = read("cpu = true").unwrap_err();
+        assert!(e.contains("a CPU list such as 3"), "{e}");
     }
 }

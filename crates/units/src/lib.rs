@@ -1,5 +1,5 @@
-//! Durations, rates and sizes as people write and read them: one parser and
-//! one format for every hoptrace command, config file and report.
+//! Durations, rates, sizes and CPU lists as people write and read them: one
+//! parser and one format for every hoptrace command, config file and report.
 //!
 //! # Writing them (command line, config files)
 //!
@@ -17,6 +17,8 @@
 //! * **A size** is bytes when it has no unit (`1500`), or `B`, `KiB`, `MiB`,
 //!   `GiB`, `TiB` (powers of 1024), `kB`, `MB`, `GB`, `TB` (powers of 1000),
 //!   spelled exactly so.
+//! * **A CPU list** is written as the kernel writes them: `3`, `0-3,8`,
+//!   `0-15:2/4` ([`CpuList`]); `N`, `all` and an empty list are refused.
 //!
 //! The number is read as decimal text, never through a float: `0.1ms` is
 //! exactly 100 000 ns and `4.8kHz` exactly 4800/s. Results are whole
@@ -45,6 +47,7 @@
 //! The rule, with examples, is in `docs/units.md`.
 
 pub mod arg;
+mod cpu_list;
 pub mod de;
 mod duration;
 mod instant;
@@ -52,6 +55,7 @@ mod number;
 mod rate;
 mod size;
 
+pub use cpu_list::{parse_cpu_list, CpuList, CPU_LIST_FORMS, CPU_MAX};
 pub use duration::{
     format_duration, format_duration_exact, format_duration_ns, parse_duration, parse_duration_ns,
     parse_signed_duration_ns, DURATION_FORMS,
@@ -60,7 +64,7 @@ pub use instant::format_instant;
 pub use rate::{format_rate, parse_rate, parse_whole_rate, Rate, RATE_FORMS};
 pub use size::{format_size, parse_size, SIZE_FORMS};
 
-/// Why a duration, rate or size could not be read; the message names the
+/// Why a duration, rate, size or CPU list could not be read; the message names the
 /// text, what is wrong with it and the forms that are accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnitError {

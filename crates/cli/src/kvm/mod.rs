@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long)]
     pid: Option<u32>,
     /// Live terminal view, redrawn every interval (default on a terminal); q quits.
-    #[arg(long, conflicts_with = "plain")]
+    #[arg(long, conflicts_with_all = ["plain", "json"])]
     live: bool,
     /// One line per interval, for logs and pipes (default when stdout is not a terminal).
     #[arg(long)]
@@ -208,9 +208,6 @@ fn trace(args: Args) -> anyhow::Result<ExitCode> {
     let tty = std::io::stdout().is_terminal();
     if args.live && !tty {
         bail!("--live needs a terminal on stdout: use --plain for logs and pipes");
-    }
-    if args.live && args.json {
-        bail!("--live and --json both want stdout: use --plain with --json");
     }
     let live = args.live || (tty && !args.plain && !args.json);
     let opts = SessionOptions {

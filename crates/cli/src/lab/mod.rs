@@ -13,6 +13,8 @@ use hoptrace_units::arg;
 mod comparison;
 use comparison::RunRecordings;
 
+use crate::args::GivenFlags;
+
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Bring up a lab: veth, bridge, macvtap, xdp, ovs, vm or kvm.
@@ -133,8 +135,8 @@ pub enum Command {
         /// The macvtap to read frames from (through its character device).
         #[arg(long)]
         macvtap: Option<String>,
-        /// Where the macvtap's character device node is created.
-        #[arg(long, default_value = "/run/hoptrace/labs/dev")]
+        /// With --macvtap: where its character device node is created.
+        #[arg(long, default_value = "/run/hoptrace/labs/dev", requires = "macvtap")]
         node_dir: PathBuf,
         /// The veth the frames are written to.
         #[arg(long)]
@@ -155,7 +157,7 @@ pub struct TracerArgs {
     #[arg(long, value_name = "THRESHOLD", default_value = "1ms", value_parser = arg::duration)]
     explain: Duration,
     /// Do not explain late stages (no CPU flight recorder).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "explain")]
     no_explain: bool,
     /// Leave the tracer and the path's reader to the scheduler. By default
     /// the tracer runs on the first allowed CPU and the lab's tap/macvtap
@@ -182,7 +184,47 @@ fn code(c: i32) -> ExitCode {
     ExitCode::from(c.clamp(0, 255) as u8)
 }
 
-pub fn run(cmd: Command) -> Result<ExitCode> {
+/// The flags of `lab run` for the nested KVM lab only (its L2 workload),
+/// by clap id.
+const KVM_ONLY: [&str; 5] = ["io", "hlt", "cpuid", "mmio", "deliver"];
+/// The flags of `lab run` for a packet path only (its traffic and tracer).
+const PATH_ONLY: [&str; 7] = [
+    "streams",
+    "rate",
+    "duration",
+    "load",
+    "explain",
+    "no_explain",
+    "no_pin",
+];
+
+/// Refuse a flag of `lab run` that does nothing for `topology`: the KVM
+/// lab's workload flags on a packet path, a packet path's flags on `kvm`.
+/// (clap declares dependencies on flags, not on a positional's value.)
+fn check_run_flags(topology: Topology, given: &GivenFlags) -> Result<()> {
+    let (foreign, what) = match topology {
+        Topology::Kvm => (&PATH_ONLY[..], "a packet path's traffic and tracer"),
+        _ => (&KVM_ONLY[..], "the workload of `lab run kvm`"),
+    };
+    let flags: Vec<String> = foreign
+        .iter()
+        .filter(|id| given.contains(id))
+        .map(|id| format!("--{}", id.replace('_', "-")))
+        .collect();
+    if !flags.is_empty() {
+        bail!(
+            "{} set {what}: they do nothing in `lab run {topology}`",
+            flags.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Run a `lab` subcommand, whose flags on the command line were `given`.
+pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
+    if let Command::Run { topology, .. } = &cmd {
+        check_run_flags(*topology, given)?;
+    }
     match cmd {
         Command::Up { topology, name } => up(topology, &name),
         Command::Down { name, all } => down(name, all),
@@ -486,4 +528,35 @@ fn forward(
     };
     hoptrace_lab::forward::run(&src, to, None)?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `check_run_flags` says of `hoptrace lab run ARGS...`.
+    fn checked(args: &[&str]) -> Result<()> {
+        let argv = ["hoptrace", "lab", "run"].iter().chain(args);
+        let (command, given) = crate::parse_command_line(argv).unwrap();
+        let crate::Command::Lab(Command::Run { topology, .. }) = command else {
+            unreachable!()
+        };
+        check_run_flags(topology, &given)
+    }
+
+    #[test]
+    fn lab_run_refuses_the_flags_of_the_other_kind_of_topology() {
+        let e = checked(&["bridge", "--io", "5", "--deliver", "0"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--io, --deliver set the workload of `lab run kvm`: they do nothing in `lab run bridge`"
+        );
+        let e = checked(&["kvm", "--streams", "2", "--no-pin"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--streams, --no-pin set a packet path's traffic and tracer: they do nothing in `lab run kvm`"
+        );
+        checked(&["kvm", "--io", "5", "--out", "o", "--name", "k"]).unwrap();
+        checked(&["vm", "--streams", "2", "--duration", "5s", "--no-explain"]).unwrap();
+    }
 }

@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(conflicts_with = "iface", required_unless_present = "iface")]
     pub file: Option<PathBuf>,
     /// Capture live on this interface (AF_PACKET, needs CAP_NET_RAW).
-    #[arg(long)]
+    #[arg(long, group = WITH_IFACE)]
     pub iface: Option<String>,
     /// One JSON object per line.
     #[arg(long)]
@@ -40,13 +40,18 @@ pub struct Args {
     /// Stop after this many frames (SV or not).
     #[arg(long)]
     pub count: Option<u64>,
-    /// Stop after this long (e.g. 10s, 500ms, 2min; live capture).
-    #[arg(long, value_parser = hoptrace_units::arg::duration)]
+    /// With --iface: stop after this long (e.g. 10s, 500ms, 2min).
+    #[arg(long, value_parser = hoptrace_units::arg::duration, requires = WITH_IFACE)]
     pub duration: Option<Duration>,
     /// smpCnt wrap for streams whose ASDUs carry no smpRate (e.g. 4000, 4.8kHz).
     #[arg(long, default_value_t = 4000, value_parser = hoptrace_units::arg::whole_rate)]
     pub rate: u32,
 }
+
+/// The group of `--iface` alone, for the flags of a live capture: `--iface`
+/// conflicts with FILE, so `requires = "iface"` would let `FILE --duration`
+/// pass (see [`crate::args`]).
+const WITH_IFACE: &str = "with_iface";
 
 /// A capture's time stamp for people: UTC with microseconds and the
 /// seconds since the first frame (`--json` keeps the raw `time_ns`).

@@ -15,6 +15,8 @@ use hoptrace_sv::generate::StreamPlan;
 use hoptrace_sv::{LeWaveform, VlanTag};
 use hoptrace_units::{arg, format_rate, Rate};
 
+use crate::args::WITH_SVID;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Output capture file.
@@ -28,13 +30,13 @@ pub struct Args {
     /// One configured stream with this svID; --appid, --dst-mac, --conf-rev,
     /// --dat-set, --smp-synch, --simulation, --rate, --asdu and --vlan give
     /// its other fields.
-    #[arg(long, value_name = "SVID", conflicts_with = "scl")]
+    #[arg(long, value_name = "SVID", conflicts_with = "scl", group = WITH_SVID)]
     pub svid: Option<String>,
-    /// With --svid: its destination MAC (default 01:0c:cd:04:00:00).
-    #[arg(long, requires = "svid")]
+    /// With --svid: its destination MAC [default: 01:0c:cd:04:00:00].
+    #[arg(long, requires = WITH_SVID)]
     pub dst_mac: Option<hoptrace_sv::MacAddr>,
     /// With --svid: its datSet reference (LD/LLN0$Name), sent in every ASDU.
-    #[arg(long, requires = "svid")]
+    #[arg(long, requires = WITH_SVID)]
     pub dat_set: Option<String>,
     /// TOML file with the streams (`[scl]`, `[[stream]]` tables).
     #[arg(long, conflicts_with_all = ["scl", "svid"])]
@@ -48,21 +50,24 @@ pub struct Args {
     /// Samples per stream as a time at --rate (e.g. 10s: 40000 samples at 4000/s).
     #[arg(long, conflicts_with = "samples", value_parser = arg::duration)]
     pub duration: Option<Duration>,
-    /// ASDUs per frame (1 to 8).
-    #[arg(long = "asdu", default_value_t = 1)]
+    /// ASDUs per frame (1 to 8); streams of --scl or --config have their own.
+    #[arg(long = "asdu", default_value_t = 1, conflicts_with_all = CONFIGURED_STREAMS)]
     pub asdu: u8,
     /// 802.1Q tag `ID[:PRIO]`: VLAN id 0..4094 (0 = priority-tagged), priority
-    /// 0..7 (4 when omitted), e.g. `100` or `100:4`.
-    #[arg(long)]
+    /// 0..7 (4 when omitted), e.g. `100` or `100:4`; streams of --scl or
+    /// --config have their own.
+    #[arg(long, conflicts_with_all = CONFIGURED_STREAMS)]
     pub vlan: Option<VlanTag>,
-    /// svID of stream i is PREFIX followed by i.
-    #[arg(long = "svid-prefix", default_value = "HOPTRACE_SV")]
+    /// svID of numbered stream i is PREFIX followed by i.
+    #[arg(long = "svid-prefix", default_value = "HOPTRACE_SV", conflicts_with_all = NOT_NUMBERED)]
     pub svid_prefix: String,
-    /// Zero-pad the stream index in the svID to this many digits (svIDs of 1 to 65+ bytes).
-    #[arg(long = "svid-width", default_value_t = 0)]
+    /// Zero-pad the numbered stream's index in the svID to this many digits
+    /// (svIDs of 1 to 65+ bytes).
+    #[arg(long = "svid-width", default_value_t = 0, conflicts_with_all = NOT_NUMBERED)]
     pub svid_width: usize,
-    /// APPID of the first stream (hex with 0x, or decimal); with --svid, its APPID.
-    #[arg(long, default_value = "0x4000")]
+    /// APPID of the first stream (hex with 0x, or decimal); with --svid, its
+    /// APPID; streams of --scl or --config have their own.
+    #[arg(long, default_value = "0x4000", conflicts_with_all = CONFIGURED_STREAMS)]
     pub appid: String,
     /// pcap or pcapng (default: from the file extension, pcap otherwise).
     #[arg(long)]
@@ -73,17 +78,19 @@ pub struct Args {
     /// Gap between the frames of consecutive streams at one sample instant (e.g. 1us).
     #[arg(long, default_value = "1us", value_parser = arg::duration_ns)]
     pub spacing: u64,
-    /// confRev of every ASDU.
-    #[arg(long = "conf-rev", default_value_t = 1)]
+    /// confRev of every ASDU; streams of --scl or --config have their own.
+    #[arg(long = "conf-rev", default_value_t = 1, conflicts_with_all = CONFIGURED_STREAMS)]
     pub conf_rev: u32,
-    /// smpSynch of every ASDU (0 none, 1 local, 2 global).
-    #[arg(long = "smp-synch", default_value_t = 2)]
+    /// smpSynch of every ASDU (0 none, 1 local, 2 global); streams of --scl
+    /// or --config have their own.
+    #[arg(long = "smp-synch", default_value_t = 2, conflicts_with_all = CONFIGURED_STREAMS)]
     pub smp_synch: u8,
-    /// Include smpRate in every ASDU.
-    #[arg(long = "with-smp-rate")]
+    /// Include smpRate in every ASDU of the numbered streams.
+    #[arg(long = "with-smp-rate", conflicts_with_all = NOT_NUMBERED)]
     pub with_smp_rate: bool,
-    /// Set the simulation bit (Reserved1 bit 15).
-    #[arg(long)]
+    /// Set the simulation bit (Reserved1 bit 15); streams of --scl or
+    /// --config have their own.
+    #[arg(long, conflicts_with_all = CONFIGURED_STREAMS)]
     pub simulation: bool,
     /// Peak phase current, amperes (1 mA/LSB on the wire).
     #[arg(long = "current-peak", default_value_t = 141.42)]
@@ -99,6 +106,14 @@ pub struct Args {
     #[arg(long, default_value_t = 0)]
     pub quality: u32,
 }
+
+/// The flags that configure streams from a file, whose streams carry their
+/// own APPID, VLAN, confRev, ...: the flags for those fields conflict with
+/// them.
+const CONFIGURED_STREAMS: [&str; 2] = ["scl", "config"];
+/// The flags that replace the numbered streams: the flags that shape only
+/// numbered streams (svID prefix and width, smpRate) conflict with them.
+const NOT_NUMBERED: [&str; 3] = ["scl", "svid", "config"];
 
 /// `now` or Unix seconds with up to 9 decimals -> ns since the epoch.
 pub fn parse_start_time(s: &str) -> anyhow::Result<u64> {

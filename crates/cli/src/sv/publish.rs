@@ -1,5 +1,7 @@
 //! `hoptrace sv publish`: paced SV streams on an interface (or a capture
-//! replayed with its timing). Logic in `hoptrace_endpoints::publisher`.
+//! replayed with its timing). Settings come from the flags, else the
+//! `[publish]` table of `--config`, else the defaults ([`crate::args`]).
+//! Logic in `hoptrace_endpoints::publisher`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,37 +9,45 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, pacing::PaceClock, publisher, recording, replay, sched};
+use hoptrace_endpoints::config::ConfigFile;
+use hoptrace_endpoints::{pacing::PaceClock, publisher, recording, replay};
 use hoptrace_record::StampSource;
 use hoptrace_sv::VlanTag;
 use hoptrace_units::{arg, format_rate, Rate};
 
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new(REPLAY_FROM_FLAG_OR_FILE)
+    .args(["replay", "config"])
+    .multiple(true))]
 pub struct Args {
     /// Interface to send on (must exist in this network namespace and be up).
     #[arg(long)]
     pub iface: Option<String>,
     /// Number of streams (svID = prefix + index, APPID 0x4000 + index,
     /// destination 01:0c:cd:04:00:index).
-    #[arg(long, conflicts_with_all = ["scl", "svid"])]
-    pub streams: Option<u16>,
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["scl", "svid"])]
+    pub streams: u16,
     #[command(flatten)]
     pub scl: crate::sv::streams::SclArgs,
     /// Power system frequency: of the generated sines, and of SCL rates in
-    /// samples per period (50 or 60; default 50).
+    /// samples per period (50 or 60) [default: 50].
     #[arg(long, value_parser = crate::sv::streams::power_frequency)]
     pub frequency: Option<u16>,
     #[command(flatten)]
     pub one: crate::sv::streams::OneStreamArgs,
-    /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz; also 4.8kHz).
-    #[arg(long, value_parser = arg::whole_rate)]
-    pub rate: Option<u32>,
-    /// ASDUs per frame (1..8).
-    #[arg(long)]
-    pub asdu: Option<u8>,
+    /// Samples per second per stream (4000 at 50 Hz, 4800 at 60 Hz; also
+    /// 4.8kHz); --scl streams have their own.
+    #[arg(long, default_value_t = 4000, value_parser = arg::whole_rate, conflicts_with = "scl")]
+    pub rate: u32,
+    /// ASDUs per frame (1..8); --scl streams have their own.
+    #[arg(long, default_value_t = 1, conflicts_with = "scl")]
+    pub asdu: u8,
     /// 802.1Q tag `ID[:PRIO]`: VLAN id 0..4094 (0 = priority-tagged), priority
-    /// 0..7 (4 when omitted), e.g. `100` or `100:4`.
-    #[arg(long)]
+    /// 0..7 (4 when omitted), e.g. `100` or `100:4`; --scl streams have
+    /// their own.
+    #[arg(long, conflicts_with = "scl")]
     pub vlan: Option<VlanTag>,
     /// Run time (10s, 500ms); default: until Ctrl-C.
     #[arg(long, conflicts_with = "samples", value_parser = arg::duration)]
@@ -52,66 +62,88 @@ pub struct Args {
     /// them late and shifts the schedule; `skip` drops them (lost samples).
     #[arg(long, default_value = "slip", value_parser = ["slip", "skip"])]
     pub late: String,
-    /// Pin the sending thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Run SCHED_FIFO with this priority (1..99).
-    #[arg(long)]
-    pub fifo: Option<i32>,
+    #[command(flatten)]
+    pub realtime: RealtimeArgs,
     /// Fill refrTm with the send time (CLOCK_REALTIME).
     #[arg(long)]
     pub refrtm: bool,
     /// Write a recording (one row per sample, t_tx + t_sched) to this directory.
     #[arg(long)]
     pub record: Option<PathBuf>,
-    /// svID prefix.
-    #[arg(long)]
-    pub svid_prefix: Option<String>,
+    /// svID prefix of the numbered streams.
+    #[arg(long, default_value = "HOPTRACE_SV", conflicts_with_all = ["scl", "svid"])]
+    pub svid_prefix: String,
     /// Spin this long before each deadline, e.g. 20us (0: sleep only).
-    #[arg(long, value_parser = arg::duration)]
-    pub busy_wait: Option<Duration>,
-    /// Replay this pcap/pcapng capture with its relative timing.
-    #[arg(long, conflicts_with_all = ["streams", "asdu", "vlan", "refrtm", "scl", "svid"])]
+    #[arg(long, default_value = "0", value_parser = arg::duration)]
+    pub busy_wait: Duration,
+    /// Replay this pcap/pcapng capture with its relative timing (its
+    /// frames as they are: no generated streams, no sample count).
+    #[arg(long, conflicts_with_all = [
+        "streams", "asdu", "vlan", "refrtm", "scl", "svid", "svid_prefix",
+        "frequency", "duration", "samples", "first_sample", "late",
+    ])]
     pub replay: Option<PathBuf>,
-    /// Play the capture this many times (smpCnt continues across loops).
-    #[arg(long = "loop", requires = "replay")]
-    pub loop_count: Option<u32>,
-    /// TOML configuration file (`[publish]` table); flags override it.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    /// With --replay: play the capture this many times (smpCnt continues
+    /// across loops).
+    #[arg(long = "loop", default_value_t = 1, requires = REPLAY_FROM_FLAG_OR_FILE)]
+    pub loop_count: u32,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// `--replay`, or a config file that may give `replay`: what `--loop`
+/// needs (see [`crate::args`]).
+const REPLAY_FROM_FLAG_OR_FILE: &str = "replay_from_flag_or_file";
+
+/// The `[publish]` table: its keys where the flags were not given. The
+/// file's streams (`[scl]`, `[[stream]]`) are read by [`stream_plans`].
+impl FromConfigFile for Args {
+    fn config_args(&mut self) -> &mut ConfigArgs {
+        &mut self.config
+    }
+
+    fn overlay(&mut self, file: &ConfigFile, given: &GivenFlags) {
+        let t = file.publish.clone();
+        given.overlay_option("iface", &mut self.iface, t.iface);
+        given.overlay("streams", &mut self.streams, t.streams);
+        given.overlay("rate", &mut self.rate, t.rate);
+        given.overlay("asdu", &mut self.asdu, t.asdu);
+        given.overlay_option("vlan", &mut self.vlan, t.vlan);
+        // How long to send: `--duration` and `--samples` say it together,
+        // so either flag sets aside both keys.
+        if !given.contains("duration") && !given.contains("samples") {
+            given.overlay_option("duration", &mut self.duration, t.duration);
+            given.overlay_option("samples", &mut self.samples, t.samples);
+        }
+        given.overlay("refrtm", &mut self.refrtm, t.refrtm);
+        given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
+        given.overlay("svid_prefix", &mut self.svid_prefix, t.svid_prefix);
+        given.overlay("busy_wait", &mut self.busy_wait, t.busy_wait);
+        given.overlay_option("replay", &mut self.replay, t.replay.map(PathBuf::from));
+        given.overlay("loop_count", &mut self.loop_count, t.loop_count);
+        self.realtime.overlay(t.cpu, t.fifo);
+    }
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config_file = args.config.as_deref().map(config::load).transpose()?;
-    let file = config_file
-        .as_ref()
-        .map(|c| c.publish.clone())
-        .unwrap_or_default();
-    let iface =
-        args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
-            anyhow::anyhow!("--iface is required (or `iface` in the config file)")
-        })?;
-    let rate = args.rate.or(file.rate).unwrap_or(4000);
+    let iface = required_iface(&args.iface)?;
+    // `loop` in the file, or `--loop` let through on the promise of the
+    // file's `replay`, may come without a capture to play.
+    anyhow::ensure!(
+        args.replay.is_some() || args.loop_count == 1,
+        "--loop {} plays a capture several times: give --replay FILE (or `replay` in the config file)",
+        args.loop_count
+    );
+    let rate = args.rate;
     let stop = hoptrace_os::stop_flag()?;
-    sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
-    let record = args
-        .record
-        .clone()
-        .or(file.record.as_ref().map(PathBuf::from));
-    let busy_margin_ns = args
-        .busy_wait
-        .or(file.busy_wait)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    args.realtime.apply()?;
+    let busy_margin_ns = i64::try_from(args.busy_wait.as_nanos()).unwrap_or(i64::MAX);
 
-    if let Some(capture) = args
-        .replay
-        .clone()
-        .or(file.replay.as_ref().map(PathBuf::from))
-    {
+    if let Some(capture) = args.replay.clone() {
         let cfg = replay::ReplayConfig {
             iface,
             capture,
-            loops: args.loop_count.or(file.loop_count).unwrap_or(1),
+            loops: args.loop_count,
             rate,
             busy_margin_ns,
         };
@@ -123,14 +155,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             PaceClock::Tai.name()
         );
         return send_recorded(
-            record.as_deref(),
+            args.record.as_deref(),
             Some(rate),
             |ready, sample| replay::replay(&cfg, &stop, ready, sample),
             replay::ReplayReport::summary,
         );
     }
 
-    let (plans, configured) = stream_plans(&args, config_file.as_ref(), &file, rate)?;
+    let (plans, configured) = stream_plans(&args)?;
     let late_policy = if args.late == "skip" {
         hoptrace_endpoints::pacing::LatePolicy::Skip
     } else {
@@ -138,10 +170,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let mut cfgs = Vec::new();
     for plan in plans {
-        let samples = match (
-            args.samples.or(file.samples),
-            args.duration.or(file.duration),
-        ) {
+        let samples = match (args.samples, args.duration) {
             (Some(n), _) => Some(n),
             (None, Some(d)) => Some(Rate::per_second(plan.rate).events_in(d)),
             (None, None) => None,
@@ -152,7 +181,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             iface: iface.clone(),
             plan,
             samples,
-            refrtm: args.refrtm || file.refrtm.unwrap_or(false),
+            refrtm: args.refrtm,
             busy_margin_ns,
             clock: PaceClock::Tai,
             start_delay_ns: 10_000_000,
@@ -186,7 +215,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         _ => None,
     };
     send_recorded(
-        record.as_deref(),
+        args.record.as_deref(),
         record_rate,
         |ready, sample| publisher::publish_all(&cfgs, &stop, ready, sample),
         |reports: &Vec<publisher::PublishReport>| {
@@ -202,35 +231,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// the configured streams (`--scl`, `--svid`, `[scl]`/`[[stream]]`).
 fn stream_plans(
     args: &Args,
-    config_file: Option<&config::ConfigFile>,
-    file: &config::PublishSection,
-    rate: u32,
 ) -> Result<(
     Vec<hoptrace_sv::generate::StreamPlan>,
     Option<crate::sv::streams::Configured>,
 )> {
-    let asdus = args.asdu.or(file.asdu).unwrap_or(1);
-    let vlan = args.vlan.or(file.vlan);
-    let frequency = args.frequency.unwrap_or(50);
-    let mut base = hoptrace_sv::generate::StreamPlan {
-        streams: args.streams.or(file.streams).unwrap_or(1),
+    let (rate, asdus, vlan) = (args.rate, args.asdu, args.vlan);
+    let base = hoptrace_sv::generate::StreamPlan {
+        streams: args.streams,
         rate,
         asdu_per_frame: asdus,
         vlan,
+        sv_id_prefix: args.svid_prefix.clone(),
         waveform: hoptrace_sv::LeWaveform {
-            frequency_hz: frequency as f64,
+            frequency_hz: args.frequency.unwrap_or(50) as f64,
             ..Default::default()
         },
         ..Default::default()
     };
-    if let Some(p) = args.svid_prefix.clone().or(file.svid_prefix.clone()) {
-        base.sv_id_prefix = p;
-    }
     let one = args
         .one
         .spec(&crate::sv::streams::Pacing { rate, asdus, vlan })?;
-    let config = args.config.as_deref().zip(config_file);
-    let configured = crate::sv::streams::resolve(&args.scl, args.frequency, one, config)?;
+    let configured =
+        crate::sv::streams::resolve(&args.scl, args.frequency, one, args.config.loaded())?;
     let plans = match &configured {
         Some(c) => hoptrace_sv::generate::StreamPlan::for_specs(&c.specs, &base)?,
         None => vec![base],

@@ -17,6 +17,8 @@ use hoptrace_endpoints::stream_config;
 use hoptrace_scl::{ReadOptions, SclError, Selection};
 use hoptrace_sv::{MacAddr, StreamSpec};
 
+use crate::args::{WITH_SCL, WITH_SVID};
+
 /// `--frequency`: a whole rate (`50`, `60Hz`) from 1 to 1000 per second.
 pub fn power_frequency(text: &str) -> Result<u16, String> {
     let hz = hoptrace_units::arg::whole_rate(text)?;
@@ -32,13 +34,13 @@ pub struct SclArgs {
     /// Streams of an SCL file (.scd, .cid, .icd): its sampled value control
     /// blocks, with their svID, APPID, destination, VLAN, confRev and rate
     /// (`hoptrace sv scl FILE` lists them).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", group = WITH_SCL)]
     pub scl: Option<PathBuf>,
     /// With --scl: only the control blocks of these IEDs.
-    #[arg(long, requires = "scl", num_args = 1.., value_delimiter = ',')]
+    #[arg(long, requires = WITH_SCL, num_args = 1.., value_delimiter = ',')]
     pub ied: Vec<String>,
     /// With --scl: only these control blocks (NAME, or LD/LLN0.NAME).
-    #[arg(long, requires = "scl", num_args = 1.., value_delimiter = ',')]
+    #[arg(long, requires = WITH_SCL, num_args = 1.., value_delimiter = ',')]
     pub svcb: Vec<String>,
 }
 
@@ -47,26 +49,26 @@ pub struct SclArgs {
 pub struct OneStreamArgs {
     /// One configured stream with this svID (instead of numbered streams);
     /// the flags below and --rate, --asdu, --vlan give its other fields.
-    #[arg(long, value_name = "SVID")]
+    #[arg(long, value_name = "SVID", group = WITH_SVID)]
     pub svid: Option<String>,
-    /// With --svid: its APPID (0x4000 to 0x7FFF; default 0x4000).
-    #[arg(long, requires = "svid", value_parser = parse_appid)]
+    /// With --svid: its APPID (0x4000 to 0x7FFF) [default: 0x4000].
+    #[arg(long, requires = WITH_SVID, value_parser = parse_appid)]
     pub appid: Option<u16>,
-    /// With --svid: its destination MAC (default 01:0c:cd:04:00:00).
-    #[arg(long, requires = "svid")]
+    /// With --svid: its destination MAC [default: 01:0c:cd:04:00:00].
+    #[arg(long, requires = WITH_SVID)]
     pub dst_mac: Option<MacAddr>,
-    /// With --svid: its confRev (default 1).
-    #[arg(long, requires = "svid")]
+    /// With --svid: its confRev [default: 1].
+    #[arg(long, requires = WITH_SVID)]
     pub conf_rev: Option<u32>,
     /// With --svid: its datSet reference (LD/LLN0$Name), sent in every ASDU.
-    #[arg(long, requires = "svid")]
+    #[arg(long, requires = WITH_SVID)]
     pub dat_set: Option<String>,
     /// With --svid: smpSynch (0 none, 1 local, 2 global): sent by publish
     /// (default 2), checked by subscribe only when given.
-    #[arg(long, requires = "svid")]
+    #[arg(long, requires = WITH_SVID)]
     pub smp_synch: Option<u8>,
     /// With --svid: the simulation bit (Reserved1 bit 15).
-    #[arg(long, requires = "svid")]
+    #[arg(long, requires = WITH_SVID)]
     pub simulation: bool,
 }
 

@@ -1,5 +1,7 @@
 //! `hoptrace sv subscribe`: receive SV streams, count losses, measure the
-//! receive path. Logic in `hoptrace_endpoints::subscriber`.
+//! receive path. Settings come from the flags, else the `[subscribe]`
+//! table of `--config`, else the defaults ([`crate::args`]). Logic in
+//! `hoptrace_endpoints::subscriber`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -7,11 +9,25 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use hoptrace_endpoints::{config, recording, rx::RxMode, sched, subscriber};
+use hoptrace_endpoints::config::ConfigFile;
+use hoptrace_endpoints::{recording, rx::RxMode, subscriber};
 use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::sv::SubscriberMetrics;
 
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+
 #[derive(clap::Args, Debug)]
+#[command(
+    group = clap::ArgGroup::new(RX_MODE_FROM_FLAG_OR_FILE)
+        .args(["rx_mode", "config"])
+        .multiple(true),
+    group = clap::ArgGroup::new(RECORD_FROM_FLAG_OR_FILE)
+        .args(["record", "config"])
+        .multiple(true),
+    group = clap::ArgGroup::new(STREAMS_FROM_SCL_OR_FILE)
+        .args(["scl", "config"])
+        .multiple(true),
+)]
 pub struct Args {
     /// Interface to listen on (must exist in this network namespace and be up).
     #[arg(long)]
@@ -25,12 +41,8 @@ pub struct Args {
     /// Stop after this many samples (ASDUs, all streams together).
     #[arg(long)]
     pub count: Option<u64>,
-    /// Pin the receiving thread to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-    /// Run SCHED_FIFO with this priority (1..99).
-    #[arg(long)]
-    pub fifo: Option<i32>,
+    #[command(flatten)]
+    pub realtime: RealtimeArgs,
     /// Write a recording (t_rx, t_app per sample) to this directory.
     #[arg(long)]
     pub record: Option<PathBuf>,
@@ -38,18 +50,18 @@ pub struct Args {
     #[arg(long)]
     pub reference: Option<PathBuf>,
     /// smpCnt wrap for streams whose ASDUs carry no smpRate (e.g. 4000, 4.8kHz).
-    #[arg(long, value_parser = hoptrace_units::arg::whole_rate)]
-    pub rate: Option<u32>,
-    /// Receive path: `recvmmsg` (default: wakes on the first frame, so T4-T3
-    /// is the application's own latency) or `ring` (memory-mapped TPACKET_V3:
-    /// no system call per frame, absorbs long stalls, but a frame waits for
+    #[arg(long, default_value_t = 4000, value_parser = hoptrace_units::arg::whole_rate)]
+    pub rate: u32,
+    /// Receive path: `recvmmsg` (wakes on the first frame, so T4-T3 is the
+    /// application's own latency) or `ring` (memory-mapped TPACKET_V3: no
+    /// system call per frame, absorbs long stalls, but a frame waits for
     /// its block to be handed over, up to 2 ms, and that wait is in T4-T3).
-    #[arg(long)]
-    pub rx_mode: Option<String>,
-    /// Ring mode: number of 64 KiB blocks (default 1024; each block is
-    /// handed over after 2 ms at the latest, so the ring absorbs a stall of
-    /// at least blocks x 2 ms).
-    #[arg(long)]
+    #[arg(long, default_value = "recvmmsg", value_parser = ["recvmmsg", "ring"])]
+    pub rx_mode: String,
+    /// With --rx-mode ring: number of 64 KiB blocks (2 to 65536; each block
+    /// is handed over after 2 ms at the latest, so the ring absorbs a stall
+    /// of at least blocks x 2 ms) [default: 1024].
+    #[arg(long, requires = RX_MODE_FROM_FLAG_OR_FILE)]
     pub ring_blocks: Option<u32>,
     /// Do not print the per-second status line.
     #[arg(long)]
@@ -61,103 +73,100 @@ pub struct Args {
     pub metrics: Option<String>,
     /// With --record: delete the recording's oldest segments once older
     /// than this (7d).
-    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration)]
+    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = RECORD_FROM_FLAG_OR_FILE)]
     pub retain: Option<Duration>,
     /// With --record: keep the recording directory under this size
     /// (20GiB), deleting the oldest segments first.
-    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size)]
+    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size, requires = RECORD_FROM_FLAG_OR_FILE)]
     pub max_disk: Option<u64>,
     #[command(flatten)]
     pub scl: crate::sv::streams::SclArgs,
-    /// Power system frequency of SCL rates in samples per period (50 or 60;
-    /// default 50).
-    #[arg(long, value_parser = crate::sv::streams::power_frequency)]
+    /// With configured streams (--scl, or `[scl]` in the config file): the
+    /// power system frequency of SCL rates in samples per period (50 or 60)
+    /// [default: 50].
+    #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = STREAMS_FROM_SCL_OR_FILE)]
     pub frequency: Option<u16>,
     /// With configured streams (--scl, or `[scl]`/`[[stream]]` in the config
     /// file): exit with status 3 when the received streams are not exactly
     /// the configured ones (missing, unexpected, a field that differs, a
     /// wrong rate, a change of smpSynch).
-    #[arg(long)]
+    #[arg(long, requires = STREAMS_FROM_SCL_OR_FILE)]
     pub expect_streams: bool,
-    /// TOML configuration file (`[subscribe]` table, streams in `[scl]` or
-    /// `[[stream]]`); flags override it.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// `--rx-mode`, or a config file that may give `rx_mode`: what
+/// `--ring-blocks` needs (see [`crate::args`]).
+const RX_MODE_FROM_FLAG_OR_FILE: &str = "rx_mode_from_flag_or_file";
+/// `--record`, or a config file that may give `record`: what `--retain`
+/// and `--max-disk` need.
+const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
+/// `--scl`, or a config file that may configure streams (`[scl]`,
+/// `[[stream]]`): what `--frequency` and `--expect-streams` need.
+const STREAMS_FROM_SCL_OR_FILE: &str = "streams_from_scl_or_file";
+
+/// The `[subscribe]` table: its keys where the flags were not given. The
+/// file's streams (`[scl]`, `[[stream]]`) are read by [`expected_streams`].
+impl FromConfigFile for Args {
+    fn config_args(&mut self) -> &mut ConfigArgs {
+        &mut self.config
+    }
+
+    fn overlay(&mut self, file: &ConfigFile, given: &GivenFlags) {
+        let t = file.subscribe.clone();
+        given.overlay_option("iface", &mut self.iface, t.iface);
+        given.overlay("stream", &mut self.stream, t.stream);
+        given.overlay_option("duration", &mut self.duration, t.duration);
+        given.overlay_option("count", &mut self.count, t.count);
+        given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
+        let reference = t.reference.map(PathBuf::from);
+        given.overlay_option("reference", &mut self.reference, reference);
+        given.overlay("rate", &mut self.rate, t.rate);
+        given.overlay("rx_mode", &mut self.rx_mode, t.rx_mode);
+        given.overlay_option("ring_blocks", &mut self.ring_blocks, t.ring_blocks);
+        given.overlay_option("metrics", &mut self.metrics, t.metrics);
+        given.overlay_option("retain", &mut self.retain, t.retain);
+        given.overlay_option("max_disk", &mut self.max_disk, t.max_disk);
+        given.overlay("expect_streams", &mut self.expect_streams, t.expect_streams);
+        self.realtime.overlay(t.cpu, t.fifo);
+    }
 }
 
 /// Exit status of `--expect-streams` when the streams are not as configured.
 pub const EXIT_STREAMS_DIFFER: u8 = 3;
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let config_file = args.config.as_deref().map(config::load).transpose()?;
-    let file = config_file
-        .as_ref()
-        .map(|c| c.subscribe.clone())
-        .unwrap_or_default();
-    let (configured, expect_streams) = expected_streams(&args, config_file.as_ref(), &file)?;
-    let iface =
-        args.iface.clone().or(file.iface.clone()).ok_or_else(|| {
-            anyhow::anyhow!("--iface is required (or `iface` in the config file)")
-        })?;
-    let duration = args.duration.or(file.duration);
-    let retention = hoptrace_record::retention::Retention::from_limits(
-        args.retain.or(file.retain),
-        args.max_disk.or(file.max_disk),
-    );
+    let configured = expected_streams(&args)?;
+    let iface = required_iface(&args.iface)?;
+    let retention = hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk);
     let metrics_addr = args
         .metrics
         .as_deref()
-        .or(file.metrics.as_deref())
         .map(hoptrace_metrics::addr::parse_listen)
         .transpose()
         .map_err(|e| anyhow::anyhow!(e))?;
-    let rate = args.rate.or(file.rate).unwrap_or(4000);
+    let rate = args.rate;
     let cfg = subscriber::SubscribeConfig {
         iface: iface.clone(),
-        streams: if args.stream.is_empty() {
-            file.stream.clone().unwrap_or_default()
-        } else {
-            args.stream.clone()
-        },
-        count: args.count.or(file.count),
-        duration,
+        streams: args.stream.clone(),
+        count: args.count,
+        duration: args.duration,
         default_rate: rate,
         // The metrics' kernel-drop counter is refreshed, and the recording
         // rotated and pruned, on the status tick.
         status_every: (!args.quiet || metrics_addr.is_some() || retention.is_some())
             .then_some(Duration::from_secs(1)),
-        rx_mode: match (
-            RxMode::parse(
-                args.rx_mode
-                    .as_deref()
-                    .or(file.rx_mode.as_deref())
-                    .unwrap_or("recvmmsg"),
-            )
-            .map_err(|e| anyhow::anyhow!(e))?,
-            args.ring_blocks.or(file.ring_blocks),
-        ) {
-            (RxMode::Ring(mut geo), Some(n)) => {
-                anyhow::ensure!((2..=65536).contains(&n), "--ring-blocks {n}: use 2..65536");
-                geo.block_nr = n;
-                RxMode::Ring(geo)
-            }
-            (mode, _) => mode,
-        },
+        rx_mode: rx_mode(&args.rx_mode, args.ring_blocks)?,
         expected: configured.map(|c| c.specs).unwrap_or_default(),
     };
-    let record = args
-        .record
-        .clone()
-        .or(file.record.as_ref().map(PathBuf::from));
-    let reference = args
-        .reference
-        .clone()
-        .or(file.reference.as_ref().map(PathBuf::from));
+    let record = args.record.clone();
+    let reference = args.reference.clone();
     let stop = hoptrace_os::stop_flag()?;
     let metrics = metrics_addr
         .map(|a| Metrics::start(a, &iface))
         .transpose()?;
-    sched::apply(args.cpu.or(file.cpu), args.fifo.or(file.fifo))?;
+    args.realtime.apply()?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
     let mut joined: Vec<recording::JoinKey> = Vec::new();
@@ -245,29 +254,39 @@ pub fn run(args: Args) -> Result<ExitCode> {
             );
         }
     }
-    if expect_streams && streams_differ {
+    if args.expect_streams && streams_differ {
         eprintln!("hoptrace sv subscribe: the received streams are not the configured ones (--expect-streams): exit status {EXIT_STREAMS_DIFFER}");
         return Ok(ExitCode::from(EXIT_STREAMS_DIFFER));
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// The receive path of `--rx-mode` (flag or file), with `--ring-blocks`.
+fn rx_mode(mode: &str, ring_blocks: Option<u32>) -> Result<RxMode> {
+    match (
+        RxMode::parse(mode).map_err(|e| anyhow::anyhow!(e))?,
+        ring_blocks,
+    ) {
+        (RxMode::Ring(mut geo), Some(n)) => {
+            anyhow::ensure!((2..=65536).contains(&n), "--ring-blocks {n}: use 2..65536");
+            geo.block_nr = n;
+            Ok(RxMode::Ring(geo))
+        }
+        // The config file can give `ring_blocks` without `rx_mode = "ring"`.
+        (_, Some(n)) => anyhow::bail!(
+            "--ring-blocks {n} sizes the ring of --rx-mode ring, not {mode}: give --rx-mode ring"
+        ),
+        (mode, None) => Ok(mode),
+    }
+}
+
 /// The configured streams to expect (`--scl`, or `[scl]`/`[[stream]]` in
-/// the config file) and whether `--expect-streams` gates on them.
-fn expected_streams(
-    args: &Args,
-    config_file: Option<&config::ConfigFile>,
-    file: &config::SubscribeSection,
-) -> Result<(Option<crate::sv::streams::Configured>, bool)> {
-    let configured = crate::sv::streams::resolve(
-        &args.scl,
-        args.frequency,
-        None,
-        args.config.as_deref().zip(config_file),
-    )?;
-    let expect_streams = args.expect_streams || file.expect_streams.unwrap_or(false);
+/// the config file), checked to exist when `--expect-streams` gates on them.
+fn expected_streams(args: &Args) -> Result<Option<crate::sv::streams::Configured>> {
+    let configured =
+        crate::sv::streams::resolve(&args.scl, args.frequency, None, args.config.loaded())?;
     anyhow::ensure!(
-        !expect_streams || configured.is_some(),
+        !args.expect_streams || configured.is_some(),
         "--expect-streams checks the received streams against configured ones: give --scl FILE, or `[scl]`/`[[stream]]` in the --config file"
     );
     if let Some(c) = &configured {
@@ -277,7 +296,7 @@ fn expected_streams(
             c.source
         );
     }
-    Ok((configured, expect_streams))
+    Ok(configured)
 }
 
 /// `--metrics`: the subscriber's metrics and their endpoint (stopped when

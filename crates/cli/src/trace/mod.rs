@@ -20,9 +20,14 @@ use std::time::Duration;
 use anyhow::bail;
 use hoptrace_probes::Profile;
 use hoptrace_trace::driver::{parse_filter, run_trace, TraceOptions};
-use hoptrace_units::arg;
+use hoptrace_units::{arg, CpuList};
+
+use crate::args::WITH_SCL;
 
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new(RECORD_OR_METRICS)
+    .args(["record", "metrics"])
+    .multiple(true))]
 pub struct Args {
     /// Interfaces to trace (in --netns when given). Default: every device of --netns, or all.
     #[arg(long = "iface")]
@@ -38,13 +43,13 @@ pub struct Args {
     streams: Vec<String>,
     #[command(flatten)]
     scl: crate::sv::streams::SclArgs,
-    /// Power system frequency of SCL rates in samples per period (50 or 60;
-    /// default 50).
-    #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = "scl")]
+    /// With --scl: the power system frequency of SCL rates in samples per
+    /// period (50 or 60) [default: 50].
+    #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = WITH_SCL)]
     frequency: Option<u16>,
     /// With --scl: exit with status 3 when a configured stream was not seen
     /// or a stream that is not configured was (after lost events, status 2).
-    #[arg(long, requires = "scl", conflicts_with = "kernel_stats")]
+    #[arg(long, requires = WITH_SCL, conflicts_with = "kernel_stats")]
     expect_streams: bool,
     /// Also trace other frames: `ether proto 0xNNNN`, `ether dst MAC`, joined with `and`.
     #[arg(long)]
@@ -97,12 +102,12 @@ pub struct Args {
     /// With --record or --metrics: take the host checks' summary (for the
     /// recording, and the metrics' doctor gauges) from this saved `hoptrace
     /// doctor --json` instead of running them.
-    #[arg(long, value_name = "FILE", conflicts_with = "no_doctor")]
+    #[arg(long, value_name = "FILE", conflicts_with = "no_doctor", requires = RECORD_OR_METRICS)]
     doctor_report: Option<PathBuf>,
     /// With --record or --metrics: do not run the host checks (`hoptrace
     /// doctor`) before attaching; the recording and the metrics then carry
     /// no doctor summary.
-    #[arg(long)]
+    #[arg(long, requires = RECORD_OR_METRICS)]
     no_doctor: bool,
     /// Explain every stage longer than this (e.g. 500us): what the CPU of
     /// the stage's second hop did meanwhile (tasks, IRQs, softirqs, NMI,
@@ -133,7 +138,7 @@ pub struct Args {
     /// e.g. `0` or `0-1,4`: the housekeeping CPUs, away from the CPUs of
     /// the traced path, so a late packet does not wait behind the tracer.
     /// The BPF programs still run where the packets are.
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    #[arg(long, value_name = "LIST", value_parser = arg::cpu_list)]
     cpu: Option<CpuList>,
     /// Print the CPU-activity events --explain records and exit.
     #[arg(long)]
@@ -146,19 +151,9 @@ pub struct Args {
     list_backends: bool,
 }
 
-/// The CPUs of `--cpu`.
-#[derive(Debug, Clone)]
-struct CpuList(Vec<usize>);
-
-/// `--cpu`: a CPU list as the kernel writes them (`0`, `0-1,4`).
-fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    let set = hoptrace_doctor::cpulist::CpuSet::parse_list(s, None)
-        .map_err(|e| format!("`{s}`: {e} (write e.g. 0 or 0-1,4)"))?;
-    if set.is_empty() {
-        return Err(format!("`{s}`: no CPU"));
-    }
-    Ok(CpuList(set.iter().map(|c| c as usize).collect()))
-}
+/// `--record` or `--metrics`: what the host checks are for, so what
+/// `--doctor-report` and `--no-doctor` need (see [`crate::args`]).
+const RECORD_OR_METRICS: &str = "record_or_metrics";
 
 /// Shortest and longest `--linger`.
 const LINGER_MIN: Duration = Duration::from_millis(1);
@@ -196,8 +191,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     // First, so that every thread the tracer starts inherits the CPU set.
-    if let Some(CpuList(cpus)) = &args.cpu {
-        hoptrace_endpoints::sched::pin_to_cpus(cpus)?;
+    if let Some(cpus) = &args.cpu {
+        hoptrace_endpoints::sched::pin_to_cpus(cpus.cpus())?;
     }
     let profile: Profile = args.profile.parse().map_err(anyhow::Error::msg)?;
     if let Some(h) = &args.hops {
@@ -226,10 +221,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // The host checks run before the probes attach (their interval would
     // otherwise be spent with the probes' own load on the CPUs).
     let wants_doctor = args.record.is_some() || args.metrics.is_some();
-    anyhow::ensure!(
-        wants_doctor || (args.doctor_report.is_none() && !args.no_doctor),
-        "--doctor-report and --no-doctor go with --record or --metrics (the host checks are for the recording and the metrics)"
-    );
     let doctor = match (wants_doctor, args.no_doctor) {
         (true, false) => crate::doctor::summary_for_recording(
             args.doctor_report.as_deref(),
