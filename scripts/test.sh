@@ -1,27 +1,63 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, then runs every test.
+# The test command: installs what is missing, checks the house rules, then
+# runs every test.
 #
 #   scripts/test.sh
 #
-# Privileged tests (network namespaces, AF_PACKET, BPF) run when we are root.
-# When CI=true they must run: a privileged test that cannot run fails there
-# instead of skipping (see hoptrace-netns::require_privileges).
+# Gates, cheapest first (each fails the command):
+#   - `cargo fmt --check`;
+#   - unused dependencies (cargo-machete, installed here when missing);
+#   - no function longer than LONGEST_FN lines (scripts/longest_fns.py);
+#   - `cargo clippy --all-targets -D warnings` with the workspace lints
+#     (Cargo.toml [workspace.lints]: every unsafe block says why it is sound);
+#   - the API docs build without warnings (stale intra-doc links).
+# Tests, in two phases (both run to the end, every failure listed at the end):
+#   1. every test but the privileged ones, in parallel (unit tests, pure
+#      integration tests, tshark/pandas/Chromium cross-checks);
+#   2. the privileged ones (network namespaces, AF_PACKET, BPF, QEMU: every
+#      test under a `privileged` module), one at a time: they share the two
+#      cores, the tracefs and the kernel's BPF state.
+# Privileged tests run when we are root. When CI=true they must run: a
+# privileged test that cannot run fails there instead of skipping (see
+# hoptrace-netns::require_privileges).
+# Then a bounded fuzz run of every parser of untrusted bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 export RUST_BACKTRACE=1
-# One build, then the whole workspace's tests (unit, integration, doc).
-# --test-threads=1 keeps the namespace labs of different tests from
-# competing for the two cores and the shared tracefs.
+LONGEST_FN=150
+MACHETE_VERSION=0.9.2
+
+step() { echo "scripts/test.sh: $*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+if ! cargo machete --version 2>/dev/null | grep -q "$MACHETE_VERSION"; then
+  step "installing cargo-machete $MACHETE_VERSION"
+  cargo install cargo-machete --locked --version "$MACHETE_VERSION"
+fi
+step "unused dependencies (cargo machete)"
+cargo machete
+
+step "no function longer than $LONGEST_FN lines"
+python3 scripts/longest_fns.py --over "$LONGEST_FN" --top 0 crates/*/src crates/*/tests crates/*/examples
+
 cargo build --release --locked --bin hoptrace
-# The API docs build without warnings (stale intra-doc links fail here).
+step "clippy (-D warnings, workspace lints)"
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
+step "API docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps
-# --no-fail-fast: every test binary runs to the end even when one fails,
-# and every failure is listed again at the end (a red run shows them all).
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! cargo test --release --locked --workspace --no-fail-fast -- --test-threads=1 2>&1 | tee "$log"; then
+failed=0
+step "tests, phase 1: everything but the privileged tests, in parallel"
+cargo test --release --locked --workspace --no-fail-fast -- --skip privileged:: 2>&1 | tee -a "$log" || failed=1
+step "tests, phase 2: the privileged tests, one at a time"
+cargo test --release --locked --workspace --no-fail-fast --tests -- privileged:: --test-threads=1 2>&1 | tee -a "$log" || failed=1
+if [ "$failed" != 0 ]; then
   echo
   echo "scripts/test.sh: FAILED. Every failing test, then every failing test binary:"
   grep -E '^test .* \.\.\. FAILED$' "$log" || true

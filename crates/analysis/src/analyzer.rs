@@ -21,7 +21,7 @@ use arrow_schema::DataType;
 use serde::Serialize;
 
 use crate::sequence::SequenceTracker;
-use crate::spikes::{detect_period, PeriodicStall, Spike, TopN, MAX_SPIKE_TIMES};
+use crate::spikes::{Spike, TopN, MAX_SPIKE_TIMES};
 use crate::stats::{LatencyStats, PacketRef};
 use crate::timeline::Envelope;
 
@@ -491,19 +491,6 @@ impl Analyzer {
         }
         all.finish();
         all
-    }
-
-    /// Periodic stalls per (stream, stage).
-    pub fn periodic_stalls(&self) -> Vec<(String, String, PeriodicStall)> {
-        let mut out = Vec::new();
-        for s in self.streams.values() {
-            for (i, st) in s.stages.iter().enumerate() {
-                if let Some(p) = detect_period(&st.spike_times, 100_000_000, 0.1) {
-                    out.push((s.name.clone(), self.stages[i].name.clone(), p));
-                }
-            }
-        }
-        out
     }
 
     pub fn finish(&mut self) {

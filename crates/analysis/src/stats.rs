@@ -314,10 +314,6 @@ impl LatencyStats {
             std::borrow::Cow::Owned(h)
         }
     }
-    /// Histogram of the magnitudes of the negative values (ns).
-    pub fn negative_histogram(&self) -> &Histogram<u64> {
-        &self.negative
-    }
     /// 1 us bins from 0 (bin i = [i us, i+1 us)), values >= LINEAR_BINS us in the overflow.
     pub fn linear_view(&self) -> (&[u64], u64) {
         (&self.linear, self.linear_overflow)

@@ -99,15 +99,7 @@ pub enum PtpMethod {
     Basic,
 }
 
-impl PtpMethod {
-    pub fn ioctl_name(self) -> &'static str {
-        match self {
-            PtpMethod::Precise => "PTP_SYS_OFFSET_PRECISE",
-            PtpMethod::Extended => "PTP_SYS_OFFSET_EXTENDED",
-            PtpMethod::Basic => "PTP_SYS_OFFSET",
-        }
-    }
-}
+impl PtpMethod {}
 
 fn bad(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())

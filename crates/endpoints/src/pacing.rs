@@ -194,6 +194,7 @@ pub fn sleep_until(clock: PaceClock, t_ns: i64) {
         tv_nsec: t_ns.rem_euclid(1_000_000_000),
     };
     loop {
+        // SAFETY: a valid absolute timespec; no remainder is asked for (TIMER_ABSTIME).
         let rc = unsafe {
             libc::clock_nanosleep(clock.id(), libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
         };

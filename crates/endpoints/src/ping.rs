@@ -200,186 +200,242 @@ pub fn trace_marker(instance: Option<&str>, line: &str) -> Result<()> {
 }
 
 /// Run ping until `count` requests are sent (or `stop`), then wait `linger`.
+///
+/// One loop: wait for replies until the next send deadline (or the end of
+/// the linger), take every reply that arrived ([`Run::reply`]) and every
+/// TX stamp ([`Run::tx_stamp`]), then send the request that is due
+/// ([`Run::send`]).
 pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
     let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
     let src = sock.mac().context("reading the interface MAC address")?;
     let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
     sock.set_recv_buffer(4 << 20);
     let mut batch = RxBatch::new(64);
-    let mut samples: Vec<PingSample> = Vec::with_capacity(cfg.count.min(1 << 24) as usize);
-    let mut rtt = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?;
     let interval_ns = cfg.interval.as_nanos().max(1);
     let origin = timestamping::now_ns(libc::CLOCK_MONOTONIC) + 1_000_000;
     let mut pacer =
         Pacer::new(PaceClock::Monotonic, origin, interval_ns, 1, 0).with_limit(Some(cfg.count));
-    let mut report = PingReport {
-        samples: Vec::new(),
-        sent: 0,
-        received: 0,
-        lost: 0,
-        duplicated: 0,
-        reordered: 0,
-        rtt: Histogram::new(3)?,
-        stamp_source: source,
-        tx_stamps: 0,
-        over_max: 0,
-        first_over: None,
-        marker_error: None,
-        markers: 0,
-        broke: false,
-    };
-    let mut max_seen: Option<u64> = None;
-    let mut tx_index = 0u64; // OPT_ID of the next send
-    let mut id_to_seq: Vec<u64> = Vec::new();
+    let mut run = Run::new(cfg, source)?;
     let mut frame = build_frame(cfg.peer, src, KIND_REQUEST, 0, cfg.size);
     let mut last_send_mono = origin;
     let linger_ns = cfg.linger.as_nanos() as i64;
     let mut sending = true;
-    loop {
-        if stop.load(Ordering::Relaxed) || report.broke {
-            break;
-        }
+    while !stop.load(Ordering::Relaxed) && !run.report.broke {
         let now = timestamping::now_ns(libc::CLOCK_MONOTONIC);
-        let next_deadline = if sending {
-            if pacer.next_index() >= cfg.count {
-                sending = false;
-                None
-            } else {
-                Some(pacer.deadline(pacer.next_index()))
-            }
-        } else {
-            None
-        };
+        if sending && pacer.next_index() >= cfg.count {
+            sending = false;
+        }
+        let next_deadline = sending.then(|| pacer.deadline(pacer.next_index()));
         if !sending && now > last_send_mono + linger_ns {
             break;
         }
         // Wait for replies until the next send deadline (or the linger end).
         let until = next_deadline.unwrap_or(last_send_mono + linger_ns);
-        let wait_ns = (until - now - 200_000).clamp(0, 100_000_000);
-        if wait_ns > 0 {
-            let mut pfd = libc::pollfd {
-                fd: sock.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: wait_ns,
-            };
-            unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
-        }
+        wait_readable(sock.raw_fd(), (until - now - 200_000).clamp(0, 100_000_000));
         // Drain replies without blocking.
-        loop {
-            let mut pfd = libc::pollfd {
-                fd: sock.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 || pfd.revents & libc::POLLIN == 0 {
-                break;
-            }
+        while readable_now(sock.raw_fd()) {
             let n = batch.recv(&sock).context("receiving replies")?;
             if n == 0 {
                 break;
             }
             for i in 0..n {
-                let f = batch.get(i);
-                if f.pkttype == libc::PACKET_OUTGOING {
-                    continue;
-                }
-                let Some((KIND_REPLY, seq)) = parse_frame(f.data) else {
-                    continue;
-                };
-                let Some(s) = samples.get_mut(seq as usize) else {
-                    continue;
-                };
-                s.replies += 1;
-                if s.replies > 1 {
-                    report.duplicated += 1;
-                    continue;
-                }
-                report.received += 1;
-                if max_seen.is_some_and(|m| seq < m) {
-                    report.reordered += 1;
-                }
-                max_seen = Some(max_seen.map_or(seq, |m| m.max(seq)));
-                let t_rx = stamp_of(&f.stamps, source).unwrap_or_else(timestamping::realtime_ns);
-                s.t_rx = Some(t_rx);
-                let sample = *s;
-                let value = (t_rx - sample.t_tx.unwrap_or(sample.t_app_tx)).max(1) as u64;
-                rtt.saturating_record(value);
-                if let Some(max) = cfg.max_latency {
-                    if value > max.as_nanos() as u64 {
-                        report.over_max += 1;
-                        if report.first_over.is_none() {
-                            report.first_over = Some((seq, value));
-                        }
-                        let line = format!(
-                            "hoptrace ping: seq={seq} rtt_ns={value} over max-latency {}\n",
-                            hoptrace_units::format_duration(max)
-                        );
-                        if report.marker_error.is_none() {
-                            match trace_marker(cfg.trace_instance.as_deref(), &line) {
-                                Ok(()) => report.markers += 1,
-                                Err(e) => report.marker_error = Some(format!("{e:#}")),
-                            }
-                        }
-                        if cfg.break_on_max {
-                            report.broke = true;
-                        }
-                    }
-                }
+                run.reply(&batch.get(i));
             }
         }
-        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-            if let Some(&seq) = id_to_seq.get(id as usize) {
-                if let (Some(s), Some(t)) = (samples.get_mut(seq as usize), stamp_of(&st, source)) {
-                    if s.t_tx.is_none() {
-                        s.t_tx = Some(t);
-                        report.tx_stamps += 1;
-                    }
-                }
-            }
-        });
-        if let Some(d) = next_deadline {
-            if timestamping::now_ns(libc::CLOCK_MONOTONIC) >= d - 200_000 {
-                let Some(tick) = pacer.wait() else {
-                    sending = false;
-                    continue;
-                };
-                // Skipped requests (stall) still get a sequence number: they
-                // are counted lost, never sent in a burst.
-                while (samples.len() as u64) < tick.index {
-                    let seq = samples.len() as u64;
-                    samples.push(PingSample {
-                        seq,
-                        ..Default::default()
-                    });
-                }
-                let seq = tick.index;
-                frame[22..30].copy_from_slice(&seq.to_be_bytes());
-                let t_app = timestamping::realtime_ns();
-                samples.push(PingSample {
-                    seq,
-                    t_app_tx: t_app,
-                    ..Default::default()
-                });
-                report.sent += 1;
+        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| run.tx_stamp(id, &st));
+        let Some(d) = next_deadline else {
+            continue;
+        };
+        if timestamping::now_ns(libc::CLOCK_MONOTONIC) < d - 200_000 {
+            continue;
+        }
+        match pacer.wait() {
+            Some(tick) => {
+                run.send(&sock, &mut frame, tick.index);
                 last_send_mono = tick.woke_ns;
-                // A failed send (interface down) is a lost request.
-                if sock.send(&frame).is_ok() {
-                    id_to_seq.push(seq);
-                    tx_index += 1;
-                }
+            }
+            None => sending = false,
+        }
+    }
+    Ok(run.finish())
+}
+
+/// Wait up to `wait_ns` for `fd` to be readable (nothing when 0).
+fn wait_readable(fd: i32, wait_ns: i64) {
+    if wait_ns <= 0 {
+        return;
+    }
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: wait_ns,
+    };
+    // SAFETY: one valid pollfd and timeout; no signal mask.
+    unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+}
+
+/// Whether `fd` has something to read now.
+fn readable_now(fd: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
+    ready > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+/// What one ping run has seen so far: a sample per sequence number, the
+/// RTT histogram and the counts of the report.
+struct Run<'c> {
+    cfg: &'c PingConfig,
+    source: StampSource,
+    samples: Vec<PingSample>,
+    rtt: Histogram<u64>,
+    report: PingReport,
+    max_seen: Option<u64>,
+    /// The sequence of each sent request, by its OPT_ID (the kernel's
+    /// count of sends on the socket).
+    id_to_seq: Vec<u64>,
+}
+
+impl<'c> Run<'c> {
+    fn new(cfg: &'c PingConfig, source: StampSource) -> Result<Self> {
+        Ok(Run {
+            cfg,
+            source,
+            samples: Vec::with_capacity(cfg.count.min(1 << 24) as usize),
+            rtt: Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)?,
+            report: PingReport {
+                samples: Vec::new(),
+                sent: 0,
+                received: 0,
+                lost: 0,
+                duplicated: 0,
+                reordered: 0,
+                rtt: Histogram::new(3)?,
+                stamp_source: source,
+                tx_stamps: 0,
+                over_max: 0,
+                first_over: None,
+                marker_error: None,
+                markers: 0,
+                broke: false,
+            },
+            max_seen: None,
+            id_to_seq: Vec::new(),
+        })
+    }
+
+    /// A received frame: a reply to one of our requests is counted once
+    /// (later copies are duplicates) with its RTT.
+    fn reply(&mut self, f: &crate::rx::RxFrame<'_>) {
+        if f.pkttype == libc::PACKET_OUTGOING {
+            return;
+        }
+        let Some((KIND_REPLY, seq)) = parse_frame(f.data) else {
+            return;
+        };
+        let Some(s) = self.samples.get_mut(seq as usize) else {
+            return;
+        };
+        s.replies += 1;
+        if s.replies > 1 {
+            self.report.duplicated += 1;
+            return;
+        }
+        self.report.received += 1;
+        if self.max_seen.is_some_and(|m| seq < m) {
+            self.report.reordered += 1;
+        }
+        self.max_seen = Some(self.max_seen.map_or(seq, |m| m.max(seq)));
+        let t_rx = stamp_of(&f.stamps, self.source).unwrap_or_else(timestamping::realtime_ns);
+        s.t_rx = Some(t_rx);
+        let value = (t_rx - s.t_tx.unwrap_or(s.t_app_tx)).max(1) as u64;
+        self.rtt.saturating_record(value);
+        if let Some(max) = self.cfg.max_latency {
+            if value > max.as_nanos() as u64 {
+                self.over_max(seq, value, max);
             }
         }
     }
-    let _ = tx_index;
-    // Requests never sent because of a stall count as lost too.
-    report.lost = samples.iter().filter(|s| s.replies == 0).count() as u64;
-    report.samples = samples;
-    report.rtt = rtt;
-    Ok(report)
+
+    /// A reply over `--max-latency`: counted, marked in the trace buffer
+    /// (once the marker fails, no more tries), and the end of the run with
+    /// `--break`.
+    fn over_max(&mut self, seq: u64, value: u64, max: Duration) {
+        let report = &mut self.report;
+        report.over_max += 1;
+        if report.first_over.is_none() {
+            report.first_over = Some((seq, value));
+        }
+        let line = format!(
+            "hoptrace ping: seq={seq} rtt_ns={value} over max-latency {}\n",
+            hoptrace_units::format_duration(max)
+        );
+        if report.marker_error.is_none() {
+            match trace_marker(self.cfg.trace_instance.as_deref(), &line) {
+                Ok(()) => report.markers += 1,
+                Err(e) => report.marker_error = Some(format!("{e:#}")),
+            }
+        }
+        if self.cfg.break_on_max {
+            report.broke = true;
+        }
+    }
+
+    /// The TX stamp of the send with OPT_ID `id`.
+    fn tx_stamp(&mut self, id: u32, st: &hoptrace_os::Stamps) {
+        let Some(&seq) = self.id_to_seq.get(id as usize) else {
+            return;
+        };
+        if let (Some(s), Some(t)) = (
+            self.samples.get_mut(seq as usize),
+            stamp_of(st, self.source),
+        ) {
+            if s.t_tx.is_none() {
+                s.t_tx = Some(t);
+                self.report.tx_stamps += 1;
+            }
+        }
+    }
+
+    /// Send request `seq`. Requests skipped by a stall still get their
+    /// sequence number: they are counted lost, never sent in a burst. A
+    /// failed send (interface down) is a lost request.
+    fn send(&mut self, sock: &PacketSocket, frame: &mut [u8], seq: u64) {
+        while (self.samples.len() as u64) < seq {
+            let skipped = self.samples.len() as u64;
+            self.samples.push(PingSample {
+                seq: skipped,
+                ..Default::default()
+            });
+        }
+        frame[22..30].copy_from_slice(&seq.to_be_bytes());
+        self.samples.push(PingSample {
+            seq,
+            t_app_tx: timestamping::realtime_ns(),
+            ..Default::default()
+        });
+        self.report.sent += 1;
+        if sock.send(frame).is_ok() {
+            self.id_to_seq.push(seq);
+        }
+    }
+
+    /// The report: requests never answered (or never sent because of a
+    /// stall) are lost.
+    fn finish(mut self) -> PingReport {
+        self.report.lost = self.samples.iter().filter(|s| s.replies == 0).count() as u64;
+        self.report.samples = self.samples;
+        self.report.rtt = self.rtt;
+        self.report
+    }
 }
 
 /// Parse a MAC address `aa:bb:cc:dd:ee:ff`.

@@ -182,6 +182,12 @@ fn check_mtu(iface: &str, plan: &StreamPlan, frame: u64) -> Result<()> {
 /// is told the TX stamp source once the socket is set up (before the first
 /// frame; an error stops the run); `on_sample` receives every sent sample
 /// (with its TX stamp) for the recording.
+///
+/// The loop: the pacer's next frame index is encoded ahead of its deadline
+/// ([`FrameEncoder`]), the pacer sleeps to the deadline, the frames of
+/// every stream go out in one batch (refrTm patched with the send time),
+/// and each sent frame waits in [`PendingTx`] for its TX stamp from the
+/// error queue before its samples are handed out.
 pub fn publish(
     cfg: &PublishConfig,
     stop: &AtomicBool,
@@ -204,7 +210,6 @@ pub fn publish(
     sock.set_recv_buffer(16 << 20);
     let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING TX stamps")?;
     on_ready(source)?;
-    let streams = plan.streams as usize;
     let k = plan.asdu_per_frame as u64;
     let frames_total = cfg.samples.map(|n| n.div_ceil(k));
     let to_rt = offset_to_realtime(cfg.clock);
@@ -218,12 +223,10 @@ pub fn publish(
     )
     .with_limit(frames_total)
     .with_policy(cfg.late_policy);
-    let sv_ids: Vec<String> = (0..plan.streams)
-        .map(|s| String::from_utf8_lossy(&plan.sv_id(s)).into_owned())
-        .collect();
+    let mut enc = FrameEncoder::new(&plan, first_frame, cfg.refrtm);
     let mut report = PublishReport {
-        frames_per_stream: vec![0; streams],
-        sv_ids: sv_ids.clone(),
+        frames_per_stream: vec![0; plan.streams as usize],
+        sv_ids: enc.sv_ids.clone(),
         instants: 0,
         late: 0,
         skipped: 0,
@@ -238,27 +241,6 @@ pub fn publish(
         first_id: 0,
         frames: VecDeque::new(),
     };
-    // --refrtm, or a configured stream that carries refrTm: the send time
-    // is patched in right before each send (decided once, not per frame).
-    let refrtm = cfg.refrtm || plan.configured.iter().any(|s| s.asdu_fields.refr_tm);
-    let mut bufs: Vec<Vec<u8>> = vec![Vec::with_capacity(256); streams];
-    let mut placeholder_offsets: Vec<Vec<usize>> = vec![Vec::new(); streams];
-    let encode = |index: u64, bufs: &mut Vec<Vec<u8>>, offs: &mut Vec<Vec<usize>>| -> Result<()> {
-        for s in 0..streams {
-            let mut f = plan.frame(s as u16, index + first_frame);
-            for a in &mut f.asdus {
-                if cfg.refrtm || a.refr_tm.is_some() {
-                    a.refr_tm = Some(REFRTM_PLACEHOLDER);
-                }
-            }
-            bufs[s].clear();
-            hoptrace_sv::encode_into(&f, &mut bufs[s]).context("encoding an SV frame")?;
-            if refrtm {
-                offs[s] = find_placeholders(&bufs[s]);
-            }
-        }
-        Ok(())
-    };
     let mut pacing_source_tx = true;
     let mut emit = |s: SentSample, report: &mut PublishReport| {
         match s.t_tx {
@@ -272,67 +254,32 @@ pub fn publish(
         }
         on_sample(s);
     };
-    let mut encoded_for = u64::MAX;
     while !stop.load(Ordering::Relaxed) {
         let next = pacer.next_index();
         if frames_total.is_some_and(|n| next >= n) {
             break;
         }
-        if encoded_for != next {
-            encode(next, &mut bufs, &mut placeholder_offsets)?;
-            encoded_for = next;
-        }
+        enc.encode(next)?;
         let Some(tick) = pacer.wait() else { break };
-        if tick.index != encoded_for {
-            encode(tick.index, &mut bufs, &mut placeholder_offsets)?;
-            encoded_for = tick.index;
-        }
+        enc.encode(tick.index)?;
         let t_sched = tick.deadline_ns + to_rt;
         let t_app = timestamping::realtime_ns();
-        if refrtm {
-            for s in 0..streams {
-                patch_refrtm(&mut bufs[s], &placeholder_offsets[s], t_app);
-            }
-        }
-        let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+        enc.patch_refrtm(t_app);
         let sent = sock
-            .send_batch(&refs)
+            .send_batch(&enc.frames())
             .with_context(|| format!("sending SV frames on {}", cfg.iface))?;
-        for (s, sv_id) in sv_ids.iter().enumerate().take(sent) {
+        for s in 0..sent {
             report.frames_per_stream[s] += 1;
-            let first = (tick.index + first_frame) * k;
-            let last = (first + k).min(plan.samples);
-            let rows = (first..last)
-                .map(|n| SentSample {
-                    stream: sv_id.clone(),
-                    dst_mac: plan.dst_mac(s as u16).0,
-                    app_id: plan.appid(s as u16),
-                    smp_cnt: (n % plan.rate as u64) as u16,
-                    epoch: (n / plan.rate as u64) as u32,
-                    seq: n,
-                    t_sched,
-                    t_app,
-                    t_tx: None,
-                })
-                .collect();
-            pending.frames.push_back((rows, None));
+            pending
+                .frames
+                .push_back((enc.samples(s, tick.index, t_sched, t_app), None));
         }
-        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-            if let Some(t) = stamp_of(&st, source) {
-                pending.stamp(id, t);
-                report.tx_stamps += 1;
-            }
-        });
+        take_tx_stamps(&sock, source, &mut pending, &mut report);
         pending.flush(4096, &mut |s| emit(s, &mut report));
     }
     // Give the last stamps a moment to arrive, then flush everything.
     std::thread::sleep(std::time::Duration::from_millis(20));
-    timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-        if let Some(t) = stamp_of(&st, source) {
-            pending.stamp(id, t);
-            report.tx_stamps += 1;
-        }
-    });
+    take_tx_stamps(&sock, source, &mut pending, &mut report);
     pending.flush(0, &mut |s| emit(s, &mut report));
     report.pacing_from_tx_stamps = pacing_source_tx;
     report.instants = pacer.stats.sent;
@@ -340,6 +287,113 @@ pub fn publish(
     report.skipped = pacer.stats.skipped;
     report.slip_ns = pacer.stats.slip_ns;
     Ok(report)
+}
+
+/// The TX stamps that arrived on the socket's error queue, given to their
+/// pending frames.
+fn take_tx_stamps(
+    sock: &PacketSocket,
+    source: StampSource,
+    pending: &mut PendingTx,
+    report: &mut PublishReport,
+) {
+    timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+        if let Some(t) = stamp_of(&st, source) {
+            pending.stamp(id, t);
+            report.tx_stamps += 1;
+        }
+    });
+}
+
+/// The frames of one pacing instant, one per stream, encoded once per
+/// frame index (ahead of the deadline when it can be), with the offsets of
+/// their refrTm placeholders when refrTm carries the send time.
+struct FrameEncoder<'p> {
+    plan: &'p StreamPlan,
+    first_frame: u64,
+    /// `--refrtm`: every ASDU's refrTm is the send time.
+    all_refrtm: bool,
+    /// Some stream carries refrTm (flag or configuration): patched right
+    /// before each send (decided once, not per frame).
+    patch: bool,
+    sv_ids: Vec<String>,
+    bufs: Vec<Vec<u8>>,
+    placeholders: Vec<Vec<usize>>,
+    encoded_for: u64,
+}
+
+impl<'p> FrameEncoder<'p> {
+    fn new(plan: &'p StreamPlan, first_frame: u64, refrtm: bool) -> Self {
+        let streams = plan.streams as usize;
+        FrameEncoder {
+            plan,
+            first_frame,
+            all_refrtm: refrtm,
+            patch: refrtm || plan.configured.iter().any(|s| s.asdu_fields.refr_tm),
+            sv_ids: (0..plan.streams)
+                .map(|s| String::from_utf8_lossy(&plan.sv_id(s)).into_owned())
+                .collect(),
+            bufs: vec![Vec::with_capacity(256); streams],
+            placeholders: vec![Vec::new(); streams],
+            encoded_for: u64::MAX,
+        }
+    }
+
+    /// Encode the frames of frame index `index` (of this run) unless they are.
+    fn encode(&mut self, index: u64) -> Result<()> {
+        if self.encoded_for == index {
+            return Ok(());
+        }
+        for s in 0..self.bufs.len() {
+            let mut f = self.plan.frame(s as u16, index + self.first_frame);
+            for a in &mut f.asdus {
+                if self.all_refrtm || a.refr_tm.is_some() {
+                    a.refr_tm = Some(REFRTM_PLACEHOLDER);
+                }
+            }
+            self.bufs[s].clear();
+            hoptrace_sv::encode_into(&f, &mut self.bufs[s]).context("encoding an SV frame")?;
+            if self.patch {
+                self.placeholders[s] = find_placeholders(&self.bufs[s]);
+            }
+        }
+        self.encoded_for = index;
+        Ok(())
+    }
+
+    /// Write the send time into every refrTm placeholder.
+    fn patch_refrtm(&mut self, t_app: i64) {
+        if self.patch {
+            for (b, offs) in self.bufs.iter_mut().zip(&self.placeholders) {
+                patch_refrtm(b, offs, t_app);
+            }
+        }
+    }
+
+    fn frames(&self) -> Vec<&[u8]> {
+        self.bufs.iter().map(|b| b.as_slice()).collect()
+    }
+
+    /// The samples stream `s`'s frame of index `index` carried.
+    fn samples(&self, s: usize, index: u64, t_sched: i64, t_app: i64) -> Vec<SentSample> {
+        let plan = self.plan;
+        let k = plan.asdu_per_frame as u64;
+        let first = (index + self.first_frame) * k;
+        let last = (first + k).min(plan.samples);
+        (first..last)
+            .map(|n| SentSample {
+                stream: self.sv_ids[s].clone(),
+                dst_mac: plan.dst_mac(s as u16).0,
+                app_id: plan.appid(s as u16),
+                smp_cnt: (n % plan.rate as u64) as u16,
+                epoch: (n / plan.rate as u64) as u32,
+                seq: n,
+                t_sched,
+                t_app,
+                t_tx: None,
+            })
+            .collect()
+    }
 }
 
 /// Publish several plans at once: one thread, socket and pacer per plan

@@ -139,7 +139,8 @@ pub struct RxBatch {
     filled: usize,
 }
 
-// The raw pointers inside point into the batch's own vectors.
+// SAFETY: the raw pointers inside point into the batch's own vectors,
+// which move with it; nothing else refers to them.
 unsafe impl Send for RxBatch {}
 
 impl RxBatch {
@@ -148,6 +149,7 @@ impl RxBatch {
         RxBatch {
             data: vec![[0u8; FRAME_CAPACITY]; capacity],
             control: vec![[0u64; CONTROL_LEN / 8]; capacity],
+            // SAFETY: sockaddr_ll is plain data; all-zero is an empty address.
             addrs: vec![unsafe { std::mem::zeroed() }; capacity],
             iovs: Vec::with_capacity(capacity),
             msgs: Vec::with_capacity(capacity),
@@ -167,6 +169,7 @@ impl RxBatch {
             });
         }
         for i in 0..n {
+            // SAFETY: mmsghdr is plain data; all-zero is an empty message.
             let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
             m.msg_hdr.msg_iov = &mut self.iovs[i];
             m.msg_hdr.msg_iovlen = 1;
@@ -176,6 +179,8 @@ impl RxBatch {
             m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
             self.msgs.push(m);
         }
+        // SAFETY: `msgs` holds `n` messages whose buffers (data, control,
+        // address) are the batch's own vectors, alive across the call.
         let rc = unsafe {
             libc::recvmmsg(
                 sock.raw_fd(),
@@ -213,9 +218,11 @@ impl RxBatch {
         let len = m.msg_len as usize;
         RxFrame {
             data: &self.data[i][..len.min(FRAME_CAPACITY)],
+            // SAFETY: message i was filled by recvmmsg (i < filled).
             stamps: unsafe { parse_cmsgs(&m.msg_hdr) },
             pkttype: self.addrs[i].sll_pkttype,
             truncated: len > FRAME_CAPACITY,
+            // SAFETY: as above.
             vlan: unsafe { vlan_from_cmsgs(&m.msg_hdr) },
         }
     }

@@ -45,6 +45,7 @@ pub fn set_fifo(prio: i32) -> Result<()> {
     let param = libc::sched_param {
         sched_priority: prio,
     };
+    // SAFETY: sets the calling thread's policy from a valid sched_param.
     let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
     if rc < 0 {
         let err = std::io::Error::last_os_error();

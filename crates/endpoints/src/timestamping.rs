@@ -101,6 +101,7 @@ struct HwtstampConfig {
 }
 
 fn ifreq_with_data(iface: &str, data: *mut libc::c_void) -> libc::ifreq {
+    // SAFETY: ifreq is plain data; all-zero is an empty request.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (i, b) in iface.bytes().take(15).enumerate() {
         req.ifr_name[i] = b as libc::c_char;
@@ -116,6 +117,8 @@ pub fn ts_info(fd: RawFd, iface: &str) -> io::Result<TsInfo> {
         ..Default::default()
     };
     let mut req = ifreq_with_data(iface, &mut info as *mut _ as *mut libc::c_void);
+    // SAFETY: SIOCETHTOOL reads the ifreq, whose data points at `info`
+    // (an ethtool_ts_info the kernel fills), alive across the call.
     let rc = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut req) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -133,6 +136,8 @@ fn enable_hardware_stamping(fd: RawFd, iface: &str) -> io::Result<()> {
         rx_filter: HWTSTAMP_FILTER_ALL,
     };
     let mut req = ifreq_with_data(iface, &mut cfg as *mut _ as *mut libc::c_void);
+    // SAFETY: SIOCSHWTSTAMP reads the ifreq, whose data points at `cfg`
+    // (a hwtstamp_config), alive across the call.
     let rc = unsafe { libc::ioctl(fd, SIOCSHWTSTAMP as _, &mut req) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -179,11 +184,14 @@ pub fn drain_tx_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamps)) -> usize {
             iov_base: data.as_mut_ptr() as *mut libc::c_void,
             iov_len: data.len(),
         };
+        // SAFETY: msghdr is plain data; all-zero is an empty message.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
         msg.msg_controllen = CONTROL_LEN;
+        // SAFETY: `msg` points at `iov` (into `data`) and `control`, alive
+        // across the call.
         let rc = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) };
         if rc < 0 {
             let err = io::Error::last_os_error();
@@ -192,6 +200,7 @@ pub fn drain_tx_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamps)) -> usize {
             }
             return n;
         }
+        // SAFETY: the kernel filled `msg`'s control buffer (rc >= 0).
         let stamps = unsafe { parse_cmsgs(&msg) };
         if let Some(id) = stamps.tx_id {
             each(id, stamps);
@@ -206,6 +215,7 @@ pub fn now_ns(clock: libc::clockid_t) -> i64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    // SAFETY: a valid timespec out-pointer.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }

@@ -287,11 +287,6 @@ impl PacketSocket {
         interface_mac(self.raw_fd(), &self.iface)
     }
 
-    /// Whether the interface is currently up.
-    pub fn is_up(&self) -> io::Result<bool> {
-        Ok(interface_flags(self.raw_fd(), &self.iface)? & libc::IFF_UP != 0)
-    }
-
     /// Set a socket option to a plain value (`int`, `timeval`, struct).
     pub fn set_option<T: Copy>(&self, level: i32, name: i32, value: T) -> io::Result<()> {
         // SAFETY: value lives for the call and its size is passed.
@@ -493,6 +488,7 @@ impl PacketSocket {
             iov_base: buf.as_mut_ptr() as *mut libc::c_void,
             iov_len: buf.len(),
         };
+        // SAFETY: msghdr is plain data; all-zero is an empty message, filled below.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_name = &mut from as *mut libc::sockaddr_ll as *mut libc::c_void;
         msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;

@@ -160,11 +160,6 @@ impl CaptureReader {
         self.format
     }
 
-    /// Packets returned so far.
-    pub fn packets_read(&self) -> u64 {
-        self.packets
-    }
-
     /// Next packet, or the error that ends the file, or `None` at the end.
     pub fn next_packet(&mut self) -> Option<Result<Packet, CaptureError>> {
         let r = self.next_inner();

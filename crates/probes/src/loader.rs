@@ -377,6 +377,7 @@ fn attach(
 }
 
 fn prog_id(fd: i32) -> u32 {
+    // SAFETY: bpf_prog_info is plain data; all-zero is what the kernel expects to fill.
     let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of_val(&info) as u32;
     // SAFETY: the kernel fills at most `len` bytes of `info`.

@@ -431,6 +431,7 @@ fn read_cpu_list_file(path: &str) -> Option<String> {
 fn uname_string() -> String {
     // SAFETY: utsname is plain old data; uname fills it with NUL-terminated strings.
     let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid utsname for uname to fill.
     if unsafe { libc::uname(&mut u) } != 0 {
         return String::new();
     }

@@ -332,11 +332,6 @@ impl RecordingWriter {
         self.rows_written + self.segment.as_ref().map_or(0, |s| s.rows)
     }
 
-    /// Path of the open `.partial` segment.
-    pub fn open_segment_path(&self) -> Option<&Path> {
-        self.segment.as_ref().map(|s| s.partial.as_path())
-    }
-
     /// Rows held in memory now (never above `policy.row_group_rows`).
     pub fn buffered_rows(&self) -> usize {
         self.buffer.rows()

@@ -269,11 +269,6 @@ impl MultiStreamTracker {
         self.streams[i].1.observe(smp_cnt)
     }
 
-    /// Accounts one sample of a known [`StreamId`].
-    pub fn observe_id(&mut self, id: &StreamId, smp_cnt: u16, wrap: Option<u32>) -> Observation {
-        self.observe(id.dst_mac, id.appid, &id.sv_id, smp_cnt, wrap)
-    }
-
     /// Streams in order of first appearance, with their trackers.
     pub fn streams(&self) -> impl Iterator<Item = (&StreamId, &SampleTracker)> {
         self.streams.iter().map(|(i, t)| (i, t))

@@ -8,8 +8,6 @@
 //! with the entry `TRAILER!!!`. Only directories, regular files and symlinks
 //! are needed here; parents must come before their children.
 
-use std::io::Write;
-
 /// Builds an archive in memory (an initramfs is a few tens of MB).
 #[derive(Default)]
 pub struct Archive {
@@ -75,11 +73,6 @@ impl Archive {
     pub fn finish(mut self) -> Vec<u8> {
         self.entry("TRAILER!!!", 0, &[]);
         self.buf
-    }
-
-    /// Write the closed archive to `w`.
-    pub fn write_to(self, mut w: impl Write) -> std::io::Result<()> {
-        w.write_all(&self.finish())
     }
 }
 

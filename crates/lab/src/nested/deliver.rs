@@ -56,7 +56,7 @@ use kvm_bindings::{
     kvm_irq_routing_entry, kvm_msr_entry, KvmIrqRouting, Msrs, KVM_IRQ_ROUTING_MSI,
     KVM_MAX_CPUID_ENTRIES,
 };
-use kvm_ioctls::{Kvm, VcpuExit};
+use kvm_ioctls::{Kvm, VcpuExit, VcpuFd, VmFd};
 use serde::Serialize;
 use vmm_sys_util::eventfd::EventFd;
 
@@ -184,102 +184,12 @@ pub struct Outcome {
 /// the guest: frames may be sent from then on.
 pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     let mem = Arc::new(Memory::new(MEM_SIZE)?);
-    let kvm = Kvm::new().context("opening /dev/kvm (is KVM loaded and usable here?)")?;
-    let vm = kvm.create_vm().context("KVM_CREATE_VM")?;
-    let _ = vm.set_tss_address(0xfffb_d000);
-    vm.create_irq_chip().context("KVM_CREATE_IRQCHIP")?;
-    mem.write(CODE_GPA as usize, &GUEST_CODE);
-    mem.write(BURST_GPA, &plan.burst.to_le_bytes());
-    // Real-mode IVT entry of the vector: offset, then segment 0.
-    let handler = (CODE_GPA as usize + HANDLER_OFFSET) as u16;
-    mem.write(usize::from(VECTOR) * 4, &handler.to_le_bytes());
-    mem.write(usize::from(VECTOR) * 4 + 2, &[0, 0]);
-    // SAFETY: `mem` (an Arc declared before the VM) outlives it: the VM is
-    // dropped before it at the end of run and on early returns.
-    unsafe { mem.map_at_zero(&vm) }?;
-    let mut routing = KvmIrqRouting::new(0).context("allocating the GSI routing")?;
-    let mut entry = kvm_irq_routing_entry {
-        gsi: GSI,
-        type_: KVM_IRQ_ROUTING_MSI,
-        ..Default::default()
-    };
-    entry.u.msi.address_lo = 0xfee0_0000; // destination APIC 0, physical
-    entry.u.msi.data = u32::from(VECTOR); // fixed, edge
-    routing
-        .push(entry)
-        .map_err(|e| anyhow::anyhow!("GSI routing: {e:?}"))?;
-    vm.set_gsi_routing(&routing)
-        .context("KVM_SET_GSI_ROUTING")?;
-    let irq = EventFd::new(libc::EFD_NONBLOCK).context("eventfd")?;
-    vm.register_irqfd(&irq, GSI).context("KVM_IRQFD")?;
-
-    let mut vcpu = vm.create_vcpu(0).context("KVM_CREATE_VCPU")?;
-    let cpuid = kvm
-        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
-        .context("KVM_GET_SUPPORTED_CPUID")?;
-    vcpu.set_cpuid2(&cpuid).context("KVM_SET_CPUID2")?;
-    let msrs = Msrs::from_entries(&[kvm_msr_entry {
-        index: IA32_APIC_BASE,
-        data: APIC_BASE_X2APIC,
-        ..Default::default()
-    }])
-    .map_err(|e| anyhow::anyhow!("MSR list: {e:?}"))?;
-    if vcpu.set_msrs(&msrs).context("KVM_SET_MSRS")? != 1 {
-        bail!("KVM refused IA32_APIC_BASE = {APIC_BASE_X2APIC:#x} (x2APIC mode)");
-    }
-    let mut sregs = vcpu.get_sregs()?;
-    for s in [&mut sregs.cs, &mut sregs.ds, &mut sregs.ss, &mut sregs.es] {
-        s.base = 0;
-        s.selector = 0;
-    }
-    vcpu.set_sregs(&sregs)?;
-    let mut regs = vcpu.get_regs()?;
-    regs.rip = CODE_GPA;
-    regs.rflags = 2;
-    regs.rsp = 0x8000;
-    vcpu.set_regs(&regs)?;
-
+    let (vm, irq, vcpu) = create_vm(plan, &mem)?;
     let tap = open_tap(&plan.tap)?;
     let pid = std::process::id();
     let t0 = Instant::now();
     let vcpu_done = Arc::new(AtomicBool::new(false));
-    let fifo = plan.vcpu_fifo;
-    let vcpu_thread = {
-        let done = vcpu_done.clone();
-        std::thread::Builder::new()
-            .name("vcpu0".into())
-            .spawn(move || -> Result<u32> {
-                // SAFETY: gettid has no preconditions.
-                let tid = unsafe { libc::gettid() } as u32;
-                if let Some(prio) = fifo {
-                    let p = libc::sched_param {
-                        sched_priority: i32::from(prio),
-                    };
-                    // SAFETY: a valid sched_param for this thread (0).
-                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-                        done.store(true, Ordering::SeqCst);
-                        return Err(anyhow::anyhow!(
-                            "SCHED_FIFO {prio} for the vCPU thread: {}",
-                            std::io::Error::last_os_error()
-                        ));
-                    }
-                }
-                let r = loop {
-                    match vcpu.run() {
-                        Ok(VcpuExit::IoOut(port, _)) if port == DONE_PORT => break Ok(tid),
-                        Ok(other) => {
-                            break Err(anyhow::anyhow!(
-                            "unexpected exit to user space: {other:?} (the guest code went astray)"
-                        ))
-                        }
-                        Err(e) if e.errno() == libc::EINTR => continue,
-                        Err(e) => break Err(anyhow::anyhow!("KVM_RUN: {e}")),
-                    }
-                };
-                done.store(true, Ordering::SeqCst);
-                r
-            })?
-    };
+    let vcpu_thread = spawn_vcpu(vcpu, plan.vcpu_fifo, vcpu_done.clone())?;
     // The vCPU runs the set-up and halts within microseconds; a little
     // margin before frames may come.
     std::thread::sleep(Duration::from_millis(200));
@@ -292,30 +202,7 @@ pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
     ready(pid);
     // SAFETY: gettid has no preconditions.
     let consumer_tid = unsafe { libc::gettid() } as u32;
-    let mut file = std::fs::File::from(tap);
-    let mut buf = vec![0u8; 65536];
-    let (mut sv, mut other, mut signals) = (0u64, 0u64, 0u64);
-    let deadline = t0 + plan.timeout;
-    while sv < plan.frames && Instant::now() < deadline {
-        if !readable(&file, Duration::from_millis(100))? {
-            continue;
-        }
-        let n = match file.read(&mut buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e).context("reading the tap"),
-        };
-        if !is_sv(&buf[..n]) {
-            other += 1;
-            continue;
-        }
-        let slot = SLOTS_GPA + (sv as usize % SLOTS) * SLOT_BYTES;
-        mem.write(slot, &buf[..n.min(SLOT_BYTES)]);
-        irq.write(1).context("writing the irqfd")?;
-        sv += 1;
-        signals += 1;
-    }
-    let complete = sv == plan.frames;
+    let (sv, other) = consume(plan, tap, &mem, &irq, t0 + plan.timeout)?;
     // Let the last interrupt be taken, then ask the guest to stop.
     std::thread::sleep(Duration::from_millis(100));
     mem.write(STOP_GPA, &1u16.to_le_bytes());
@@ -346,11 +233,148 @@ pub fn run(plan: &Plan, ready: impl FnOnce(u32)) -> Result<Outcome> {
         vector: VECTOR,
         sv_frames: sv,
         other_frames: other,
-        signals,
+        signals: sv,
         guest_interrupts,
-        complete,
+        complete: sv == plan.frames,
         elapsed_ns,
     })
+}
+
+/// The VM: guest code and its interrupt vector in `mem`, an in-kernel
+/// irqchip, a GSI routed as MSI to APIC 0 with an irqfd (returned), and
+/// vCPU 0 in x2APIC mode at the guest code (returned).
+fn create_vm(plan: &Plan, mem: &Arc<Memory>) -> Result<(VmFd, EventFd, VcpuFd)> {
+    let kvm = Kvm::new().context("opening /dev/kvm (is KVM loaded and usable here?)")?;
+    let vm = kvm.create_vm().context("KVM_CREATE_VM")?;
+    let _ = vm.set_tss_address(0xfffb_d000);
+    vm.create_irq_chip().context("KVM_CREATE_IRQCHIP")?;
+    mem.write(CODE_GPA as usize, &GUEST_CODE);
+    mem.write(BURST_GPA, &plan.burst.to_le_bytes());
+    // Real-mode IVT entry of the vector: offset, then segment 0.
+    let handler = (CODE_GPA as usize + HANDLER_OFFSET) as u16;
+    mem.write(usize::from(VECTOR) * 4, &handler.to_le_bytes());
+    mem.write(usize::from(VECTOR) * 4 + 2, &[0, 0]);
+    // SAFETY: `mem` (an Arc the caller declares before the VM) outlives it:
+    // run() drops the VM before it, also on early returns.
+    unsafe { mem.map_at_zero(&vm) }?;
+    let mut routing = KvmIrqRouting::new(0).context("allocating the GSI routing")?;
+    let mut entry = kvm_irq_routing_entry {
+        gsi: GSI,
+        type_: KVM_IRQ_ROUTING_MSI,
+        ..Default::default()
+    };
+    entry.u.msi.address_lo = 0xfee0_0000; // destination APIC 0, physical
+    entry.u.msi.data = u32::from(VECTOR); // fixed, edge
+    routing
+        .push(entry)
+        .map_err(|e| anyhow::anyhow!("GSI routing: {e:?}"))?;
+    vm.set_gsi_routing(&routing)
+        .context("KVM_SET_GSI_ROUTING")?;
+    let irq = EventFd::new(libc::EFD_NONBLOCK).context("eventfd")?;
+    vm.register_irqfd(&irq, GSI).context("KVM_IRQFD")?;
+
+    let vcpu = vm.create_vcpu(0).context("KVM_CREATE_VCPU")?;
+    let cpuid = kvm
+        .get_supported_cpuid(KVM_MAX_CPUID_ENTRIES)
+        .context("KVM_GET_SUPPORTED_CPUID")?;
+    vcpu.set_cpuid2(&cpuid).context("KVM_SET_CPUID2")?;
+    let msrs = Msrs::from_entries(&[kvm_msr_entry {
+        index: IA32_APIC_BASE,
+        data: APIC_BASE_X2APIC,
+        ..Default::default()
+    }])
+    .map_err(|e| anyhow::anyhow!("MSR list: {e:?}"))?;
+    if vcpu.set_msrs(&msrs).context("KVM_SET_MSRS")? != 1 {
+        bail!("KVM refused IA32_APIC_BASE = {APIC_BASE_X2APIC:#x} (x2APIC mode)");
+    }
+    let mut sregs = vcpu.get_sregs()?;
+    for s in [&mut sregs.cs, &mut sregs.ds, &mut sregs.ss, &mut sregs.es] {
+        s.base = 0;
+        s.selector = 0;
+    }
+    vcpu.set_sregs(&sregs)?;
+    let mut regs = vcpu.get_regs()?;
+    regs.rip = CODE_GPA;
+    regs.rflags = 2;
+    regs.rsp = 0x8000;
+    vcpu.set_regs(&regs)?;
+    Ok((vm, irq, vcpu))
+}
+
+/// The vCPU thread (SCHED_FIFO `fifo` when given): runs the guest until
+/// its done port, returns its thread id; sets `done` when it ends.
+fn spawn_vcpu(
+    mut vcpu: VcpuFd,
+    fifo: Option<u8>,
+    done: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<Result<u32>>> {
+    Ok(std::thread::Builder::new()
+        .name("vcpu0".into())
+        .spawn(move || -> Result<u32> {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() } as u32;
+            if let Some(prio) = fifo {
+                let p = libc::sched_param {
+                    sched_priority: i32::from(prio),
+                };
+                // SAFETY: a valid sched_param for this thread (0).
+                if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+                    done.store(true, Ordering::SeqCst);
+                    return Err(anyhow::anyhow!(
+                        "SCHED_FIFO {prio} for the vCPU thread: {}",
+                        std::io::Error::last_os_error()
+                    ));
+                }
+            }
+            let r = loop {
+                match vcpu.run() {
+                    Ok(VcpuExit::IoOut(port, _)) if port == DONE_PORT => break Ok(tid),
+                    Ok(other) => {
+                        break Err(anyhow::anyhow!(
+                            "unexpected exit to user space: {other:?} (the guest code went astray)"
+                        ))
+                    }
+                    Err(e) if e.errno() == libc::EINTR => continue,
+                    Err(e) => break Err(anyhow::anyhow!("KVM_RUN: {e}")),
+                }
+            };
+            done.store(true, Ordering::SeqCst);
+            r
+        })?)
+}
+
+/// The consumer: read the tap until `plan.frames` SV frames (or the
+/// deadline); copy each SV frame into the guest's next slot and write the
+/// irqfd once per frame. Returns (SV frames, other frames).
+fn consume(
+    plan: &Plan,
+    tap: OwnedFd,
+    mem: &Memory,
+    irq: &EventFd,
+    deadline: Instant,
+) -> Result<(u64, u64)> {
+    let mut file = std::fs::File::from(tap);
+    let mut buf = vec![0u8; 65536];
+    let (mut sv, mut other) = (0u64, 0u64);
+    while sv < plan.frames && Instant::now() < deadline {
+        if !readable(&file, Duration::from_millis(100))? {
+            continue;
+        }
+        let n = match file.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e).context("reading the tap"),
+        };
+        if !is_sv(&buf[..n]) {
+            other += 1;
+            continue;
+        }
+        let slot = SLOTS_GPA + (sv as usize % SLOTS) * SLOT_BYTES;
+        mem.write(slot, &buf[..n.min(SLOT_BYTES)]);
+        irq.write(1).context("writing the irqfd")?;
+        sv += 1;
+    }
+    Ok((sv, other))
 }
 
 /// An SV frame: Ethertype 0x88BA, directly or after one 802.1Q tag.

@@ -87,6 +87,7 @@ fn a_second_sigterm_ends_the_process_by_that_signal() {
         c.0.try_wait().unwrap().is_none(),
         "the first SIGTERM ended the child"
     );
+    // SAFETY: a signal to our own child, still running (checked above).
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let status = c.0.wait().unwrap();
     assert_eq!(

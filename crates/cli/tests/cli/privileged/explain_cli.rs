@@ -192,56 +192,9 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         .expect("start the tracer");
     std::thread::sleep(Duration::from_secs(4));
 
-    // The spinner: 4 ms bursts every 50 ms on the reader's CPU, at FIFO 50.
-    let stop = Arc::new(AtomicBool::new(false));
-    let bursts: Arc<Mutex<Vec<Burst>>> = Arc::new(Mutex::new(Vec::with_capacity(1024)));
-    let hog_tid = Arc::new(Mutex::new(0i32));
-    let hog = {
-        let (stop, bursts, hog_tid) = (stop.clone(), bursts.clone(), hog_tid.clone());
-        std::thread::Builder::new()
-            .name("hthog".into())
-            .spawn(move || {
-                let mut woken = now_ns(libc::CLOCK_TAI);
-                pin(0, reader_cpu);
-                // SAFETY: no arguments.
-                *hog_tid.lock().unwrap() = unsafe { libc::gettid() };
-                let p = libc::sched_param { sched_priority: 50 };
-                // SAFETY: sets the calling thread's policy.
-                let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
-                assert_eq!(r, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
-                while !stop.load(Ordering::Relaxed) {
-                    // Spin 4 ms reading the clock; a jump between two reads
-                    // longer than GAP_NS is time the spinner did not run
-                    // (an interrupt, a preemption), as osnoise counts noise.
-                    let mut gaps = Vec::with_capacity(512);
-                    let spin_start = now_ns(libc::CLOCK_TAI);
-                    let mut last = spin_start;
-                    while last - spin_start < 4_000_000 {
-                        let now = now_ns(libc::CLOCK_TAI);
-                        if now - last > GAP_NS {
-                            gaps.push((last, now));
-                        }
-                        last = now;
-                    }
-                    let mut bursts = bursts.lock().unwrap();
-                    let asleep = now_ns(libc::CLOCK_TAI);
-                    bursts.push(Burst {
-                        woken,
-                        spin_start,
-                        spin_end: last,
-                        asleep,
-                        gaps,
-                    });
-                    drop(bursts);
-                    woken = asleep + 46_000_000;
-                    sleep_until_tai(woken);
-                }
-            })
-            .unwrap()
-    };
+    let spinner = Spinner::start(reader_cpu);
     publish("8000");
-    stop.store(true, Ordering::Relaxed);
-    hog.join().unwrap();
+    let (bursts, hog_tid) = spinner.stop();
     let hog_end = now_ns(libc::CLOCK_TAI);
     std::thread::sleep(Duration::from_millis(300));
     publish("4000");
@@ -257,13 +210,114 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         "the test reads CLOCK_TAI: {stdout}"
     );
 
-    let bursts = bursts.lock().unwrap().clone();
-    let hog_name = format!("hthog/{} (FIFO 50)", hog_tid.lock().unwrap());
+    let hog_name = format!("hthog/{hog_tid} (FIFO 50)");
     let all = hoptrace_record::read_explanations(&rec).unwrap();
+    let (overlapping, hidden) = check_explanations(&all, &bursts, hog_end, &hog_name);
+    eprintln!(
+        "{} explanations, {overlapping} consumer stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
+        all.len(),
+        bursts.len()
+    );
+    assert!(
+        overlapping >= 10,
+        "{overlapping} explained consumer stages are mostly inside the {} bursts ({} explanations):\n{stdout}",
+        bursts.len(),
+        all.len()
+    );
+    // Both phases were traced: 2 streams x (8000 + 4000) samples.
+    assert!(stdout.contains("timelines 24000 "), "{stdout}");
+
+    check_reports(dir.path(), &rec, &all, &hog_name, overlapping);
+}
+
+/// The spinner: 4 ms bursts every 50 ms on the reader's CPU, at FIFO 50,
+/// each burst recorded with its own clock reads ([`Burst`]).
+struct Spinner {
+    stop: Arc<AtomicBool>,
+    bursts: Arc<Mutex<Vec<Burst>>>,
+    hog_tid: Arc<Mutex<i32>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Spinner {
+    fn start(reader_cpu: usize) -> Spinner {
+        let stop = Arc::new(AtomicBool::new(false));
+        let bursts: Arc<Mutex<Vec<Burst>>> = Arc::new(Mutex::new(Vec::with_capacity(1024)));
+        let hog_tid = Arc::new(Mutex::new(0i32));
+        let hog = {
+            let (stop, bursts, hog_tid) = (stop.clone(), bursts.clone(), hog_tid.clone());
+            std::thread::Builder::new()
+                .name("hthog".into())
+                .spawn(move || {
+                    let mut woken = now_ns(libc::CLOCK_TAI);
+                    pin(0, reader_cpu);
+                    // SAFETY: no arguments.
+                    *hog_tid.lock().unwrap() = unsafe { libc::gettid() };
+                    let p = libc::sched_param { sched_priority: 50 };
+                    // SAFETY: sets the calling thread's policy.
+                    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+                    assert_eq!(r, 0, "SCHED_FIFO: {}", std::io::Error::last_os_error());
+                    while !stop.load(Ordering::Relaxed) {
+                        // Spin 4 ms reading the clock; a jump between two reads
+                        // longer than GAP_NS is time the spinner did not run
+                        // (an interrupt, a preemption), as osnoise counts noise.
+                        let mut gaps = Vec::with_capacity(512);
+                        let spin_start = now_ns(libc::CLOCK_TAI);
+                        let mut last = spin_start;
+                        while last - spin_start < 4_000_000 {
+                            let now = now_ns(libc::CLOCK_TAI);
+                            if now - last > GAP_NS {
+                                gaps.push((last, now));
+                            }
+                            last = now;
+                        }
+                        let mut bursts = bursts.lock().unwrap();
+                        let asleep = now_ns(libc::CLOCK_TAI);
+                        bursts.push(Burst {
+                            woken,
+                            spin_start,
+                            spin_end: last,
+                            asleep,
+                            gaps,
+                        });
+                        drop(bursts);
+                        woken = asleep + 46_000_000;
+                        sleep_until_tai(woken);
+                    }
+                })
+                .unwrap()
+        };
+        Spinner {
+            stop,
+            bursts,
+            hog_tid,
+            thread: hog,
+        }
+    }
+
+    /// Stop it: its bursts and its thread id.
+    fn stop(self) -> (Vec<Burst>, i32) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+        let bursts = self.bursts.lock().unwrap().clone();
+        let tid = *self.hog_tid.lock().unwrap();
+        (bursts, tid)
+    }
+}
+
+/// Every explanation against the spinner's own account (module comment):
+/// the number of consumer stages mostly inside a burst, and of those where
+/// the kernel hid the switch to the spinner.
+fn check_explanations(
+    all: &[hoptrace_record::ExplainedStage],
+    bursts: &[Burst],
+    hog_end: u64,
+    hog_name: &str,
+) -> (usize, usize) {
     let mut overlapping = 0;
     // Stages where the kernel hid the switch to the spinner.
     let mut hidden = 0;
-    for e in &all {
+    for e in all {
         let total: i64 = e.parts.iter().map(|p| p.ns).sum();
         assert_eq!(total, e.latency_ns(), "parts add up to the stage: {e:?}");
         let (a, b) = (e.start_ns as u64, e.end_ns as u64);
@@ -353,23 +407,22 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
             assert_eq!(top.name, hog_name, "largest part: {e:?}");
         }
     }
-    eprintln!(
-        "{} explanations, {overlapping} consumer stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
-        all.len(),
-        bursts.len()
-    );
-    assert!(
-        overlapping >= 10,
-        "{overlapping} explained consumer stages are mostly inside the {} bursts ({} explanations):\n{stdout}",
-        bursts.len(),
-        all.len()
-    );
-    // Both phases were traced: 2 streams x (8000 + 4000) samples.
-    assert!(stdout.contains("timelines 24000 "), "{stdout}");
+    (overlapping, hidden)
+}
 
+/// The reports of the recording: the spinner among the culprits (JSON,
+/// text, HTML with the lanes of the longest spike) and on the Perfetto
+/// timeline.
+fn check_reports(
+    dir: &std::path::Path,
+    rec: &std::path::Path,
+    all: &[hoptrace_record::ExplainedStage],
+    hog_name: &str,
+    overlapping: usize,
+) {
     // The report names the spinner among the culprits, and gives every
     // explanation in --json.
-    let json = dir.path().join("report.json");
+    let json = dir.join("report.json");
     let rep = hoptrace(&[
         "report",
         rec.to_str().unwrap(),
@@ -391,12 +444,12 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
     let culprits = run["culprits"].as_array().unwrap();
     let hog = culprits
         .iter()
-        .find(|c| c["name"] == hog_name.as_str())
+        .find(|c| c["name"] == hog_name)
         .unwrap_or_else(|| panic!("{hog_name} among the culprits: {culprits:?}"));
     assert_eq!(hog["kind"], "task");
     assert!(hog["spikes"].as_u64().unwrap() >= overlapping as u64);
     // The HTML report draws the longest spikes' CPU lanes and the culprits.
-    let html = dir.path().join("report.html");
+    let html = dir.join("report.html");
     let out = hoptrace(&[
         "report",
         rec.to_str().unwrap(),
@@ -432,14 +485,14 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
     let text = hoptrace(&["report", rec.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains("culprits (over all explained spikes)") && text.contains(&hog_name),
+        text.contains("culprits (over all explained spikes)") && text.contains(hog_name),
         "{text}"
     );
     // The Perfetto timeline: one async slice per explained stage, and the
     // spinner's slices on the CPU track of the longest stage, at least its
     // part of that stage long (the lanes of overlapping stages are drawn
     // once, so a slice may extend beyond one stage's share).
-    let trace_file = dir.path().join("explained.json");
+    let trace_file = dir.join("explained.json");
     let out = hoptrace(&[
         "report",
         rec.to_str().unwrap(),
@@ -459,7 +512,7 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
     let track = longest.cpu as u64 + 1;
     let hog_us: f64 = events
         .iter()
-        .filter(|e| e["ph"] == "X" && e["tid"] == track && e["name"] == hog_name.as_str())
+        .filter(|e| e["ph"] == "X" && e["tid"] == track && e["name"] == hog_name)
         .map(|e| e["dur"].as_f64().unwrap())
         .sum();
     let hog_part = longest
