@@ -202,9 +202,9 @@ pub fn trace_marker(instance: Option<&str>, line: &str) -> Result<()> {
 /// Run ping until `count` requests are sent (or `stop`), then wait `linger`.
 ///
 /// One loop: wait for replies until the next send deadline (or the end of
-/// the linger), take every reply that arrived ([`Run::reply`]) and every
-/// TX stamp ([`Run::tx_stamp`]), then send the request that is due
-/// ([`Run::send`]).
+/// the linger), take every reply that arrived (`Run::reply`) and every
+/// TX stamp (`Run::tx_stamp`), then send the request that is due
+/// (`Run::send`).
 pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
     let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
     let src = sock.mac().context("reading the interface MAC address")?;

@@ -184,9 +184,9 @@ fn check_mtu(iface: &str, plan: &StreamPlan, frame: u64) -> Result<()> {
 /// (with its TX stamp) for the recording.
 ///
 /// The loop: the pacer's next frame index is encoded ahead of its deadline
-/// ([`FrameEncoder`]), the pacer sleeps to the deadline, the frames of
+/// (`FrameEncoder`), the pacer sleeps to the deadline, the frames of
 /// every stream go out in one batch (refrTm patched with the send time),
-/// and each sent frame waits in [`PendingTx`] for its TX stamp from the
+/// and each sent frame waits in `PendingTx` for its TX stamp from the
 /// error queue before its samples are handed out.
 pub fn publish(
     cfg: &PublishConfig,

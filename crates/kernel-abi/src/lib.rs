@@ -120,6 +120,25 @@ fn size_error<T>(map: &str, what: &str, len: usize) -> String {
     )
 }
 
+/// The skeleton libbpf-cargo generated for a BPF program at build time
+/// (`OUT_DIR/<file>`, see hoptrace-bpf-build), as the module `skel`:
+/// `bpf_skeleton!("hops.skel.rs");`. Generated code: not linted.
+#[macro_export]
+macro_rules! bpf_skeleton {
+    ($file:literal) => {
+        #[allow(
+            clippy::all,
+            clippy::undocumented_unsafe_blocks,
+            unused_imports,
+            dead_code,
+            missing_docs
+        )]
+        mod skel {
+            include!(concat!(env!("OUT_DIR"), "/", $file));
+        }
+    };
+}
+
 /// Declare generated kernel layouts plain old data: `kernel_pod!(types;
 /// hop_event, hop_compact)`, in the crate that includes the skeleton.
 #[macro_export]

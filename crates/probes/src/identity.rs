@@ -10,7 +10,7 @@
 //!
 //! [`SkbIdentities`] keeps skb address -> identity from the full records and
 //! turns every compact record into the same [`HopEvent`] a full record would
-//! have given, so the [`crate::timeline::Assembler`] sees exactly what it saw
+//! have given, so the timeline assembler (`hoptrace-trace`) sees exactly what it saw
 //! before compact records existed:
 //! * a full record replaces whatever identity its skb address had (a new
 //!   packet at a reused address, or the same packet re-identified);

@@ -7,7 +7,7 @@
 //! timeline over the hops of the profile (the hop catalogue of
 //! `hoptrace-probes`), ends it as ok, incomplete or dropped, and gives it
 //! its sample's wrap epoch; [`stats`] keeps per-stream, per-stage
-//! histograms and counts for the live views, [`plain`] and [`kstats_text`]
+//! histograms and counts for the live views, `plain` and [`kstats_text`]
 //! print them; [`driver`] runs a session (probes, assembler, recording,
 //! metrics, explanations) for the CLI; [`explain`] hands late stages to
 //! the CPU flight recorder (`hoptrace-cpu`); [`metrics`] exports the

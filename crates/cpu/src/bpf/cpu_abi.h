@@ -11,7 +11,7 @@
 #define HOPTRACE_CPU_ABI_H
 
 #include "vmlinux.h"
-#include "abi_check.bpf.h"
+#include "abi_check.bpf.h" /* ABI_SIZE: each struct's size is pinned */
 
 /* Settings written by user space before load (.rodata). */
 struct cpu_config {
@@ -25,10 +25,6 @@ struct cpu_config {
 	__u32 pad;
 };
 ABI_SIZE(struct cpu_config, 16);
-ABI_AT(struct cpu_config, use_tai, 0);
-ABI_AT(struct cpu_config, slots_log2, 4);
-ABI_AT(struct cpu_config, ncpus, 8);
-ABI_AT(struct cpu_config, pad, 12);
 
 /* What a flight record says happened (enum cpu_event_kind). Every kind
  * but CPU_EV_SWITCH has in `e` the pid of the task running when the event
@@ -75,15 +71,6 @@ struct cpu_event {
 	__u32 e;
 };
 ABI_SIZE(struct cpu_event, 48);
-ABI_AT(struct cpu_event, ts, 0);
-ABI_AT(struct cpu_event, seq, 8);
-ABI_AT(struct cpu_event, steal, 16);
-ABI_AT(struct cpu_event, kind, 24);
-ABI_AT(struct cpu_event, a, 28);
-ABI_AT(struct cpu_event, b, 32);
-ABI_AT(struct cpu_event, c, 36);
-ABI_AT(struct cpu_event, d, 40);
-ABI_AT(struct cpu_event, e, 44);
 
 /* Who a pid is, as last switched in (the names of the parts). */
 struct task_info {
@@ -94,11 +81,6 @@ struct task_info {
 	__s32 prio;        /* the kernel's prio (lower runs first) */
 };
 ABI_SIZE(struct task_info, 32);
-ABI_AT(struct task_info, comm, 0);
-ABI_AT(struct task_info, tgid, 16);
-ABI_AT(struct task_info, policy, 20);
-ABI_AT(struct task_info, rt_priority, 24);
-ABI_AT(struct task_info, prio, 28);
 
 /* Per-CPU counters of what could not be recorded. */
 enum cpu_counter {

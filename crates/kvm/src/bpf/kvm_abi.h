@@ -10,7 +10,7 @@
 #define HOPTRACE_KVM_ABI_H
 
 #include "vmlinux.h"
-#include "abi_check.bpf.h"
+#include "abi_check.bpf.h" /* ABI_SIZE: each struct's size is pinned */
 
 /* Settings written by user space before load (.rodata). */
 struct kvm_config {
@@ -20,8 +20,6 @@ struct kvm_config {
 	__u32 delivery;
 };
 ABI_SIZE(struct kvm_config, 8);
-ABI_AT(struct kvm_config, filter_tgid, 0);
-ABI_AT(struct kvm_config, delivery, 4);
 
 /* One VM exit, sent when the vCPU thread enters the guest again. */
 struct kvm_exit_record {
@@ -36,15 +34,6 @@ struct kvm_exit_record {
 	__u32 entry_cpu;
 };
 ABI_SIZE(struct kvm_exit_record, 48);
-ABI_AT(struct kvm_exit_record, exit_ns, 0);
-ABI_AT(struct kvm_exit_record, entry_ns, 8);
-ABI_AT(struct kvm_exit_record, reason, 16);
-ABI_AT(struct kvm_exit_record, tgid, 24);
-ABI_AT(struct kvm_exit_record, tid, 28);
-ABI_AT(struct kvm_exit_record, vcpu_id, 32);
-ABI_AT(struct kvm_exit_record, isa, 36);
-ABI_AT(struct kvm_exit_record, exit_cpu, 40);
-ABI_AT(struct kvm_exit_record, entry_cpu, 44);
 
 /* Nested exits (an exit of the guest's own guest), counted per key. */
 enum kvm_nested_event {
@@ -60,11 +49,6 @@ struct kvm_nested_key {
 	__u32 event; /* enum kvm_nested_event */
 };
 ABI_SIZE(struct kvm_nested_key, 24);
-ABI_AT(struct kvm_nested_key, reason, 0);
-ABI_AT(struct kvm_nested_key, tgid, 8);
-ABI_AT(struct kvm_nested_key, vcpu_id, 12);
-ABI_AT(struct kvm_nested_key, isa, 16);
-ABI_AT(struct kvm_nested_key, event, 20);
 
 /* Interrupt-delivery hooks, counted per thread (a later step turns them
  * into timeline stages). */
@@ -83,10 +67,6 @@ struct kvm_hook_key {
 	__u32 pad;
 };
 ABI_SIZE(struct kvm_hook_key, 16);
-ABI_AT(struct kvm_hook_key, tgid, 0);
-ABI_AT(struct kvm_hook_key, tid, 4);
-ABI_AT(struct kvm_hook_key, hook, 8);
-ABI_AT(struct kvm_hook_key, pad, 12);
 
 /* Interrupt-delivery events (`hoptrace kvm --delivery`), one record each,
  * in the order of their kernel path (DESIGN: irqfd -> MSI -> APIC -> vCPU). */
@@ -113,13 +93,6 @@ struct kvm_delivery_record {
 	__u32 cpu;
 };
 ABI_SIZE(struct kvm_delivery_record, 40);
-ABI_AT(struct kvm_delivery_record, ns, 0);
-ABI_AT(struct kvm_delivery_record, arg0, 8);
-ABI_AT(struct kvm_delivery_record, arg1, 16);
-ABI_AT(struct kvm_delivery_record, kind, 24);
-ABI_AT(struct kvm_delivery_record, tgid, 28);
-ABI_AT(struct kvm_delivery_record, tid, 32);
-ABI_AT(struct kvm_delivery_record, cpu, 36);
 
 /* Per-CPU counters of what could not be recorded or paired. */
 enum kvm_counter {
