@@ -7,6 +7,12 @@
 //! prints each complete line with a prefix. [`LogFollower::finish`] stops
 //! it after one last read, so no line is lost or printed twice, and prints
 //! a last line that had no newline.
+//!
+//! A [`LineFilter`] may shorten what is shown (the file keeps every line):
+//! [`TracerBlocks`] shows of each per-second block of the tracer only its
+//! header and its `end_to_end` line, so a run's output has a size that
+//! does not depend on how many stages spiked; everything from the exit
+//! summary on is shown whole.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -15,27 +21,60 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+/// Which lines of the followed file are shown (all of them are kept in it).
+pub trait LineFilter: Send {
+    fn show(&mut self, line: &str) -> bool;
+}
+
+/// The tracer's `--plain` output with each per-second block cut to its
+/// header (`--- t=...`) and its `end_to_end` line; the stage lines of a
+/// block (two-space indented) are left out until the exit summary
+/// (`=== summary`), from which on every line is shown.
+#[derive(Default)]
+pub struct TracerBlocks {
+    summary: bool,
+}
+
+impl LineFilter for TracerBlocks {
+    fn show(&mut self, line: &str) -> bool {
+        let line = line.trim_end();
+        if self.summary || line == "=== summary" {
+            self.summary = true;
+            return true;
+        }
+        let stage = line.starts_with("  ") && !line.starts_with("   ");
+        !stage || line.trim_start().starts_with("end_to_end ")
+    }
+}
+
 pub struct LogFollower {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl LogFollower {
-    /// Follow `path` (it may not exist yet) and print its lines on stdout
-    /// as `prefix`+line.
-    pub fn start(path: PathBuf, prefix: &'static str) -> LogFollower {
-        Self::start_into(path, prefix, Box::new(std::io::stdout()))
+    /// Follow the tracer's log: its per-second blocks shortened
+    /// ([`TracerBlocks`]).
+    pub fn start_tracer(path: PathBuf, prefix: &'static str) -> LogFollower {
+        Self::start_filtered(
+            path,
+            prefix,
+            Box::new(std::io::stdout()),
+            Box::new(TracerBlocks::default()),
+        )
     }
 
-    /// Same, writing into `sink`.
-    pub fn start_into(
+    /// Follow `path`, writing the lines `filter` shows into `sink`.
+    pub fn start_filtered(
         path: PathBuf,
         prefix: &'static str,
         mut sink: Box<dyn Write + Send>,
+        mut filter: Box<dyn LineFilter>,
     ) -> LogFollower {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || follow(&path, prefix, &flag, &mut sink));
+        let handle =
+            std::thread::spawn(move || follow(&path, prefix, &flag, &mut sink, filter.as_mut()));
         LogFollower {
             stop,
             handle: Some(handle),
@@ -60,7 +99,13 @@ impl Drop for LogFollower {
     }
 }
 
-fn follow(path: &PathBuf, prefix: &str, stop: &AtomicBool, out: &mut dyn Write) {
+fn follow(
+    path: &PathBuf,
+    prefix: &str,
+    stop: &AtomicBool,
+    out: &mut dyn Write,
+    filter: &mut dyn LineFilter,
+) {
     let mut file = None;
     let mut pending: Vec<u8> = Vec::new();
     loop {
@@ -77,10 +122,16 @@ fn follow(path: &PathBuf, prefix: &str, stop: &AtomicBool, out: &mut dyn Write) 
             }
             while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=nl).collect();
-                let _ = write!(out, "{prefix}{}", String::from_utf8_lossy(&line));
+                let line = String::from_utf8_lossy(&line);
+                if filter.show(&line) {
+                    let _ = write!(out, "{prefix}{line}");
+                }
             }
             if last && !pending.is_empty() {
-                let _ = writeln!(out, "{prefix}{}", String::from_utf8_lossy(&pending));
+                let line = String::from_utf8_lossy(&pending).into_owned();
+                if filter.show(&line) {
+                    let _ = writeln!(out, "{prefix}{line}");
+                }
                 pending.clear();
             }
             let _ = out.flush();
@@ -96,6 +147,15 @@ fn follow(path: &PathBuf, prefix: &str, stop: &AtomicBool, out: &mut dyn Write) 
 mod tests {
     use super::*;
     use std::sync::Mutex;
+
+    /// Every line.
+    struct AllLines;
+
+    impl LineFilter for AllLines {
+        fn show(&mut self, _: &str) -> bool {
+            true
+        }
+    }
 
     /// A sink the test can read back.
     #[derive(Clone, Default)]
@@ -116,7 +176,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.log");
         let sink = Shared::default();
-        let f = LogFollower::start_into(path.clone(), "t| ", Box::new(sink.clone()));
+        let f = LogFollower::start_filtered(
+            path.clone(),
+            "t| ",
+            Box::new(sink.clone()),
+            Box::new(AllLines),
+        );
         // The file appears after the follower started, and grows in steps.
         std::thread::sleep(Duration::from_millis(300));
         let mut w = std::fs::File::create(&path).unwrap();
@@ -129,5 +194,38 @@ mod tests {
         f.finish();
         let all = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
         assert_eq!(all, "t| one\nt| two\nt| three\n");
+    }
+
+    #[test]
+    fn tracer_blocks_show_their_header_and_end_to_end_then_the_whole_summary() {
+        let mut f = TracerBlocks::default();
+        let shown: Vec<&str> = [
+            "backend tp_btf clock TAI",
+            "--- t=2.1 s: 1 streams, ok 385",
+            "  rx->fwd                    n 385",
+            "  fwd->consumer_copy         n 385",
+            "  end_to_end                 n 385",
+            "explained 3 stages",
+            "=== summary",
+            "--- whole run, t=14.7 s",
+            "  rx->fwd                    n 40000",
+            "  end_to_end                 n 40000",
+        ]
+        .into_iter()
+        .filter(|l| f.show(l))
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                "backend tp_btf clock TAI",
+                "--- t=2.1 s: 1 streams, ok 385",
+                "  end_to_end                 n 385",
+                "explained 3 stages",
+                "=== summary",
+                "--- whole run, t=14.7 s",
+                "  rx->fwd                    n 40000",
+                "  end_to_end                 n 40000",
+            ]
+        );
     }
 }

@@ -333,8 +333,13 @@ fn start_tracer(
                 res,
                 format!("tracer: hoptrace {} (in {hyp})", args.join(" ")),
             );
-            // The tracer's per-second blocks, shown as they come.
-            let live = LogFollower::start(out.join("trace.log"), "trace | ");
+            // The tracer's per-second blocks, shown as they come (their
+            // end_to_end line; every stage in trace.log and the summary).
+            note(
+                res,
+                "the tracer's per-second blocks below show end_to_end only (every stage: trace.log and the summary)".into(),
+            );
+            let live = LogFollower::start_tracer(out.join("trace.log"), "trace | ");
             std::thread::sleep(Duration::from_secs(1));
             (Some((c, live)), doctor)
         }
