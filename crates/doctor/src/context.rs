@@ -59,13 +59,21 @@ pub struct Samples {
     pub interval: Duration,
     pub interrupts: Result<(Interrupts, Interrupts), Unreadable>,
     pub stat: Result<(StatSample, StatSample), Unreadable>,
+    /// `/proc/stat` read at [`STAT_STEPS`] even steps over the interval
+    /// (first and last are the `stat` pair): how steady a rate was, not
+    /// only its mean. Empty when `/proc/stat` could not be read.
+    pub stat_steps: Vec<StatSample>,
 }
+
+/// Steps the interval is divided into for [`Samples::stat_steps`].
+pub const STAT_STEPS: u32 = 10;
 
 /// Per-CPU times (`None` = all CPUs).
 pub type StatSample = BTreeMap<Option<u32>, CpuTimes>;
 
 impl Samples {
-    /// Read both files, let the interval pass ([`Kernel::wait`]), read again.
+    /// Read both files, let the interval pass ([`Kernel::wait`], in
+    /// [`STAT_STEPS`] steps with `/proc/stat` read after each), read again.
     pub fn take(root: &Root, kernel: &dyn Kernel, interval: Duration) -> Samples {
         let irq = || -> Result<Interrupts, Unreadable> {
             let t = root.read("/proc/interrupts")?;
@@ -79,12 +87,23 @@ impl Samples {
             Ok(s)
         };
         let (i0, s0) = (irq(), stat());
-        kernel.wait(interval);
+        let mut steps: Vec<StatSample> = s0.iter().cloned().collect();
+        for _ in 1..STAT_STEPS {
+            kernel.wait(interval / STAT_STEPS);
+            if let (Ok(s), false) = (stat(), steps.is_empty()) {
+                steps.push(s);
+            }
+        }
+        kernel.wait(interval / STAT_STEPS);
         let (i1, s1) = (irq(), stat());
+        if let (Ok(s), false) = (&s1, steps.is_empty()) {
+            steps.push(s.clone());
+        }
         Samples {
             interval,
             interrupts: i0.and_then(|a| i1.map(|b| (a, b))),
             stat: s0.and_then(|a| s1.map(|b| (a, b))),
+            stat_steps: steps,
         }
     }
 

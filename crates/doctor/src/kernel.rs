@@ -52,6 +52,9 @@ pub trait Kernel {
     fn coalescing(&self, iface: &str, netns: Option<&str>) -> Result<Coalescing, String>;
     /// How [`Kernel::coalescing`] reads, for the report's source column.
     fn coalescing_source(&self) -> &'static str;
+    /// The kernel's TAI - UTC offset in seconds (`adjtimex` `timex.tai`):
+    /// what `CLOCK_TAI` adds to `CLOCK_REALTIME`. `Err` says why unknown.
+    fn tai_offset(&self) -> Result<i32, String>;
 }
 
 /// The running kernel (root `/`).
@@ -95,6 +98,10 @@ impl Kernel for Offline {
 
     fn coalescing_source(&self) -> &'static str {
         "not readable from files (ETHTOOL_GCOALESCE needs the live host)"
+    }
+
+    fn tai_offset(&self) -> Result<i32, String> {
+        Err("the TAI offset lives in the running kernel (adjtimex), not in files: unknown for --root".into())
     }
 }
 
@@ -157,11 +164,29 @@ impl Kernel for Live {
     fn coalescing_source(&self) -> &'static str {
         "SIOCETHTOOL ioctl ETHTOOL_GCOALESCE (what `ethtool -c` shows)"
     }
+
+    fn tai_offset(&self) -> Result<i32, String> {
+        live::adjtimex_tai()
+    }
 }
 
 /// The system calls behind [`Live`].
 mod live {
     use super::*;
+
+    /// `adjtimex` with no mode bits set only reads: the TAI offset the
+    /// time daemon (phc2sys, chrony) gave the kernel, 0 when none did.
+    pub fn adjtimex_tai() -> Result<i32, String> {
+        // SAFETY: timex is plain old data; all-zero is a valid value.
+        let mut tx: libc::timex = unsafe { std::mem::zeroed() };
+        tx.modes = 0;
+        // SAFETY: tx is a valid, exclusively borrowed timex; modes = 0 asks
+        // the kernel to fill it and change nothing.
+        if unsafe { libc::adjtimex(&mut tx) } < 0 {
+            return Err(format!("adjtimex: {}", std::io::Error::last_os_error()));
+        }
+        Ok(tx.tai)
+    }
 
     /// Run `f` in the named network namespace (a thread that joined it), or here.
     pub fn in_netns<T: Send + 'static>(

@@ -149,8 +149,30 @@ fn junit_case(c: &CheckResult) -> TestCase {
             c.details.join("\n")
         ));
     }
-    let mut case = TestCase::new(c.id, status);
+    // JUnit has no "passed with a warning": a warning (or a disputed
+    // check) passes, but its name, a property and the case's stderr say
+    // so, which is what CI viewers show next to a green case.
+    let qualified = matches!(c.status, Status::Warn | Status::Disputed);
+    let name = if qualified {
+        format!("{} [{}]", c.id, status_tag(c.status))
+    } else {
+        c.id.to_string()
+    };
+    let mut case = TestCase::new(name, status);
     case.set_classname(format!("hoptrace.doctor.{}", c.severity.name()));
+    case.add_property(quick_junit::Property::new(
+        "hoptrace.status",
+        c.status.name(),
+    ));
+    if qualified {
+        case.set_system_err(format!(
+            "{}: {}\nexpected: {}\nfix: {}",
+            status_tag(c.status),
+            c.found,
+            c.expected,
+            c.fix
+        ));
+    }
     let mut out = format!("{}: {}", status_tag(c.status), c.found);
     if let Some(n) = &c.note {
         let _ = write!(out, "\nnote: {n}");

@@ -108,6 +108,17 @@ pub fn checks() -> Vec<Check> {
             run: clocksource,
         },
         Check {
+            id: "clock.tai_offset",
+            title: "Kernel knows TAI - UTC (CLOCK_TAI is TAI, not UTC)",
+            scope: Scope::Host,
+            severity: Medium,
+            source: "adjtimex(2) read-only: timex.tai, the offset CLOCK_TAI adds to CLOCK_REALTIME",
+            expected: "37 s (TAI - UTC since 2017-01-01): set by phc2sys from ptp4l's UTC offset, or by chrony with leapsectz",
+            fix: "Let the time daemon set it: run phc2sys with ptp4l (it sets the kernel's TAI offset from the grandmaster's currentUtcOffset), or add `leapsectz right/UTC` to chrony.conf; hoptrace's TAI-labelled times (PTP, SV t_rx in TAI) are 37 s off until then",
+            disputed: None,
+            run: tai_offset,
+        },
+        Check {
             id: "sched.timer_migration",
             title: "Timer migration off",
             scope: Scope::Host,
@@ -353,6 +364,22 @@ fn clocksource(ctx: &Ctx) -> Outcome {
             "a paravirtual clock: normal in a guest, but each read costs more than the TSC and follows the hypervisor's corrections",
         ),
         _ => Outcome::fail(found).with_note("a slow clocksource: every timestamp and timer read costs microseconds"),
+    }
+}
+
+/// TAI - UTC since the leap second of 2016-12-31 (IERS Bulletin C).
+const TAI_MINUS_UTC_S: i32 = 37;
+
+fn tai_offset(ctx: &Ctx) -> Outcome {
+    match ctx.kernel.tai_offset() {
+        Err(e) => Outcome::unknown(e),
+        Ok(TAI_MINUS_UTC_S) => Outcome::pass(format!("{TAI_MINUS_UTC_S} s")),
+        Ok(0) => Outcome::fail(format!(
+            "0 s: CLOCK_TAI reads UTC, so every time labelled TAI is {TAI_MINUS_UTC_S} s early"
+        )),
+        Ok(v) => Outcome::warn(format!(
+            "{v} s, not {TAI_MINUS_UTC_S} s: an old leap-second table, or set by hand"
+        )),
     }
 }
 

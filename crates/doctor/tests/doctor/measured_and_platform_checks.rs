@@ -178,6 +178,49 @@ fn steal_time_over_the_interval_fails_and_steal_since_boot_warns() {
 }
 
 #[test]
+fn steal_of_half_a_percent_since_boot_fails_even_when_the_interval_saw_none_and_the_spread_is_reported(
+) {
+    let mut f = Fixture::rt_host();
+    // 40 of 4000 ticks stolen before the interval (1 %), none during it.
+    let boot = STAT.replace(
+        "cpu  400 0 100 3500 0 0 0 0",
+        "cpu  400 0 100 3460 0 0 0 40",
+    );
+    f.write("/proc/stat", &boot);
+    f.after_wait = vec![(
+        "/proc/stat".into(),
+        STAT_AFTER.replace(
+            "cpu  420 0 104 3876 0 0 0 0",
+            "cpu  420 0 104 3836 0 0 0 40",
+        ),
+    )];
+    let r = f.check("vm.steal");
+    assert_status(&r, Status::Fail);
+    assert!(
+        r.found.contains("0.00 % of CPU time stolen") && r.found.contains("1.00 % since boot"),
+        "{r:#?}"
+    );
+    assert!(
+        r.found.contains("over 10 steps of") && r.found.contains("max 0.00 %"),
+        "the spread over the interval's steps is reported: {r:#?}"
+    );
+}
+
+#[test]
+fn a_kernel_tai_offset_of_zero_is_a_finding_and_37_seconds_passes() {
+    let mut f = Fixture::rt_host();
+    assert_status(&f.check("clock.tai_offset"), Status::Pass);
+    f.tai_offset = Ok(0);
+    let r = f.check("clock.tai_offset");
+    assert_status(&r, Status::Fail);
+    assert!(r.found.contains("CLOCK_TAI reads UTC"), "{r:#?}");
+    f.tai_offset = Ok(35);
+    assert_status(&f.check("clock.tai_offset"), Status::Warn);
+    f.tai_offset = Err("adjtimex: EPERM".into());
+    assert_status(&f.check("clock.tai_offset"), Status::Unknown);
+}
+
+#[test]
 fn memory_checks_fail_when_the_kernel_scans_or_moves_memory() {
     run_cases(&[
         (

@@ -87,6 +87,31 @@ fn junit_has_a_case_per_check_failures_for_fails_errors_for_unknowns() {
 }
 
 #[test]
+fn junit_names_a_warning_as_a_warning_although_it_passes() {
+    let mut f = broken();
+    f.tai_offset = Ok(35);
+    let r = f.report(&[]);
+    let xml = junit(&r).unwrap();
+    assert!(
+        xml.contains(
+            "<testcase name=\"clock.tai_offset [WARN]\" classname=\"hoptrace.doctor.medium\">"
+        ),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<property name=\"hoptrace.status\" value=\"warn\"/>"),
+        "{xml}"
+    );
+    assert!(xml.contains("<system-err>WARN: 35 s, not 37 s"), "{xml}");
+    assert!(
+        xml.contains(
+            "<testcase name=\"sched.timer_migration\" classname=\"hoptrace.doctor.medium\">"
+        ),
+        "a failure keeps its plain name: {xml}"
+    );
+}
+
+#[test]
 fn the_table_fits_the_terminal_groups_by_severity_and_details_come_with_verbose() {
     let r = broken().report(&[]);
     let t = table(&r, false, 80);

@@ -11,6 +11,8 @@ Prints "ready" once listening, then after SECONDS one JSON document:
 message's APPID: the filter shows in which svIDs arrive).
 """
 import json
+import os
+import socket
 import sys
 import threading
 import time
@@ -34,12 +36,39 @@ def on_message(msg):
         s["smp_cnt_last"] = msg.smp_cnt
 
 
+def own_packet_socket_bound_to(ifindex):
+    """True once this process holds an AF_PACKET socket bound to ifindex:
+    /proc/net/packet (this namespace's packet sockets) lists each socket's
+    interface and inode, /proc/self/fd names the inodes this process owns."""
+    owned = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            owned.add(target[len("socket:["):-1])
+    with open("/proc/net/packet") as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            if int(cols[4]) == ifindex and cols[8] in owned:
+                return True
+    return False
+
+
 sub = SVSubscriber(iface)
 sub.set_app_id(app_id)
 sub.set_listener(on_message)
 sub.start()
-# The receiver's thread opens its socket after start() returns.
-time.sleep(0.5)
+# The receiver's thread opens and binds its socket after start() returns:
+# "ready" waits for that socket, not for a guessed time.
+ifindex = socket.if_nametoindex(iface)
+deadline = time.monotonic() + 20
+while not own_packet_socket_bound_to(ifindex):
+    if time.monotonic() > deadline:
+        sys.exit(f"libiec61850 opened no packet socket on {iface} within 20 s")
+    time.sleep(0.01)
 print("ready", flush=True)
 time.sleep(seconds)
 sub.stop()
