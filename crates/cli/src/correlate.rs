@@ -24,9 +24,11 @@ pub struct Args {
     /// Write the joined samples as a recording in this directory.
     #[arg(short = 'o', long = "output", value_name = "REC")]
     pub output: Option<PathBuf>,
-    /// smpCnt wrap (samples/s, e.g. 4000 or 4.8kHz) of streams whose ASDUs carry no smpRate.
-    #[arg(long, default_value_t = 4000, value_parser = hoptrace_units::arg::whole_rate)]
-    pub rate: u32,
+    /// smpCnt wrap (samples/s, e.g. 4000 or 4.8kHz) of streams whose ASDUs
+    /// carry no smpRate. Without it the wrap is inferred from the captures
+    /// (the summary says which was used per stream).
+    #[arg(long, value_parser = hoptrace_units::arg::whole_rate)]
+    pub rate: Option<u32>,
     /// Print only the capture/loss summary, not the latency report.
     #[arg(long)]
     pub no_report: bool,
@@ -51,6 +53,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let c = correlate::correlate_files(&args.captures, &names, args.rate)?;
     print!("{}", c.summary_text());
+    let out_of_range: u64 = c.captures.iter().map(|k| k.out_of_range).sum();
+    if out_of_range > 0 {
+        anyhow::bail!(
+            "{out_of_range} sample(s) could not be placed: their smpCnt is at or above --rate {}; \
+             give the streams' real sample rate (e.g. --rate 4800) or leave --rate out to infer it",
+            args.rate.unwrap_or_default()
+        );
+    }
     let cmd: Vec<String> = std::env::args().collect();
     let tmp;
     let rec = match &args.output {

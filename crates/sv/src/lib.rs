@@ -29,9 +29,11 @@
 //!   `smp_cnt`, `epoch` }.
 //! - [`SampleTracker`]`::new(wrap)`, `.observe(smp_cnt) -> `[`Observation`]
 //!   { `kind`: [`SampleKind`], `epoch`, `seq` }, `.counters() -> `[`StreamCounters`]
-//!   (received, lost, duplicated, reordered, late, out_of_range, wraps).
-//! - [`MultiStreamTracker`]`::new(default_wrap)`, `.observe(dst, appid, sv_id,
-//!   smp_cnt, wrap_hint)`, `.streams()`.
+//!   (received, lost, duplicated, reordered, late, out_of_range, wraps);
+//!   [`SampleTracker::inferring`] infers the wrap at the first wrap
+//!   ([`WrapOrigin`], [`wrap_after`]).
+//! - [`MultiStreamTracker`]`::new(default_wrap)` (or `::inferring()`),
+//!   `.observe(dst, appid, sv_id, smp_cnt, wrap_hint)`, `.streams()`.
 //!
 //! Configured streams (what SCL or a config file defines for one stream):
 //! - [`StreamSpec`] { `sv_id`, `dat_set`, `appid`, `dst_mac`, `vlan`,
@@ -92,6 +94,7 @@ pub use spec::{
     VLAN_ID_MAX,
 };
 pub use tracker::{
-    MultiStreamTracker, Observation, SampleKind, SampleTracker, StreamCounters, DEFAULT_WINDOW,
+    wrap_after, MultiStreamTracker, Observation, SampleKind, SampleTracker, StreamCounters,
+    WrapOrigin, DEFAULT_WINDOW, STANDARD_WRAPS,
 };
 pub use verify::{Checked, Mismatches};

@@ -21,6 +21,18 @@
 //! 4000 Hz) is indistinguishable from a reorder from smpCnt alone; such jumps
 //! are read as "behind". Samples with `smpCnt >= wrap` are counted as
 //! out of range and leave the state unchanged.
+//!
+//! # A wrap nobody gave
+//! When neither the ASDU (smpRate), an SCL file nor a flag gives the wrap,
+//! the tracker infers it ([`SampleTracker::inferring`]): until the stream
+//! first wraps, smpCnt is read as a plain counter (wrap 65536, the u16
+//! range, so nothing is out of range). The first step back by more than the
+//! history window is the wrap instant: the wrap is then the smallest
+//! standard rate ([`STANDARD_WRAPS`]) above the largest smpCnt seen (or that
+//! smpCnt + 1 when it is above them all). Positions counted before that
+//! instant were all below the largest smpCnt, so they keep their meaning
+//! under the inferred wrap. [`SampleTracker::wrap_origin`] says which wrap
+//! was used and why; a stream that never wraps needs none.
 
 use std::collections::HashMap;
 
@@ -71,10 +83,52 @@ pub struct StreamCounters {
 /// Default history window, in samples.
 pub const DEFAULT_WINDOW: u32 = 1024;
 
+/// smpCnt wraps of the standard sample rates (IEC 61850-9-2LE: 80 and 256
+/// samples per cycle at 50 and 60 Hz; IEC 61869-9: 4800, 5760, 14400), in
+/// increasing order.
+pub const STANDARD_WRAPS: [u32; 6] = [4000, 4800, 5760, 12800, 14400, 15360];
+
+/// The wrap a stream whose largest smpCnt before wrapping was `largest`
+/// most likely has: the smallest standard wrap above it, else `largest + 1`.
+pub fn wrap_after(largest: u16) -> u32 {
+    STANDARD_WRAPS
+        .into_iter()
+        .find(|&w| w > largest as u32)
+        .unwrap_or(largest as u32 + 1)
+}
+
+/// Where a stream's smpCnt wrap came from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WrapOrigin {
+    /// Given by the caller (the ASDU's smpRate, an SCL file or a flag).
+    Given,
+    /// Inferred at the stream's first wrap from the largest smpCnt before it.
+    Inferred { largest: u16 },
+    /// To be inferred, and the stream has not wrapped yet: smpCnt is a
+    /// plain counter so far (largest seen given); no wrap was needed.
+    NotYetWrapped { largest: u16 },
+}
+
+impl std::fmt::Display for WrapOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WrapOrigin::Given => f.write_str("given (smpRate, SCL or --rate)"),
+            WrapOrigin::Inferred { largest } => {
+                write!(f, "inferred: the stream wrapped after smpCnt {largest}")
+            }
+            WrapOrigin::NotYetWrapped { largest } => write!(
+                f,
+                "not needed: the stream never wrapped (largest smpCnt {largest})"
+            ),
+        }
+    }
+}
+
 /// Tracker of one stream.
 #[derive(Clone, Debug)]
 pub struct SampleTracker {
     wrap: u32,
+    origin: WrapOrigin,
     window: u32,
     head: Option<u64>,
     /// Ring bitmap: bit `pos % window` is set when `pos` was received.
@@ -94,6 +148,7 @@ impl SampleTracker {
         let window = window.clamp(1, (wrap / 2).max(1));
         SampleTracker {
             wrap,
+            origin: WrapOrigin::Given,
             window,
             head: None,
             seen: vec![0; (window as usize).div_ceil(64)],
@@ -101,8 +156,44 @@ impl SampleTracker {
         }
     }
 
+    /// A tracker that infers the wrap at the stream's first wrap (see the
+    /// module comment), with the given history window.
+    pub fn inferring(window: u32) -> SampleTracker {
+        SampleTracker {
+            origin: WrapOrigin::NotYetWrapped { largest: 0 },
+            ..SampleTracker::with_window(65536, window)
+        }
+    }
+
+    /// The wrap in use (65536 while an inferred wrap is not yet known).
     pub fn wrap(&self) -> u32 {
         self.wrap
+    }
+
+    /// Where [`SampleTracker::wrap`] came from.
+    pub fn wrap_origin(&self) -> WrapOrigin {
+        self.origin
+    }
+
+    /// At a step back by more than the window while the wrap is still to be
+    /// inferred: that step is the first wrap, fix the wrap from the largest
+    /// smpCnt seen.
+    fn infer_at_wrap(&mut self, c: u64) {
+        let (WrapOrigin::NotYetWrapped { largest }, Some(head)) = (self.origin, self.head) else {
+            return;
+        };
+        if c >= head || head - c < self.window as u64 {
+            return;
+        }
+        self.wrap = wrap_after(largest);
+        self.origin = WrapOrigin::Inferred { largest };
+        let window = self.window.min(self.wrap / 2).max(1);
+        if window != self.window {
+            // A window wider than half the wrap would alias: restart it.
+            self.window = window;
+            self.seen = vec![0; (window as usize).div_ceil(64)];
+            self.set_seen(head, true);
+        }
     }
     pub fn counters(&self) -> StreamCounters {
         self.counters
@@ -127,8 +218,16 @@ impl SampleTracker {
 
     /// Accounts one received sample and returns its classification and epoch.
     pub fn observe(&mut self, smp_cnt: u16) -> Observation {
-        let wrap = self.wrap as u64;
         let c = smp_cnt as u64;
+        if let WrapOrigin::NotYetWrapped { largest } = self.origin {
+            self.infer_at_wrap(c);
+            if let WrapOrigin::NotYetWrapped { .. } = self.origin {
+                self.origin = WrapOrigin::NotYetWrapped {
+                    largest: largest.max(smp_cnt),
+                };
+            }
+        }
+        let wrap = self.wrap as u64;
         if c >= wrap {
             self.counters.out_of_range += 1;
             self.counters.received += 1;
@@ -209,10 +308,11 @@ impl SampleTracker {
 /// Trackers for many streams, keyed by [`StreamId`].
 ///
 /// The wrap of a new stream comes from the ASDU's smpRate when the caller
-/// passes it, else from the default given at construction.
+/// passes it, else from the default given at construction, else (built
+/// with [`MultiStreamTracker::inferring`]) it is inferred per stream.
 #[derive(Clone, Debug)]
 pub struct MultiStreamTracker {
-    default_wrap: u32,
+    default_wrap: Option<u32>,
     window: u32,
     index: HashMap<StreamId, usize>,
     streams: Vec<(StreamId, SampleTracker)>,
@@ -222,11 +322,19 @@ pub struct MultiStreamTracker {
 impl MultiStreamTracker {
     pub fn new(default_wrap: u32) -> MultiStreamTracker {
         MultiStreamTracker {
-            default_wrap,
+            default_wrap: Some(default_wrap),
             window: DEFAULT_WINDOW,
             index: HashMap::new(),
             streams: Vec::new(),
             last: 0,
+        }
+    }
+
+    /// Streams whose ASDUs carry no smpRate get an inferred wrap.
+    pub fn inferring() -> MultiStreamTracker {
+        MultiStreamTracker {
+            default_wrap: None,
+            ..MultiStreamTracker::new(2)
         }
     }
 
@@ -258,9 +366,11 @@ impl MultiStreamTracker {
             Some(&i) => i,
             None => {
                 let i = self.streams.len();
-                let w = wrap.filter(|&w| w >= 2).unwrap_or(self.default_wrap);
-                self.streams
-                    .push((key.clone(), SampleTracker::with_window(w, self.window)));
+                let tracker = match wrap.filter(|&w| w >= 2).or(self.default_wrap) {
+                    Some(w) => SampleTracker::with_window(w, self.window),
+                    None => SampleTracker::inferring(self.window),
+                };
+                self.streams.push((key.clone(), tracker));
                 self.index.insert(key, i);
                 i
             }

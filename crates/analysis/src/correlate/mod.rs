@@ -36,6 +36,7 @@
 
 pub mod epoch;
 mod output;
+pub mod wraps;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -100,6 +101,8 @@ pub struct StreamSummary {
     pub name: String,
     pub stream_id: String,
     pub wrap: u32,
+    /// Where `wrap` came from (smpRate, --rate, inferred, not needed).
+    pub wrap_origin: String,
     pub points: Vec<PointCounts>,
     pub pairs: Vec<PairCounts>,
 }
@@ -107,6 +110,7 @@ pub struct StreamSummary {
 struct StreamData {
     id: StreamId,
     wrap: u32,
+    wrap_origin: String,
     /// Position of index 0 of the tables.
     base: i64,
     /// `times[capture][pos - base]`, NONE when not seen.
@@ -156,6 +160,9 @@ impl StreamData {
 /// all of capture 1, ... (later captures anchor their epochs on earlier ones).
 pub struct Correlator {
     default_rate: u32,
+    /// Wraps found by [`wraps::infer`] for streams without smpRate; when
+    /// empty, `default_rate` applies.
+    inferred: HashMap<StreamId, wraps::StreamWrap>,
     captures: Vec<CaptureCounts>,
     streams: Vec<StreamData>,
     index: HashMap<StreamId, usize>,
@@ -168,6 +175,7 @@ impl Correlator {
     pub fn new(names: &[String], default_rate: u32) -> Correlator {
         Correlator {
             default_rate: default_rate.max(2),
+            inferred: HashMap::new(),
             captures: names
                 .iter()
                 .map(|n| CaptureCounts {
@@ -179,6 +187,16 @@ impl Correlator {
             index: HashMap::new(),
             malformed: Vec::new(),
         }
+    }
+
+    /// Streams without smpRate take their wrap from `inferred` (see
+    /// [`wraps`]) instead of the default rate.
+    pub fn with_inferred_wraps(
+        mut self,
+        inferred: HashMap<StreamId, wraps::StreamWrap>,
+    ) -> Correlator {
+        self.inferred = inferred;
+        self
     }
 
     /// Read a whole capture file as capture point `cap`. A truncated or
@@ -258,13 +276,18 @@ impl Correlator {
             return i;
         }
         let n = self.captures.len();
-        let wrap = smp_rate
-            .map(u32::from)
-            .filter(|&r| r >= 2)
-            .unwrap_or(self.default_rate);
+        let (wrap, wrap_origin) = match (
+            smp_rate.map(u32::from).filter(|&r| r >= 2),
+            self.inferred.get(&key),
+        ) {
+            (Some(r), _) => (r, "the ASDU's smpRate".to_string()),
+            (None, Some(w)) => (w.wrap, w.origin.to_string()),
+            (None, None) => (self.default_rate, "--rate".to_string()),
+        };
         self.streams.push(StreamData {
             id: key.clone(),
             wrap,
+            wrap_origin,
             base: 0,
             times: vec![Vec::new(); n],
             points: vec![PointCounts::default(); n],
@@ -341,6 +364,7 @@ impl Correlator {
                 name: label.clone(),
                 stream_id: s.id.to_string(),
                 wrap: s.wrap,
+                wrap_origin: s.wrap_origin.clone(),
                 points: s.points.clone(),
                 pairs: pair_counts,
             });
@@ -385,10 +409,12 @@ pub struct Correlation {
 }
 
 /// Correlate capture files (path order) with hop names `names`.
+/// `rate`: the smpCnt wrap of streams whose ASDUs carry no smpRate; `None`
+/// infers it from the captures ([`wraps`]).
 pub fn correlate_files(
     paths: &[PathBuf],
     names: &[String],
-    default_rate: u32,
+    rate: Option<u32>,
 ) -> anyhow::Result<Correlation> {
     if paths.len() < 2 {
         anyhow::bail!("correlate needs at least two captures (upstream first, e.g. A.pcap B.pcap)");
@@ -400,7 +426,10 @@ pub fn correlate_files(
             paths.len()
         );
     }
-    let mut c = Correlator::new(names, default_rate);
+    let mut c = match rate {
+        Some(r) => Correlator::new(names, r),
+        None => Correlator::new(names, 2).with_inferred_wraps(wraps::infer(paths)),
+    };
     for (k, p) in paths.iter().enumerate() {
         c.add_capture_file(k, p)?;
     }

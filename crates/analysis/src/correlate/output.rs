@@ -228,6 +228,18 @@ impl Correlation {
                 );
             }
         }
+        let _ = writeln!(s, "\nsmpCnt wrap per stream:");
+        for st in &self.streams {
+            let _ = writeln!(s, "  {:<24} {} ({})", st.name, st.wrap, st.wrap_origin);
+        }
+        let out_of_range: u64 = self.captures.iter().map(|c| c.out_of_range).sum();
+        if out_of_range > 0 {
+            let _ = writeln!(
+                s,
+                "NOT PLACED: {out_of_range} sample(s) with smpCnt at or above their stream's wrap: \
+                 --rate is below the stream's sample rate (leave it out to infer the wrap)"
+            );
+        }
         let _ = writeln!(
             s,
             "\nlatencies = samples seen at both points (one latency each); lost = seen upstream, \

@@ -43,9 +43,11 @@ pub struct Args {
     /// With --iface: stop after this long (e.g. 10s, 500ms, 2min).
     #[arg(long, value_parser = hoptrace_units::arg::duration, requires = WITH_IFACE)]
     pub duration: Option<Duration>,
-    /// smpCnt wrap for streams whose ASDUs carry no smpRate (e.g. 4000, 4.8kHz).
-    #[arg(long, default_value_t = 4000, value_parser = hoptrace_units::arg::whole_rate)]
-    pub rate: u32,
+    /// smpCnt wrap for streams whose ASDUs carry no smpRate (e.g. 4000,
+    /// 4.8kHz). Without it the wrap is inferred per stream at its first wrap
+    /// (the summary says which was used).
+    #[arg(long, value_parser = hoptrace_units::arg::whole_rate)]
+    pub rate: Option<u32>,
 }
 
 /// The group of `--iface` alone, for the flags of a live capture: `--iface`
@@ -169,28 +171,50 @@ impl<W: Write> Dumper<W> {
                 let v = json!({"summary": {
                     "sv_id": id.sv_id_lossy(), "appid": id.appid, "dst_mac": id.dst_mac.to_string(),
                     "count": c.received, "lost": c.lost, "duplicated": c.duplicated,
-                    "reordered": c.reordered, "late": c.late, "wraps": c.wraps, "rate": t.wrap(),
+                    "reordered": c.reordered, "late": c.late, "out_of_range": c.out_of_range,
+                    "wraps": c.wraps, "rate": wrap_of(t), "wrap_origin": t.wrap_origin().to_string(),
                 }});
                 writeln!(self.out, "{v}")?;
             } else {
+                let wrap = wrap_of(t).map_or("none".to_string(), |w| w.to_string());
                 writeln!(
                     self.out,
-                    "stream {id}: count={} lost={} duplicated={} reordered={} late={} wraps={}",
-                    c.received, c.lost, c.duplicated, c.reordered, c.late, c.wraps
+                    "stream {id}: count={} lost={} duplicated={} reordered={} late={} out_of_range={} wraps={} wrap={wrap} ({})",
+                    c.received, c.lost, c.duplicated, c.reordered, c.late, c.out_of_range, c.wraps,
+                    t.wrap_origin()
                 )?;
             }
         }
+        let out_of_range: u64 = self
+            .tracker
+            .streams()
+            .map(|(_, t)| t.counters().out_of_range)
+            .sum();
         if self.json {
-            let v = json!({"totals": {"frames": self.frames, "malformed": self.malformed, "not_sv": self.not_sv}});
+            let v = json!({"totals": {"frames": self.frames, "malformed": self.malformed, "not_sv": self.not_sv, "samples_out_of_range": out_of_range}});
             writeln!(self.out, "{v}")?;
         } else {
             writeln!(
                 self.out,
-                "total: {} frame(s), {} malformed, {} not SV",
+                "total: {} frame(s), {} malformed, {} not SV, {out_of_range} sample(s) out of range",
                 self.frames, self.malformed, self.not_sv
             )?;
+            if out_of_range > 0 {
+                writeln!(
+                    self.out,
+                    "  out of range: smpCnt at or above the stream's wrap; these samples were not placed (a --rate below the stream's sample rate? leave --rate out to infer it)"
+                )?;
+            }
         }
         self.out.flush()
+    }
+}
+
+/// A stream's wrap for people: none while an inferred wrap was not needed.
+fn wrap_of(t: &hoptrace_sv::SampleTracker) -> Option<u32> {
+    match t.wrap_origin() {
+        hoptrace_sv::WrapOrigin::NotYetWrapped { .. } => None,
+        _ => Some(t.wrap()),
     }
 }
 
@@ -219,7 +243,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut d = Dumper {
         out: BufWriter::new(stdout.lock()),
         json: args.json,
-        tracker: MultiStreamTracker::new(args.rate),
+        tracker: match args.rate {
+            Some(r) => MultiStreamTracker::new(r),
+            None => MultiStreamTracker::inferring(),
+        },
         frames: 0,
         first_ns: None,
         malformed: 0,

@@ -15,6 +15,7 @@ mod lab_common;
 mod metrics_common;
 mod readme_tour;
 mod report_cli;
+mod smp_cnt_wrap;
 mod sv_scl;
 mod sv_scl_streams;
 mod sv_tshark;

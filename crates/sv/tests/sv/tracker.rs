@@ -1,6 +1,8 @@
 //! Tracker scenarios: gaps, wraps, duplicates, reorders, loss across a wrap.
 
-use hoptrace_sv::{MacAddr, MultiStreamTracker, SampleKind, SampleTracker};
+use hoptrace_sv::{
+    MacAddr, MultiStreamTracker, SampleKind, SampleTracker, WrapOrigin, DEFAULT_WINDOW,
+};
 
 fn feed(t: &mut SampleTracker, seq: impl IntoIterator<Item = u64>) -> Vec<(SampleKind, u32)> {
     seq.into_iter()
@@ -115,6 +117,74 @@ fn multi_stream_keeps_streams_apart() {
             (b"MU1".to_vec(), 0x4000, 4000, 0, 4000),
             (b"MU1".to_vec(), 0x4001, 2000, 1999, 4000),
             (b"MU2".to_vec(), 0x4000, 4000, 0, 4800),
+        ]
+    );
+}
+
+#[test]
+fn a_60_hz_stream_without_smp_rate_is_counted_whole_and_its_wrap_is_inferred_at_the_first_wrap() {
+    let mut t = SampleTracker::inferring(DEFAULT_WINDOW);
+    assert_eq!(t.wrap_origin(), WrapOrigin::NotYetWrapped { largest: 0 });
+    // Three seconds at 4800/s, starting mid-second, five samples lost.
+    let start = 3000u64;
+    for n in start..start + 3 * 4800 {
+        if (6000..6005).contains(&n) {
+            continue;
+        }
+        let o = t.observe((n % 4800) as u16);
+        assert_ne!(o.kind, SampleKind::OutOfRange, "{n}");
+        assert_ne!(o.kind, SampleKind::Late, "{n}");
+        assert_eq!(o.seq, n, "position of sample {n}");
+    }
+    let c = t.counters();
+    assert_eq!(
+        (c.received, c.lost, c.out_of_range, c.late),
+        (14395, 5, 0, 0)
+    );
+    assert_eq!(t.wrap(), 4800);
+    assert_eq!(t.wrap_origin(), WrapOrigin::Inferred { largest: 4799 });
+    assert_eq!(c.wraps, 3);
+}
+
+#[test]
+fn an_inferred_wrap_is_the_smallest_standard_rate_above_the_largest_smp_cnt() {
+    assert_eq!(hoptrace_sv::wrap_after(3999), 4000);
+    assert_eq!(hoptrace_sv::wrap_after(4000), 4800);
+    assert_eq!(hoptrace_sv::wrap_after(4799), 4800);
+    assert_eq!(hoptrace_sv::wrap_after(15359), 15360);
+    assert_eq!(hoptrace_sv::wrap_after(20000), 20001);
+    // A stream that never wraps is counted without a wrap, and says so.
+    let mut t = SampleTracker::inferring(DEFAULT_WINDOW);
+    for n in 0..4500u16 {
+        assert!(matches!(
+            t.observe(n).kind,
+            SampleKind::First | SampleKind::InOrder { gap: 0 }
+        ));
+    }
+    assert_eq!(t.wrap_origin(), WrapOrigin::NotYetWrapped { largest: 4499 });
+    // Reordering before the first wrap is still recognised.
+    assert_eq!(t.observe(4498).kind, SampleKind::Duplicate);
+    assert_eq!(t.observe(4501).kind, SampleKind::InOrder { gap: 1 });
+    assert_eq!(t.observe(4500).kind, SampleKind::Reordered);
+}
+
+#[test]
+fn a_multi_stream_tracker_built_inferring_keeps_a_given_smp_rate_and_infers_the_rest() {
+    let mut m = MultiStreamTracker::inferring();
+    let a = MacAddr::sv_multicast(1);
+    for n in 0..9600u32 {
+        m.observe(a, 0x4000, b"LE60", (n % 4800) as u16, None);
+        m.observe(a, 0x4001, b"RATE", (n % 4000) as u16, Some(4000));
+    }
+    let wraps: Vec<(u32, WrapOrigin, u64)> = m
+        .streams()
+        .map(|(_, t)| (t.wrap(), t.wrap_origin(), t.counters().lost))
+        .collect();
+    assert_eq!(
+        wraps,
+        [
+            (4800, WrapOrigin::Inferred { largest: 4799 }, 0),
+            (4000, WrapOrigin::Given, 0)
         ]
     );
 }
