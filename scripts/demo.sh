@@ -53,4 +53,9 @@ echo "demo: comparison ($CMP_DURATION per topology):"
 echo "demo: comparison as HTML (table and overlaid CDFs): $OUT/compare.html"
 echo "demo: into the VM, on one clock: hoptrace report $OUT/compare/vm/chain --summary"
 "$H" report "$OUT/compare/vm/chain" --summary
-echo "demo: done"
+if grep -q "TCG" "$OUT/compare/vm/verdict.txt" 2>/dev/null; then
+  echo "demo: the vm figures above come from a TCG guest (QEMU software emulation, no KVM): an emulator's, far above a KVM guest's"
+fi
+echo
+echo "demo: the verdict of the bridge run ($OUT/bridge/verdict.txt):"
+cat "$OUT/bridge/verdict.txt"

@@ -26,6 +26,7 @@ pub mod run;
 pub mod state;
 pub mod teardown;
 pub mod topology;
+pub mod verdict;
 pub mod vm;
 pub mod vm_clock;
 pub mod vm_run;

@@ -107,6 +107,11 @@ pub struct RunResult {
     pub xdp: Option<crate::xdp::XdpCounters>,
     /// The HTML report of the run, when `hoptrace report --html` made one.
     pub html: Option<PathBuf>,
+    /// What qualifies the run's figures beyond its failures (a tracer that
+    /// had to be killed...): part of the verdict.
+    pub warnings: Vec<String>,
+    /// The closing verdict (crate::verdict), at most 15 lines.
+    pub verdict: Vec<String>,
 }
 
 /// `sv publish` on the publisher's eth0 as the run asks, recording into
@@ -232,6 +237,19 @@ pub fn run(opts: &RunOptions, env: &Env, stop: Arc<AtomicBool>) -> Result<RunRes
         bail!("interrupted: the lab was torn down");
     }
     report(exe, &out, &mut res);
+    let tcg = st.path.iter().any(|p| p.starts_with("QEMU accel tcg"));
+    let what = format!(
+        "{}, {} streams x {}/s for {}",
+        opts.topology.name(),
+        opts.streams,
+        opts.rate,
+        format_duration_exact(opts.duration)
+    );
+    let mut facts = crate::verdict::read_facts(&out, what, tcg);
+    facts.run_warnings = res.warnings.clone();
+    facts.failures = res.failures.len();
+    res.verdict = crate::verdict::render(&facts);
+    let _ = std::fs::write(out.join("verdict.txt"), res.verdict.join("\n") + "\n");
     Ok(res)
 }
 
@@ -561,6 +579,12 @@ fn note_xdp_counters(st: &LabState, res: &mut RunResult) {
 fn finish_tracer((mut t, live): Tracer, out: &Path, res: &mut RunResult) {
     let code = wait_child(&mut t, Duration::from_secs(5), &AtomicBool::new(true));
     live.finish();
+    if code.is_none() {
+        res.warnings.push(format!(
+            "the tracer did not stop within its grace period and was killed: its recording lacks the rows of its open segment ({})",
+            out.join("trace.log").display()
+        ));
+    }
     if matches!(code, Some(0) | Some(130)) || code.is_none() {
         res.recordings.push(out.join("trace"));
     } else {
@@ -608,7 +632,9 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
         .arg("--text")
         .arg(&full)
         .arg("--html")
-        .arg(&html);
+        .arg(&html)
+        .arg("--json")
+        .arg(out.join("report.json"));
     if let Some(p) = &perfetto {
         c.arg("--perfetto").arg(p);
     }

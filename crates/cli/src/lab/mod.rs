@@ -413,6 +413,12 @@ fn run_path(
     for f in &res.failures {
         eprintln!("lab run: FAILED: {f}");
     }
+    // The verdict closes the run: what was measured, the headline, what
+    // qualifies it (hoptrace_lab::verdict).
+    println!();
+    for l in &res.verdict {
+        println!("{l}");
+    }
     Ok(if res.failures.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -103,6 +103,23 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
     let lines = text.lines().count();
     eprintln!("lab run printed {lines} lines");
     assert!(lines < 150, "lab run printed {lines} lines:\n{text}");
+    // It ends with the verdict: at most 15 lines, the end-to-end headline,
+    // and what qualifies it (this unpinned, untuned 2-CPU host always has
+    // something: at least the doctor's findings).
+    let verdict: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("verdict: bridge, "))
+        .collect();
+    assert!(
+        (4..=15).contains(&verdict.len()),
+        "verdict of {} lines:\n{text}",
+        verdict.len()
+    );
+    assert!(
+        verdict.iter().any(|l| l.starts_with("  tx..app: p50 ")),
+        "{verdict:#?}"
+    );
+    assert!(verdict.contains(&"  qualified by:"), "{verdict:#?}");
 
     // The tracer and the path apart: the tracer on one CPU (`--cpu`), the
     // reader pinned to another, as the run's placement note says.
