@@ -42,6 +42,9 @@ pub struct CompareRow {
     pub stage: String,
     pub all: CompareFigures,
     pub range: Option<CompareFigures>,
+    /// Set when the row's figures were measured under software emulation
+    /// (QEMU TCG, see `Provenance::emulation`): said under every table.
+    pub emulation: Option<String>,
 }
 
 fn figures(a: &Analyzer, stage: usize) -> (CompareFigures, LatencyStats) {
@@ -100,7 +103,7 @@ pub fn compare(
         let mut cfg = base.clone();
         cfg.thresholds = vec![BIG_SPIKE_NS, HUGE_SPIKE_NS];
         cfg.window = Window::default();
-        let (a, _) = crate::load::analyze_recording(p, cfg.clone())?;
+        let (a, provenance) = crate::load::analyze_recording(p, cfg.clone())?;
         let si = stage_index(&a);
         let (all, all_dist) = figures(&a, si);
         let stage = a.stages.get(si).map(|s| s.name.clone()).unwrap_or_default();
@@ -118,6 +121,7 @@ pub fn compare(
             stage,
             all,
             range,
+            emulation: provenance.emulation,
         });
         dists.push((name, dist));
     }
@@ -213,7 +217,16 @@ pub fn render(rows: &[CompareRow], markdown: bool) -> String {
         }
     }
     let _ = writeln!(out, "\n(x)* = not meaningful (fewer than 10/(1-p) samples)");
+    for (name, e) in emulated(rows) {
+        let _ = writeln!(out, "WARNING {name}: {e}");
+    }
     out
+}
+
+/// The rows measured under software emulation, with the note to show.
+fn emulated(rows: &[CompareRow]) -> impl Iterator<Item = (&str, &str)> {
+    rows.iter()
+        .filter_map(|r| Some((r.name.as_str(), r.emulation.as_deref()?)))
 }
 
 /// HTML table for the comparison page.
@@ -237,5 +250,13 @@ pub fn html_table(rows: &[CompareRow]) -> String {
         out.push_str("</tr>");
     }
     out.push_str("</table>");
+    for (name, e) in emulated(rows) {
+        let _ = write!(
+            out,
+            "<p class=warning><b>WARNING {}</b>: {}</p>",
+            esc(name),
+            esc(e)
+        );
+    }
     out
 }

@@ -57,6 +57,14 @@ pub fn provenance_of(path: &Path, reader: &RecordingReader) -> Provenance {
             .map(|c| format!("{}: {}", c.path.display(), c.reason))
             .collect(),
         doctor: m.doctor.clone(),
+        hypervisor: m.hypervisor.clone(),
+        emulation: hoptrace_record::emulation_note(m.hypervisor.as_deref(), "the recording host")
+            .or_else(|| {
+                hoptrace_record::emulation_note(
+                    m.extra["subscriber_hypervisor"].as_str(),
+                    "the subscriber's guest",
+                )
+            }),
     }
 }
 

@@ -503,6 +503,12 @@ fn write(
         "clock": "host TAI",
         "key": "stream and smpCnt; each row goes to the sample of its stream and smpCnt published last before the row's earliest stamp (mapped to host TAI, plus its bound and 100 ms)",
         "alignment": map.alignment(),
+        // Where the subscriber's stamps were taken: the guest's hypervisor
+        // as the guest saw it (TCG = software emulation).
+        "subscriber_hypervisor": opened
+            .all()
+            .find(|i| i.source == Source::Subscriber)
+            .and_then(|i| i.reader.meta().hypervisor.clone()),
     });
     let _ = std::fs::remove_dir_all(out);
     let werr = |source| ChainError::Record {

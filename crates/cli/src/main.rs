@@ -298,7 +298,7 @@ mod tests {
         let Command::Correlate(a) = parse(&["correlate", "a", "b", "--rate", "4800"]) else {
             unreachable!()
         };
-        assert_eq!(a.rate, 4800);
+        assert_eq!(a.rate, Some(4800));
         let Command::Ping(a) = parse(&["ping", "--size", "1.5kB"]) else {
             unreachable!()
         };

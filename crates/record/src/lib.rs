@@ -103,9 +103,9 @@ pub use explanations::{
     explanation_files, read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart,
 };
 pub use meta::{
-    cpu_list_from_cmdline, default_stages, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts,
-    DoctorSummary, ExtraColumn, HopAlignment, HopColumn, RecordingMeta, StampSource, FORMAT,
-    FORMAT_VERSION, META_KEY,
+    cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, ClockDomain,
+    DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn, HopAlignment, HopColumn,
+    RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,
 };
 pub use reader::{
     CutSegment, RecordBatches, RecordingReader, Rows, SegmentInfo, DEFAULT_BATCH_ROWS,

@@ -262,6 +262,11 @@ pub struct RecordingMeta {
     /// (absent in recordings made without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub doctor: Option<DoctorSummary>,
+    /// The hypervisor the recording host runs under, from CPUID
+    /// (`KVM`, `TCG` for QEMU's software emulation, `Hyper-V`, ...);
+    /// absent on bare metal and in recordings made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hypervisor: Option<String>,
 }
 
 /// The compact result of `hoptrace doctor` kept in a recording: how many
@@ -359,6 +364,7 @@ impl RecordingMeta {
             extra_columns: Vec::new(),
             extra: empty_object(),
             doctor: None,
+            hypervisor: hypervisor(),
         }
     }
 
@@ -426,6 +432,53 @@ fn read_cpu_list_file(path: &str) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
     let s = s.trim();
     (!s.is_empty() && s != "(null)").then(|| s.to_string())
+}
+
+/// The hypervisor this code runs under: CPUID leaf 1 ECX bit 31 says
+/// there is one, leaf 0x4000_0000 names it (12 bytes in EBX, ECX, EDX).
+#[cfg(target_arch = "x86_64")]
+pub fn hypervisor() -> Option<String> {
+    use std::arch::x86_64::__cpuid;
+    // CPUID exists on every x86_64 CPU and only reads (a safe intrinsic).
+    let leaf1 = __cpuid(1);
+    if leaf1.ecx & (1 << 31) == 0 {
+        return None;
+    }
+    // Leaf 0x4000_0000 is the hypervisor's own range.
+    let r = __cpuid(0x4000_0000);
+    let mut id = Vec::with_capacity(12);
+    for w in [r.ebx, r.ecx, r.edx] {
+        id.extend_from_slice(&w.to_le_bytes());
+    }
+    let id = String::from_utf8_lossy(&id)
+        .trim_end_matches('\0')
+        .to_string();
+    Some(
+        match id.as_str() {
+            "KVMKVMKVM" => "KVM",
+            "TCGTCGTCGTCG" => "TCG",
+            "Microsoft Hv" => "Hyper-V",
+            "VMwareVMware" => "VMware",
+            "XenVMMXenVMM" => "Xen",
+            "" => "unnamed",
+            other => other,
+        }
+        .to_string(),
+    )
+}
+
+/// See the x86_64 version: elsewhere not known.
+#[cfg(not(target_arch = "x86_64"))]
+pub fn hypervisor() -> Option<String> {
+    None
+}
+
+/// A note for figures measured under software emulation (QEMU TCG):
+/// `hypervisor` is the recording's, `what` says whose it is.
+pub fn emulation_note(hypervisor: Option<&str>, what: &str) -> Option<String> {
+    (hypervisor == Some("TCG")).then(|| {
+        format!("{what} ran under TCG (QEMU software emulation, no KVM): its latencies are an emulator's, far above a KVM guest's")
+    })
 }
 
 fn uname_string() -> String {
@@ -544,5 +597,28 @@ mod tests {
         for s in StampSource::ALL {
             assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
         }
+    }
+}
+
+#[cfg(test)]
+mod hypervisor_tests {
+    use super::{emulation_note, hypervisor};
+
+    #[test]
+    fn the_hypervisor_is_seen_exactly_when_proc_cpuinfo_has_the_hypervisor_flag() {
+        let flagged = std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
+        assert_eq!(hypervisor().is_some(), flagged, "{:?}", hypervisor());
+    }
+
+    #[test]
+    fn only_tcg_is_an_emulation_worth_a_warning() {
+        assert!(emulation_note(Some("TCG"), "the guest")
+            .unwrap()
+            .starts_with("the guest ran under TCG"));
+        assert_eq!(emulation_note(Some("KVM"), "the guest"), None);
+        assert_eq!(emulation_note(None, "the guest"), None);
     }
 }

@@ -155,6 +155,14 @@ fn run_meta_table(b: &mut String, report: &Report, run: &RunReport) {
         ("tool version", p.tool_version.clone()),
         ("host", p.host.clone()),
         ("kernel", p.kernel.clone()),
+        (
+            "hypervisor",
+            match (&p.emulation, &p.hypervisor) {
+                (Some(e), _) => format!("WARNING: {e}"),
+                (None, Some(h)) => h.clone(),
+                (None, None) => "none seen (bare metal)".into(),
+            },
+        ),
         ("kernel command line", p.kernel_cmdline.clone()),
         (
             "isolcpus / nohz_full",

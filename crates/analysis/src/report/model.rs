@@ -32,6 +32,12 @@ pub struct Provenance {
     pub cut_segments: Vec<String>,
     /// `hoptrace doctor`'s summary of the host, when the recording has one.
     pub doctor: Option<hoptrace_record::DoctorSummary>,
+    /// The hypervisor the recording host ran under (CPUID), if any.
+    pub hypervisor: Option<String>,
+    /// Set when the figures were measured under software emulation (the
+    /// recording host, or a chain's subscriber, ran under QEMU TCG): said
+    /// wherever the figures are shown.
+    pub emulation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -270,6 +270,9 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
         Some(d) => format!("host checks (hoptrace doctor): {}", d.headline()),
         None => "host checks: not recorded (hoptrace doctor did not run for it)".into(),
     });
+    if let Some(e) = &p.emulation {
+        meta.push(format!("WARNING {e}"));
+    }
     for c in &p.cut_segments {
         meta.push(format!("WARNING cut segment skipped: {c}"));
     }

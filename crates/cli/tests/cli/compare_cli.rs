@@ -162,3 +162,68 @@ fn the_comparison_table_shows_all_data_and_the_range() {
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("one name per recording"));
 }
+
+#[test]
+fn figures_measured_under_tcg_say_so_in_the_report_and_under_the_comparison() {
+    let d = TempDir::new("tcg");
+    let pkts: Vec<Pkt> = (0..200)
+        .map(|seq| Pkt {
+            stream: "S".into(),
+            seq,
+            hops: vec![
+                Some(T0 + seq as i64 * PERIOD),
+                Some(T0 + seq as i64 * PERIOD + 30_000),
+            ],
+        })
+        .collect();
+    let (kvm, tcg, chain) = (
+        d.path().join("kvm"),
+        d.path().join("tcg"),
+        d.path().join("chain"),
+    );
+    write_recording_with(&kvm, &["a", "b"], &pkts, |m| {
+        m.hypervisor = Some("KVM".into())
+    });
+    write_recording_with(&tcg, &["a", "b"], &pkts, |m| {
+        m.hypervisor = Some("TCG".into())
+    });
+    write_recording_with(&chain, &["a", "b"], &pkts, |m| {
+        m.hypervisor = None;
+        m.extra = serde_json::json!({"subscriber_hypervisor": "TCG"});
+    });
+    let report =
+        |p: &std::path::Path| stdout(&hoptrace(&["report", p.to_str().unwrap(), "--summary"]));
+    assert!(!report(&kvm).contains("TCG"), "{}", report(&kvm));
+    assert!(
+        report(&tcg)
+            .contains("WARNING the recording host ran under TCG (QEMU software emulation, no KVM)"),
+        "{}",
+        report(&tcg)
+    );
+    assert!(
+        report(&chain).contains("WARNING the subscriber's guest ran under TCG"),
+        "{}",
+        report(&chain)
+    );
+    let o = hoptrace(&[
+        "compare",
+        kvm.to_str().unwrap(),
+        tcg.to_str().unwrap(),
+        chain.to_str().unwrap(),
+        "--names",
+        "kvm",
+        "tcg",
+        "vm",
+    ]);
+    let t = stdout(&o);
+    let warnings: Vec<&str> = t.lines().filter(|l| l.starts_with("WARNING")).collect();
+    assert_eq!(warnings.len(), 2, "{t}");
+    assert!(
+        warnings[0].starts_with("WARNING tcg: the recording host ran under TCG"),
+        "{t}"
+    );
+    assert!(
+        warnings[1].starts_with("WARNING vm: the subscriber's guest ran under TCG"),
+        "{t}"
+    );
+}

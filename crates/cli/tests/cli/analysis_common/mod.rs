@@ -48,12 +48,23 @@ impl Drop for TempDir {
 
 /// Write `pkts` (in this order) as a recording with hops `hop_names`.
 pub fn write_recording(dir: &Path, hop_names: &[&str], pkts: &[Pkt]) {
+    write_recording_with(dir, hop_names, pkts, |_| {});
+}
+
+/// [`write_recording`] with the metadata changed by `edit` first.
+pub fn write_recording_with(
+    dir: &Path,
+    hop_names: &[&str],
+    pkts: &[Pkt],
+    edit: impl FnOnce(&mut RecordingMeta),
+) {
     let hops = hop_names
         .iter()
         .map(|n| HopColumn::new(*n, ClockDomain::Tai, StampSource::Bpf, "test"))
         .collect();
     let mut meta = RecordingMeta::for_this_host("test", hops);
     meta.rate = Some(4000);
+    edit(&mut meta);
     let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default()).unwrap();
     for p in pkts {
         w.append_ref(PacketRowRef {
