@@ -8,10 +8,4 @@
 
 pub(crate) use crate::skel::types;
 
-hoptrace_kernel_abi::kernel_pod!(types; cpu_config, cpu_event, task_info);
-
-hoptrace_kernel_abi::same_size_as_clang!(types, cpu_abi_sizes;
-    cpu_config = CPU_CONFIG_SIZE,
-    cpu_event = CPU_EVENT_SIZE,
-    task_info = TASK_INFO_SIZE,
-);
+hoptrace_kernel_abi::kernel_pod!(types, cpu_abi_anchor; cpu_config, cpu_event, task_info);

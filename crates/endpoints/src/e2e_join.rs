@@ -96,6 +96,7 @@ mod tests {
     use super::*;
     use crate::publisher::SentSample;
     use crate::recording::{publisher_recorder, subscriber_recorder};
+    use crate::sample_key::SampleKey;
     use crate::subscriber::ReceivedSample;
     use hoptrace_record::StampSource;
     use hoptrace_sv::SampleKind;
@@ -122,12 +123,14 @@ mod tests {
         for n in 0..3 * RATE {
             for st in 0..2 {
                 rec.push(&SentSample {
-                    stream: format!("S{st}"),
-                    dst_mac: [1, 0x0c, 0xcd, 4, 0, st as u8],
-                    app_id: 0x4000,
-                    smp_cnt: (n % RATE) as u16,
-                    epoch: (n / RATE) as u32,
-                    seq: n,
+                    key: SampleKey {
+                        stream: format!("S{st}"),
+                        dst_mac: [1, 0x0c, 0xcd, 4, 0, st as u8],
+                        app_id: 0x4000,
+                        smp_cnt: (n % RATE) as u16,
+                        epoch: (n / RATE) as u32,
+                        seq: n,
+                    },
                     t_sched: sent_at(st, n),
                     t_app: sent_at(st, n),
                     t_tx: Some(sent_at(st, n)),
@@ -160,12 +163,14 @@ mod tests {
                 let sub_epoch = n / RATE - start / RATE;
                 let t_rx = sent_at(st, n) + lat(st, n);
                 rec.push(&ReceivedSample {
-                    stream: format!("S{st}"),
-                    dst_mac: [1, 0x0c, 0xcd, 4, 0, st as u8],
-                    app_id: 0x4000,
-                    smp_cnt: (n % RATE) as u16,
-                    epoch: sub_epoch as u32,
-                    seq: n - start,
+                    key: SampleKey {
+                        stream: format!("S{st}"),
+                        dst_mac: [1, 0x0c, 0xcd, 4, 0, st as u8],
+                        app_id: 0x4000,
+                        smp_cnt: (n % RATE) as u16,
+                        epoch: sub_epoch as u32,
+                        seq: n - start,
+                    },
                     kind: SampleKind::InOrder { gap: 0 },
                     t_rx: Some(t_rx),
                     t_app: t_rx + 20_000,

@@ -11,7 +11,7 @@
 //! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
 //! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
 //! * [`recording`] / [`e2e_join`] / [`sample_join`]: recordings of the
-//!   endpoints and their joins by sample identity.
+//!   endpoints and their joins by sample identity ([`sample_key`]).
 //! * [`sched`]: `--cpu` / `--fifo`.
 //! * [`config`]: TOML configuration files equivalent to the flags.
 
@@ -26,6 +26,7 @@ pub mod replay;
 pub mod ring;
 pub mod rx;
 pub mod sample_join;
+pub mod sample_key;
 pub mod sched;
 pub mod stats;
 pub mod stream_config;

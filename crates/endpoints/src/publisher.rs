@@ -27,6 +27,7 @@ use hoptrace_record::StampSource;
 use hoptrace_sv::generate::StreamPlan;
 
 use crate::pacing::{offset_to_realtime, PaceClock, Pacer};
+use crate::sample_key::SampleKey;
 use crate::stats::SignedHistogram;
 use crate::timestamping::{self, stamp_of};
 
@@ -36,12 +37,7 @@ const REFRTM_PLACEHOLDER: [u8; 8] = [0xA5, 0x5A, 0xC3, 0x3C, 0x96, 0x69, 0x0F, 0
 /// One frame as sent, for the recording (one entry per ASDU sample).
 #[derive(Debug, Clone)]
 pub struct SentSample {
-    pub stream: String,
-    pub dst_mac: [u8; 6],
-    pub app_id: u16,
-    pub smp_cnt: u16,
-    pub epoch: u32,
-    pub seq: u64,
+    pub key: SampleKey,
     /// Scheduled send time, ns CLOCK_REALTIME.
     pub t_sched: i64,
     /// Application time right before `sendmmsg`, ns CLOCK_REALTIME.
@@ -382,12 +378,14 @@ impl<'p> FrameEncoder<'p> {
         let last = (first + k).min(plan.samples);
         (first..last)
             .map(|n| SentSample {
-                stream: self.sv_ids[s].clone(),
-                dst_mac: plan.dst_mac(s as u16).0,
-                app_id: plan.appid(s as u16),
-                smp_cnt: (n % plan.rate as u64) as u16,
-                epoch: (n / plan.rate as u64) as u32,
-                seq: n,
+                key: SampleKey {
+                    stream: self.sv_ids[s].clone(),
+                    dst_mac: plan.dst_mac(s as u16).0,
+                    app_id: plan.appid(s as u16),
+                    smp_cnt: (n % plan.rate as u64) as u16,
+                    epoch: (n / plan.rate as u64) as u32,
+                    seq: n,
+                },
                 t_sched,
                 t_app,
                 t_tx: None,
@@ -489,12 +487,14 @@ mod tests {
         for seq in 0..3 {
             p.frames.push_back((
                 vec![SentSample {
-                    stream: "s".into(),
-                    dst_mac: [0; 6],
-                    app_id: 0,
-                    smp_cnt: seq as u16,
-                    epoch: 0,
-                    seq,
+                    key: SampleKey {
+                        stream: "s".into(),
+                        dst_mac: [0; 6],
+                        app_id: 0,
+                        smp_cnt: seq as u16,
+                        epoch: 0,
+                        seq,
+                    },
                     t_sched: 0,
                     t_app: 0,
                     t_tx: None,

@@ -82,20 +82,7 @@ impl PublisherRecorder {
         }
         let hops = [s.t_tx];
         let extra = [Some(s.t_sched)];
-        if let Err(e) = w.append_ref(PacketRowRef {
-            stream: &s.stream,
-            dst_mac: Some(s.dst_mac),
-            app_id: Some(s.app_id),
-            smp_cnt: Some(s.smp_cnt),
-            epoch: Some(s.epoch),
-            seq: s.seq,
-            dest: None,
-            status: PacketStatus::Ok,
-            drop_reason: None,
-            drop_hop: None,
-            hops: &hops,
-            extra: &extra,
-        }) {
+        if let Err(e) = w.append_ref(s.key.row(PacketStatus::Ok, &hops, &extra)) {
             self.error = Some(e.into());
         }
     }
@@ -172,24 +159,18 @@ impl SubscriberRecorder {
         }
         let hops = [s.t_rx, Some(s.t_app)];
         let extra = [s.refr_tm];
-        let r = w.append_ref(PacketRowRef {
-            stream: &s.stream,
-            dst_mac: Some(s.dst_mac),
-            app_id: (!s.malformed).then_some(s.app_id),
-            smp_cnt: (!s.malformed).then_some(s.smp_cnt),
-            epoch: (!s.malformed).then_some(s.epoch),
-            seq: s.seq,
-            dest: None,
-            status: if s.malformed {
-                PacketStatus::Malformed
-            } else {
-                PacketStatus::Ok
-            },
-            drop_reason: None,
-            drop_hop: None,
-            hops: &hops,
-            extra: &extra,
-        });
+        let row = if s.malformed {
+            // no identity beyond the destination MAC
+            PacketRowRef {
+                app_id: None,
+                smp_cnt: None,
+                epoch: None,
+                ..s.key.row(PacketStatus::Malformed, &hops, &extra)
+            }
+        } else {
+            s.key.row(PacketStatus::Ok, &hops, &extra)
+        };
+        let r = w.append_ref(row);
         if let Err(e) = r {
             self.error = Some(e.into());
         }
@@ -247,24 +228,8 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
     for s in &report.samples {
         let hops = [s.t_tx, s.t_rx];
         let extra = [Some(s.t_app_tx).filter(|&t| t != 0)];
-        w.append_ref(PacketRowRef {
-            stream: "ping",
-            dst_mac: None,
-            app_id: None,
-            smp_cnt: None,
-            epoch: None,
-            seq: s.seq,
-            dest: None,
-            status: if s.t_rx.is_some() {
-                PacketStatus::Ok
-            } else {
-                PacketStatus::Incomplete
-            },
-            drop_reason: None,
-            drop_hop: None,
-            hops: &hops,
-            extra: &extra,
-        })?;
+        let status = PacketStatus::complete_if(s.t_rx.is_some());
+        w.append_ref(PacketRowRef::new("ping", s.seq, status, &hops, &extra))?;
     }
     w.close()?;
     Ok(())
@@ -323,6 +288,7 @@ pub fn join_reference(reference: &Path, received: &[JoinKey]) -> Result<JoinResu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sample_key::SampleKey;
 
     /// A publisher recording of one stream, 3 wraps at 4000/s, sample `n`
     /// sent at `base + n * 250 us`.
@@ -331,12 +297,14 @@ mod tests {
         for n in 0..12_000u64 {
             let t = base + n as i64 * 250_000;
             rec.push(&SentSample {
-                stream: "S".into(),
-                dst_mac: [1, 0x0c, 0xcd, 4, 0, 0],
-                app_id: 0x4000,
-                smp_cnt: (n % 4000) as u16,
-                epoch: (n / 4000) as u32,
-                seq: n,
+                key: SampleKey {
+                    stream: "S".into(),
+                    dst_mac: [1, 0x0c, 0xcd, 4, 0, 0],
+                    app_id: 0x4000,
+                    smp_cnt: (n % 4000) as u16,
+                    epoch: (n / 4000) as u32,
+                    seq: n,
+                },
                 t_sched: t,
                 t_app: t,
                 t_tx: Some(t),

@@ -27,6 +27,7 @@ use hoptrace_record::StampSource;
 
 use crate::pacing::{offset_to_realtime, sleep_until, PaceClock};
 use crate::publisher::SentSample;
+use crate::sample_key::SampleKey;
 use crate::stats::SignedHistogram;
 use crate::timestamping::{self, stamp_of};
 
@@ -126,6 +127,25 @@ fn shift_smp_cnt(
     hoptrace_sv::encode(&owned).unwrap_or_else(|_| frame.to_vec())
 }
 
+/// The mean gap between groups of frames (frames within 10 us of a group's
+/// first frame go out together), ns: the lateness threshold and the gap
+/// between loops; 1 ms for a capture of one group.
+fn mean_group_gap(frames: &[CapturedFrame]) -> i64 {
+    let mut groups = 0i64;
+    let mut group_start = i64::MIN;
+    for f in frames {
+        if group_start == i64::MIN || f.offset_ns - group_start > 10_000 {
+            groups += 1;
+            group_start = f.offset_ns;
+        }
+    }
+    if groups > 1 {
+        group_start / (groups - 1)
+    } else {
+        1_000_000
+    }
+}
+
 /// Replay the capture until done or `stop`.
 pub fn replay(
     cfg: &ReplayConfig,
@@ -149,21 +169,7 @@ pub fn replay(
         }
     }
     let last = frames.last().map(|f| f.offset_ns).unwrap_or(0);
-    // Mean gap between groups (frames within 10 us of a group's first
-    // frame go out together): the lateness threshold and the loop gap.
-    let mut groups = 0i64;
-    let mut group_start = i64::MIN;
-    for f in &frames {
-        if group_start == i64::MIN || f.offset_ns - group_start > 10_000 {
-            groups += 1;
-            group_start = f.offset_ns;
-        }
-    }
-    let gap = if groups > 1 {
-        group_start / (groups - 1)
-    } else {
-        1_000_000
-    };
+    let gap = mean_group_gap(&frames);
     let span = last + gap.max(1);
     let clock = PaceClock::Tai;
     let to_rt = offset_to_realtime(clock);
@@ -229,12 +235,14 @@ pub fn replay(
                             a.smp_rate.map(|r| r as u32),
                         );
                         rows.push(SentSample {
-                            stream: name,
-                            dst_mac: d.dst.0,
-                            app_id: d.appid,
-                            smp_cnt: a.smp_cnt,
-                            epoch: obs.epoch,
-                            seq: obs.seq,
+                            key: SampleKey {
+                                stream: name,
+                                dst_mac: d.dst.0,
+                                app_id: d.appid,
+                                smp_cnt: a.smp_cnt,
+                                epoch: obs.epoch,
+                                seq: obs.seq,
+                            },
                             t_sched,
                             t_app,
                             t_tx: None,

@@ -64,6 +64,11 @@ impl SignedHistogram {
             self.positive.saturating_record(v.max(1) as u64);
         }
     }
+    /// Values recorded, negative ones included.
+    pub fn count(&self) -> u64 {
+        self.positive.len() + self.negative
+    }
+
     pub fn summary(&self) -> String {
         let mut s = summary(&self.positive);
         if self.negative > 0 {

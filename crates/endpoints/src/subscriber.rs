@@ -35,6 +35,7 @@ use crate::expect::Expectations;
 use crate::publisher::refrtm_ns;
 use crate::ring::kernel_stats;
 use crate::rx::{Receiver, RxFrame, RxMode, FRAME_CAPACITY};
+use crate::sample_key::SampleKey;
 use crate::stats::{summary, SignedHistogram};
 use crate::timestamping::{self, stamp_of};
 
@@ -60,12 +61,9 @@ pub struct SubscribeConfig {
 /// One received sample (one ASDU), for the recording.
 #[derive(Debug, Clone)]
 pub struct ReceivedSample {
-    pub stream: String,
-    pub dst_mac: [u8; 6],
-    pub app_id: u16,
-    pub smp_cnt: u16,
-    pub epoch: u32,
-    pub seq: u64,
+    /// The sample's identity (a malformed frame: its destination MAC, the
+    /// rest empty).
+    pub key: SampleKey,
     pub kind: SampleKind,
     pub t_rx: Option<i64>,
     pub t_app: i64,
@@ -190,39 +188,22 @@ impl SubscribeReport {
         for st in &self.streams {
             let c = st.counters();
             s.push_str(&format!(
-                "  {} ({} 0x{:04X}): received {} lost {} duplicated {} reordered {} late {}\n    T_sub {}\n",
+                "  {} ({} 0x{:04X}): {} late {}\n    T_sub {}\n",
                 st.name(),
                 st.dst,
                 st.app_id,
-                c.received,
-                c.lost,
-                c.duplicated,
-                c.reordered,
+                counts_text(&c),
                 c.late,
                 st.t_sub.summary()
             ));
-            if st.end_to_end.positive.len() + st.end_to_end.negative > 0 {
-                s.push_str(&format!(
-                    "    end-to-end (T4 - refrTm) {}\n",
-                    st.end_to_end.summary()
-                ));
-            }
+            push_end_to_end(&mut s, "    ", &st.end_to_end);
         }
-        let t = self.totals();
         s.push_str(&format!(
-            "total: received {} lost {} duplicated {} reordered {}\nT_sub (T4-T3) {}\n",
-            t.received,
-            t.lost,
-            t.duplicated,
-            t.reordered,
+            "total: {}\nT_sub (T4-T3) {}\n",
+            counts_text(&self.totals()),
             self.t_sub.summary()
         ));
-        if self.end_to_end.positive.len() + self.end_to_end.negative > 0 {
-            s.push_str(&format!(
-                "end-to-end (T4 - refrTm) {}\n",
-                self.end_to_end.summary()
-            ));
-        }
+        push_end_to_end(&mut s, "", &self.end_to_end);
         if let Some(e) = &self.expectations {
             let problems = e.problems();
             s.push_str(&format!(
@@ -238,6 +219,25 @@ impl SubscribeReport {
             }
         }
         s
+    }
+}
+
+/// A stream's (or all streams') sample counts, as the summary prints them.
+fn counts_text(c: &StreamCounters) -> String {
+    format!(
+        "received {} lost {} duplicated {} reordered {}",
+        c.received, c.lost, c.duplicated, c.reordered
+    )
+}
+
+/// The end-to-end latency line (T4 - refrTm), indented by `indent`, when
+/// any sample carried a refrTm.
+fn push_end_to_end(s: &mut String, indent: &str, h: &SignedHistogram) {
+    if h.count() > 0 {
+        s.push_str(&format!(
+            "{indent}end-to-end (T4 - refrTm) {}\n",
+            h.summary()
+        ));
     }
 }
 
@@ -359,16 +359,18 @@ fn handle_frame(
         Err(_) => {
             report.malformed += 1;
             on_sample(ReceivedSample {
-                stream: String::new(),
-                dst_mac: f
-                    .data
-                    .get(0..6)
-                    .and_then(|d| d.try_into().ok())
-                    .unwrap_or([0; 6]),
-                app_id: 0,
-                smp_cnt: 0,
-                epoch: 0,
-                seq: 0,
+                key: SampleKey {
+                    stream: String::new(),
+                    dst_mac: f
+                        .data
+                        .get(0..6)
+                        .and_then(|d| d.try_into().ok())
+                        .unwrap_or([0; 6]),
+                    app_id: 0,
+                    smp_cnt: 0,
+                    epoch: 0,
+                    seq: 0,
+                },
                 kind: SampleKind::OutOfRange,
                 t_rx,
                 t_app,
@@ -422,12 +424,14 @@ fn handle_frame(
             report.end_to_end.record(t_app - r);
         }
         on_sample(ReceivedSample {
-            stream: st.name(),
-            dst_mac: frame.dst.0,
-            app_id: frame.appid,
-            smp_cnt: a.smp_cnt,
-            epoch: obs.epoch,
-            seq: obs.seq,
+            key: SampleKey {
+                stream: st.name(),
+                dst_mac: frame.dst.0,
+                app_id: frame.appid,
+                smp_cnt: a.smp_cnt,
+                epoch: obs.epoch,
+                seq: obs.seq,
+            },
             kind: obs.kind,
             t_rx,
             t_app,

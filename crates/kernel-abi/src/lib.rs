@@ -8,12 +8,13 @@
 //! 1. each layout (ring record, map key or value, read-only configuration)
 //!    is a C struct of the program's `<name>_abi.h`, with `_Static_assert`s
 //!    on its size and field offsets (`abi_check.bpf.h` of
-//!    `hoptrace-bpf-build`), and clang's sizes in an enum `<name>_abi_sizes`;
+//!    `hoptrace-bpf-build`), and clang's sizes in the program's anchor struct
+//!    (`ABI_SIZE_OF`);
 //! 2. Rust never restates one: libbpf-cargo generates a `#[repr(C)]` type
 //!    per C struct from the object's BTF (the skeleton's `types` module);
 //!    [`kernel_pod!`] declares those types plain old data ([`Pod`]: any bit
-//!    pattern is a value, no uninitialised byte), and [`same_size_as_clang!`]
-//!    checks at build time that each has clang's size;
+//!    pattern is a value, no uninitialised byte) after checking at build
+//!    time that each has clang's size;
 //! 3. bytes become values only through [`from_bytes`]: a copy into the
 //!    generated type after an *exact* length check. A short, long or
 //!    foreign record is `None` (the caller counts it), never undefined
@@ -139,13 +140,21 @@ macro_rules! bpf_skeleton {
     };
 }
 
-/// Declare generated kernel layouts plain old data: `kernel_pod!(types;
-/// hop_event, hop_compact)`, in the crate that includes the skeleton.
+/// Declare generated kernel layouts plain old data, each checked at build
+/// time to have the size clang computed for its C struct:
+/// `kernel_pod!(types, hop_abi_anchor; hop_event, hop_compact)`, in the
+/// crate that includes the skeleton. The sizes are the program's anchor
+/// struct's fields of the same names (`ABI_SIZE_OF` of `abi_check.bpf.h`:
+/// `*mut [i32; N]`, N the size).
 #[macro_export]
 macro_rules! kernel_pod {
-    ($module:path; $($t:ident),* $(,)?) => {$(
+    ($module:path, $anchor:ident; $($t:ident),* $(,)?) => {$(
         const _: () = {
             use $module as m;
+            assert!(
+                ::std::mem::size_of::<m::$t>() == $crate::btf_uint(|a: &m::$anchor| a.$t),
+                concat!("the generated `", stringify!($t), "` and clang's differ in size")
+            );
             // SAFETY: libbpf-cargo generates `$t` from the object's BTF as
             // a #[repr(C)] struct whose fields are integers, arrays of
             // integers, #[repr(transparent)] integer newtypes of C enums and
@@ -160,20 +169,12 @@ macro_rules! kernel_pod {
     )*};
 }
 
-/// Build-time check that each generated type has the size clang computed
-/// for its C struct: `same_size_as_clang!(types::hop_abi_sizes;
-/// hop_event = HOP_EVENT_SIZE)`.
-#[macro_export]
-macro_rules! same_size_as_clang {
-    ($module:path, $sizes:ident; $($t:ident = $c:ident),* $(,)?) => {$(
-        const _: () = {
-            use $module as m;
-            assert!(
-                ::std::mem::size_of::<m::$t>() == m::$sizes::$c.0 as usize,
-                concat!("the generated `", stringify!($t), "` and clang's differ in size")
-            );
-        };
-    )*};
+/// The integer N a BTF type carries as `int (*)[N]` (libbpf's `__uint`,
+/// hoptrace's `ABI_SIZE_OF`), read from the type of the field `field`
+/// returns, at build time.
+#[doc(hidden)]
+pub const fn btf_uint<A, const N: usize>(_field: fn(&A) -> *mut [i32; N]) -> usize {
+    N
 }
 
 /// Build-time check that per-CPU values are whole 8-byte words (the

@@ -7,18 +7,10 @@
 
 pub(crate) use crate::skel::types;
 
-hoptrace_kernel_abi::kernel_pod!(types;
+hoptrace_kernel_abi::kernel_pod!(types, kvm_abi_anchor;
     kvm_config,
     kvm_exit_record,
     kvm_nested_key,
     kvm_hook_key,
     kvm_delivery_record,
-);
-
-hoptrace_kernel_abi::same_size_as_clang!(types, kvm_abi_sizes;
-    kvm_config = KVM_CONFIG_SIZE,
-    kvm_exit_record = KVM_EXIT_RECORD_SIZE,
-    kvm_nested_key = KVM_NESTED_KEY_SIZE,
-    kvm_hook_key = KVM_HOOK_KEY_SIZE,
-    kvm_delivery_record = KVM_DELIVERY_RECORD_SIZE,
 );

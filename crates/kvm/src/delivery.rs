@@ -55,6 +55,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hoptrace_record::PacketKey;
 use serde::Serialize;
 
 use crate::delivery_recording::DeliveryEvent;
@@ -67,15 +68,10 @@ const WAKEUP: u32 = 4;
 const INJECT: u32 = 5;
 
 /// A frame copied by a tap reader (from the hop tracer's recording), in the
-/// tracer's clock.
+/// tracer's clock: the frame, when and by which thread.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Copy {
-    pub stream: String,
-    pub app_id: Option<u16>,
-    pub smp_cnt: Option<u16>,
-    pub epoch: Option<u32>,
-    pub seq: u64,
-    pub dest: Option<String>,
+    pub packet: PacketKey,
     pub ns: i64,
     pub tid: u32,
 }
@@ -444,9 +440,9 @@ pub fn summarize(ds: &[Delivery]) -> Summary {
             let mut exits = d.exits_during.clone();
             exits.sort_by_key(|e| std::cmp::Reverse(e.1));
             Slow {
-                stream: d.copy.stream.clone(),
-                smp_cnt: d.copy.smp_cnt,
-                seq: d.copy.seq,
+                stream: d.copy.packet.stream.clone(),
+                smp_cnt: d.copy.packet.smp_cnt,
+                seq: d.copy.packet.seq,
                 path: format!(
                     "{} {}",
                     d.signal.map_or("-", |x| x.1.as_str()),
@@ -472,12 +468,14 @@ mod tests {
 
     fn copy(ns: i64, smp: u16, tid: u32) -> Copy {
         Copy {
-            stream: "s".into(),
-            app_id: Some(0x4000),
-            smp_cnt: Some(smp),
-            epoch: Some(0),
-            seq: smp.into(),
-            dest: None,
+            packet: PacketKey {
+                stream: "s".into(),
+                app_id: Some(0x4000),
+                smp_cnt: Some(smp),
+                epoch: Some(0),
+                seq: smp.into(),
+                dest: None,
+            },
             ns,
             tid,
         }

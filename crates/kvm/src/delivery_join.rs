@@ -105,12 +105,7 @@ fn read_copies(trace: &Path) -> Result<(Vec<Copy>, ClockDomain, RecordingMeta)> 
             continue;
         };
         v.push(Copy {
-            stream: row.stream.clone(),
-            app_id: row.app_id,
-            smp_cnt: row.smp_cnt,
-            epoch: row.epoch,
-            seq: row.seq,
-            dest: row.dest.clone(),
+            packet: row.key(),
             ns,
             tid: tid as u32,
         });
@@ -197,23 +192,14 @@ fn write(
             d.entry.map(|_| d.exits_during.len() as i64),
             d.entry.map(|_| d.exits_during.iter().map(|e| e.1).sum()),
         ];
+        let status = PacketStatus::complete_if(d.first_missing().is_none());
+        let k = &d.copy.packet;
         w.append_ref(PacketRowRef {
-            stream: &d.copy.stream,
-            dst_mac: None,
-            app_id: d.copy.app_id,
-            smp_cnt: d.copy.smp_cnt,
-            epoch: d.copy.epoch,
-            seq: d.copy.seq,
+            app_id: k.app_id,
+            smp_cnt: k.smp_cnt,
+            epoch: k.epoch,
             dest: dest.as_deref(),
-            status: if d.first_missing().is_none() {
-                PacketStatus::Ok
-            } else {
-                PacketStatus::Incomplete
-            },
-            drop_reason: None,
-            drop_hop: None,
-            hops: &hops,
-            extra: &extra,
+            ..PacketRowRef::new(&k.stream, k.seq, status, &hops, &extra)
         })?;
     }
     w.close()?;

@@ -117,19 +117,10 @@ impl DeliveryRecorder {
             Some(r.tid.into()),
             Some(r.cpu.into()),
         ];
+        let hops = [Some(r.ns as i64)];
         self.w.append_ref(PacketRowRef {
-            stream: &stream,
-            dst_mac: None,
-            app_id: None,
-            smp_cnt: None,
-            epoch: None,
-            seq: self.seq,
             dest: Some(name),
-            status: PacketStatus::Ok,
-            drop_reason: None,
-            drop_hop: None,
-            hops: &[Some(r.ns as i64)],
-            extra: &extra,
+            ..PacketRowRef::new(&stream, self.seq, PacketStatus::Ok, &hops, &extra)
         })?;
         self.seq += 1;
         Ok(())

@@ -107,18 +107,8 @@ impl ExitRecorder {
             Some(r.entry_cpu.into()),
         ];
         self.w.append_ref(PacketRowRef {
-            stream,
-            dst_mac: None,
-            app_id: None,
-            smp_cnt: None,
-            epoch: None,
-            seq: this,
             dest: Some(name),
-            status: PacketStatus::Ok,
-            drop_reason: None,
-            drop_hop: None,
-            hops: &hops,
-            extra: &extra,
+            ..PacketRowRef::new(stream, this, PacketStatus::Ok, &hops, &extra)
         })?;
         Ok(())
     }

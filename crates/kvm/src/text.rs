@@ -75,6 +75,20 @@ fn table(out: &mut String, title: &str, v: &[ReasonRow]) {
     }
 }
 
+/// `title` and one indented line per item; nothing when there is none.
+fn titled_list<T>(out: &mut String, title: &str, items: &[T], line: impl Fn(&T) -> String) {
+    if items.is_empty() {
+        return;
+    }
+    out.push_str(title);
+    out.push('\n');
+    for item in items {
+        out.push_str("  ");
+        out.push_str(&line(item));
+        out.push('\n');
+    }
+}
+
 /// The end-of-run summary: per reason, per VM and vCPU, nested exits,
 /// interrupt-delivery hooks, lost and unpaired counts.
 pub fn summary(rep: &Report) -> String {
@@ -104,33 +118,37 @@ pub fn summary(rep: &Report) -> String {
             );
         }
     }
-    if !v.nested.is_empty() {
-        out.push_str("nested exits (a guest's own guest):\n");
-        for n in &v.nested {
-            out.push_str(&format!(
-                "  {} pid {} vcpu {} {} {}: {}\n",
+    titled_list(
+        &mut out,
+        "nested exits (a guest's own guest):",
+        &v.nested,
+        |n| {
+            format!(
+                "{} pid {} vcpu {} {} {}: {}",
                 n.event,
                 n.pid,
                 n.vcpu.map_or("-".into(), |x| x.to_string()),
                 n.isa,
                 n.reason,
                 n.count
-            ));
-        }
-    }
-    if !v.irq_hooks.is_empty() {
-        out.push_str("interrupt-delivery events per thread:\n");
-        for h in &v.irq_hooks {
-            out.push_str(&format!(
-                "  pid {} tid {}{}: {} {}\n",
+            )
+        },
+    );
+    titled_list(
+        &mut out,
+        "interrupt-delivery events per thread:",
+        &v.irq_hooks,
+        |h| {
+            format!(
+                "pid {} tid {}{}: {} {}",
                 h.pid,
                 h.tid,
                 h.vcpu.map_or(String::new(), |x| format!(" (vcpu {x})")),
                 h.event,
                 h.count
-            ));
-        }
-    }
+            )
+        },
+    );
     let l = &v.lost;
     out.push_str(&format!(
         "lost: {} exits, {} counts; {}; vCPUs out of the guest at the end: {}\n",

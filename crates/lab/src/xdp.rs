@@ -45,9 +45,7 @@ hoptrace_kernel_abi::bpf_skeleton!("xdp_redirect.skel.rs");
 use skel::types::xdp_lab_counters;
 use skel::XdpRedirectSkelBuilder;
 
-hoptrace_kernel_abi::kernel_pod!(skel::types; xdp_lab_counters);
-hoptrace_kernel_abi::same_size_as_clang!(skel::types, xdp_abi_sizes;
-    xdp_lab_counters = XDP_LAB_COUNTERS_SIZE);
+hoptrace_kernel_abi::kernel_pod!(skel::types, xdp_abi_anchor; xdp_lab_counters);
 
 /// Counters of the lab's XDP programs (sums over CPUs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

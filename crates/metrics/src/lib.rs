@@ -9,6 +9,7 @@
 //! another address ([`addr`]).
 //!
 //! * [`buckets`]: the classic histogram buckets, around the usual gates.
+//! * `registrar`: each metric made and registered in one step.
 //! * [`sv`]: the subscriber's metrics (per stream: samples, lost,
 //!   duplicated, reordered, T4-T3 and end-to-end latency; malformed frames
 //!   and kernel drops), and the names a dashboard may use ([`sv::NAMES`]).
@@ -19,6 +20,7 @@
 pub mod addr;
 pub mod buckets;
 pub mod doctor;
+mod registrar;
 pub mod server;
 pub mod sv;
 pub mod trace;

@@ -20,9 +20,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
-use crate::buckets::LATENCY_SECONDS;
+use crate::registrar::{Latency, Registrar};
 
 /// Every metric name the subscriber exports, as a scrape shows it (the
 /// Grafana dashboard's queries are checked against this list).
@@ -68,12 +68,6 @@ impl StreamLabels {
     }
 }
 
-type Latency = Family<StreamLabels, Histogram, fn() -> Histogram>;
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_SECONDS)
-}
-
 /// One stream's metric handles (clones share their values with the
 /// registry) and the counters last exported.
 struct StreamHandles {
@@ -92,8 +86,8 @@ pub struct SubscriberMetrics {
     lost: Family<StreamLabels, Counter>,
     duplicated: Family<StreamLabels, Counter>,
     reordered: Family<StreamLabels, Counter>,
-    app_latency: Latency,
-    end_to_end: Latency,
+    app_latency: Latency<StreamLabels>,
+    end_to_end: Latency<StreamLabels>,
     malformed: Counter,
     kernel_drops: Counter,
     kernel_drops_exported: u64,
@@ -107,74 +101,52 @@ pub struct SubscriberMetrics {
 impl SubscriberMetrics {
     /// The metrics, and the registry a server encodes them from.
     pub fn new() -> (Self, Registry) {
-        let mut reg = Registry::default();
+        let mut reg = Registrar::default();
         let m = SubscriberMetrics {
-            samples: Family::default(),
-            lost: Family::default(),
-            duplicated: Family::default(),
-            reordered: Family::default(),
-            app_latency: Family::new_with_constructor(latency_histogram),
-            end_to_end: Family::new_with_constructor(latency_histogram),
-            malformed: Counter::default(),
-            kernel_drops: Counter::default(),
+            samples: reg.add(
+                "hoptrace_sv_samples",
+                "SV samples (ASDUs) received, duplicates included",
+            ),
+            lost: reg.add(
+                "hoptrace_sv_lost",
+                "SV samples never received (smpCnt gaps less later reordered arrivals)",
+            ),
+            duplicated: reg.add(
+                "hoptrace_sv_duplicated",
+                "SV samples received more than once",
+            ),
+            reordered: reg.add(
+                "hoptrace_sv_reordered",
+                "SV samples received after a later one",
+            ),
+            app_latency: reg.latency(
+                "hoptrace_sv_app_latency",
+                "T4-T3: from the kernel's receive stamp to the decoded sample in the subscriber",
+            ),
+            end_to_end: reg.latency(
+                "hoptrace_sv_end_to_end_latency",
+                "T4 - refrTm: from the publisher's refresh time to the decoded sample (samples with refrTm)",
+            ),
+            malformed: reg.add(
+                "hoptrace_sv_malformed_frames",
+                "Frames of the SV ethertype that did not decode",
+            ),
+            kernel_drops: reg.add(
+                "hoptrace_sv_kernel_drops",
+                "Frames the kernel dropped for the subscriber's socket (PACKET_STATISTICS)",
+            ),
             kernel_drops_exported: 0,
-            configured: Family::default(),
-            problems: Family::default(),
+            configured: reg.add(
+                "hoptrace_sv_configured_streams",
+                "Configured streams (--scl, --config) by state: expected, present (samples received), unexpected (received, not configured)",
+            ),
+            problems: reg.add(
+                "hoptrace_sv_stream_problems",
+                "1 per current difference between a stream and its configuration (problem: missing, unexpected, a field name such as confRev, sample rate, smpSynch change)",
+            ),
             streams: HashMap::new(),
         };
-        reg.register(
-            "hoptrace_sv_samples",
-            "SV samples (ASDUs) received, duplicates included",
-            m.samples.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_lost",
-            "SV samples never received (smpCnt gaps less later reordered arrivals)",
-            m.lost.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_duplicated",
-            "SV samples received more than once",
-            m.duplicated.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_reordered",
-            "SV samples received after a later one",
-            m.reordered.clone(),
-        );
-        reg.register_with_unit(
-            "hoptrace_sv_app_latency",
-            "T4-T3: from the kernel's receive stamp to the decoded sample in the subscriber",
-            Unit::Seconds,
-            m.app_latency.clone(),
-        );
-        reg.register_with_unit(
-            "hoptrace_sv_end_to_end_latency",
-            "T4 - refrTm: from the publisher's refresh time to the decoded sample (samples with refrTm)",
-            Unit::Seconds,
-            m.end_to_end.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_malformed_frames",
-            "Frames of the SV ethertype that did not decode",
-            m.malformed.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_kernel_drops",
-            "Frames the kernel dropped for the subscriber's socket (PACKET_STATISTICS)",
-            m.kernel_drops.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_configured_streams",
-            "Configured streams (--scl, --config) by state: expected, present (samples received), unexpected (received, not configured)",
-            m.configured.clone(),
-        );
-        reg.register(
-            "hoptrace_sv_stream_problems",
-            "1 per current difference between a stream and its configuration (problem: missing, unexpected, a field name such as confRev, sample rate, smpSynch change)",
-            m.problems.clone(),
-        );
-        (m, reg)
+        (m, reg.into_registry())
     }
 
     /// The configured streams' state now: counts, and `problems` as

@@ -16,9 +16,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
-use crate::buckets::LATENCY_SECONDS;
+use crate::registrar::{Latency, Registrar};
 
 /// Every metric name the tracer exports, as a scrape shows it.
 pub const NAMES: &[&str] = &[
@@ -56,12 +56,6 @@ struct SpikeLabels {
 struct CulpritLabels {
     kind: String,
     name: String,
-}
-
-type Latency = Family<StageLabels, Histogram, fn() -> Histogram>;
-
-fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY_SECONDS)
 }
 
 /// One stage's handles: its histogram and, per threshold (ns), its spike
@@ -102,7 +96,7 @@ pub fn without_pid(name: &str) -> String {
 pub struct TraceMetrics {
     thresholds: Vec<(u64, String)>,
     timelines: Family<TimelineLabels, Counter>,
-    latency: Latency,
+    latency: Latency<StageLabels>,
     spikes: Family<SpikeLabels, Counter>,
     lost: Counter,
     lost_exported: u64,
@@ -116,52 +110,38 @@ impl TraceMetrics {
     /// The metrics for these thresholds (ns, with their printed form), and
     /// the registry a server encodes them from.
     pub fn new(thresholds: Vec<(u64, String)>) -> (Self, Registry) {
-        let mut reg = Registry::default();
+        let mut reg = Registrar::default();
         let m = TraceMetrics {
             thresholds,
-            timelines: Family::default(),
-            latency: Family::new_with_constructor(latency_histogram),
-            spikes: Family::default(),
-            lost: Counter::default(),
+            timelines: reg.add(
+                "hoptrace_trace_timelines",
+                "Packets traced, by stream and status (ok, incomplete, dropped, malformed)",
+            ),
+            latency: reg.latency(
+                "hoptrace_trace_stage_latency",
+                "Time between two hops of one packet, by stream and stage (end_to_end: first to last hop)",
+            ),
+            spikes: reg.add(
+                "hoptrace_trace_spikes",
+                "Stages longer than a --threshold (label above)",
+            ),
+            lost: reg.add(
+                "hoptrace_trace_lost_events",
+                "Events the tracer lost (ring full, per tracepoint) and tracked packets evicted",
+            ),
             lost_exported: 0,
-            explained: Counter::default(),
-            culprits: Family::default(),
+            explained: reg.add(
+                "hoptrace_trace_explained_stages",
+                "Stages above --explain explained from the CPU flight recorder",
+            ),
+            culprits: reg.add_seconds(
+                "hoptrace_trace_culprit",
+                "Time each culprit (task without pid, IRQ, softirq, steal, idle) took inside explained stages",
+            ),
             culprit_names: 0,
             streams: HashMap::new(),
         };
-        reg.register(
-            "hoptrace_trace_timelines",
-            "Packets traced, by stream and status (ok, incomplete, dropped, malformed)",
-            m.timelines.clone(),
-        );
-        reg.register_with_unit(
-            "hoptrace_trace_stage_latency",
-            "Time between two hops of one packet, by stream and stage (end_to_end: first to last hop)",
-            Unit::Seconds,
-            m.latency.clone(),
-        );
-        reg.register(
-            "hoptrace_trace_spikes",
-            "Stages longer than a --threshold (label above)",
-            m.spikes.clone(),
-        );
-        reg.register(
-            "hoptrace_trace_lost_events",
-            "Events the tracer lost (ring full, per tracepoint) and tracked packets evicted",
-            m.lost.clone(),
-        );
-        reg.register(
-            "hoptrace_trace_explained_stages",
-            "Stages above --explain explained from the CPU flight recorder",
-            m.explained.clone(),
-        );
-        reg.register_with_unit(
-            "hoptrace_trace_culprit",
-            "Time each culprit (task without pid, IRQ, softirq, steal, idle) took inside explained stages",
-            Unit::Seconds,
-            m.culprits.clone(),
-        );
-        (m, reg)
+        (m, reg.into_registry())
     }
 
     /// One traced packet: its status and its stages' latencies (ns).

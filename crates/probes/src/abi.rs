@@ -12,7 +12,7 @@
 //! ...).
 //!
 //! Checked at build time, here: each generated struct has the size clang
-//! computed for the C struct (`enum hop_abi_sizes`), per-CPU values are a
+//! computed for the C struct (struct hop_abi_anchor), per-CPU values are a
 //! whole number of 8-byte words (the kernel's per-CPU stride), full and
 //! compact records differ in size (they are told apart by their length),
 //! and the tracepoint ids of the catalogue are the C `enum tp_id`. The C
@@ -30,7 +30,7 @@ use std::mem::{offset_of, size_of};
 use crate::catalogue::TracePoint;
 pub(crate) use crate::skel::types;
 
-hoptrace_kernel_abi::kernel_pod!(types;
+hoptrace_kernel_abi::kernel_pod!(types, hop_abi_anchor;
     hop_compact,
     hop_event,
     hop_config,
@@ -51,19 +51,6 @@ pub(crate) const fn limit(l: types::hop_limits) -> usize {
 }
 
 // Build-time checks (see the module comment).
-hoptrace_kernel_abi::same_size_as_clang!(types, hop_abi_sizes;
-    hop_compact = HOP_COMPACT_SIZE,
-    hop_event = HOP_EVENT_SIZE,
-    hop_config = HOP_CONFIG_SIZE,
-    dev_key = DEV_KEY_SIZE,
-    hop_counters = HOP_COUNTERS_SIZE,
-    ks_stream_key = KS_STREAM_KEY_SIZE,
-    ks_val = KS_VAL_SIZE,
-    ks_win = KS_WIN_SIZE,
-    ks_drops = KS_DROPS_SIZE,
-    ks_counters = KS_COUNTERS_SIZE,
-);
-
 hoptrace_kernel_abi::percpu_stride!(types; hop_counters, ks_val, ks_win, ks_drops, ks_counters);
 
 const _: () = assert!(
@@ -154,16 +141,19 @@ mod tests {
         // Full records, every kind.
         let sv = raw_event(types::pkt_kind::KIND_SV.0);
         let HopEvent {
-            ts,
-            tracepoint,
-            skb,
-            ifindex,
-            netns,
-            cpu,
-            pid,
-            tid,
-            comm: task,
-            drop_reason,
+            hop:
+                CompactHop {
+                    ts,
+                    tracepoint,
+                    skb,
+                    ifindex,
+                    netns,
+                    cpu,
+                    pid,
+                    tid,
+                    comm: task,
+                    drop_reason,
+                },
             identity,
         } = decoded(&sv);
         assert_eq!(

@@ -81,21 +81,12 @@ pub fn format_mac(m: &[u8; 6]) -> String {
     )
 }
 
-/// One tracepoint hit on a frame of interest.
+/// One tracepoint hit on a frame of interest: the hop, and the identity of
+/// the frame (as `struct hop_event` is a `struct hop_compact` and the
+/// identity).
 #[derive(Debug, Clone)]
 pub struct HopEvent {
-    /// Nanoseconds, TAI or MONOTONIC (see `hoptrace_record::ClockDomain`).
-    pub ts: u64,
-    pub tracepoint: TracePoint,
-    pub skb: u64,
-    pub ifindex: u32,
-    pub netns: u32,
-    pub cpu: u32,
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    /// `skb_drop_reason` value for `kfree_skb`, 0 otherwise.
-    pub drop_reason: u32,
+    pub hop: CompactHop,
     pub identity: PacketIdentity,
 }
 
@@ -111,6 +102,7 @@ pub enum DecodeError {
 /// earlier full record of the same skb address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactHop {
+    /// Nanoseconds, TAI or MONOTONIC (see `hoptrace_record::ClockDomain`).
     pub ts: u64,
     pub tracepoint: TracePoint,
     pub skb: u64,
@@ -120,6 +112,7 @@ pub struct CompactHop {
     pub pid: u32,
     pub tid: u32,
     pub comm: String,
+    /// `skb_drop_reason` value for `kfree_skb`, 0 otherwise.
     pub drop_reason: u32,
 }
 
@@ -127,16 +120,7 @@ impl CompactHop {
     /// The hop event, with the identity of the skb's full record.
     pub fn with_identity(self, identity: PacketIdentity) -> HopEvent {
         HopEvent {
-            ts: self.ts,
-            tracepoint: self.tracepoint,
-            skb: self.skb,
-            ifindex: self.ifindex,
-            netns: self.netns,
-            cpu: self.cpu,
-            pid: self.pid,
-            tid: self.tid,
-            comm: self.comm,
-            drop_reason: self.drop_reason,
+            hop: self,
             identity,
         }
     }
@@ -152,13 +136,11 @@ pub enum Record {
 impl Record {
     /// Decode a record, full or compact by its length.
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
-        if let Some(raw) = abi::from_bytes::<types::hop_compact>(b) {
-            return CompactHop::from_raw(raw).map(Record::Compact);
+        match b.len() {
+            COMPACT_EVENT_SIZE => CompactHop::decode(b).map(Record::Compact),
+            RAW_EVENT_SIZE => HopEvent::decode(b).map(Record::Full),
+            n => Err(DecodeError::Size(n)),
         }
-        if let Some(raw) = abi::from_bytes::<types::hop_event>(b) {
-            return HopEvent::from_raw(raw).map(Record::Full);
-        }
-        Err(DecodeError::Size(b.len()))
     }
 }
 
@@ -204,12 +186,15 @@ impl HopEvent {
     /// Decode a full record (exactly [`RAW_EVENT_SIZE`] bytes).
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
         let raw = abi::from_bytes::<types::hop_event>(b).ok_or(DecodeError::Size(b.len()))?;
-        Self::from_raw(raw)
+        Ok(CompactHop::from_raw(raw.hop)?.with_identity(PacketIdentity::from_raw(&raw)))
     }
+}
 
-    fn from_raw(raw: types::hop_event) -> Result<Self, DecodeError> {
+impl PacketIdentity {
+    /// The identity a full record carries after its hop fields.
+    fn from_raw(raw: &types::hop_event) -> Self {
         let types::hop_event {
-            hop,
+            hop: _,
             ping_seq,
             flow_hash,
             app_id,
@@ -221,8 +206,8 @@ impl HopEvent {
             ping_kind,
             pad: _,
             svid,
-        } = raw;
-        let identity = match types::pkt_kind(u32::from(kind)) {
+        } = *raw;
+        match types::pkt_kind(u32::from(kind)) {
             types::pkt_kind::KIND_SV => PacketIdentity::Sv {
                 dst_mac,
                 app_id,
@@ -241,8 +226,7 @@ impl HopEvent {
                 ethertype,
                 flow_hash,
             },
-        };
-        Ok(CompactHop::from_raw(hop)?.with_identity(identity))
+        }
     }
 }
 
@@ -309,9 +293,9 @@ pub(crate) mod tests {
     #[test]
     fn decodes_sv_record() {
         let e = HopEvent::decode(&raw(1)).unwrap();
-        assert_eq!(e.ts, 42);
-        assert_eq!(e.tracepoint, TracePoint::NetDevXmit);
-        assert_eq!(e.comm, "qemu");
+        assert_eq!(e.hop.ts, 42);
+        assert_eq!(e.hop.tracepoint, TracePoint::NetDevXmit);
+        assert_eq!(e.hop.comm, "qemu");
         assert_eq!(
             e.identity,
             PacketIdentity::Sv {
@@ -340,7 +324,10 @@ pub(crate) mod tests {
             (TracePoint::KfreeSkb, "vhost-12345")
         );
         let e = c.with_identity(f.identity.clone());
-        assert_eq!((e.ts, e.skb, e.drop_reason), (99, 0xffff_8880_1234_5600, 2));
+        assert_eq!(
+            (e.hop.ts, e.hop.skb, e.hop.drop_reason),
+            (99, 0xffff_8880_1234_5600, 2)
+        );
         assert_eq!(e.identity, f.identity);
         // Neither size: an error naming both expected sizes.
         let err = Record::decode(&[0u8; 100]).unwrap_err();

@@ -74,10 +74,10 @@ impl SkbIdentities {
     pub fn resolve(&mut self, record: Record) -> Option<HopEvent> {
         match record {
             Record::Full(e) => {
-                if is_free(e.tracepoint) {
-                    self.forget(e.skb);
+                if is_free(e.hop.tracepoint) {
+                    self.forget(e.hop.skb);
                 } else {
-                    self.remember(e.skb, e.identity.clone());
+                    self.remember(e.hop.skb, e.identity.clone());
                 }
                 Some(e)
             }
@@ -158,16 +158,18 @@ mod tests {
 
     fn full(ts: u64, skb: u64, tp: TracePoint, identity: PacketIdentity) -> Record {
         Record::Full(HopEvent {
-            ts,
-            tracepoint: tp,
-            skb,
-            ifindex: 3,
-            netns: 9,
-            cpu: 0,
-            pid: 0,
-            tid: 0,
-            comm: "swapper/0".into(),
-            drop_reason: 0,
+            hop: CompactHop {
+                ts,
+                tracepoint: tp,
+                skb,
+                ifindex: 3,
+                netns: 9,
+                cpu: 0,
+                pid: 0,
+                tid: 0,
+                comm: "swapper/0".into(),
+                drop_reason: 0,
+            },
             identity,
         })
     }
@@ -209,11 +211,18 @@ mod tests {
             .unwrap();
         assert_eq!(b.identity, sv(7));
         assert_eq!(
-            (b.ts, b.skb, b.ifindex, b.cpu, b.pid, b.tid),
+            (
+                b.hop.ts,
+                b.hop.skb,
+                b.hop.ifindex,
+                b.hop.cpu,
+                b.hop.pid,
+                b.hop.tid
+            ),
             (20, 0xa0, 4, 1, 55, 56)
         );
-        assert_eq!(b.comm, "qemu");
-        assert_eq!(b.tracepoint, TracePoint::NetDevStartXmit);
+        assert_eq!(b.hop.comm, "qemu");
+        assert_eq!(b.hop.tracepoint, TracePoint::NetDevStartXmit);
         let c = ids
             .resolve(compact(21, 0xb0, TracePoint::SkbCopyDatagramIovec))
             .unwrap();
@@ -222,7 +231,7 @@ mod tests {
         let d = ids
             .resolve(compact(22, 0xb0, TracePoint::KfreeSkb))
             .unwrap();
-        assert_eq!((d.identity.clone(), d.drop_reason), (sv(8), 2));
+        assert_eq!((d.identity.clone(), d.hop.drop_reason), (sv(8), 2));
         assert_eq!(ids.orphans().iter().map(|(_, n)| n).sum::<u64>(), 0);
         assert_eq!(ids.len(), 1, "the freed skb is forgotten, the other kept");
     }

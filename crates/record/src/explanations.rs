@@ -36,6 +36,7 @@ use parquet::arrow::ArrowWriter;
 
 use crate::error::{RecordError, Result};
 use crate::retention::{StoredFile, StoredKind};
+use crate::row::PacketKey;
 
 /// One part of an explained stage.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -62,12 +63,9 @@ pub struct LaneSpan {
 /// One late stage of one packet, explained.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExplainedStage {
-    pub stream: String,
-    pub app_id: Option<u16>,
-    pub smp_cnt: Option<u16>,
-    pub epoch: Option<u32>,
-    pub seq: u64,
-    pub dest: Option<String>,
+    /// The packet, the same values as its row in the segments.
+    #[serde(flatten)]
+    pub packet: PacketKey,
     pub stage: String,
     pub start_ns: i64,
     pub end_ns: i64,
@@ -143,12 +141,13 @@ fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
         let lane_json = serde_json::to_string(&s.lane)
             .map_err(|e| arrow_schema::ArrowError::ExternalError(Box::new(e)))?;
         for (i, p) in s.parts.iter().enumerate() {
-            stream.append_value(&s.stream);
-            app_id.append_option(s.app_id);
-            smp_cnt.append_option(s.smp_cnt);
-            epoch.append_option(s.epoch);
-            seq.append_value(s.seq);
-            dest.append_option(s.dest.as_deref());
+            let k = &s.packet;
+            stream.append_value(&k.stream);
+            app_id.append_option(k.app_id);
+            smp_cnt.append_option(k.smp_cnt);
+            epoch.append_option(k.epoch);
+            seq.append_value(k.seq);
+            dest.append_option(k.dest.as_deref());
             stage.append_value(&s.stage);
             start.append_value(s.start_ns);
             end.append_value(s.end_ns);
@@ -321,12 +320,14 @@ fn read_batch(b: &RecordBatch, path: &Path, out: &mut Vec<ExplainedStage>) -> Re
     for i in 0..b.num_rows() {
         if idx.value(i) == 0 || out.is_empty() {
             out.push(ExplainedStage {
-                stream: stream.value(i).to_string(),
-                app_id: opt(app_id, i).then(|| app_id.value(i)),
-                smp_cnt: opt(smp_cnt, i).then(|| smp_cnt.value(i)),
-                epoch: opt(epoch, i).then(|| epoch.value(i)),
-                seq: seq.value(i),
-                dest: opt(dest, i).then(|| dest.value(i).to_string()),
+                packet: PacketKey {
+                    stream: stream.value(i).to_string(),
+                    app_id: opt(app_id, i).then(|| app_id.value(i)),
+                    smp_cnt: opt(smp_cnt, i).then(|| smp_cnt.value(i)),
+                    epoch: opt(epoch, i).then(|| epoch.value(i)),
+                    seq: seq.value(i),
+                    dest: opt(dest, i).then(|| dest.value(i).to_string()),
+                },
                 stage: stage.value(i).to_string(),
                 start_ns: start.value(i),
                 end_ns: end.value(i),
@@ -363,12 +364,14 @@ mod tests {
 
     fn stage(seq: u64, parts: &[(&str, &str, i64)]) -> ExplainedStage {
         ExplainedStage {
-            stream: "SV1".into(),
-            app_id: Some(0x4000),
-            smp_cnt: Some(seq as u16),
-            epoch: Some(0),
-            seq,
-            dest: Some("tap0".into()),
+            packet: PacketKey {
+                stream: "SV1".into(),
+                app_id: Some(0x4000),
+                smp_cnt: Some(seq as u16),
+                epoch: Some(0),
+                seq,
+                dest: Some("tap0".into()),
+            },
             stage: "tap_xmit->consumer_copy".into(),
             start_ns: 1000,
             end_ns: 1000 + parts.iter().map(|p| p.2).sum::<i64>(),

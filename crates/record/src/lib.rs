@@ -31,6 +31,10 @@
 //!   `status: `[`PacketStatus`] (Ok/Dropped/Incomplete/Malformed), `drop_reason`,
 //!   `drop_hop`, `hops: [Option<i64>]` (meta.hops order), `extra: [Option<i64>]`
 //!   (meta.extra_columns order). [`PacketRow::hop`]`(&meta, "rx")`.
+//!   [`PacketRowRef::new`]`(stream, seq, status, hops, extra)`: a row with
+//!   no SV identity, destination or drop; [`PacketStatus::complete_if`].
+//!   [`PacketKey`] (`stream`, `app_id`, `smp_cnt`, `epoch`, `seq`, `dest`):
+//!   which packet a row is, [`PacketRow::key`].
 //! - [`recording_schema`]`(&meta)` gives the Arrow schema.
 //!
 //! Writing ([`writer`]):
@@ -110,7 +114,9 @@ pub use meta::{
 pub use reader::{
     CutSegment, RecordBatches, RecordingReader, Rows, SegmentInfo, DEFAULT_BATCH_ROWS,
 };
-pub use row::{parse_mac, recording_schema, PacketRow, PacketRowRef, PacketStatus, FIXED_COLUMNS};
+pub use row::{
+    parse_mac, recording_schema, PacketKey, PacketRow, PacketRowRef, PacketStatus, FIXED_COLUMNS,
+};
 pub use typed::batch_to_rows;
 pub use writer::{
     realtime_now_ns, segment_file_name, CloseSummary, RecordingWriter, RotatePolicy, PARTIAL_SUFFIX,

@@ -48,6 +48,16 @@ impl PacketStatus {
     pub fn parse(s: &str) -> Option<Self> {
         PacketStatus::ALL.into_iter().find(|v| v.as_str() == s)
     }
+
+    /// `Ok` for a packet stamped at every hop it was expected at, else
+    /// `Incomplete`.
+    pub fn complete_if(every_hop_stamped: bool) -> Self {
+        if every_hop_stamped {
+            PacketStatus::Ok
+        } else {
+            PacketStatus::Incomplete
+        }
+    }
 }
 
 impl std::fmt::Display for PacketStatus {
@@ -75,7 +85,31 @@ pub struct PacketRow {
     pub extra: Vec<Option<i64>>,
 }
 
+/// Which packet a row is, as reports and derived files name it: the row's
+/// identity columns but the destination MAC.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct PacketKey {
+    pub stream: String,
+    pub app_id: Option<u16>,
+    pub smp_cnt: Option<u16>,
+    pub epoch: Option<u32>,
+    pub seq: u64,
+    pub dest: Option<String>,
+}
+
 impl PacketRow {
+    /// The row's [`PacketKey`].
+    pub fn key(&self) -> PacketKey {
+        PacketKey {
+            stream: self.stream.clone(),
+            app_id: self.app_id,
+            smp_cnt: self.smp_cnt,
+            epoch: self.epoch,
+            seq: self.seq,
+            dest: self.dest.clone(),
+        }
+    }
+
     /// Borrowed view for [`crate::RecordingWriter::append_ref`].
     pub fn as_ref(&self) -> PacketRowRef<'_> {
         PacketRowRef {
@@ -121,6 +155,34 @@ pub struct PacketRowRef<'a> {
     pub drop_hop: Option<&'a str>,
     pub hops: &'a [Option<i64>],
     pub extra: &'a [Option<i64>],
+}
+
+impl<'a> PacketRowRef<'a> {
+    /// The row of packet `seq` of `stream` with its hop and extra columns,
+    /// and nothing else known: no SV identity, destination or drop (a
+    /// struct update sets the fields a producer knows).
+    pub fn new(
+        stream: &'a str,
+        seq: u64,
+        status: PacketStatus,
+        hops: &'a [Option<i64>],
+        extra: &'a [Option<i64>],
+    ) -> Self {
+        PacketRowRef {
+            stream,
+            dst_mac: None,
+            app_id: None,
+            smp_cnt: None,
+            epoch: None,
+            seq,
+            dest: None,
+            status,
+            drop_reason: None,
+            drop_hop: None,
+            hops,
+            extra,
+        }
+    }
 }
 
 /// Fixed column names, in schema order (the hop and extra columns follow).

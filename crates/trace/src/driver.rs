@@ -368,12 +368,12 @@ impl SessionSink for Run<'_> {
             let stream = e.identity.stream();
             let wanted = self.opts.streams.is_empty() || self.opts.streams.contains(&stream);
             if let (Some(k), true) = (self.stats.kstreams.as_mut(), wanted) {
-                if e.tracepoint == TracePoint::KfreeSkb {
+                if e.hop.tracepoint == TracePoint::KfreeSkb {
                     let dev = devices
-                        .get(e.netns, e.ifindex)
+                        .get(e.hop.netns, e.hop.ifindex)
                         .map(|d| d.name.clone())
-                        .unwrap_or_else(|| format!("ifindex {}", e.ifindex));
-                    k.add_drop(stream, reasons.name(e.drop_reason), dev);
+                        .unwrap_or_else(|| format!("ifindex {}", e.hop.ifindex));
+                    k.add_drop(stream, reasons.name(e.hop.drop_reason), dev);
                 }
             }
             return;

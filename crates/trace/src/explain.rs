@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use hoptrace_cpu::explain::{Explainer, Explanation, LateStage};
 use hoptrace_cpu::flight::{Recorder, RecorderOptions, DEFAULT_SLOTS_LOG2};
-use hoptrace_record::{ClockDomain, ExplainedStage, ExplanationWriter, LaneSpan, StagePart};
+use hoptrace_record::{
+    ClockDomain, ExplainedStage, ExplanationWriter, LaneSpan, PacketKey, StagePart,
+};
 use hoptrace_units::format_duration_ns;
 
 use crate::timeline::{HopWho, Timeline};
@@ -66,12 +68,14 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
         _ => (None, None),
     };
     ExplainedStage {
-        stream: t.stream.clone(),
-        app_id,
-        smp_cnt,
-        epoch: app_id.map(|_| t.epoch),
-        seq: t.seq,
-        dest: t.dest.clone(),
+        packet: PacketKey {
+            stream: t.stream.clone(),
+            app_id,
+            smp_cnt,
+            epoch: app_id.map(|_| t.epoch),
+            seq: t.seq,
+            dest: t.dest.clone(),
+        },
         stage,
         start_ns: a as i64,
         end_ns: b as i64,
@@ -107,9 +111,10 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
 pub fn explanation_line(s: &ExplainedStage, line: &str) -> String {
     format!(
         "explain {} seq {}{} {} {}: {line}",
-        s.stream,
-        s.seq,
-        s.dest
+        s.packet.stream,
+        s.packet.seq,
+        s.packet
+            .dest
             .as_deref()
             .map(|d| format!(" dest {d}"))
             .unwrap_or_default(),

@@ -163,11 +163,11 @@ impl Assembler {
     }
 
     fn device(&mut self, e: &HopEvent) -> Option<(String, bool)> {
-        if self.devices.get(e.netns, e.ifindex).is_none() && self.unknown_refreshes < 20 {
+        if self.devices.get(e.hop.netns, e.hop.ifindex).is_none() && self.unknown_refreshes < 20 {
             self.unknown_refreshes += 1;
             let _ = self.devices.refresh();
         }
-        let d = self.devices.get(e.netns, e.ifindex)?;
+        let d = self.devices.get(e.hop.netns, e.hop.ifindex)?;
         if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&d.name) {
             self.macvtaps.push(d.name.clone());
         }
@@ -177,7 +177,7 @@ impl Assembler {
     /// Which hop (index) and destination an event stands for.
     fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<String>)> {
         use TracePoint::*;
-        match (self.profile, e.tracepoint) {
+        match (self.profile, e.hop.tracepoint) {
             (Profile::Hypervisor, NetifReceiveSkb) => {
                 let (name, tap) = self.device(e)?;
                 if !tap {
@@ -185,7 +185,7 @@ impl Assembler {
                 } else if self.macvtaps.contains(&name) {
                     // macvlan forwarding hands the clone to the macvtap by
                     // netif_rx; its rx handler queues it for the reader.
-                    self.skb_dest.insert(e.skb, name.clone());
+                    self.skb_dest.insert(e.hop.skb, name.clone());
                     Some((self.idx("fwd")?, Some(name)))
                 } else {
                     None
@@ -194,7 +194,7 @@ impl Assembler {
             (Profile::Hypervisor, NetDevStartXmit) => {
                 let (name, tap) = self.device(e)?;
                 if tap {
-                    self.skb_dest.insert(e.skb, name.clone());
+                    self.skb_dest.insert(e.hop.skb, name.clone());
                     Some((self.idx("fwd")?, Some(name)))
                 } else {
                     // egress of a frame a consumer already copied: same dest
@@ -215,11 +215,11 @@ impl Assembler {
                 if !tap {
                     return None;
                 }
-                self.skb_dest.insert(e.skb, name.clone());
+                self.skb_dest.insert(e.hop.skb, name.clone());
                 Some((self.idx("tap_xmit")?, Some(name)))
             }
             (Profile::Hypervisor, SkbCopyDatagramIovec) => {
-                let dest = self.skb_dest.get(&e.skb)?.clone();
+                let dest = self.skb_dest.get(&e.hop.skb)?.clone();
                 Some((self.idx("consumer_copy")?, Some(dest)))
             }
             (Profile::Guest | Profile::Host, NetifReceiveSkb) => Some((self.idx("nic_rx")?, None)),
@@ -245,36 +245,36 @@ impl Assembler {
     fn packet(&mut self, e: &HopEvent, key: PacketKey) -> &mut Packet {
         let n = self.hops.len();
         let p = self.packets.entry(key).or_insert_with(|| Packet {
-            last_ts: e.ts,
+            last_ts: e.hop.ts,
             shared: Branch {
                 hops: vec![None; n],
                 ..Default::default()
             },
             dests: BTreeMap::new(),
         });
-        p.last_ts = p.last_ts.max(e.ts);
+        p.last_ts = p.last_ts.max(e.hop.ts);
         p
     }
 
     /// Feed one event; returns timelines that completed by expiry.
     pub fn push(&mut self, e: HopEvent) -> Vec<Timeline> {
         self.counters.events += 1;
-        self.newest_ts = self.newest_ts.max(e.ts);
+        self.newest_ts = self.newest_ts.max(e.hop.ts);
         let n = self.hops.len();
-        let ingress = e.tracepoint == TracePoint::NetifReceiveSkb;
+        let ingress = e.hop.tracepoint == TracePoint::NetifReceiveSkb;
         let key = (e.identity.clone(), self.arrival_epoch(&e.identity, ingress));
         // A device hop starts a new life of this skb address (BPF tracks an
         // skb only from a device hop): forget which tap an earlier skb at the
         // same address went to; a tap hop below sets it again.
         if matches!(
-            e.tracepoint,
+            e.hop.tracepoint,
             TracePoint::NetifReceiveSkb | TracePoint::NetDevStartXmit
         ) {
-            self.skb_dest.remove(&e.skb);
+            self.skb_dest.remove(&e.hop.skb);
         }
-        match e.tracepoint {
+        match e.hop.tracepoint {
             TracePoint::KfreeSkb => {
-                let dest = self.skb_dest.remove(&e.skb);
+                let dest = self.skb_dest.remove(&e.hop.skb);
                 let p = self.packet(&e, key);
                 let shared_last = p.shared.hops.iter().rposition(|h| h.is_some());
                 let branch = match dest {
@@ -291,11 +291,11 @@ impl Assembler {
                     .rposition(|h| h.is_some())
                     .or(shared_last);
                 if branch.drop.is_none() {
-                    branch.drop = Some((e.drop_reason, reached));
+                    branch.drop = Some((e.hop.drop_reason, reached));
                 }
             }
             TracePoint::ConsumeSkb if self.profile == Profile::Hypervisor => {
-                self.skb_dest.remove(&e.skb);
+                self.skb_dest.remove(&e.hop.skb);
             }
             _ => match self.classify(&e, &key) {
                 None => self.counters.unmatched += 1,
@@ -315,14 +315,14 @@ impl Assembler {
                         }
                         self.counters.duplicates_per_hop[hop] += 1;
                     } else {
-                        branch.hops[hop] = Some(e.ts);
+                        branch.hops[hop] = Some(e.hop.ts);
                         branch.who.resize(n, None);
                         branch.who[hop] = Some(HopWho {
-                            cpu: e.cpu,
-                            tid: e.tid,
+                            cpu: e.hop.cpu,
+                            tid: e.hop.tid,
                         });
-                        branch.last_cpu = e.cpu;
-                        branch.last_comm = e.comm.clone();
+                        branch.last_cpu = e.hop.cpu;
+                        branch.last_comm = e.hop.comm.clone();
                     }
                 }
             },
@@ -523,6 +523,7 @@ impl Assembler {
 mod tests {
     use super::*;
     use hoptrace_probes::devices::DeviceInfo;
+    use hoptrace_probes::event::CompactHop;
 
     fn dev(name: &str, tap: bool) -> DeviceInfo {
         DeviceInfo {
@@ -535,16 +536,18 @@ mod tests {
 
     fn ev(tp: TracePoint, ts: u64, skb: u64, ifindex: u32, smp: u16) -> HopEvent {
         HopEvent {
-            ts,
-            tracepoint: tp,
-            skb,
-            ifindex,
-            netns: 1,
-            cpu: 0,
-            pid: 1,
-            tid: 1,
-            comm: "t".into(),
-            drop_reason: 2,
+            hop: CompactHop {
+                ts,
+                tracepoint: tp,
+                skb,
+                ifindex,
+                netns: 1,
+                cpu: 0,
+                pid: 1,
+                tid: 1,
+                comm: "t".into(),
+                drop_reason: 2,
+            },
             identity: PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
                 app_id: 0x4000,

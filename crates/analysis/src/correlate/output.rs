@@ -122,20 +122,13 @@ impl Correlation {
                 let (cap, t) = malformed[mi];
                 hop_buf.iter_mut().for_each(|h| *h = None);
                 hop_buf[cap] = Some(t);
-                w.append_ref(PacketRowRef {
-                    stream: MALFORMED_STREAM,
-                    dst_mac: None,
-                    app_id: None,
-                    smp_cnt: None,
-                    epoch: None,
-                    seq: mi as u64,
-                    dest: None,
-                    status: PacketStatus::Malformed,
-                    drop_reason: None,
-                    drop_hop: None,
-                    hops: &hop_buf,
-                    extra: &[],
-                })?;
+                w.append_ref(PacketRowRef::new(
+                    MALFORMED_STREAM,
+                    mi as u64,
+                    PacketStatus::Malformed,
+                    &hop_buf,
+                    &[],
+                ))?;
                 mi += 1;
                 continue;
             }
@@ -153,23 +146,14 @@ impl Correlation {
                 *h = (col[i] != NONE).then_some(col[i]);
                 complete &= h.is_some();
             }
+            let seq = (epoch * wrap + smp) as u64;
+            let status = PacketStatus::complete_if(complete);
             w.append_ref(PacketRowRef {
-                stream: &self.streams[si].name,
                 dst_mac: mac(d),
                 app_id: Some(d.id.appid),
                 smp_cnt: Some(smp as u16),
                 epoch: Some(epoch as u32),
-                seq: (epoch * wrap + smp) as u64,
-                dest: None,
-                status: if complete {
-                    PacketStatus::Ok
-                } else {
-                    PacketStatus::Incomplete
-                },
-                drop_reason: None,
-                drop_hop: None,
-                hops: &hop_buf,
-                extra: &[],
+                ..PacketRowRef::new(&self.streams[si].name, seq, status, &hop_buf, &[])
             })?;
             if let Some(&j) = iters[si].peek() {
                 heap.push(Reverse((self.row_time(si, j), si)));

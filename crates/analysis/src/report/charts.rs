@@ -34,79 +34,47 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 
 /// Latency over time: min/max envelope per bucket, one series per stream.
 pub fn svg_timeline(title: &str, series: &[(String, Vec<Bucket>)]) -> anyhow::Result<String> {
+    let buckets = || series.iter().flat_map(|s| s.1.iter());
+    let t0 = buckets().map(|b| b.start_ns).min().unwrap_or(0);
+    let tmax = buckets().map(|b| b.start_ns).max().unwrap_or(1);
+    let ymin = buckets().map(|b| b.min_ns).min().unwrap_or(0).min(0);
+    let ymax = buckets().map(|b| b.max_ns).max().unwrap_or(1).max(1);
+    let x1 = ((tmax - t0) as f64 / 1e9).max(1e-3);
+    let (y0, y1) = (ymin as f64 / 1e3, ymax as f64 / 1e3 * 1.05);
     let mut svg = String::new();
-    let t0 = series
-        .iter()
-        .flat_map(|s| s.1.first())
-        .map(|b| b.start_ns)
-        .min()
-        .unwrap_or(0);
-    let tmax = series
-        .iter()
-        .flat_map(|s| s.1.last())
-        .map(|b| b.start_ns)
-        .max()
-        .unwrap_or(1);
-    let ymin = series
-        .iter()
-        .flat_map(|s| s.1.iter())
-        .map(|b| b.min_ns)
-        .min()
-        .unwrap_or(0)
-        .min(0);
-    let ymax = series
-        .iter()
-        .flat_map(|s| s.1.iter())
-        .map(|b| b.max_ns)
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let x1 = ((tmax - t0) as f64 / 1e9).max(1e-3);
-        let (y0, y1) = (ymin as f64 / 1e3, ymax as f64 / 1e3 * 1.05);
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x1, y0..y1)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("time since first packet (s)")
-            .y_desc("latency (us)")
-            .draw()
-            .map_err(plot_err)?;
-        for (i, (name, b)) in series.iter().enumerate() {
-            let c = series_color(i);
-            let x = |b: &Bucket| (b.start_ns - t0) as f64 / 1e9;
-            chart
-                .draw_series(b.iter().map(|b| {
-                    PathElement::new(
-                        vec![(x(b), b.min_ns as f64 / 1e3), (x(b), b.max_ns as f64 / 1e3)],
-                        c.mix(0.5),
-                    )
-                }))
-                .map_err(plot_err)?;
-            chart
-                .draw_series(LineSeries::new(
-                    b.iter().map(|b| (x(b), b.max_ns as f64 / 1e3)),
-                    c,
-                ))
-                .map_err(plot_err)?
-                .label(format!("{name} max"))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
-        }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
+    let axes = Axes {
+        x: (0f64..x1, "time since first packet (s)"),
+        y: (y0..y1, "latency (us)"),
+    };
+    draw_chart(
+        &mut svg,
+        title,
+        axes,
+        SeriesLabelPosition::MiddleRight,
+        |chart| {
+            for (i, (name, b)) in series.iter().enumerate() {
+                let c = series_color(i);
+                let x = |b: &Bucket| (b.start_ns - t0) as f64 / 1e9;
+                chart
+                    .draw_series(b.iter().map(|b| {
+                        PathElement::new(
+                            vec![(x(b), b.min_ns as f64 / 1e3), (x(b), b.max_ns as f64 / 1e3)],
+                            c.mix(0.5),
+                        )
+                    }))
+                    .map_err(plot_err)?;
+                chart
+                    .draw_series(LineSeries::new(
+                        b.iter().map(|b| (x(b), b.max_ns as f64 / 1e3)),
+                        c,
+                    ))
+                    .map_err(plot_err)?
+                    .label(format!("{name} max"))
+                    .legend(line_legend(c));
+            }
+            Ok(())
+        },
+    )?;
     Ok(svg)
 }
 
@@ -136,55 +104,45 @@ pub fn svg_histogram(title: &str, series: &[(String, &LatencyStats)]) -> anyhow:
         .max(1);
     let overflow: u64 = series.iter().map(|s| s.1.linear_view().1).sum();
     let negative: u64 = series.iter().map(|s| s.1.negatives()).sum();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let caption = format!(
-            "{title} ({width} us bins; {overflow} above 10 ms, {negative} negative not shown)"
-        );
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(
-                0f64..(last_bin as f64 + 1.0),
-                (0.8f64..(max_count as f64 * 2.0)).log_scale(),
-            )
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("latency (us)")
-            .y_desc("packets (log)")
-            .draw()
-            .map_err(plot_err)?;
-        for (i, ((name, _), bins)) in series.iter().zip(&merged).enumerate() {
-            let c = series_color(i);
-            chart
-                .draw_series(
-                    bins.iter()
-                        .enumerate()
-                        .filter(|(_, n)| **n > 0)
-                        .map(|(k, n)| {
-                            let from = (k * width) as f64;
-                            Rectangle::new(
-                                [(from, 0.8), (from + width as f64, *n as f64)],
-                                c.mix(0.45).filled(),
-                            )
-                        }),
-                )
-                .map_err(plot_err)?
-                .label(name.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
-        }
-        chart
-            .configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
+    let caption =
+        format!("{title} ({width} us bins; {overflow} above 10 ms, {negative} negative not shown)");
+    let axes = Axes {
+        x: (0f64..(last_bin as f64 + 1.0), "latency (us)"),
+        y: (
+            (0.8f64..(max_count as f64 * 2.0)).log_scale(),
+            "packets (log)",
+        ),
+    };
+    draw_chart(
+        &mut svg,
+        &caption,
+        axes,
+        SeriesLabelPosition::MiddleRight,
+        |chart| {
+            for (i, ((name, _), bins)) in series.iter().zip(&merged).enumerate() {
+                let c = series_color(i);
+                chart
+                    .draw_series(
+                        bins.iter()
+                            .enumerate()
+                            .filter(|(_, n)| **n > 0)
+                            .map(|(k, n)| {
+                                let from = (k * width) as f64;
+                                Rectangle::new(
+                                    [(from, 0.8), (from + width as f64, *n as f64)],
+                                    c.mix(0.45).filled(),
+                                )
+                            }),
+                    )
+                    .map_err(plot_err)?
+                    .label(name.clone())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
+                    });
+            }
+            Ok(())
+        },
+    )?;
     Ok(svg)
 }
 
@@ -278,34 +236,77 @@ where
     Y: AsRangedCoord<Value = f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
-    let mut one = String::new();
-    {
-        let root = SVGBackend::with_string(&mut one, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d((1f64..xmax * 1.5).log_scale(), y)
-            .map_err(plot_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("1/(1-p): 10 = p90, 100 = p99, 1000 = p99.9 ...")
-            .y_desc(y_desc)
-            .draw()
-            .map_err(plot_err)?;
+    let axes = Axes {
+        x: (
+            (1f64..xmax * 1.5).log_scale(),
+            "1/(1-p): 10 = p90, 100 = p99, 1000 = p99.9 ...",
+        ),
+        y: (y, y_desc),
+    };
+    draw_chart(svg, title, axes, SeriesLabelPosition::UpperLeft, |chart| {
         for (i, (name, pts)) in curves.iter().enumerate() {
             let c = series_color(i);
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
                 .map_err(plot_err)?
                 .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c));
+                .legend(line_legend(c));
         }
+        Ok(())
+    })
+}
+
+/// A chart's two axes: each a range (linear or `.log_scale()`) and its
+/// description.
+struct Axes<'d, X, Y> {
+    x: (X, &'d str),
+    y: (Y, &'d str),
+}
+
+/// The chart being drawn, on axes `X` and `Y`.
+type Chart<'a, 'b, X, Y> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
+>;
+
+/// Append one chart to `svg`, W x H on white: the caption, the axes with
+/// their mesh, what `draw` draws (each series with its legend entry), and
+/// the legend at `legend`.
+fn draw_chart<X, Y>(
+    svg: &mut String,
+    caption: &str,
+    axes: Axes<'_, X, Y>,
+    legend: SeriesLabelPosition,
+    draw: impl FnOnce(&mut Chart<'_, '_, X, Y>) -> anyhow::Result<()>,
+) -> anyhow::Result<()>
+where
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
+{
+    let mut one = String::new();
+    {
+        let root = SVGBackend::with_string(&mut one, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(axes.x.0, axes.y.0)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(axes.x.1)
+            .y_desc(axes.y.1)
+            .draw()
+            .map_err(plot_err)?;
+        draw(&mut chart)?;
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend)
             .border_style(BLACK)
             .background_style(WHITE.mix(0.8))
             .draw()
@@ -314,6 +315,11 @@ where
     }
     svg.push_str(&one);
     Ok(())
+}
+
+/// The legend entry of a line series of colour `c`: a short line.
+fn line_legend(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
+    move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c)
 }
 
 #[cfg(test)]

@@ -89,17 +89,19 @@ pub fn culprits(ex: &[Explanation]) -> Vec<Culprit> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hoptrace_record::StagePart;
+    use hoptrace_record::{PacketKey, StagePart};
 
     fn ex(parts: &[(&str, &str, i64)]) -> Explanation {
         let latency: i64 = parts.iter().map(|p| p.2).sum();
         Explanation::from(&ExplainedStage {
-            stream: "SV".into(),
-            app_id: None,
-            smp_cnt: None,
-            epoch: None,
-            seq: 1,
-            dest: None,
+            packet: PacketKey {
+                stream: "SV".into(),
+                app_id: None,
+                smp_cnt: None,
+                epoch: None,
+                seq: 1,
+                dest: None,
+            },
             stage: "a->b".into(),
             start_ns: 0,
             end_ns: latency,

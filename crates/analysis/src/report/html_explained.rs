@@ -128,8 +128,8 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
             b,
             "<p><b>{}</b> {} seq {} {} at {}: {} on cpu{}: {}</p>{}",
             format_duration_ns(e.latency_ns),
-            esc(&s.stream),
-            s.seq,
+            esc(&s.packet.stream),
+            s.packet.seq,
             esc(&s.stage),
             esc(&format_instant(s.end_ns, clock, run.first_time_ns)),
             esc(&s.task),
@@ -156,7 +156,7 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hoptrace_record::{LaneSpan, StagePart};
+    use hoptrace_record::{LaneSpan, PacketKey, StagePart};
 
     fn lane(cpu: Option<u32>, a: i64, b: i64, kind: &str, name: &str) -> LaneSpan {
         LaneSpan {
@@ -170,12 +170,14 @@ mod tests {
 
     fn stage(lane: Vec<LaneSpan>) -> Explanation {
         Explanation::from(&ExplainedStage {
-            stream: "SV".into(),
-            app_id: None,
-            smp_cnt: Some(3),
-            epoch: None,
-            seq: 3,
-            dest: None,
+            packet: PacketKey {
+                stream: "SV".into(),
+                app_id: None,
+                smp_cnt: Some(3),
+                epoch: None,
+                seq: 3,
+                dest: None,
+            },
             stage: "tap_xmit->consumer_copy".into(),
             start_ns: 1000,
             end_ns: 3000,

@@ -111,8 +111,8 @@ pub fn trace(runs: &[(&str, &[Explanation])]) -> Option<Value> {
             id += 1;
             let name = format!(
                 "{} seq {} {} {}",
-                s.stream,
-                s.seq,
+                s.packet.stream,
+                s.packet.seq,
                 s.stage,
                 format_duration_ns(x.latency_ns)
             );
@@ -162,7 +162,7 @@ pub fn write_trace(path: &Path, report: &Report) -> anyhow::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hoptrace_record::{ExplainedStage, LaneSpan, StagePart};
+    use hoptrace_record::{ExplainedStage, LaneSpan, PacketKey, StagePart};
 
     fn lane(cpu: u32, a: i64, b: i64, kind: &str, name: &str) -> LaneSpan {
         LaneSpan {
@@ -176,12 +176,14 @@ mod tests {
 
     fn stage(stream: &str, a: i64, b: i64, lane: Vec<LaneSpan>) -> Explanation {
         Explanation::from(&ExplainedStage {
-            stream: stream.into(),
-            app_id: None,
-            smp_cnt: Some(7),
-            epoch: None,
-            seq: 7,
-            dest: None,
+            packet: PacketKey {
+                stream: stream.into(),
+                app_id: None,
+                smp_cnt: Some(7),
+                epoch: None,
+                seq: 7,
+                dest: None,
+            },
             stage: "fwd->consumer_copy".into(),
             start_ns: a,
             end_ns: b,

@@ -555,8 +555,8 @@ impl Text {
             self.item(&format!(
                 "{} {} seq {} {} at {}: {} on cpu{} runnable {}: {}",
                 format_duration_ns(e.latency_ns),
-                s.stream,
-                s.seq,
+                s.packet.stream,
+                s.packet.seq,
                 s.stage,
                 format_instant(s.end_ns, run_clock(run), run.first_time_ns),
                 s.task,

@@ -210,9 +210,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             if keep_for_join && !s.malformed {
                 if let Some(t) = s.t_rx {
                     joined.push(recording::JoinKey {
-                        stream: s.stream.clone(),
-                        epoch: s.epoch,
-                        smp_cnt: s.smp_cnt,
+                        stream: s.key.stream.clone(),
+                        epoch: s.key.epoch,
+                        smp_cnt: s.key.smp_cnt,
                         t_rx: t,
                     });
                 }
@@ -368,8 +368,8 @@ impl Metrics {
             return;
         }
         m.sample(
-            &s.stream,
-            s.app_id,
+            &s.key.stream,
+            s.key.app_id,
             &s.counters,
             s.t_rx.map(|t3| s.t_app - t3),
             s.refr_tm.map(|r| s.t_app - r),

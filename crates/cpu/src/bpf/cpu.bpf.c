@@ -26,6 +26,7 @@
 #include <bpf/bpf_core_read.h>
 #include "cpu_abi.h"
 #include "kvm_exit_reason.bpf.h"
+#include "percpu.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -55,12 +56,7 @@ struct {
 	__type(value, struct cpu_event);
 } flight SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} heads SEC(".maps");
+PERCPU_VALUE(heads, __u64)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -69,12 +65,7 @@ struct {
 	__type(value, struct task_info);
 } tasks SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CPU_CNT_COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
+PERCPU_ARRAY(counters, __u64, CPU_CNT_COUNT);
 
 /* The run queue's steal accounting, as far as read (CO-RE relocated). */
 struct rq___ht {
@@ -145,7 +136,7 @@ static __always_inline __u64 steal_now(void)
 static __always_inline void put(__u64 ts, __u32 kind, __u32 a, __u32 b, __u32 c,
 				__u32 d, __u32 e)
 {
-	__u32 zero = 0, cpu = bpf_get_smp_processor_id(), idx;
+	__u32 cpu = bpf_get_smp_processor_id(), idx;
 	__u32 mask = (1u << cpu_config.slots_log2) - 1;
 	volatile struct cpu_event *ev;
 	__u64 *head, n;
@@ -154,7 +145,7 @@ static __always_inline void put(__u64 ts, __u32 kind, __u32 a, __u32 b, __u32 c,
 		count(CPU_CNT_NO_SLOT);
 		return;
 	}
-	head = bpf_map_lookup_elem(&heads, &zero);
+	head = heads_here();
 	if (!head)
 		return;
 	n = __sync_fetch_and_add(head, 1);
@@ -237,40 +228,21 @@ int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
 	return 0;
 }
 
-SEC("tp_btf/irq_handler_entry")
-int BPF_PROG(irq_handler_entry, int irq)
-{
-	put(now(), CPU_EV_IRQ_ENTRY, irq, 0, 0, 0, running());
-	return 0;
-}
+/* A tracepoint whose one argument (an IRQ number, a softirq vector, an
+ * idle state) is the event's first value. */
+#define ONE_VALUE_PROG(name, kind, value_type)                                 \
+	SEC("tp_btf/" #name)                                                   \
+	int BPF_PROG(name, value_type value)                                   \
+	{                                                                      \
+		put(now(), kind, value, 0, 0, 0, running());                   \
+		return 0;                                                      \
+	}
 
-SEC("tp_btf/irq_handler_exit")
-int BPF_PROG(irq_handler_exit, int irq)
-{
-	put(now(), CPU_EV_IRQ_EXIT, irq, 0, 0, 0, running());
-	return 0;
-}
-
-SEC("tp_btf/softirq_entry")
-int BPF_PROG(softirq_entry, unsigned int vec)
-{
-	put(now(), CPU_EV_SOFTIRQ_ENTRY, vec, 0, 0, 0, running());
-	return 0;
-}
-
-SEC("tp_btf/softirq_exit")
-int BPF_PROG(softirq_exit, unsigned int vec)
-{
-	put(now(), CPU_EV_SOFTIRQ_EXIT, vec, 0, 0, 0, running());
-	return 0;
-}
-
-SEC("tp_btf/cpu_idle")
-int BPF_PROG(cpu_idle, unsigned int state)
-{
-	put(now(), CPU_EV_IDLE, state, 0, 0, 0, running());
-	return 0;
-}
+ONE_VALUE_PROG(irq_handler_entry, CPU_EV_IRQ_ENTRY, int)
+ONE_VALUE_PROG(irq_handler_exit, CPU_EV_IRQ_EXIT, int)
+ONE_VALUE_PROG(softirq_entry, CPU_EV_SOFTIRQ_ENTRY, unsigned int)
+ONE_VALUE_PROG(softirq_exit, CPU_EV_SOFTIRQ_EXIT, unsigned int)
+ONE_VALUE_PROG(cpu_idle, CPU_EV_IDLE, unsigned int)
 
 SEC("tp_btf/nmi_handler")
 int BPF_PROG(nmi_handler, void *handler, s64 delta_ns)

@@ -4,7 +4,7 @@
  * space: every layout they share, defined once, here, in the pattern of
  * crates/probes/src/bpf/hops_abi.h. The Rust side uses the types that
  * libbpf-cargo generates from the object's BTF (src/abi.rs declares them
- * plain old data and checks their sizes against enum cpu_abi_sizes); the
+ * plain old data and checks their sizes against struct cpu_abi_anchor); the
  * meaning of each kind and argument is in src/catalogue.rs.
  */
 #ifndef HOPTRACE_CPU_ABI_H
@@ -89,17 +89,13 @@ enum cpu_counter {
 	CPU_CNT_COUNT = 2,
 };
 
-/* clang's sizes of the structs above, for the Rust checks (src/abi.rs). */
-enum cpu_abi_sizes {
-	CPU_CONFIG_SIZE = sizeof(struct cpu_config),
-	CPU_EVENT_SIZE = sizeof(struct cpu_event),
-	TASK_INFO_SIZE = sizeof(struct task_info),
-};
-
-/* The enums no map or record field uses, carried into the BTF by the
- * program's read-only `cpu_abi_anchor`. Never read. */
+/* Carried into the BTF by the program's read-only `cpu_abi_anchor`, never
+ * read: clang's size of each struct above, for the Rust checks
+ * (src/abi.rs), and the enums no map or record field uses. */
 struct cpu_abi_anchor {
-	enum cpu_abi_sizes sizes;
+	ABI_SIZE_OF(cpu_config);
+	ABI_SIZE_OF(cpu_event);
+	ABI_SIZE_OF(task_info);
 	enum cpu_event_kind kind;
 	enum cpu_vector vector;
 	enum cpu_counter counter;

@@ -37,6 +37,7 @@
 #include <bpf/bpf_core_read.h>
 #include "kvm_abi.h"
 #include "kvm_exit_reason.bpf.h"
+#include "percpu.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -103,12 +104,7 @@ struct {
 	__type(value, __u64);
 } hook_counts SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CNT_COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
+PERCPU_ARRAY(counters, __u64, CNT_COUNT);
 
 static __always_inline void count(__u32 which)
 {

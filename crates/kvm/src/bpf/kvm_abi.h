@@ -4,7 +4,7 @@
  * layout they share, defined once, here, in the pattern of
  * crates/probes/src/bpf/hops_abi.h. The Rust side uses the types that
  * libbpf-cargo generates from the object's BTF (src/abi.rs declares them
- * plain old data and checks their sizes against enum kvm_abi_sizes).
+ * plain old data and checks their sizes against struct kvm_abi_anchor).
  */
 #ifndef HOPTRACE_KVM_ABI_H
 #define HOPTRACE_KVM_ABI_H
@@ -106,19 +106,15 @@ enum kvm_counter {
 	CNT_COUNT = 7,
 };
 
-/* clang's sizes of the structs above, for the Rust checks (src/abi.rs). */
-enum kvm_abi_sizes {
-	KVM_CONFIG_SIZE = sizeof(struct kvm_config),
-	KVM_EXIT_RECORD_SIZE = sizeof(struct kvm_exit_record),
-	KVM_NESTED_KEY_SIZE = sizeof(struct kvm_nested_key),
-	KVM_HOOK_KEY_SIZE = sizeof(struct kvm_hook_key),
-	KVM_DELIVERY_RECORD_SIZE = sizeof(struct kvm_delivery_record),
-};
-
-/* The enums no map or record field uses, carried into the BTF by the
- * program's read-only `kvm_abi_anchor`. Never read. */
+/* Carried into the BTF by the program's read-only `kvm_abi_anchor`, never
+ * read: clang's size of each struct above, for the Rust checks
+ * (src/abi.rs), and the enums no map or record field uses. */
 struct kvm_abi_anchor {
-	enum kvm_abi_sizes sizes;
+	ABI_SIZE_OF(kvm_config);
+	ABI_SIZE_OF(kvm_exit_record);
+	ABI_SIZE_OF(kvm_nested_key);
+	ABI_SIZE_OF(kvm_hook_key);
+	ABI_SIZE_OF(kvm_delivery_record);
 	enum kvm_nested_event nested;
 	enum kvm_hook hook;
 	enum kvm_delivery_kind delivery;

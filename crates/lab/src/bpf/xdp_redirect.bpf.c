@@ -18,10 +18,11 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "xdp_redirect_abi.h"
+#include "percpu.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Carries enum xdp_abi_sizes into the BTF (the Rust size check). Never read. */
+/* Carries clang's struct sizes into the BTF (the Rust size check). Never read. */
 const volatile struct xdp_abi_anchor xdp_abi_anchor = {};
 
 struct {
@@ -31,25 +32,13 @@ struct {
 	__type(value, __u32);
 } ht_lab_out SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xdp_lab_counters);
-} ht_lab_stats SEC(".maps");
-
-static __always_inline struct xdp_lab_counters *counters(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&ht_lab_stats, &zero);
-}
+PERCPU_VALUE(ht_lab_stats, struct xdp_lab_counters)
 
 SEC("xdp")
 int ht_lab_redir(struct xdp_md *ctx)
 {
 	long rc = bpf_redirect_map(&ht_lab_out, 0, 0);
-	struct xdp_lab_counters *c = counters();
+	struct xdp_lab_counters *c = ht_lab_stats_here();
 
 	if (rc == XDP_REDIRECT) {
 		if (c)
@@ -64,7 +53,7 @@ int ht_lab_redir(struct xdp_md *ctx)
 SEC("xdp")
 int ht_lab_pass(struct xdp_md *ctx)
 {
-	struct xdp_lab_counters *c = counters();
+	struct xdp_lab_counters *c = ht_lab_stats_here();
 
 	if (c)
 		c->delivered += 1;

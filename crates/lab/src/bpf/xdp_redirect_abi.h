@@ -28,14 +28,10 @@ ABI_AT(struct xdp_lab_counters, redirected, 0);
 ABI_AT(struct xdp_lab_counters, dropped, 8);
 ABI_AT(struct xdp_lab_counters, delivered, 16);
 
-/* clang's sizes of the structs above, for the Rust check (src/xdp.rs),
- * carried into the BTF by the program's `xdp_abi_anchor`. */
-enum xdp_abi_sizes {
-	XDP_LAB_COUNTERS_SIZE = sizeof(struct xdp_lab_counters),
-};
-
+/* clang's size of the struct above, for the Rust check (src/xdp.rs),
+ * carried into the BTF by the program's read-only `xdp_abi_anchor`. */
 struct xdp_abi_anchor {
-	enum xdp_abi_sizes sizes;
+	ABI_SIZE_OF(xdp_lab_counters);
 };
 
 #endif /* HOPTRACE_XDP_REDIRECT_ABI_H */

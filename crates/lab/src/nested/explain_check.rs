@@ -118,8 +118,8 @@ pub fn check(trace: &Path, kvm: &Path, vcpu_tid: u32) -> Result<ExplainCheck> {
         let allowed = overlap + 2 * (n + 1) * tolerance_per_boundary_ns;
         if parts > allowed {
             c.over_bound.push(OverBound {
-                stream: s.stream.clone(),
-                seq: s.seq,
+                stream: s.packet.stream.clone(),
+                seq: s.packet.seq,
                 stage: s.stage.clone(),
                 latency_ns: s.latency_ns(),
                 kvm_exit_parts_ns: parts,

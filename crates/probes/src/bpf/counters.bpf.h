@@ -10,24 +10,14 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "hops_abi.h"
+#include "percpu.bpf.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct hop_counters);
-} hop_counters SEC(".maps");
-
-static __always_inline struct hop_counters *counters_here(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&hop_counters, &zero);
-}
+PERCPU_VALUE(hop_counters, struct hop_counters)
 
 /* A ring buffer reserve of tracepoint `tp` failed. */
 static __always_inline void count_lost(__u32 tp)
 {
-	struct hop_counters *c = counters_here();
+	struct hop_counters *c = hop_counters_here();
 	if (c && tp < TP_COUNT)
 		c->lost[tp] += 1;
 }
@@ -35,7 +25,7 @@ static __always_inline void count_lost(__u32 tp)
 /* A tracked skb lost its entry while it could still be on its way. */
 static __always_inline void count_evicted(void)
 {
-	struct hop_counters *c = counters_here();
+	struct hop_counters *c = hop_counters_here();
 	if (c)
 		c->tracking_evicted += 1;
 }
@@ -43,7 +33,7 @@ static __always_inline void count_evicted(void)
 /* A hop re-identified its skb (the tracked entry's check failed). */
 static __always_inline void count_reidentified(void)
 {
-	struct hop_counters *c = counters_here();
+	struct hop_counters *c = hop_counters_here();
 	if (c)
 		c->reidentified += 1;
 }
@@ -51,7 +41,7 @@ static __always_inline void count_reidentified(void)
 /* A tap's transmit returned after its skb was freed (hops_abi.h). */
 static __always_inline void count_xmit_after_free(void)
 {
-	struct hop_counters *c = counters_here();
+	struct hop_counters *c = hop_counters_here();
 	if (c)
 		c->xmit_after_free += 1;
 }

@@ -81,6 +81,7 @@
 #include "context.bpf.h"
 #include "counters.bpf.h"
 #include "khist.bpf.h"
+#include "percpu.bpf.h"
 #include "live_stats.bpf.h"
 #include "records.bpf.h"
 #include "track.bpf.h"
@@ -113,12 +114,7 @@ struct ev_last {
 	struct hop_event e;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ev_last);
-} ev_last SEC(".maps");
+PERCPU_VALUE(ev_last, struct ev_last)
 
 /* Per CPU: the tracked skb whose transmit started last on this CPU (its
  * net_dev_start_xmit on a tap) and a copy of its tracked entry after that
@@ -133,24 +129,13 @@ struct xmit_start {
 	struct tracked t;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct xmit_start);
-} xmit_started SEC(".maps");
-
-static __always_inline struct xmit_start *xmit_slot(void)
-{
-	__u32 zero = 0;
-	return bpf_map_lookup_elem(&xmit_started, &zero);
-}
+PERCPU_VALUE(xmit_started, struct xmit_start)
 
 /* After a tap's net_dev_start_xmit: remember the skb and its entry when
  * it is tracked now (else clear the slot). */
 static __always_inline void note_xmit_start(const struct hop_ctx *h)
 {
-	struct xmit_start *x = xmit_slot();
+	struct xmit_start *x = xmit_started_here();
 	if (!x)
 		return;
 	x->skb = 0;
@@ -173,7 +158,7 @@ static __always_inline void note_xmit_start(const struct hop_ctx *h)
  * nothing is read from the skb. */
 static __always_inline void late_xmit(struct hop_ctx *h)
 {
-	struct xmit_start *x = xmit_slot();
+	struct xmit_start *x = xmit_started_here();
 	if (!x || x->skb != h->skb_addr)
 		return;
 	x->skb = 0;
@@ -182,8 +167,7 @@ static __always_inline void late_xmit(struct hop_ctx *h)
 		ks_hop(h, &x->t, NULL, ks_code_of(h));
 		return;
 	}
-	__u32 zero = 0;
-	struct ev_last *last = bpf_map_lookup_elem(&ev_last, &zero);
+	struct ev_last *last = ev_last_here();
 	if (!last || last->t.head != x->t.head || last->t.id_addr != x->t.id_addr ||
 	    last->t.id_val != x->t.id_val || last->t.id_val2 != x->t.id_val2) {
 		count_lost(h->tp);
@@ -212,7 +196,7 @@ static __always_inline int hop_wanted(struct hop_ctx *h)
 	/* A drop inside the transmit routine (a tap's full ring) ends the
 	 * transmit this CPU started: its net_dev_xmit is no late transmit. */
 	if (h->tp == TP_KFREE_SKB) {
-		struct xmit_start *x = xmit_slot();
+		struct xmit_start *x = xmit_started_here();
 		if (x && x->skb == h->skb_addr)
 			x->skb = 0;
 	}
@@ -338,7 +322,6 @@ static __always_inline void ev_track(struct hop_ctx *h, const struct tracked *t)
  * frame is parsed (full record). */
 static __always_inline void ev_first_hop(struct hop_ctx *h)
 {
-	__u32 zero = 0;
 	struct tracked t = {
 		.ts = h->ts,
 		.head = h->head,
@@ -349,7 +332,7 @@ static __always_inline void ev_first_hop(struct hop_ctx *h)
 	if (h->have_prev)
 		count_reidentified();
 	if (is_device_hop(h->tp)) {
-		last = bpf_map_lookup_elem(&ev_last, &zero);
+		last = ev_last_here();
 		if (last && identity_holds(&last->t, h->head, h->start, h->end, h->ts)) {
 			if (emit_clone(h, &last->e))
 				return;
@@ -415,103 +398,44 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, struct net_devi
 }
 
 
-/* tp_btf: typed arguments (BTF-enabled raw tracepoints). */
-SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(btf_netif_receive_skb, struct sk_buff *skb)
-{
-	return handle(TP_NETIF_RECEIVE_SKB, skb, NULL, 0, 1);
-}
 
-SEC("tp_btf/net_dev_start_xmit")
-int BPF_PROG(btf_net_dev_start_xmit, struct sk_buff *skb, struct net_device *dev)
-{
-	return handle(TP_NET_DEV_START_XMIT, skb, NULL, 0, 1);
-}
+/* One program per tracepoint and backend, all calling handle(): `kind` is
+ * the section prefix, `prefix` the program name's (the loader attaches
+ * btf_<event> or raw_<event>), `btf` whether the arguments are typed BTF
+ * pointers (tp_btf: plain loads) or untyped (raw_tp: every read goes
+ * through CO-RE). HOP_PROG is a tracepoint whose only argument used is the
+ * skb; net_dev_xmit also passes its device, kfree_skb its drop reason. */
+#define HOP_PROG(kind, prefix, btf, event, tp)                                   \
+	SEC(kind "/" #event)                                                     \
+	int BPF_PROG(prefix##event, struct sk_buff *skb)                         \
+	{                                                                        \
+		return handle(tp, skb, NULL, 0, btf);                            \
+	}
 
-SEC("tp_btf/net_dev_xmit")
-int BPF_PROG(btf_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
-{
-	return handle(TP_NET_DEV_XMIT, skb, dev, 0, 1);
-}
+#define HOP_PROGS(kind, prefix, btf)                                             \
+	HOP_PROG(kind, prefix, btf, netif_receive_skb, TP_NETIF_RECEIVE_SKB)     \
+	HOP_PROG(kind, prefix, btf, net_dev_start_xmit, TP_NET_DEV_START_XMIT)   \
+	HOP_PROG(kind, prefix, btf, netif_rx, TP_NETIF_RX)                       \
+	HOP_PROG(kind, prefix, btf, napi_gro_receive_entry,                      \
+		 TP_NAPI_GRO_RECEIVE_ENTRY)                                      \
+	HOP_PROG(kind, prefix, btf, consume_skb, TP_CONSUME_SKB)                 \
+	HOP_PROG(kind, prefix, btf, skb_copy_datagram_iovec,                     \
+		 TP_SKB_COPY_DATAGRAM_IOVEC)                                     \
+	SEC(kind "/net_dev_xmit")                                                \
+	int BPF_PROG(prefix##net_dev_xmit, struct sk_buff *skb, int rc,          \
+		     struct net_device *dev)                                     \
+	{                                                                        \
+		return handle(TP_NET_DEV_XMIT, skb, dev, 0, btf);                \
+	}                                                                        \
+	SEC(kind "/kfree_skb")                                                   \
+	int BPF_PROG(prefix##kfree_skb, struct sk_buff *skb, void *location,     \
+		     int reason)                                                 \
+	{                                                                        \
+		return handle(TP_KFREE_SKB, skb, NULL, (__u32)reason, btf);      \
+	}
 
-SEC("tp_btf/netif_rx")
-int BPF_PROG(btf_netif_rx, struct sk_buff *skb)
-{
-	return handle(TP_NETIF_RX, skb, NULL, 0, 1);
-}
-
-SEC("tp_btf/napi_gro_receive_entry")
-int BPF_PROG(btf_napi_gro_receive_entry, struct sk_buff *skb)
-{
-	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, NULL, 0, 1);
-}
-
-SEC("tp_btf/consume_skb")
-int BPF_PROG(btf_consume_skb, struct sk_buff *skb)
-{
-	return handle(TP_CONSUME_SKB, skb, NULL, 0, 1);
-}
-
-SEC("tp_btf/kfree_skb")
-int BPF_PROG(btf_kfree_skb, struct sk_buff *skb, void *location, int reason)
-{
-	return handle(TP_KFREE_SKB, skb, NULL, (__u32)reason, 1);
-}
-
-SEC("tp_btf/skb_copy_datagram_iovec")
-int BPF_PROG(btf_skb_copy_datagram_iovec, struct sk_buff *skb)
-{
-	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, NULL, 0, 1);
-}
-
-/* raw_tp: untyped arguments, same bodies (every read goes through CO-RE). */
-SEC("raw_tp/netif_receive_skb")
-int BPF_PROG(raw_netif_receive_skb, struct sk_buff *skb)
-{
-	return handle(TP_NETIF_RECEIVE_SKB, skb, NULL, 0, 0);
-}
-
-SEC("raw_tp/net_dev_start_xmit")
-int BPF_PROG(raw_net_dev_start_xmit, struct sk_buff *skb)
-{
-	return handle(TP_NET_DEV_START_XMIT, skb, NULL, 0, 0);
-}
-
-SEC("raw_tp/net_dev_xmit")
-int BPF_PROG(raw_net_dev_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
-{
-	return handle(TP_NET_DEV_XMIT, skb, dev, 0, 0);
-}
-
-SEC("raw_tp/netif_rx")
-int BPF_PROG(raw_netif_rx, struct sk_buff *skb)
-{
-	return handle(TP_NETIF_RX, skb, NULL, 0, 0);
-}
-
-SEC("raw_tp/napi_gro_receive_entry")
-int BPF_PROG(raw_napi_gro_receive_entry, struct sk_buff *skb)
-{
-	return handle(TP_NAPI_GRO_RECEIVE_ENTRY, skb, NULL, 0, 0);
-}
-
-SEC("raw_tp/consume_skb")
-int BPF_PROG(raw_consume_skb, struct sk_buff *skb)
-{
-	return handle(TP_CONSUME_SKB, skb, NULL, 0, 0);
-}
-
-SEC("raw_tp/kfree_skb")
-int BPF_PROG(raw_kfree_skb, struct sk_buff *skb, void *location, long reason)
-{
-	return handle(TP_KFREE_SKB, skb, NULL, (__u32)reason, 0);
-}
-
-SEC("raw_tp/skb_copy_datagram_iovec")
-int BPF_PROG(raw_skb_copy_datagram_iovec, struct sk_buff *skb)
-{
-	return handle(TP_SKB_COPY_DATAGRAM_IOVEC, skb, NULL, 0, 0);
-}
+HOP_PROGS("tp_btf", btf_, 1)
+HOP_PROGS("raw_tp", raw_, 0)
 
 /*
  * Optional backends, probed at start and detached at once (never used for

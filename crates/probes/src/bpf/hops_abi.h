@@ -19,7 +19,8 @@
  *     associated constant per member (`types::tp_id::TP_COUNT.0`). A type
  *     reaches the BTF only when a global variable or a map uses it: the
  *     enums used by no map or global are carried by the read-only global
- *     `abi_anchor` of the program (struct hop_abi_anchor below).
+ *     `abi_anchor` of the program (struct hop_abi_anchor below), and so
+ *     are clang's struct sizes (ABI_SIZE_OF, abi_check.bpf.h).
  *  3. Read-only configuration. What user space knows before the load is a
  *     `const volatile` global (.rodata: `hop_cfg`, a struct hop_config),
  *     written through the skeleton's `maps.rodata_data` before the load;
@@ -29,9 +30,10 @@
  *  4. Checks at build time. Here, _Static_asserts pin each struct's size
  *     and field offsets (an ABI change is a deliberate edit of both) and
  *     that no struct has implicit padding. In Rust (`src/abi.rs`), const
- *     asserts compare the generated types' sizes with clang's (enum
- *     hop_abi_sizes, computed by sizeof below) and the generated array
- *     lengths with the Rust constants that size buffers.
+ *     asserts compare the generated types' sizes with clang's (the
+ *     ABI_SIZE_OF fields of struct hop_abi_anchor, computed by sizeof)
+ *     and the generated array lengths with the Rust constants that size
+ *     buffers.
  *  5. Safe decoding. User space copies a record's bytes into the generated
  *     type after an exact length check (bytemuck), never reads at offsets,
  *     and destructures it without `..`: a field added here and not handled
@@ -271,26 +273,22 @@ struct ks_counters {
 	__u64 egress_joined;   /* egresses joined to their packet's copy */
 };
 
-/* clang's sizes of the structs above, for the Rust checks (src/abi.rs). */
-enum hop_abi_sizes {
-	HOP_COMPACT_SIZE = sizeof(struct hop_compact),
-	HOP_EVENT_SIZE = sizeof(struct hop_event),
-	HOP_CONFIG_SIZE = sizeof(struct hop_config),
-	DEV_KEY_SIZE = sizeof(struct dev_key),
-	HOP_COUNTERS_SIZE = sizeof(struct hop_counters),
-	KS_STREAM_KEY_SIZE = sizeof(struct ks_stream_key),
-	KS_VAL_SIZE = sizeof(struct ks_val),
-	KS_WIN_SIZE = sizeof(struct ks_win),
-	KS_DROPS_SIZE = sizeof(struct ks_drops),
-	KS_COUNTERS_SIZE = sizeof(struct ks_counters),
-};
-
-/* The enums no map or record field uses, carried into the BTF (see 2.
- * above) by the program's read-only `abi_anchor`. Never read. */
+/* Carried into the BTF (see 2. and 4. above) by the program's read-only
+ * `abi_anchor`, never read: clang's size of each struct above, and the
+ * enums no map or record field uses. */
 struct hop_abi_anchor {
+	ABI_SIZE_OF(hop_compact);
+	ABI_SIZE_OF(hop_event);
+	ABI_SIZE_OF(hop_config);
+	ABI_SIZE_OF(dev_key);
+	ABI_SIZE_OF(hop_counters);
+	ABI_SIZE_OF(ks_stream_key);
+	ABI_SIZE_OF(ks_val);
+	ABI_SIZE_OF(ks_win);
+	ABI_SIZE_OF(ks_drops);
+	ABI_SIZE_OF(ks_counters);
 	enum hop_limits limits;
 	enum pkt_kind kind;
-	enum hop_abi_sizes sizes;
 	enum ks_role role;
 	enum ks_hop_bits hop_bits;
 };
@@ -401,5 +399,6 @@ ABI_AT(struct ks_counters, egress_joined, 48);
 
 #undef ABI_SIZE
 #undef ABI_AT
+#undef ABI_SIZE_OF
 
 #endif /* HOPTRACE_HOPS_ABI_H */

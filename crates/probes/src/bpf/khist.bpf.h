@@ -22,15 +22,11 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "hops_abi.h"
+#include "percpu.bpf.h"
 
 #define HIST_OVERFLOW (HIST_BUCKETS - 1)
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, TP_COUNT * TP_COUNT * HIST_BUCKETS);
-	__type(key, __u32);
-	__type(value, __u64);
-} khist SEC(".maps");
+PERCPU_ARRAY(khist, __u64, TP_COUNT * TP_COUNT * HIST_BUCKETS);
 
 static __always_inline __u32 fls64_floor(__u64 d)
 {

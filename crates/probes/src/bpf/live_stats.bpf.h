@@ -71,6 +71,7 @@
 #include "config.bpf.h"
 #include "context.bpf.h"
 #include "khist.bpf.h"
+#include "percpu.bpf.h"
 #include "records.bpf.h"
 #include "track.bpf.h"
 
@@ -149,69 +150,33 @@ static __always_inline struct ks_copy *ks_copy_of(__u32 slot, __u64 id)
 }
 
 /* key: slot * KS_STAGES + stage */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KS_STREAMS * KS_STAGES);
-	__type(key, __u32);
-	__type(value, struct ks_val);
-} ks_stats SEC(".maps");
+PERCPU_ARRAY(ks_stats, struct ks_val, KS_STREAMS * KS_STAGES);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KS_STREAMS * KS_STAGES);
-	__type(key, __u32);
-	__type(value, struct ks_win);
-} ks_win SEC(".maps");
+PERCPU_ARRAY(ks_win, struct ks_win, KS_STREAMS * KS_STAGES);
 
 /* key: slot */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KS_STREAMS);
-	__type(key, __u32);
-	__type(value, struct ks_drops);
-} ks_drops SEC(".maps");
+PERCPU_ARRAY(ks_drops, struct ks_drops, KS_STREAMS);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ks_counters);
-} ks_counters SEC(".maps");
+PERCPU_VALUE(ks_counters, struct ks_counters)
 
 /* Per-CPU key buffer (72 bytes: kept off the BPF stack). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ks_stream_key);
-} ks_key_buf SEC(".maps");
+PERCPU_VALUE(ks_key_buf, struct ks_stream_key)
 
 /* The first hop's identity, parsed into this per-CPU record instead of a
  * ring buffer one. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct hop_event);
-} ks_event_buf SEC(".maps");
+PERCPU_VALUE(ks_event_buf, struct hop_event)
 
 /* Per CPU: the entry of the last first hop. A bridge clones a frame on the
  * CPU that received it, and the clone shares the original's data (same
  * skb->head): its first hop reuses this entry when identity_holds() (same
  * head and identity bytes, within STALE_NS), without copying or parsing
  * the frame again. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct tracked);
-} ks_last SEC(".maps");
+PERCPU_VALUE(ks_last, struct tracked)
 
 /* Add one to the counter `field` of struct ks_counters (this CPU's). */
 #define ks_count(field)                                                     \
 	do {                                                                \
-		__u32 zero_ = 0;                                            \
-		struct ks_counters *c_ = bpf_map_lookup_elem(&ks_counters, &zero_); \
+		struct ks_counters *c_ = ks_counters_here();                \
 		if (c_)                                                     \
 			c_->field += 1;                                     \
 	} while (0)
@@ -241,6 +206,21 @@ static __always_inline int ks_key(__u32 slot, __u32 stage)
 	return (slot - 1) * KS_STAGES + (stage - 1);
 }
 
+/* Add `n` observations of `d` to the additive fields of `v` (count, sum,
+ * thresholds, bucket): n = 1 adds one, n = -1 (2^64 - 1) takes one back,
+ * the fields being sums modulo 2^64. */
+static __always_inline void ks_val_add(struct ks_val *v, __u64 d, __u64 n)
+{
+	v->count += n;
+	v->sum += d * n;
+	__u32 i;
+	for (i = 0; i < KS_THRESHOLDS; i++) {
+		if (i < hop_cfg.ks_nthresholds && d > hop_cfg.ks_thresholds[i])
+			v->above[i] += n;
+	}
+	v->buckets[hist_bucket(d) & (HIST_BUCKETS - 1)] += n;
+}
+
 /* Add one observation `d` of stage `stage` (index + 1) of stream `slot`
  * (+1), ending at `ts`, of packet `id`. */
 static __always_inline void ks_record(__u32 slot, __u32 stage, __u64 d, __u64 ts, __u64 id)
@@ -252,18 +232,11 @@ static __always_inline void ks_record(__u32 slot, __u32 stage, __u64 d, __u64 ts
 	struct ks_val *v = bpf_map_lookup_elem(&ks_stats, &key);
 	if (!v)
 		return;
-	v->count += 1;
-	v->sum += d;
+	ks_val_add(v, d, 1);
 	if (v->count == 1 || d < v->min)
 		v->min = d;
 	if (d > v->max)
 		v->max = d;
-	__u32 i;
-	for (i = 0; i < KS_THRESHOLDS; i++) {
-		if (i < hop_cfg.ks_nthresholds && d > hop_cfg.ks_thresholds[i])
-			v->above[i] += 1;
-	}
-	v->buckets[hist_bucket(d) & (HIST_BUCKETS - 1)] += 1;
 	struct ks_win *w = bpf_map_lookup_elem(&ks_win, &key);
 	if (!w)
 		return;
@@ -288,16 +261,8 @@ static __always_inline void ks_unrecord(__u32 slot, __u32 stage, __u64 d)
 		return;
 	__u32 key = k;
 	struct ks_val *v = bpf_map_lookup_elem(&ks_stats, &key);
-	if (!v)
-		return;
-	v->count -= 1;
-	v->sum -= d;
-	__u32 i;
-	for (i = 0; i < KS_THRESHOLDS; i++) {
-		if (i < hop_cfg.ks_nthresholds && d > hop_cfg.ks_thresholds[i])
-			v->above[i] -= 1;
-	}
-	v->buckets[hist_bucket(d) & (HIST_BUCKETS - 1)] -= 1;
+	if (v)
+		ks_val_add(v, d, (__u64)-1);
 }
 
 /* Hop `code` of a packet whose entry `prev` holds: count its stage (from
@@ -392,8 +357,7 @@ static __always_inline int ks_drop(const struct tracked *tr)
  * the packet's identity number into *id. NULL when it has none. */
 static __always_inline struct ks_stream_key *ks_key_of(const struct hop_event *e, __u64 *id)
 {
-	__u32 zero = 0;
-	struct ks_stream_key *k = bpf_map_lookup_elem(&ks_key_buf, &zero);
+	struct ks_stream_key *k = ks_key_buf_here();
 	if (!k)
 		return NULL;
 	__builtin_memset(k, 0, sizeof(*k));
@@ -497,8 +461,7 @@ static __always_inline void ks_first(const struct hop_ctx *h, const struct hop_e
 		ks_egress(h, t, code & KS_HOP_INDEX);
 	track_put(h->set, h->skb_addr, t);
 	ks_count(first_hops);
-	__u32 zero = 0;
-	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
+	struct tracked *last = ks_last_here();
 	if (last && t->id_addr)
 		*last = *t;
 }
@@ -521,10 +484,9 @@ static __always_inline int ks_holds(const struct tracked *prev, const struct hop
 static __always_inline struct hop_event *ks_identify(const struct hop_ctx *h, struct tracked *t)
 {
 	struct frame fr;
-	__u32 zero = 0;
 	if (frame_read(h, &fr) || !frame_wanted(&fr))
 		return NULL;
-	struct hop_event *e = bpf_map_lookup_elem(&ks_event_buf, &zero);
+	struct hop_event *e = ks_event_buf_here();
 	if (!e)
 		return NULL;
 	__builtin_memset(e, 0, sizeof(*e));
@@ -559,8 +521,7 @@ static __always_inline void ks_handle(struct hop_ctx *h)
 			ks_count(stale);
 		return;
 	}
-	__u32 zero = 0;
-	struct tracked *last = bpf_map_lookup_elem(&ks_last, &zero);
+	struct tracked *last = ks_last_here();
 	if (last && identity_holds(last, h->head, h->start, h->end, h->ts)) {
 		/* a clone of the last first hop's skb: same packet, same slot;
 		 * it continues the original's chain (rx -> fwd) when this hop

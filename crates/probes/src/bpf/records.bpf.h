@@ -107,8 +107,7 @@ struct frame {
  * the SV parse runs out of bytes (long svID/datSet). -1: no frame. */
 static __always_inline int frame_read(const struct hop_ctx *h, struct frame *fr)
 {
-	__u32 zero = 0;
-	fr->s = bpf_map_lookup_elem(&scratch_map, &zero);
+	fr->s = scratch_map_here();
 	if (!fr->s)
 		return -1;
 	__u64 head, start, end;

@@ -15,6 +15,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include "hops_abi.h"
+#include "percpu.bpf.h"
 
 #define FRAME_MAX 256
 #define FRAME_MASK 0xff
@@ -42,12 +43,7 @@ struct scratch {
 	__u32 flow_hash;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} scratch_map SEC(".maps");
+PERCPU_VALUE(scratch_map, struct scratch)
 
 static __always_inline __u32 byte_at(const __u8 *f, __u32 off)
 {
@@ -100,6 +96,14 @@ static __always_inline int ber_header(const __u8 *f, __u32 *off, __u32 avail, __
 	return ber_len(f, off, avail);
 }
 
+/* Walk the first three children of a constructed BER value at `off` (the
+ * SV parse never needs more): `i` counts them, `tag` and `len` are each
+ * child's header (ber_header) with `off` at its value. The walk ends after
+ * three children or at a malformed header (len < 0); the body skips a
+ * child with `off += len`, or breaks at the one it wants. */
+#define for_each_ber_child(i, f, off, avail, tag, len) \
+	for (i = 0; i < 3 && ((tag) = 0, (len) = ber_header(f, &(off), avail, &(tag))) >= 0; i++)
+
 /* Parse the SV APDU starting at `off` (the APPID) up to the smpCnt of the
  * FIRST ASDU; fills s->app_id, s->svid, s->svid_len, s->smp_cnt and
  * s->smp_off / s->svid_end (where the smpCnt value is and where the svID
@@ -109,7 +113,7 @@ static __always_inline int ber_header(const __u8 *f, __u32 *off, __u32 avail, __
 __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 {
 	int len;
-	__u32 i;
+	__u32 i, tag;
 
 	if (!s)
 		return 1;
@@ -124,26 +128,18 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 	if (ber_header(f, &off, avail, &outer) < 0 || outer != 0x60)
 		return 1;
 	/* savPdu children: noASDU (0x80), security (0x81), seqASDU (0xA2) */
-	for (i = 0; i < 3; i++) {
-		__u32 tag = 0;
-		len = ber_header(f, &off, avail, &tag);
-		if (len < 0)
-			return 1;
+	for_each_ber_child(i, f, off, avail, tag, len) {
 		if (tag == 0xA2)
 			break;
 		off += len;
 	}
-	if (i == 3)
+	if (i == 3 || len < 0)
 		return 1;
 	/* first ASDU */
 	if (ber_header(f, &off, avail, &outer) < 0 || outer != 0x30)
 		return 1;
 	/* ASDU children: svID (0x80), datSet (0x81), smpCnt (0x82) */
-	for (i = 0; i < 3; i++) {
-		__u32 tag = 0;
-		len = ber_header(f, &off, avail, &tag);
-		if (len < 0)
-			return 1;
+	for_each_ber_child(i, f, off, avail, tag, len) {
 		if (tag == 0x80) {
 			__u32 n = len;
 			if (n > SVID_MAX)
