@@ -141,6 +141,45 @@ pub fn config_from(
     c
 }
 
+/// `--stream S` that no recording holds is a mistake, not an empty report:
+/// refuse it and list the streams there are.
+fn check_streams_exist(
+    recordings: &[std::path::PathBuf],
+    config: &hoptrace_analysis::analyzer::Config,
+    rep: &report::model::Report,
+) -> anyhow::Result<()> {
+    let found = |name: &str| {
+        rep.runs
+            .iter()
+            .any(|r| r.streams.iter().any(|s| s.name == name))
+    };
+    let missing: Vec<&String> = config.streams.iter().filter(|s| !found(s)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let all = hoptrace_analysis::analyzer::Config {
+        streams: Vec::new(),
+        ..config.clone()
+    };
+    let (every, _) = report::build(recordings, &all, None, Vec::new())?;
+    let mut names: Vec<&str> = every
+        .runs
+        .iter()
+        .flat_map(|r| r.streams.iter().map(|s| s.name.as_str()))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    anyhow::bail!(
+        "--stream {}: no such stream in these recordings; they hold: {}",
+        missing
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        names.join(", ")
+    )
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let file = args
         .config
@@ -172,6 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cmd: Vec<String> = std::env::args().collect();
     let (mut rep, analyzers) =
         report::build(&args.recordings, &config, args.max_latency, cmd.clone())?;
+    check_streams_exist(&args.recordings, &config, &rep)?;
     if let Some(c) = &configured {
         let streams: Vec<ConfiguredStream> = c
             .specs
@@ -212,8 +252,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("wrote {}", p.display());
     }
     if let Some(p) = &args.perfetto {
-        let n = report::perfetto::write_trace(p, &rep)?;
-        eprintln!("wrote {} ({n} trace events)", p.display());
+        if rep.runs.iter().all(|r| r.explanations.is_empty()) {
+            eprintln!(
+                "--perfetto: nothing to draw (no explained spikes in these recordings; record with `hoptrace trace --explain T --record DIR`): {} not written",
+                p.display()
+            );
+        } else {
+            let n = report::perfetto::write_trace(p, &rep)?;
+            eprintln!("wrote {} ({n} trace events)", p.display());
+        }
     }
     if let Some(p) = &args.csv {
         let n = report::export::write_csv(p, &args.recordings[0], &config)?;

@@ -69,10 +69,21 @@ impl RecordingReader {
             vec![path.clone()]
         };
         if files.is_empty() {
-            return Err(RecordError::NotARecording {
-                path,
-                reason: "the directory holds no segment-NNNNNN.parquet file".into(),
-            });
+            let inside = recordings_inside(&path);
+            let reason = if inside.is_empty() {
+                "the directory holds no segment-NNNNNN.parquet file".to_string()
+            } else {
+                format!(
+                    "the directory holds no segment-NNNNNN.parquet file, but the recordings {} (give them, e.g. `{}`)",
+                    inside.join(", "),
+                    inside
+                        .iter()
+                        .map(|r| path.join(r).display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            };
+            return Err(RecordError::NotARecording { path, reason });
         }
         let mut segments = Vec::new();
         let mut cut = Vec::new();
@@ -361,6 +372,22 @@ impl Iterator for Rows {
 }
 
 /// `segment-*.parquet` and `segment-*.parquet.partial` in `dir`, sorted by name.
+/// The sub-directories of `dir` that are recordings (hold segments),
+/// sorted: a lab run's or an archive's directory given in their place.
+fn recordings_inside(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter(|e| list_segment_files(&e.path()).is_ok_and(|f| !f.is_empty()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
 fn list_segment_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {

@@ -481,3 +481,59 @@ dst_mac = "01:0c:cd:04:00:03"
     let plain = hoptrace(&["report", &rec, "--config", cfg]);
     assert_eq!(plain.status.code(), Some(0), "{}", show(&plain));
 }
+
+#[test]
+fn a_stream_no_recording_holds_is_refused_with_the_streams_there_are() {
+    let (_d, r) = setup("nostream");
+    let o = hoptrace(&["report", &r, "--stream", "NOPE", "--summary"]);
+    assert!(!o.status.success(), "{}", show(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("--stream NOPE: no such stream in these recordings; they hold: S1, S2"),
+        "{e}"
+    );
+    // A stream that exists still reports.
+    let o = hoptrace(&["report", &r, "--stream", "S2", "--summary"]);
+    assert!(o.status.success(), "{}", show(&o));
+}
+
+#[test]
+fn perfetto_with_no_explained_spike_writes_nothing_says_so_and_succeeds() {
+    let (d, r) = setup("noperf");
+    let p = d.path().join("x.perfetto.json");
+    let o = hoptrace(&["report", &r, "--summary", "--perfetto", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--perfetto: nothing to draw"),
+        "{}",
+        show(&o)
+    );
+    assert!(!p.exists());
+}
+
+#[test]
+fn a_directory_of_recordings_given_as_one_names_the_recordings_inside() {
+    let (d, _r) = setup("dirofrecs");
+    write_recording(&d.path().join("other"), &["a", "b", "c"], &packets()[..10]);
+    let o = hoptrace(&["report", d.path().to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("but the recordings other, rec (give them"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_text_file_given_as_a_capture_is_called_text_and_not_sent_to_editcap() {
+    let d = TempDir::new("textcap");
+    let f = d.path().join("publish.log");
+    std::fs::write(&f, "published 12000 instants\n").unwrap();
+    let o = hoptrace(&["sv", "dump", f.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("it is text (it starts with \"publ\"), not a capture") && !e.contains("editcap"),
+        "{e}"
+    );
+}
