@@ -50,6 +50,16 @@ pub fn build_stream(
     if !problems.is_empty() {
         return Err(problems);
     }
+    // smpMod defaults to samples per period: a rate per second written
+    // without its mode means thousands of samples per period.
+    let mode_hint = (attr(found.node, "smpMod").is_none()
+        && attrs.smp_rate > MAX_SAMPLES_PER_PERIOD)
+        .then(|| {
+            format!(
+                "smpRate {} with no smpMod means {} samples per period (SmpPerPeriod, the default); a rate per second needs smpMod=\"SmpPerSec\"",
+                attrs.smp_rate, attrs.smp_rate
+            )
+        });
     let spec = StreamSpec {
         sv_id: attrs.sv_id,
         dat_set: attrs
@@ -85,7 +95,11 @@ pub fn build_stream(
             .iter()
             .map(|e: &SpecError| {
                 let (node, attr) = place(e.field());
-                scl.problem(node, attr, Some(&found.cb), e.to_string())
+                let message = match (&mode_hint, e.field()) {
+                    (Some(h), "smpRate") => format!("{e}: {h}"),
+                    _ => e.to_string(),
+                };
+                scl.problem(node, attr, Some(&found.cb), message)
             })
             .collect()),
         Ok(spec_warnings) => {
@@ -93,6 +107,9 @@ pub fn build_stream(
                 let w: &SpecWarning = w;
                 let (node, attr) = place(w.field());
                 warnings.push(scl.problem(node, attr, Some(&found.cb), w.to_string()));
+            }
+            if let Some(h) = mode_hint {
+                warnings.push(scl.problem(found.node, Some("smpRate"), Some(&found.cb), h));
             }
             Ok(stream(scl, found, spec, dataset, &address))
         }
@@ -251,6 +268,11 @@ fn read_attributes(
         security,
     })
 }
+
+/// The most samples per period a merging unit sends (IEC 61869-9 and
+/// 9-2LE use 80 or 256; 288 at 60 Hz for some profiles): a larger smpRate
+/// without smpMod is a per-second rate written without its mode.
+const MAX_SAMPLES_PER_PERIOD: u16 = 512;
 
 fn required_hint(attr: &str) -> &'static str {
     match attr {

@@ -298,3 +298,28 @@ fn a_file_without_sampled_value_control_says_so() {
         "relay.cid: the file has no SampledValueControl (no SV stream to read)"
     );
 }
+
+#[test]
+fn a_per_second_smp_rate_without_smp_mod_is_refused_or_warned_with_smp_per_sec_suggested() {
+    // 4000 samples per period is 200000/s: refused, and the error says why.
+    let f = "broken/smp_rate_per_second_without_smp_mod.scd";
+    let (problem, understood) = only_problem("smp_rate_per_second_without_smp_mod.scd");
+    assert_eq!(understood, ["MSVCB02"]);
+    assert!(
+        problem.starts_with(&at(f, "smpRate=\"4000\""))
+            && problem.contains("is 200000 samples/s")
+            && problem.contains("smpRate 4000 with no smpMod means 4000 samples per period")
+            && problem.contains("smpMod=\"SmpPerSec\""),
+        "{problem}"
+    );
+    // 1000 samples per period fits the 16 bits but is no merging unit's
+    // rate: read, with the same suggestion as a warning.
+    let read = read("broken/smp_rate_1000_without_smp_mod.scd", &[], &[]).expect("a warning");
+    assert_eq!(read.streams.len(), 2);
+    assert_eq!(read.warnings.len(), 1, "{:?}", read.warnings);
+    let w = read.warnings[0].to_string();
+    assert!(
+        w.contains("smpRate 1000 with no smpMod means 1000 samples per period"),
+        "{w}"
+    );
+}
