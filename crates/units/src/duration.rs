@@ -20,7 +20,7 @@ use crate::number::{fixed, render_fixed, rounded_div, split_number, Decimal, Num
 use crate::UnitError;
 
 /// The accepted forms, the tail of every duration error message.
-pub const DURATION_FORMS: &str = "a duration is a number and a unit, e.g. 250us, 1.5ms, 2 s, \
+pub const DURATION_FORMS: &str = "a duration is a number and a unit, e.g. 250us, 1.5ms, 2s, \
      10min or 1h30min (units: ns, us or µs, ms, s, m or min, h, d); only 0 may be written \
      without a unit";
 
@@ -269,7 +269,7 @@ mod tests {
             let e = error(bare);
             assert_eq!(e, format!("`{bare}` has no unit: {DURATION_FORMS}"));
         }
-        assert!(DURATION_FORMS.contains("250us, 1.5ms, 2 s"));
+        assert!(DURATION_FORMS.contains("250us, 1.5ms, 2s, 10min"));
         assert!(DURATION_FORMS.contains("ns, us or µs, ms, s, m or min, h, d"));
     }
 
