@@ -97,21 +97,30 @@ pub(crate) fn print_summary(
     }
     // Many streams: one line for those whose every packet was ok.
     let many = stats.streams.len() > STREAM_LINES;
-    let mut all_ok = 0;
+    let (mut all_ok, mut listed) = (0, 0);
     for (stream, s) in &stats.streams {
         if many && s.incomplete == 0 && s.malformed == 0 && s.drops.is_empty() {
             all_ok += 1;
             continue;
         }
         stream_status(out, stream, s)?;
+        listed += 1;
     }
     if all_ok > 0 {
-        writeln!(
-            out,
-            "{all_ok} other streams: every packet ok (--per-stream lists them)"
-        )?;
+        writeln!(out, "{}", ok_streams_line(all_ok, listed))?;
     }
     kernel_and_lost(out, stats, lost)
+}
+
+/// The line for the streams not listed one by one because every packet
+/// was ok: "other" only when some stream was listed above it.
+fn ok_streams_line(all_ok: usize, listed: usize) -> String {
+    let (other, s) = (
+        if listed > 0 { "other " } else { "" },
+        if all_ok == 1 { "" } else { "s" },
+    );
+    let every = if listed > 0 { "" } else { "all " };
+    format!("{every}{all_ok} {other}stream{s}: every packet ok (--per-stream lists them)")
 }
 
 /// The in-kernel histograms, the `--kernel-stats` figures and the lost events.
@@ -285,4 +294,25 @@ pub fn print_presence(out: &mut dyn Write, p: &hoptrace_sv::StreamPresence) -> s
         writeln!(out, "  {line}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ok_streams_line;
+
+    #[test]
+    fn streams_all_ok_are_other_streams_only_when_some_stream_was_listed() {
+        assert_eq!(
+            ok_streams_line(8, 0),
+            "all 8 streams: every packet ok (--per-stream lists them)"
+        );
+        assert_eq!(
+            ok_streams_line(7, 1),
+            "7 other streams: every packet ok (--per-stream lists them)"
+        );
+        assert_eq!(
+            ok_streams_line(1, 2),
+            "1 other stream: every packet ok (--per-stream lists them)"
+        );
+    }
 }
