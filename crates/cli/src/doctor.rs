@@ -68,7 +68,8 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Terminal width for the table: the terminal's, `COLUMNS`, else 100.
+/// Terminal width for the table: the terminal's, else `COLUMNS`; piped
+/// into a file or another program without `COLUMNS`, lines are not cut.
 fn width() -> usize {
     if std::io::stdout().is_terminal() {
         if let Ok((w, _)) = crossterm::terminal::size() {
@@ -78,7 +79,7 @@ fn width() -> usize {
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(100)
+        .unwrap_or(usize::MAX / 2)
 }
 
 /// Run the checks: the live host, or the tree under `root`.

@@ -253,3 +253,17 @@ mod privileged {
         assert!(meta.doctor.is_none());
     }
 }
+
+#[test]
+fn piped_without_columns_the_table_keeps_whole_lines() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(H)
+        .args(["doctor", "--root", d.path().to_str().unwrap()])
+        .env_remove("COLUMNS")
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(!t.lines().any(|l| l.ends_with("...")), "{t}");
+    // The empty root's paths make lines longer than any old cut (100).
+    assert!(t.lines().any(|l| l.chars().count() > 100), "{t}");
+}
