@@ -42,6 +42,10 @@ pub struct CompareRow {
     pub stage: String,
     pub all: CompareFigures,
     pub range: Option<CompareFigures>,
+    /// When the recording could not be read whole (cut segments): how
+    /// much was read and skipped; its figures cover what was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 fn figures(a: &Analyzer, stage: usize) -> (CompareFigures, LatencyStats) {
@@ -100,7 +104,7 @@ pub fn compare(
         let mut cfg = base.clone();
         cfg.thresholds = vec![BIG_SPIKE_NS, HUGE_SPIKE_NS];
         cfg.window = Window::default();
-        let (a, _) = crate::load::analyze_recording(p, cfg.clone())?;
+        let (a, provenance) = crate::load::analyze_recording(p, cfg.clone())?;
         let si = stage_index(&a);
         let (all, all_dist) = figures(&a, si);
         let stage = a.stages.get(si).map(|s| s.name.clone()).unwrap_or_default();
@@ -118,6 +122,7 @@ pub fn compare(
             stage,
             all,
             range,
+            partial: provenance.partial_text(),
         });
         dists.push((name, dist));
     }
@@ -213,6 +218,11 @@ pub fn render(rows: &[CompareRow], markdown: bool) -> String {
         }
     }
     let _ = writeln!(out, "\n(x)* = not meaningful (fewer than 10/(1-p) samples)");
+    for r in rows {
+        if let Some(p) = &r.partial {
+            let _ = writeln!(out, "WARNING {}: partial data: {p}", r.name);
+        }
+    }
     out
 }
 

@@ -48,13 +48,19 @@ impl Drop for TempDir {
 
 /// Write `pkts` (in this order) as a recording with hops `hop_names`.
 pub fn write_recording(dir: &Path, hop_names: &[&str], pkts: &[Pkt]) {
+    write_segments(dir, hop_names, pkts, RotatePolicy::default());
+}
+
+/// [`write_recording`] with the writer's `policy` (e.g. a segment every
+/// N rows).
+pub fn write_segments(dir: &Path, hop_names: &[&str], pkts: &[Pkt], policy: RotatePolicy) {
     let hops = hop_names
         .iter()
         .map(|n| HopColumn::new(*n, ClockDomain::Tai, StampSource::Bpf, "test"))
         .collect();
     let mut meta = RecordingMeta::for_this_host("test", hops);
     meta.rate = Some(4000);
-    let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default()).unwrap();
+    let mut w = RecordingWriter::create(dir, meta, policy).unwrap();
     for p in pkts {
         w.append_ref(PacketRowRef {
             stream: &p.stream,
