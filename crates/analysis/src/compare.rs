@@ -45,6 +45,10 @@ pub struct CompareRow {
     /// Set when the row's figures were measured under software emulation
     /// (QEMU TCG, see `Provenance::emulation`): said under every table.
     pub emulation: Option<String>,
+    /// When the recording could not be read whole (cut segments): how
+    /// much was read and skipped; its figures cover what was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 fn figures(a: &Analyzer, stage: usize) -> (CompareFigures, LatencyStats) {
@@ -122,6 +126,7 @@ pub fn compare(
             all,
             range,
             emulation: provenance.emulation,
+            partial: provenance.partial_text(),
         });
         dists.push((name, dist));
     }
@@ -219,6 +224,11 @@ pub fn render(rows: &[CompareRow], markdown: bool) -> String {
     let _ = writeln!(out, "\n(x)* = not meaningful (fewer than 10/(1-p) samples)");
     for (name, e) in emulated(rows) {
         let _ = writeln!(out, "WARNING {name}: {e}");
+    }
+    for r in rows {
+        if let Some(p) = &r.partial {
+            let _ = writeln!(out, "WARNING {}: partial data: {p}", r.name);
+        }
     }
     out
 }

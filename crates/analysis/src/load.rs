@@ -56,6 +56,13 @@ pub fn provenance_of(path: &Path, reader: &RecordingReader) -> Provenance {
             .iter()
             .map(|c| format!("{}: {}", c.path.display(), c.reason))
             .collect(),
+        rows_read: reader.total_rows(),
+        bytes_read: reader.segments().iter().map(|s| file_size(&s.path)).sum(),
+        bytes_skipped: reader
+            .cut_segments()
+            .iter()
+            .map(|c| file_size(&c.path))
+            .sum(),
         doctor: m.doctor.clone(),
         hypervisor: m.hypervisor.clone(),
         emulation: hoptrace_record::emulation_note(m.hypervisor.as_deref(), "the recording host")
@@ -66,6 +73,11 @@ pub fn provenance_of(path: &Path, reader: &RecordingReader) -> Provenance {
                 )
             }),
     }
+}
+
+/// Size of `path` on disk (0 if it went away meanwhile).
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
 /// Analyze one recording (directory or single segment file).

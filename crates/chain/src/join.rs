@@ -282,8 +282,10 @@ struct HopAcc {
     bound_ns: i64,
 }
 
-/// Join the run's recordings into `out` (a new recording; an old one there
-/// is replaced). `map` brings every stamp into host TAI.
+/// Join the run's recordings into `out`, which must be new or empty
+/// (nothing in it is deleted: the command claims it first,
+/// `hoptrace_record::claim_output_dir`). `map` brings every stamp into
+/// host TAI.
 pub fn join_chain(c: &ChainInputs, map: &ClockMap, out: &Path) -> Result<ChainCounts, ChainError> {
     let opened = inputs(c)?;
     let publisher = &opened.publisher;
@@ -510,7 +512,6 @@ fn write(
             .find(|i| i.source == Source::Subscriber)
             .and_then(|i| i.reader.meta().hypervisor.clone()),
     });
-    let _ = std::fs::remove_dir_all(out);
     let werr = |source| ChainError::Record {
         what: "chain recording",
         path: out.display().to_string(),

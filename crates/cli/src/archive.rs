@@ -16,7 +16,9 @@ pub struct Args {
     /// are placed; the open segment is left for the next run).
     #[arg(required = true, value_name = "REC")]
     pub recordings: Vec<PathBuf>,
-    /// Root of the tree: `ROOT/<producer>/host=<host>/date=<YYYY-MM-DD>/`.
+    /// Root of the tree: `ROOT/<producer>/host=<host>/date=<YYYY-MM-DD>/`:
+    /// new, empty or an archive tree already (never one of the recordings,
+    /// inside one or holding one).
     #[arg(long, value_name = "ROOT")]
     pub into: PathBuf,
     /// Partition under this host name instead of the one in the
@@ -29,6 +31,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let recordings: Vec<&std::path::Path> = args.recordings.iter().map(PathBuf::as_path).collect();
+    hoptrace_record::archive::check_archive_root(&args.into, &recordings)?;
     let opts = ArchiveOptions {
         root: args.into.clone(),
         host: args.host.clone(),

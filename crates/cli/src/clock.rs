@@ -46,9 +46,12 @@ pub struct EstimateArgs {
     /// Windows whose best RTT exceeds this many times the median are rejected.
     #[arg(long, default_value_t = 4.0)]
     pub outlier_factor: f64,
-    /// Also write the estimate as JSON here.
+    /// Also write the estimate as JSON here (a new file; an existing one
+    /// only with --force).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
 }
 
 #[derive(clap::Args, Debug)]
@@ -62,6 +65,8 @@ pub struct HostArgs {
     /// Write the estimate here as JSON at the end.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
     /// Clock the host reads: the clock of the host's records (TAI for BPF hop stamps).
     #[arg(long, default_value = "TAI", value_parser = clock_arg)]
     pub clock: ClockDomain,
@@ -115,6 +120,12 @@ fn write_json(path: &Path, a: &Alignment) -> Result<()> {
 }
 
 fn estimate(a: EstimateArgs) -> Result<ExitCode> {
+    crate::outputs::claim_files(
+        "clock estimate",
+        &[a.json.as_deref()],
+        &[a.samples.as_path()],
+        a.force.force,
+    )?;
     let file = SamplesFile::read(&a.samples)
         .with_context(|| format!("reading the samples file {}", a.samples.display()))?;
     let kind = if a.kind == "ptp_kvm" {
@@ -137,6 +148,17 @@ fn estimate(a: EstimateArgs) -> Result<ExitCode> {
 }
 
 fn host(a: HostArgs) -> Result<ExitCode> {
+    let ptp_json = a.json.as_ref().map(|p| p.with_extension("ptp_kvm.json"));
+    crate::outputs::claim_files(
+        "clock host",
+        &[
+            Some(a.samples.as_path()),
+            a.json.as_deref(),
+            ptp_json.as_deref(),
+        ],
+        &[],
+        a.force.force,
+    )?;
     let stop = hoptrace_os::stop_flag()?;
     let opts = HostOptions {
         socket: a.socket.clone(),
@@ -187,13 +209,13 @@ fn host(a: HostArgs) -> Result<ExitCode> {
             }
             Err(e) => {
                 println!("clock host: no {} estimate: {e}", kind.name());
-                code = ExitCode::from(2);
+                code = hoptrace_os::Exit::Error.into();
             }
         }
     }
     if out.samples.is_empty() {
         println!("clock host: no sample was taken");
-        code = ExitCode::from(2);
+        code = hoptrace_os::Exit::Error.into();
     }
     Ok(code)
 }

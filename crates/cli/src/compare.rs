@@ -31,16 +31,25 @@ pub struct Args {
     /// Write the rows as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if !args.names.is_empty() && args.names.len() != args.recordings.len() {
-        anyhow::bail!(
+        return Err(crate::exit::usage(format!(
             "--names gives {} names for {} recordings: give one name per recording",
             args.names.len(),
             args.recordings.len()
-        );
+        )));
     }
+    let inputs: Vec<&std::path::Path> = args.recordings.iter().map(PathBuf::as_path).collect();
+    crate::outputs::claim_files(
+        "compare",
+        &[args.html.as_deref(), args.json.as_deref()],
+        &inputs,
+        args.force.force,
+    )?;
     let cfg = Config {
         stages: args.stage.into_iter().collect(),
         top_n: 0,
@@ -48,6 +57,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let (rows, dists) =
         compare::compare(&args.recordings, &args.names, &cfg, &args.range.window())?;
+    for r in &rows {
+        if let Some(p) = &r.partial {
+            eprintln!("hoptrace compare: warning: {} ({}): {p}", r.name, r.path);
+        }
+    }
     print!("{}", compare::render(&rows, args.markdown));
     if let Some(p) = &args.json {
         std::fs::write(p, serde_json::to_vec_pretty(&rows)?)?;

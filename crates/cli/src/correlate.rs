@@ -21,9 +21,12 @@ pub struct Args {
     /// Hop names of the capture points, in the same order (default a b c ...).
     #[arg(long, value_name = "N", num_args = 1.., value_delimiter = ',')]
     pub names: Vec<String>,
-    /// Write the joined samples as a recording in this directory.
+    /// Write the joined samples as a recording in this directory (new or
+    /// empty; an existing one only with --force).
     #[arg(short = 'o', long = "output", value_name = "REC")]
     pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
     /// smpCnt wrap (samples/s, e.g. 4000 or 4.8kHz) of streams whose ASDUs
     /// carry no smpRate. Without it the wrap is inferred from the captures
     /// (the summary says which was used per stream).
@@ -47,10 +50,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .find(|n| n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
     {
-        anyhow::bail!(
+        return Err(crate::exit::usage(format!(
             "--names {bad:?}: use letters, digits and _ only (it becomes the column t_{bad})"
-        );
+        )));
     }
+    // Checked before any capture is read, once the arguments are.
+    let inputs: Vec<&std::path::Path> = args.captures.iter().map(PathBuf::as_path).collect();
+    if let Some(out) = &args.output {
+        crate::outputs::claim("correlate", out, &inputs, args.force.force)?;
+    }
+    crate::outputs::claim_files(
+        "correlate",
+        &[args.json.as_deref()],
+        &inputs,
+        args.force.force,
+    )?;
     let c = correlate::correlate_files(&args.captures, &names, args.rate)?;
     print!("{}", c.summary_text());
     let out_of_range: u64 = c.captures.iter().map(|k| k.out_of_range).sum();
@@ -64,15 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cmd: Vec<String> = std::env::args().collect();
     let tmp;
     let rec = match &args.output {
-        Some(p) => {
-            if p.exists() {
-                anyhow::bail!(
-                    "{} already exists: choose a new directory for the recording",
-                    p.display()
-                );
-            }
-            p.clone()
-        }
+        Some(p) => p.clone(),
         None => {
             tmp = tempdir()?;
             tmp.0.join("rec")

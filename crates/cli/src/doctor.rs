@@ -1,7 +1,8 @@
 //! `hoptrace doctor`: is this host ready for real-time traffic, and is the
 //! traced path set up as intended? Wiring only: the checks live in
-//! `hoptrace-doctor`. Exit codes: 0 the checks ran; 1 bad input; 2 with
-//! `--strict` when a fatal or high check failed (docs/doctor.md).
+//! `hoptrace-doctor`. Exit statuses (docs/exit-codes.md): 0 the checks ran;
+//! 1 bad input; 2 usage; 3 (gate failed) with `--strict` when a fatal or
+//! high check failed (docs/doctor.md).
 //!
 //! [`summary_for_recording`] is what `trace --record` calls to put the
 //! summary into its recording's metadata.
@@ -27,14 +28,19 @@ pub struct Args {
     /// The whole report as JSON on stdout ({"checks": [...], "summary": {...}}).
     #[arg(long)]
     json: bool,
-    /// Also write a JUnit XML file (one test case per check).
+    /// Also write a JUnit XML file (one test case per check): a new file,
+    /// an existing one only with --force.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// With --junit: replace the file when it exists and is not empty.
+    #[arg(long, requires = "junit")]
+    force: bool,
     /// Show what each check read, expects, how to fix it, and its details
     /// (--json has them all).
     #[arg(long, short, conflicts_with = "json")]
     verbose: bool,
-    /// Exit with 2 when a check of severity fatal or high fails.
+    /// Exit with status 3 (gate failed) when a check of severity fatal or
+    /// high fails.
     #[arg(long)]
     strict: bool,
     /// Audit the /proc, /sys, /etc and /boot under DIR (a mounted image, a
@@ -109,6 +115,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    crate::outputs::claim_files("doctor", &[args.junit.as_deref()], &[], args.force)?;
     let opts = Options {
         interval: args.interval,
         ifaces: args.ifaces,
@@ -127,7 +134,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }
     Ok(if args.strict && report.strict_failure() {
-        ExitCode::from(2)
+        hoptrace_os::Exit::GateFailed.into()
     } else {
         ExitCode::SUCCESS
     })

@@ -23,9 +23,12 @@ pub struct Args {
     /// The subscriber's recording (`sv subscribe --record`: rx and app stamps).
     #[arg(value_name = "SUB_REC")]
     sub_rec: PathBuf,
-    /// Where the joined recording goes (a new directory).
+    /// Where the joined recording goes: a new or empty directory (never
+    /// one of the inputs; an existing one only with --force).
     #[arg(value_name = "OUT")]
     out: PathBuf,
+    #[command(flatten)]
+    force: crate::outputs::ForceArg,
     /// A saved `hoptrace doctor --json`, whose summary the joined recording
     /// keeps (not with the chain join, whose recording has no doctor summary).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["host_trace", "guest_trace", "clock"])]
@@ -46,6 +49,13 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
+    let inputs: Vec<&Path> = [Some(&a.pub_rec), Some(&a.sub_rec)]
+        .into_iter()
+        .chain([&a.doctor_report, &a.host_trace, &a.guest_trace, &a.clock].map(Option::as_ref))
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    crate::outputs::claim("join", &a.out, &inputs, a.force.force)?;
     if a.host_trace.is_some() || a.guest_trace.is_some() || a.clock.is_some() {
         return chain(a);
     }

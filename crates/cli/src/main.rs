@@ -4,8 +4,11 @@
 //! library crates (`hoptrace-sv`, `hoptrace-endpoints`, `hoptrace-probes`,
 //! `hoptrace-analysis`, `hoptrace-lab`, `hoptrace-doctor`). No measurement logic lives here.
 //! Each subcommand has its own module with an `Args` struct and a `run`
-//! function returning the process exit code. Flags several commands share,
-//! and how a `--config` file meets the flags, are in [`args`].
+//! function returning the process exit status, one of the table of
+//! `hoptrace_os::Exit` ([`exit`]: an error returned instead exits 1, or 2
+//! when it is a usage error). Flags several commands share, and how a
+//! `--config` file meets the flags, are in [`args`]; the output
+//! directories' rule (`--force`) is in [`outputs`].
 
 use std::process::ExitCode;
 
@@ -17,9 +20,11 @@ mod clock;
 mod compare;
 mod correlate;
 mod doctor;
+mod exit;
 mod join;
 mod kvm;
 mod lab;
+mod outputs;
 mod ping;
 mod reflect;
 mod report;
@@ -82,9 +87,19 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let matches = Cli::command().try_get_matches_from(argv)?;
-    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut Cli::command()))?;
+    let matches = cli_command().try_get_matches_from(argv)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cli_command()))?;
     Ok((cli.command, args::GivenFlags::of(&matches)))
+}
+
+/// The command line's definition, with the exit statuses at the end of
+/// every command's `--help`.
+fn cli_command() -> clap::Command {
+    fn with_exit_help(cmd: clap::Command) -> clap::Command {
+        cmd.after_help(exit::help_text())
+            .mut_subcommands(with_exit_help)
+    }
+    with_exit_help(Cli::command())
 }
 
 impl Command {
@@ -134,7 +149,7 @@ fn main() -> ExitCode {
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("hoptrace: error: {err:#}");
-            ExitCode::from(1)
+            exit::status_of(&err).into()
         }
     }
 }

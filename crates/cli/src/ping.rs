@@ -1,5 +1,5 @@
-//! `hoptrace ping`: L2 round trip against `hoptrace reflect`. Exit code 3
-//! ([`ping::EXIT_MAX_LATENCY`]) when `--max-latency` was exceeded with
+//! `hoptrace ping`: L2 round trip against `hoptrace reflect`. Exit status
+//! 3 (`Exit::GateFailed`) when `--max-latency` was exceeded with
 //! `--break`. Settings come from the flags, else the `[ping]` table of
 //! `--config`, else the defaults ([`crate::args`]). Logic in
 //! `hoptrace_endpoints::ping`.
@@ -16,9 +16,14 @@ use hoptrace_units::{arg, format_duration, format_duration_ns, format_size};
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
 
 #[derive(clap::Args, Debug)]
-#[command(group = clap::ArgGroup::new(MAX_LATENCY_FROM_FLAG_OR_FILE)
-    .args(["max_latency", "config"])
-    .multiple(true))]
+#[command(
+    group = clap::ArgGroup::new(MAX_LATENCY_FROM_FLAG_OR_FILE)
+        .args(["max_latency", "config"])
+        .multiple(true),
+    group = clap::ArgGroup::new(RECORD_FROM_FLAG_OR_FILE)
+        .args(["record", "config"])
+        .multiple(true),
+)]
 pub struct Args {
     /// Interface to send on.
     #[arg(long)]
@@ -49,9 +54,12 @@ pub struct Args {
     /// How long to wait for replies after the last request.
     #[arg(long, default_value = "500ms", value_parser = arg::duration)]
     pub linger: Duration,
-    /// Write a recording (one row per request) to this directory.
+    /// Write a recording (one row per request) to this directory (new or
+    /// empty; an existing one only with --force).
     #[arg(long)]
     pub record: Option<PathBuf>,
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = RECORD_FROM_FLAG_OR_FILE)]
+    pub force: bool,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
     #[command(flatten)]
@@ -61,6 +69,8 @@ pub struct Args {
 /// `--max-latency`, or a config file that may give `max_latency`: what
 /// `--break` and `--trace-instance` need (see [`crate::args`]).
 const MAX_LATENCY_FROM_FLAG_OR_FILE: &str = "max_latency_from_flag_or_file";
+/// `--record`, or a config file that may give `record`: what `--force` needs.
+const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
 
 /// The `[ping]` table: its keys where the flags were not given.
 impl FromConfigFile for Args {
@@ -115,6 +125,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         trace_instance: args.trace_instance.clone(),
         linger: args.linger,
     };
+    crate::outputs::claim_record(
+        "ping",
+        args.record.as_deref(),
+        &[args.config.config.as_deref()],
+        args.force,
+    )?;
     let stop = hoptrace_os::stop_flag()?;
     args.realtime.apply()?;
     eprintln!(
@@ -153,7 +169,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         recording::write_ping(dir, &cfg.iface, &r)?;
     }
     if r.broke {
-        return Ok(ExitCode::from(ping::EXIT_MAX_LATENCY));
+        return Ok(hoptrace_os::Exit::GateFailed.into());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,14 @@
 //! `hoptrace report`: statistics, tail, losses and spikes of recordings.
 //!
-//! Thin wiring over `hoptrace_analysis::report`. Exit codes: 0 success (and
-//! gate passed), 2 when `--max-latency` is given and the gate fails, 3 when
+//! Thin wiring over `hoptrace_analysis::report`. Exit statuses (the table
+//! of `hoptrace_os::Exit`, docs/exit-codes.md): 0 success (and the gates
+//! passed), 1 on error, 2 on a usage error, 3 when the `--max-latency` gate
+//! fails, 5 when a gate (`--max-latency`, `--expect-streams`) was given and
+//! a recording had unreadable segments (without `--allow-partial`: a gate
+//! that passed on part of the data proves nothing), 4 when
 //! `--expect-streams` is given and a recording's streams are not the
-//! configured ones (`--scl`, `--config`), 1 on error.
+//! configured ones (`--scl`, `--config`). A recording with unreadable
+//! segments is said on stderr in any case.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +17,7 @@ use anyhow::Context;
 use hoptrace_analysis::analyzer::{parse_stage, Config, Window};
 use hoptrace_analysis::report;
 use hoptrace_analysis::report::configured::{self, ConfiguredStream};
+use hoptrace_os::Exit;
 use hoptrace_units::arg;
 
 /// Options shared by `report` and `compare` for the data range.
@@ -68,9 +74,15 @@ pub struct Args {
     /// can T: `--threshold=-20us`.
     #[arg(long = "threshold", value_name = "T", value_parser = arg::signed_duration_ns, num_args = 1..)]
     pub thresholds: Vec<i64>,
-    /// Gate: exit with code 2 if any gated packet is above T (e.g. 250us).
+    /// Gate: exit with status 3 if any gated packet is above T (e.g. 250us).
     #[arg(long, value_name = "T", value_parser = arg::signed_duration_ns)]
     pub max_latency: Option<i64>,
+    /// Let the gates (--max-latency, --expect-streams) judge recordings with
+    /// unreadable segments (cut or truncated) on what could be read. Without
+    /// it such a gated report exits with status 5 (partial data) unless the
+    /// latency gate failed.
+    #[arg(long)]
+    pub allow_partial: bool,
     /// Rows of the top-N spike table.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -115,10 +127,12 @@ pub struct Args {
     /// TOML file with the configured streams (`[scl]`, `[[stream]]` tables).
     #[arg(long, value_name = "FILE", conflicts_with = "scl")]
     pub config: Option<PathBuf>,
-    /// With --scl or --config: exit with status 3 when a recording's
+    /// With --scl or --config: exit with status 4 when a recording's
     /// streams are not the configured ones (missing, unexpected, another rate).
     #[arg(long, requires = SCL_OR_CONFIG)]
     pub expect_streams: bool,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
 }
 
 pub fn config_from(
@@ -181,6 +195,7 @@ fn check_streams_exist(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    claim_outputs(&args)?;
     let file = args
         .config
         .as_deref()
@@ -192,10 +207,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None,
         args.config.as_deref().zip(file.as_ref()),
     )?;
-    anyhow::ensure!(
-        !args.expect_streams || configured.is_some(),
-        "--expect-streams checks the recordings' streams against configured ones: give --scl FILE or --config FILE"
-    );
+    if args.expect_streams && configured.is_none() {
+        return Err(crate::exit::usage(
+            "--expect-streams checks the recordings' streams against configured ones: give --scl FILE or --config FILE",
+        ));
+    }
     let mut config = config_from(
         args.streams,
         args.stages,
@@ -232,6 +248,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .as_ref()
             .is_some_and(|c| !c.problems.is_empty())
     });
+    warn_partial(&rep);
     if args.summary {
         print!("{}", report::text::render_summary(&rep, args.markdown));
     } else {
@@ -274,11 +291,60 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         report::export::write_rt_json(p, &analyzers[0], &cmd)?;
         eprintln!("wrote {}", p.display());
     }
+    let gated = args.max_latency.is_some() || args.expect_streams;
     Ok(match &rep.gate {
-        Some(g) if !g.passed => ExitCode::from(2),
-        _ if args.expect_streams && streams_differ => {
-            ExitCode::from(crate::sv::subscribe::EXIT_STREAMS_DIFFER)
+        Some(g) if !g.passed => Exit::GateFailed,
+        _ if gated && rep.partial_data && !args.allow_partial => {
+            eprintln!(
+                "hoptrace report: the gates judged partial data (segments skipped, see above): exit status {} (partial data); --allow-partial accepts their verdict on what was read",
+                Exit::Partial.code()
+            );
+            Exit::Partial
         }
-        _ => ExitCode::SUCCESS,
-    })
+        _ if args.expect_streams && streams_differ => Exit::StreamsDiffer,
+        _ => Exit::Ok,
+    }
+    .into())
+}
+
+/// The files this report writes, claimed before anything is read: none
+/// replaces an existing file without --force, none goes over or into an
+/// input.
+fn claim_outputs(args: &Args) -> anyhow::Result<()> {
+    let inputs: Vec<&std::path::Path> = args
+        .recordings
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(
+            [&args.scl.scl, &args.config]
+                .into_iter()
+                .flatten()
+                .map(PathBuf::as_path),
+        )
+        .collect();
+    let outs = [
+        &args.html,
+        &args.json,
+        &args.perfetto,
+        &args.text,
+        &args.csv,
+        &args.hdr_log,
+        &args.rt_json,
+    ]
+    .map(Option::as_deref);
+    crate::outputs::claim_files("report", &outs, &inputs, args.force.force)
+}
+
+/// On stderr, for each recording that could not be read whole: how much
+/// was read and skipped, and why.
+fn warn_partial(rep: &report::model::Report) {
+    for run in &rep.runs {
+        let p = &run.provenance;
+        if let Some(t) = p.partial_text() {
+            eprintln!("hoptrace report: warning: {}: {t}", p.path);
+            for c in &p.cut_segments {
+                eprintln!("hoptrace report: warning: cut segment skipped: {c}");
+            }
+        }
+    }
 }

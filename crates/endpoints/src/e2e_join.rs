@@ -40,6 +40,8 @@ pub struct JoinCounts {
 /// Join the publisher and subscriber recordings of one run into `out`
 /// (hops tx, rx, app). Subscriber rows without a publisher row keep `tx` empty.
 /// `doctor` (the run's host checks) goes into the joined recording's metadata.
+/// `out` must be new or empty: nothing in it is deleted (the command
+/// claims it first, `hoptrace_record::claim_output_dir`).
 pub fn join_end_to_end(
     pub_rec: &Path,
     sub_rec: &Path,
@@ -68,7 +70,6 @@ pub fn join_end_to_end(
         "joined": [pub_rec.display().to_string(), sub_rec.display().to_string()],
         "key": "stream, epoch (publisher's, aligned per stream), smp_cnt",
     });
-    let _ = std::fs::remove_dir_all(out);
     let mut w = RecordingWriter::create(out, meta, RotatePolicy::default())
         .with_context(|| format!("creating {}", out.display()))?;
     let mut c = JoinCounts::default();

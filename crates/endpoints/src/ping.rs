@@ -19,7 +19,7 @@
 //! When an RTT exceeds `--max-latency`, a line is written to
 //! `/sys/kernel/tracing/trace_marker` (tracefs is mounted if needed) so the
 //! spike can be found in a kernel trace; with `--break` ping stops and the
-//! process exits with [`EXIT_MAX_LATENCY`].
+//! process exits with the gate-failed status (`hoptrace_os::Exit::GateFailed`).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,8 +36,6 @@ use crate::timestamping::{self, stamp_of};
 
 pub const ETHERTYPE_PING: u16 = 0x88B5;
 pub const MAGIC: [u8; 4] = *b"HTPG";
-/// Exit code of `hoptrace ping --break` when --max-latency was exceeded.
-pub const EXIT_MAX_LATENCY: u8 = 3;
 const HEADER: usize = 14 + 4 + 4 + 8;
 pub const MIN_SIZE: usize = 60;
 

@@ -248,7 +248,8 @@ fn counter_deltas(before: &[Option<u64>], after: &[Option<u64>]) -> String {
     delta.join(", ")
 }
 
-/// Stops the guest's tracer and keeps its log; exit 2 (lost events) is noted.
+/// Stops the guest's tracer and keeps its log; its partial-data status
+/// (lost events, `hoptrace_os::Exit::Partial`) is noted.
 fn finish_guest_tracer(
     t: GuestJob,
     out: &Path,
@@ -260,11 +261,12 @@ fn finish_guest_tracer(
     let log = t.log();
     std::fs::write(out.join("guest-trace.log"), &log)?;
     print!("guest tracer:\n{log}");
+    let partial = i32::from(hoptrace_os::Exit::Partial.code());
     match tc {
         Some(0) | Some(130) | Some(143) => {}
-        Some(2) => note(
+        Some(c) if c == partial => note(
             res,
-            "guest tracer: exit 2, it lost events (ring buffer full under TCG): its recording is partial".into(),
+            format!("guest tracer: exit {c} (partial data), it lost events (ring buffer full under TCG): its recording is partial"),
         ),
         _ => res
             .failures

@@ -1,7 +1,7 @@
-//! `hoptrace-os`: operating-system plumbing: stop signals, AF_PACKET sockets,
-//! interface lookup.
+//! `hoptrace-os`: operating-system plumbing: stop signals, exit statuses,
+//! AF_PACKET sockets, interface lookup.
 //!
-//! Every command that talks to the kernel directly needs the same three
+//! Every command that talks to the kernel directly needs the same few
 //! things, and this crate is the one place they are written:
 //!
 //! - [`stop_flag`] ([`stop`]): SIGINT and SIGTERM set a flag the command's
@@ -16,11 +16,14 @@
 //!   ignored, kernel RX software stamps, VLAN tags given back, buffers,
 //!   batched send, receive with a timeout); [`stamps`] reads the kernel
 //!   stamps of a received frame.
+//! - [`Exit`] ([`exit`]): the one table of exit statuses of every command
+//!   (ok, error, usage, gate failed, streams differ, partial data).
 //!
 //! It depends on nothing else of hoptrace (`libc`, `signal-hook`,
 //! `thiserror` only), so every crate that sends, receives or stops can use
 //! it without pulling in a codec or a recording format.
 
+pub mod exit;
 pub mod interface;
 pub mod packet;
 mod socket_filter;
@@ -29,6 +32,7 @@ pub mod stop;
 pub mod tap;
 pub mod tracefs;
 
+pub use exit::Exit;
 pub use interface::{interface_index, interface_names, InterfaceError, Namespace};
 pub use packet::{PacketSocket, Received, SocketError, VlanTci, ETH_P_ALL};
 pub use stamps::Stamps;

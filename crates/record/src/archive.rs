@@ -30,10 +30,19 @@
 //! same size is skipped, a different one with the same name is an error.
 //! With `move_files`, each source file is deleted once placed (the tree
 //! becomes the archive; the recording keeps its open segment).
+//!
+//! The tree grows run after run, so an existing root is expected; what
+//! [`check_archive_root`] refuses before anything is placed is a root that
+//! is, lies in or holds one of the recordings (placing, and with
+//! `move_files` deleting, would then work on the files being read) and a
+//! non-empty root that is not an archive tree (an entry that is not a
+//! `<table>/host=<host>/` directory: a mistyped `--into` such as the home
+//! directory).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{io_err, RecordError, Result};
+use crate::output::OutputError;
 use crate::retention::{StoredFile, StoredKind};
 
 /// Where and how to place a recording's files.
@@ -85,6 +94,50 @@ fn this_host() -> String {
 fn utc_date(ns: i64) -> String {
     chrono::DateTime::from_timestamp(ns.div_euclid(1_000_000_000), 0)
         .map_or_else(|| "unknown".into(), |t| t.format("%Y-%m-%d").to_string())
+}
+
+/// Refuse `root` as the tree for `recordings` when it overlaps one of them
+/// or is a non-empty directory that is not an archive tree (module docs).
+pub fn check_archive_root(root: &Path, recordings: &[&Path]) -> Result<(), OutputError> {
+    let resolved = crate::output::resolve(root).map_err(|source| OutputError::Io {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    crate::output::check_not_an_input(root, &resolved, recordings)?;
+    let refused = |what: String| {
+        Err(OutputError::Refused(format!(
+            "--into {}: {what}, not an archive tree (ROOT/<table>/host=<host>/date=<day>/): choose an empty directory or an existing archive",
+            root.display()
+        )))
+    };
+    let entries = match std::fs::read_dir(&resolved) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) if resolved.exists() => return refused("it exists and is not a directory".into()),
+        Err(source) => {
+            return Err(OutputError::Io {
+                path: resolved,
+                source,
+            })
+        }
+    };
+    for table in entries {
+        let table = table.map_err(|source| OutputError::Io {
+            path: resolved.clone(),
+            source,
+        })?;
+        let name = table.file_name().to_string_lossy().into_owned();
+        let Ok(hosts) = std::fs::read_dir(table.path()) else {
+            return refused(format!("it holds the file {name}"));
+        };
+        for host in hosts.flatten() {
+            let host_name = host.file_name().to_string_lossy().into_owned();
+            if !host_name.starts_with("host=") || !host.path().is_dir() {
+                return refused(format!("it holds {name}/{host_name}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Place the closed files of the recording in `dir` into the tree.

@@ -46,6 +46,13 @@
 //! - A producer stops cleanly by calling `close()` when its stop flag is set
 //!   (`hoptrace_os::stop_flag`: SIGINT/SIGTERM set it).
 //!
+//! Outputs ([`output`]): [`claim_output_dir`]`(out, inputs, force)` is the
+//! rule every command that writes a directory applies first: an output that
+//! is, lies in or holds an input is refused; a non-empty one is refused
+//! unless `force` (then emptied); [`claim_output_file`] is its counterpart
+//! for the files commands write (an existing one is overwritten only with
+//! `force`); [`OutputError::Refused`] says why.
+//!
 //! Reading ([`reader`]):
 //! - [`RecordingReader::open`]`(dir_or_file)`, `.meta()`, `.segments()`
 //!   ([`SegmentInfo`]), `.cut_segments()` ([`CutSegment`] { path, reason }),
@@ -96,6 +103,7 @@ mod buffer;
 pub mod error;
 pub mod explanations;
 pub mod meta;
+pub mod output;
 pub mod reader;
 pub mod retention;
 pub mod row;
@@ -111,6 +119,7 @@ pub use meta::{
     DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn, HopAlignment, HopColumn,
     RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,
 };
+pub use output::{claim_output_dir, claim_output_file, ClaimedOutput, OutputError};
 pub use reader::{
     CutSegment, RecordBatches, RecordingReader, Rows, SegmentInfo, DEFAULT_BATCH_ROWS,
 };

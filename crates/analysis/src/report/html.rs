@@ -136,12 +136,17 @@ fn report_header(b: &mut String, report: &Report) {
     if let Some(g) = &report.gate {
         let _ = write!(
             b,
-            "<p class={}>GATE {}: max latency {} on {}: {}</p>",
+            "<p class={}>GATE {}: max latency {} on {}: {}{}</p>",
             if g.passed { "pass" } else { "fail" },
             if g.passed { "PASS" } else { "FAIL" },
             format_duration_ns(g.max_latency_ns),
             esc(&g.stages.join(", ")),
-            esc(&g.reason)
+            esc(&g.reason),
+            if report.partial_data {
+                " ON PARTIAL DATA: segments were skipped (see the recordings below)"
+            } else {
+                ""
+            }
         );
     }
 }
@@ -193,6 +198,13 @@ fn run_meta_table(b: &mut String, report: &Report, run: &RunReport) {
             esc(&h.clock),
             esc(&h.source),
             esc(&h.location)
+        );
+    }
+    if let Some(t) = p.partial_text() {
+        let _ = write!(
+            b,
+            "<tr><td class=fail>partial data</td><td>{}</td></tr>",
+            esc(&t)
         );
     }
     for c in &p.cut_segments {

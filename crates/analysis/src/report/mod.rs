@@ -70,9 +70,10 @@ pub fn assemble(
             from_ns: config.window.from_ns,
             to_ns: config.window.to_ns,
         },
-        runs,
         merged,
         merge_notes,
         gate: max_latency_ns.map(|m| evaluate_gate(&refs, m, !config.stages.is_empty())),
+        partial_data: runs.iter().any(|r| r.provenance.is_partial()),
+        runs,
     }
 }

@@ -27,9 +27,18 @@ pub struct Provenance {
     pub rate: Option<u32>,
     pub start_realtime_ns: i64,
     pub end_realtime_ns: i64,
+    /// Segments read.
     pub segments: usize,
-    /// Segments that could not be read (producer killed, truncated file).
+    /// Segments that could not be read (producer killed, truncated file):
+    /// their rows are in no figure of the report.
     pub cut_segments: Vec<String>,
+    /// Rows in the segments read.
+    pub rows_read: u64,
+    /// Bytes on disk of the segments read.
+    pub bytes_read: u64,
+    /// Bytes on disk of the cut segments (their row count is unknown: a
+    /// cut segment has no footer).
+    pub bytes_skipped: u64,
     /// `hoptrace doctor`'s summary of the host, when the recording has one.
     pub doctor: Option<hoptrace_record::DoctorSummary>,
     /// The hypervisor the recording host ran under (CPUID), if any.
@@ -38,6 +47,42 @@ pub struct Provenance {
     /// recording host, or a chain's subscriber, ran under QEMU TCG): said
     /// wherever the figures are shown.
     pub emulation: Option<String>,
+}
+
+impl Provenance {
+    /// Whether segments of the recording could not be read.
+    pub fn is_partial(&self) -> bool {
+        !self.cut_segments.is_empty()
+    }
+
+    /// How much of the recording was read and how much skipped, for a
+    /// partial one: "read 1 of 3 segments (4000 rows, 40.1 KiB); skipped
+    /// 2 unreadable segments (80.2 KiB, 67% of the bytes; their rows are
+    /// in no figure)".
+    pub fn partial_text(&self) -> Option<String> {
+        if !self.is_partial() {
+            return None;
+        }
+        use hoptrace_units::format_size;
+        let cut = self.cut_segments.len();
+        let total = self.bytes_read + self.bytes_skipped;
+        let share = match total {
+            0 => String::new(),
+            t => format!(
+                ", {:.0}% of the bytes",
+                100.0 * self.bytes_skipped as f64 / t as f64
+            ),
+        };
+        Some(format!(
+            "read {} of {} segments ({} rows, {}); skipped {cut} unreadable segment{} ({}{share}; their rows are in no figure)",
+            self.segments,
+            self.segments + cut,
+            self.rows_read,
+            format_size(self.bytes_read),
+            if cut == 1 { "" } else { "s" },
+            format_size(self.bytes_skipped),
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -197,6 +242,9 @@ pub struct Report {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub merge_notes: Vec<String>,
     pub gate: Option<Gate>,
+    /// Whether a recording of the report could not be read whole (cut
+    /// segments): its figures, and the gate's verdict, cover what was read.
+    pub partial_data: bool,
 }
 
 impl RunReport {

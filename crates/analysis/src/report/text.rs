@@ -219,12 +219,17 @@ fn render_as(report: &Report, markdown: bool, summary: bool) -> String {
     if let Some(g) = &report.gate {
         let _ = writeln!(
             t.out,
-            "\nGATE {}: max latency {} on {}: {} (worst {})",
+            "\nGATE {}: max latency {} on {}: {} (worst {}){}",
             if g.passed { "PASS" } else { "FAIL" },
             format_duration_ns(g.max_latency_ns),
             g.stages.join(", "),
             g.reason,
-            opt(g.worst_ns)
+            opt(g.worst_ns),
+            if report.partial_data {
+                " ON PARTIAL DATA: segments were skipped (WARNING above)"
+            } else {
+                ""
+            }
         );
     }
     t.out
@@ -272,6 +277,9 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
     });
     if let Some(e) = &p.emulation {
         meta.push(format!("WARNING {e}"));
+    }
+    if let Some(t) = p.partial_text() {
+        meta.push(format!("WARNING partial data: {t}"));
     }
     for c in &p.cut_segments {
         meta.push(format!("WARNING cut segment skipped: {c}"));

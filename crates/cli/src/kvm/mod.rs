@@ -1,10 +1,11 @@
 //! `hoptrace kvm`: VM exits per reason, per vCPU and per VM (wiring only;
 //! the logic lives in `hoptrace-kvm`).
 //!
-//! Exit codes: 0 done, 1 error, 2 events were lost (the figures are partial),
-//! 3 this kernel has no kvm tracepoints (nothing to trace: the message says
-//! what is missing and what to do). `hoptrace kvm workload` (hidden) is the
-//! nested lab's guest program with exits known in advance.
+//! Exit statuses (the table of `hoptrace_os::Exit`): 0 done, 1 error
+//! (among them a kernel without kvm tracepoints: the message says what is
+//! missing and what to do), 2 usage, 5 events were lost (the figures are
+//! partial). `hoptrace kvm workload` (hidden) is the nested lab's guest
+//! program with exits known in advance.
 
 mod live;
 
@@ -13,13 +14,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
 use hoptrace_kvm::session::{self, NoKvmTracepoints, SessionOptions};
-
-/// Exit code of `hoptrace kvm` on a kernel without kvm tracepoints.
-pub const EXIT_NO_KVM: u8 = 3;
-/// Exit code when events were lost.
-pub const EXIT_LOST: u8 = 2;
+use hoptrace_os::Exit;
 
 /// Duration flags of this command: the workspace's units parser, with 0
 /// refused (a session of no time measures nothing).
@@ -54,9 +50,14 @@ pub struct Args {
     /// interval lines then go to stderr.
     #[arg(long)]
     json: bool,
-    /// Write one row per exit into this recording directory.
+    /// Write one row per exit into this recording directory (new or
+    /// empty; an existing one only with --force).
     #[arg(long)]
     record: Option<PathBuf>,
+    /// With --record: replace the recording directory when it exists and
+    /// is not empty (what it holds is deleted first).
+    #[arg(long, requires = "record")]
+    force: bool,
     /// Also trace interrupt delivery to the guests (irqfd signals, APIC
     /// accepts, vCPU wake-ups); with --record they go to RECORD/delivery,
     /// for `hoptrace kvm delivery`.
@@ -97,9 +98,12 @@ enum Sub {
         /// The kvm recording of the same run (`hoptrace kvm --delivery --record`).
         #[arg(long)]
         kvm: PathBuf,
-        /// Write the per-packet delivery recording here.
+        /// Write the per-packet delivery recording here (a new or empty
+        /// directory, never one of the inputs; an existing one only with --force).
         #[arg(long)]
         out: PathBuf,
+        #[command(flatten)]
+        force: crate::outputs::ForceArg,
         /// A step further than this from the one before is not matched.
         #[arg(long, default_value = "100ms", value_parser = duration_arg)]
         window: Duration,
@@ -152,9 +156,18 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             trace,
             kvm,
             out,
+            force,
             window,
             json,
-        }) => return delivery(&trace, &kvm, &out, window, json),
+        }) => {
+            crate::outputs::claim(
+                "kvm delivery",
+                &out,
+                &[trace.as_path(), kvm.as_path()],
+                force.force,
+            )?;
+            return delivery(&trace, &kvm, &out, window, json);
+        }
         Some(Sub::Deliver {
             tap,
             frames,
@@ -177,7 +190,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     match trace(args) {
         Err(e) if e.downcast_ref::<NoKvmTracepoints>().is_some() => {
             eprintln!("hoptrace kvm: {e:#}");
-            Ok(ExitCode::from(EXIT_NO_KVM))
+            Ok(Exit::Error.into())
         }
         r => r,
     }
@@ -207,9 +220,14 @@ fn trace(args: Args) -> anyhow::Result<ExitCode> {
     }
     let tty = std::io::stdout().is_terminal();
     if args.live && !tty {
-        bail!("--live needs a terminal on stdout: use --plain for logs and pipes");
+        return Err(crate::exit::usage(
+            "--live needs a terminal on stdout: use --plain for logs and pipes",
+        ));
     }
     let live = args.live || (tty && !args.plain && !args.json);
+    if let Some(dir) = &args.record {
+        crate::outputs::claim("kvm", dir, &[], args.force)?;
+    }
     let opts = SessionOptions {
         pid: args.pid,
         duration: args.duration,
@@ -270,7 +288,7 @@ fn trace(args: Args) -> anyhow::Result<ExitCode> {
     }
     Ok(if report.views.lost.any() {
         say("hoptrace kvm: events were lost (see `lost`): the figures are partial");
-        ExitCode::from(EXIT_LOST)
+        Exit::Partial.into()
     } else {
         ExitCode::SUCCESS
     })
@@ -355,7 +373,7 @@ fn deliver(
             "hoptrace kvm deliver: only {} of {} SV frames came within {:?}",
             out.sv_frames, plan.frames, plan.timeout
         );
-        return Ok(ExitCode::FAILURE);
+        return Ok(Exit::Error.into());
     }
     Ok(ExitCode::SUCCESS)
 }

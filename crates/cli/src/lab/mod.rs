@@ -14,6 +14,8 @@ mod comparison;
 use comparison::RunRecordings;
 
 use crate::args::GivenFlags;
+use crate::exit::usage;
+use crate::outputs::ForceArg;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -84,9 +86,12 @@ pub enum Command {
         #[arg(long, default_value = "none")]
         load: String,
         /// Output directory for recordings and logs (default
-        /// `hoptrace-lab-TOPOLOGY` in the current directory; printed).
+        /// `hoptrace-lab-TOPOLOGY` in the current directory; printed): new
+        /// or empty, checked before the lab comes up.
         #[arg(long)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        force: ForceArg,
         /// Lab name for this run (1-6 characters a-z0-9).
         #[arg(long, default_value = "run")]
         name: String,
@@ -114,9 +119,12 @@ pub enum Command {
         rate: u32,
         /// Directory for every run's recordings, one subdirectory per
         /// topology (default `hoptrace-lab-compare` in the current
-        /// directory; printed).
+        /// directory; printed): new or empty, checked before the first lab
+        /// comes up.
         #[arg(long)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        force: ForceArg,
         /// Also write the table and the overlaid CDFs as an HTML page.
         #[arg(long)]
         html: Option<PathBuf>,
@@ -180,6 +188,8 @@ fn topology_arg() -> impl clap::builder::TypedValueParser<Value = Topology> {
         .map(|name| name.parse::<Topology>().expect("a name from Topology::ALL"))
 }
 
+/// `lab exec`'s status: the command's own, passed through (outside the
+/// table of `hoptrace_os::Exit`: the command may be any program).
 fn code(c: i32) -> ExitCode {
     ExitCode::from(c.clamp(0, 255) as u8)
 }
@@ -212,10 +222,10 @@ fn check_run_flags(topology: Topology, given: &GivenFlags) -> Result<()> {
         .map(|id| format!("--{}", id.replace('_', "-")))
         .collect();
     if !flags.is_empty() {
-        bail!(
+        return Err(usage(format!(
             "{} set {what}: they do nothing in `lab run {topology}`",
             flags.join(", ")
-        );
+        )));
     }
     Ok(())
 }
@@ -238,6 +248,7 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
             mmio,
             deliver,
             out,
+            force,
             name,
             ..
         } => {
@@ -248,7 +259,7 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
                 mmio,
                 deliver,
             };
-            run_kvm(&name, &w, out)
+            run_kvm(&name, &w, out, force.force)
         }
         Command::Run {
             topology,
@@ -257,10 +268,13 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
             duration,
             load,
             out,
+            force,
             name,
             tracer,
             ..
-        } => run_path(topology, streams, rate, duration, &load, out, name, tracer),
+        } => run_path(
+            topology, streams, rate, duration, &load, out, force, name, tracer,
+        ),
         Command::Compare {
             topologies,
             duration,
@@ -268,6 +282,7 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
             streams,
             rate,
             out,
+            force,
             html,
             name,
             tracer,
@@ -277,7 +292,7 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
             &load,
             streams,
             rate,
-            out,
+            (out, force),
             html,
             &name,
             tracer,
@@ -363,9 +378,11 @@ fn run_kvm(
     name: &str,
     w: &hoptrace_lab::nested::Workload,
     out: Option<PathBuf>,
+    force: bool,
 ) -> Result<ExitCode> {
-    let stop = hoptrace_os::stop_flag()?;
     let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-kvm"));
+    crate::outputs::claim("lab run", &out, &[], force)?;
+    let stop = hoptrace_os::stop_flag()?;
     let mut problems = hoptrace_lab::nested::run(name, w, &out, &Env::current()?, &stop)?;
     problems.extend(hoptrace_lab::nested::checks::check(
         &out,
@@ -379,7 +396,7 @@ fn run_kvm(
     Ok(if problems.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        hoptrace_os::Exit::Error.into()
     })
 }
 
@@ -392,22 +409,24 @@ fn run_path(
     duration: Duration,
     load: &str,
     out: Option<PathBuf>,
+    force: ForceArg,
     name: String,
     tracer: TracerArgs,
 ) -> Result<ExitCode> {
-    check_run_duration(duration)?;
-    let stop = hoptrace_os::stop_flag()?;
+    check_run_duration(duration).map_err(|e| usage(format!("{e:#}")))?;
     let opts = RunOptions {
         topology,
         name,
         streams,
         rate,
         duration,
-        load: load.parse::<Load>()?,
+        load: load.parse::<Load>().map_err(|e| usage(format!("{e:#}")))?,
         out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
         explain: tracer.threshold(),
         pin: !tracer.no_pin,
     };
+    crate::outputs::claim("lab run", &opts.out, &[], force.force)?;
+    let stop = hoptrace_os::stop_flag()?;
     let res = hoptrace_lab::run::run(&opts, &Env::current()?, stop)?;
     println!("lab run: outputs in {}", opts.out.display());
     for f in &res.failures {
@@ -422,7 +441,7 @@ fn run_path(
     Ok(if res.failures.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        hoptrace_os::Exit::Error.into()
     })
 }
 
@@ -434,16 +453,19 @@ fn compare(
     load: &str,
     streams: u16,
     rate: u32,
-    out: Option<PathBuf>,
+    (out, force): (Option<PathBuf>, ForceArg),
     html: Option<PathBuf>,
     name: &str,
     tracer: TracerArgs,
 ) -> Result<ExitCode> {
-    check_run_duration(duration)?;
-    let stop = hoptrace_os::stop_flag()?;
-    let list = hoptrace_lab::topology::parse_list(topologies)?;
-    let load = load.parse::<Load>()?;
+    check_run_duration(duration).map_err(|e| usage(format!("{e:#}")))?;
+    let list =
+        hoptrace_lab::topology::parse_list(topologies).map_err(|e| usage(format!("{e:#}")))?;
+    let load = load.parse::<Load>().map_err(|e| usage(format!("{e:#}")))?;
     let out = out.unwrap_or_else(|| PathBuf::from("hoptrace-lab-compare"));
+    crate::outputs::claim("lab compare", &out, &[], force.force)?;
+    crate::outputs::claim_files("lab compare", &[html.as_deref()], &[], force.force)?;
+    let stop = hoptrace_os::stop_flag()?;
     println!(
         "lab compare: recordings of every run go to {}",
         out.display()
@@ -514,7 +536,7 @@ fn compare(
         println!("HTML comparison (table and overlaid CDFs): {}", h.display());
     }
     Ok(if failed {
-        ExitCode::from(1)
+        hoptrace_os::Exit::Error.into()
     } else {
         ExitCode::SUCCESS
     })

@@ -10,10 +10,11 @@
 //! put back as on the wire) until `--count`, `--duration` or Ctrl-C
 //! (SIGINT/SIGTERM), and prints the same summary in every case.
 //!
-//! Exit status: 0 when every SV frame decoded; 2 when at least one frame was
-//! malformed or the capture file is truncated/corrupt (everything before the
-//! cut is still printed and summarized); 1 when the input cannot be read at
-//! all (missing file, not a capture, no such interface, no privileges).
+//! Exit status (docs/exit-codes.md): 0 when every SV frame decoded; 5
+//! (partial) when at least one frame was malformed or the capture file is
+//! truncated/corrupt (everything before the cut is still printed and
+//! summarized); 1 when the input cannot be read at all (missing file, not a
+//! capture, no such interface, no privileges); 2 for a usage error.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -327,7 +328,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("hoptrace sv dump: {} malformed frame(s)", d.malformed);
     }
     Ok(if d.malformed > 0 || had_cut {
-        ExitCode::from(2)
+        hoptrace_os::Exit::Partial.into()
     } else {
         ExitCode::SUCCESS
     })

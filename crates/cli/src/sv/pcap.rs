@@ -19,9 +19,11 @@ use crate::args::WITH_SVID;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Output capture file.
+    /// Output capture file (new; an existing one only with --force).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
     /// Number of streams (dst 01:0C:CD:04:00:xx, APPID base + index).
     #[arg(long, default_value_t = 1, conflicts_with_all = ["scl", "svid", "config"])]
     pub streams: u16,
@@ -138,6 +140,17 @@ pub fn parse_start_time(s: &str) -> anyhow::Result<u64> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let inputs: Vec<&std::path::Path> = [&args.scl.scl, &args.config]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    crate::outputs::claim_files(
+        "sv pcap",
+        &[Some(args.output.as_path())],
+        &inputs,
+        args.force.force,
+    )?;
     let format =
         args.format
             .unwrap_or_else(|| match args.output.extension().and_then(|e| e.to_str()) {

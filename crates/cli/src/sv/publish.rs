@@ -18,9 +18,14 @@ use hoptrace_units::{arg, format_rate, Rate};
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
 
 #[derive(clap::Args, Debug)]
-#[command(group = clap::ArgGroup::new(REPLAY_FROM_FLAG_OR_FILE)
-    .args(["replay", "config"])
-    .multiple(true))]
+#[command(
+    group = clap::ArgGroup::new(REPLAY_FROM_FLAG_OR_FILE)
+        .args(["replay", "config"])
+        .multiple(true),
+    group = clap::ArgGroup::new(RECORD_FROM_FLAG_OR_FILE)
+        .args(["record", "config"])
+        .multiple(true),
+)]
 pub struct Args {
     /// Interface to send on (must exist in this network namespace and be up).
     #[arg(long)]
@@ -67,9 +72,12 @@ pub struct Args {
     /// Fill refrTm with the send time (CLOCK_REALTIME).
     #[arg(long)]
     pub refrtm: bool,
-    /// Write a recording (one row per sample, t_tx + t_sched) to this directory.
+    /// Write a recording (one row per sample, t_tx + t_sched) to this
+    /// directory (new or empty; an existing one only with --force).
     #[arg(long)]
     pub record: Option<PathBuf>,
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = RECORD_FROM_FLAG_OR_FILE)]
+    pub force: bool,
     /// svID prefix of the numbered streams.
     #[arg(long, default_value = "HOPTRACE_SV", conflicts_with_all = ["scl", "svid"])]
     pub svid_prefix: String,
@@ -94,6 +102,8 @@ pub struct Args {
 /// `--replay`, or a config file that may give `replay`: what `--loop`
 /// needs (see [`crate::args`]).
 const REPLAY_FROM_FLAG_OR_FILE: &str = "replay_from_flag_or_file";
+/// `--record`, or a config file that may give `record`: what `--force` needs.
+const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
 
 /// The `[publish]` table: its keys where the flags were not given. The
 /// file's streams (`[scl]`, `[[stream]]`) are read by [`stream_plans`].
@@ -134,6 +144,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "--loop {} plays a capture several times: give --replay FILE (or `replay` in the config file)",
         args.loop_count
     );
+    crate::outputs::claim_record(
+        "sv publish",
+        args.record.as_deref(),
+        &[
+            args.replay.as_deref(),
+            args.scl.scl.as_deref(),
+            args.config.config.as_deref(),
+        ],
+        args.force,
+    )?;
     let rate = args.rate;
     let stop = hoptrace_os::stop_flag()?;
     args.realtime.apply()?;

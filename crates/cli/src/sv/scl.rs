@@ -2,10 +2,10 @@
 //! (or `--json`), so a user can check what hoptrace understood before
 //! publishing or subscribing with it. Reading is `hoptrace_scl`'s job.
 //!
-//! Exit status: 0 when every selected control block became a stream; 2 when
-//! some could not (those that could are still listed, the problems follow
-//! on stderr with file:line:column); 1 when the file cannot be read at all
-//! or `--ied`/`--svcb` select nothing.
+//! Exit status (docs/exit-codes.md): 0 when every selected control block
+//! became a stream; 5 (partial) when some could not (those that could are
+//! still listed, the problems follow on stderr with file:line:column); 1
+//! when the file cannot be read at all or `--ied`/`--svcb` select nothing.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -107,7 +107,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(if problems.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        hoptrace_os::Exit::Partial.into()
     })
 }
 

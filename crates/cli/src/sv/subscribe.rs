@@ -43,9 +43,12 @@ pub struct Args {
     pub count: Option<u64>,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
-    /// Write a recording (t_rx, t_app per sample) to this directory.
+    /// Write a recording (t_rx, t_app per sample) to this directory (new
+    /// or empty; an existing one only with --force).
     #[arg(long)]
     pub record: Option<PathBuf>,
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = RECORD_FROM_FLAG_OR_FILE)]
+    pub force: bool,
     /// Publisher recording to join with (end-to-end T3 - T0 by sample identity).
     #[arg(long)]
     pub reference: Option<PathBuf>,
@@ -87,7 +90,7 @@ pub struct Args {
     #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = STREAMS_FROM_SCL_OR_FILE)]
     pub frequency: Option<u16>,
     /// With configured streams (--scl, or `[scl]`/`[[stream]]` in the config
-    /// file): exit with status 3 when the received streams are not exactly
+    /// file): exit with status 4 when the received streams are not exactly
     /// the configured ones (missing, unexpected, a field that differs, a
     /// wrong rate, a change of smpSynch).
     #[arg(long, requires = STREAMS_FROM_SCL_OR_FILE)]
@@ -133,12 +136,15 @@ impl FromConfigFile for Args {
     }
 }
 
-/// Exit status of `--expect-streams` when the streams are not as configured.
-pub const EXIT_STREAMS_DIFFER: u8 = 3;
-
 pub fn run(args: Args) -> Result<ExitCode> {
     let configured = expected_streams(&args)?;
     let iface = required_iface(&args.iface)?;
+    let inputs = [
+        args.reference.as_deref(),
+        args.scl.scl.as_deref(),
+        args.config.config.as_deref(),
+    ];
+    crate::outputs::claim_record("sv subscribe", args.record.as_deref(), &inputs, args.force)?;
     let retention = hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk);
     let metrics_addr = args
         .metrics
@@ -255,8 +261,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     if args.expect_streams && streams_differ {
-        eprintln!("hoptrace sv subscribe: the received streams are not the configured ones (--expect-streams): exit status {EXIT_STREAMS_DIFFER}");
-        return Ok(ExitCode::from(EXIT_STREAMS_DIFFER));
+        let status = hoptrace_os::Exit::StreamsDiffer;
+        eprintln!(
+            "hoptrace sv subscribe: the received streams are not the configured ones (--expect-streams): exit status {}",
+            status.code()
+        );
+        return Ok(status.into());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
+use hoptrace_os::Exit;
 use hoptrace_probes::Profile;
 use hoptrace_trace::driver::{parse_filter, run_trace, TraceOptions};
 use hoptrace_units::{arg, CpuList};
@@ -47,8 +47,9 @@ pub struct Args {
     /// period (50 or 60) [default: 50].
     #[arg(long, value_parser = crate::sv::streams::power_frequency, requires = WITH_SCL)]
     frequency: Option<u16>,
-    /// With --scl: exit with status 3 when a configured stream was not seen
-    /// or a stream that is not configured was (after lost events, status 2).
+    /// With --scl: exit with status 4 when a configured stream was not seen
+    /// or a stream that is not configured was (after lost events, status 5:
+    /// partial data).
     #[arg(long, requires = WITH_SCL, conflicts_with = "kernel_stats")]
     expect_streams: bool,
     /// Also trace other frames: `ether proto 0xNNNN`, `ether dst MAC`, joined with `and`.
@@ -67,9 +68,12 @@ pub struct Args {
     /// instead of the last second's summary.
     #[arg(long)]
     per_stream: bool,
-    /// Write one row per packet into this recording directory.
+    /// Write one row per packet into this recording directory (new or
+    /// empty; an existing one only with --force).
     #[arg(long)]
     record: Option<PathBuf>,
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = "record")]
+    force: bool,
     /// Event-less live mode: the BPF programs send no per-packet record
     /// (only drops); per-stream, per-stage count, min, p50/p99 (bucket
     /// bounds), max, counts above each --threshold (at most 4) and the worst
@@ -194,16 +198,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(cpus) = &args.cpu {
         hoptrace_endpoints::sched::pin_to_cpus(cpus.cpus())?;
     }
-    let profile: Profile = args.profile.parse().map_err(anyhow::Error::msg)?;
+    let profile: Profile = args.profile.parse().map_err(crate::exit::usage)?;
     if let Some(h) = &args.hops {
         let known = hoptrace_probes::catalogue::profile_hops(profile);
         for name in h.split(',') {
             if !known.contains(&name) {
-                bail!(
+                return Err(crate::exit::usage(format!(
                     "unknown hop `{name}` for profile {}: hops are {}",
                     args.profile,
                     known.join(",")
-                );
+                )));
             }
         }
     }
@@ -218,6 +222,18 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         args.streams
     };
+    let tty = std::io::stdout().is_terminal();
+    if args.live && !tty {
+        return Err(crate::exit::usage(
+            "--live needs a terminal on stdout: use --plain for logs and pipes",
+        ));
+    }
+    crate::outputs::claim_record(
+        "trace",
+        args.record.as_deref(),
+        &[args.doctor_report.as_deref(), args.scl.scl.as_deref()],
+        args.force,
+    )?;
     // The host checks run before the probes attach (their interval would
     // otherwise be spent with the probes' own load on the CPUs).
     let wants_doctor = args.record.is_some() || args.metrics.is_some();
@@ -229,10 +245,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?,
         _ => None,
     };
-    let tty = std::io::stdout().is_terminal();
-    if args.live && !tty {
-        bail!("--live needs a terminal on stdout: use --plain for logs and pipes");
-    }
     let live = args.live || (tty && !args.plain && args.record.is_none());
     let periodic = !live && (args.plain || !tty || args.record.is_none());
     let opts = TraceOptions {
@@ -294,9 +306,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .as_ref()
         .is_some_and(|p| !p.as_configured());
     Ok(if lost > 0 {
-        ExitCode::from(2)
+        Exit::Partial.into()
     } else if args.expect_streams && streams_differ {
-        ExitCode::from(crate::sv::subscribe::EXIT_STREAMS_DIFFER)
+        Exit::StreamsDiffer.into()
     } else {
         ExitCode::SUCCESS
     })

@@ -122,7 +122,9 @@ fn the_comparison_table_shows_all_data_and_the_range() {
     // The warm-up spike (200 samples at 1.5 ms) only exists in "fast".
     assert_eq!(rows[0]["all"]["above_1ms"], 200);
 
-    // With a data range: skip the first 100 samples of each stream.
+    // With a data range: skip the first 100 samples of each stream (its
+    // own JSON file: an existing one is not overwritten).
+    let js = d.path().join("c-warmup.json");
     let (o, rows) = run_json(
         &[
             "compare",
@@ -157,9 +159,9 @@ fn the_comparison_table_shows_all_data_and_the_range() {
     }
     assert_eq!(rows[0]["range"]["above_1ms"], 0);
 
-    // A wrong number of names is a clear error.
+    // A wrong number of names is a clear usage error.
     let o = hoptrace(&["compare", a, b, "--names", "only-one"]);
-    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("one name per recording"));
 }
 
@@ -181,16 +183,30 @@ fn figures_measured_under_tcg_say_so_in_the_report_and_under_the_comparison() {
         d.path().join("tcg"),
         d.path().join("chain"),
     );
-    write_recording_with(&kvm, &["a", "b"], &pkts, |m| {
-        m.hypervisor = Some("KVM".into())
-    });
-    write_recording_with(&tcg, &["a", "b"], &pkts, |m| {
-        m.hypervisor = Some("TCG".into())
-    });
-    write_recording_with(&chain, &["a", "b"], &pkts, |m| {
-        m.hypervisor = None;
-        m.extra = serde_json::json!({"subscriber_hypervisor": "TCG"});
-    });
+    write_recording_with(
+        &kvm,
+        &["a", "b"],
+        &pkts,
+        hoptrace_record::RotatePolicy::default(),
+        |m| m.hypervisor = Some("KVM".into()),
+    );
+    write_recording_with(
+        &tcg,
+        &["a", "b"],
+        &pkts,
+        hoptrace_record::RotatePolicy::default(),
+        |m| m.hypervisor = Some("TCG".into()),
+    );
+    write_recording_with(
+        &chain,
+        &["a", "b"],
+        &pkts,
+        hoptrace_record::RotatePolicy::default(),
+        |m| {
+            m.hypervisor = None;
+            m.extra = serde_json::json!({"subscriber_hypervisor": "TCG"});
+        },
+    );
     let report =
         |p: &std::path::Path| stdout(&hoptrace(&["report", p.to_str().unwrap(), "--summary"]));
     assert!(!report(&kvm).contains("TCG"), "{}", report(&kvm));

@@ -128,7 +128,7 @@ fn an_empty_root_gives_unknown_for_every_check_and_never_pass() {
 }
 
 #[test]
-fn strict_exits_2_exactly_when_a_fatal_or_high_check_fails_and_junit_is_written() {
+fn strict_exits_gate_failed_exactly_when_a_fatal_or_high_check_fails_and_junit_is_written() {
     let d = tempfile::tempdir().unwrap();
     let xml = d.path().join("doctor.xml");
     let o = hoptrace(&[
@@ -143,7 +143,12 @@ fn strict_exits_2_exactly_when_a_fatal_or_high_check_fails_and_junit_is_written(
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let f = &r["summary"]["failed_by_severity"];
     let severe = f["fatal"].as_u64().unwrap() + f["high"].as_u64().unwrap();
-    assert_eq!(o.status.code(), Some(if severe > 0 { 2 } else { 0 }), "{r}");
+    let gate_failed = i32::from(hoptrace_os::Exit::GateFailed.code());
+    assert_eq!(
+        o.status.code(),
+        Some(if severe > 0 { gate_failed } else { 0 }),
+        "{r}"
+    );
     let junit = std::fs::read_to_string(&xml).unwrap();
     assert_eq!(
         junit.matches("<testcase ").count(),

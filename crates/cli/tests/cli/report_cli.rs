@@ -268,11 +268,12 @@ fn visible_text(html: &str) -> String {
 #[test]
 fn max_latency_gate_exit_codes() {
     let (d, rec) = setup("rep-gate");
-    // End to end max is 3 ms + 5.5 us: 4 ms passes, 1 ms fails with code 2.
+    // End to end max is 3 ms + 5.5 us: 4 ms passes, 1 ms fails with the
+    // gate-failed status (3).
     let o = hoptrace(&["report", &rec, "--max-latency", "4ms"]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     let js = d.path().join("g.json");
-    let (_, rep) = run_json(&["report", &rec, "--max-latency", "1ms"], &js, 2);
+    let (_, rep) = run_json(&["report", &rec, "--max-latency", "1ms"], &js, 3);
     let g = &rep["gate"];
     assert_eq!(g["passed"], false);
     assert_eq!(g["packets_over"], 1);
@@ -280,10 +281,13 @@ fn max_latency_gate_exit_codes() {
     // Gating only b..c (max 5 us + 999 ns) passes at 1 ms.
     let o = hoptrace(&["report", &rec, "--stage", "b..c", "--max-latency", "1ms"]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
-    // A bad argument is an error (1), distinct from a failed gate.
+    // A stage the recording does not have is an error (1), a flag that
+    // does not exist a usage error (2): both distinct from a failed gate.
     let o = hoptrace(&["report", &rec, "--stage", "x..c"]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no hop named"));
+    let o = hoptrace(&["report", &rec, "--max-latnecy", "1ms"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
 }
 
 #[test]
@@ -327,6 +331,8 @@ fn skip_warmup_and_time_window() {
 
     // [50 ms, 100 ms) after the first packet (S1 seq 0 at T0): S1 seq
     // 200..399, S2 (1 us later) seq 200..399 too but S2 ends at 199.
+    // Each report into its own file (an existing one is not overwritten).
+    let js = d.path().join("w-50ms.json");
     let (_, rep) = run_json(&["report", &rec, "--from", "50ms", "--to", "100ms"], &js, 0);
     let in_win = |seq: u64, _| (200..400).contains(&seq);
     check_stats(
@@ -337,6 +343,7 @@ fn skip_warmup_and_time_window() {
     assert_eq!(stream(&rep, "S1")["excluded"], 800);
     assert_eq!(stream(&rep, "S2")["stages"][0]["stats"]["count"], 0);
     // 10 ms .. 30 ms: S2 seq 40..119 minus the 10 lost; the -2 us value is in.
+    let js = d.path().join("w-10ms.json");
     let (_, rep) = run_json(&["report", &rec, "--from", "10ms", "--to", "30ms"], &js, 0);
     // S2 times are T0 + seq*250us + 1us: offset in [10ms, 30ms) <=> seq 40..119.
     check_stats(
@@ -420,7 +427,7 @@ fn exports_csv_hdr_log_rt_json() {
 /// S2 configured at 4800/s but recorded at 4000/s (with 10 lost samples,
 /// which do not change its rate), S3 configured and absent; the text names
 /// exactly those two problems, the JSON carries the check per recording,
-/// and `--expect-streams` turns it into exit status 3.
+/// and `--expect-streams` turns it into exit status 4 (streams differ).
 #[test]
 fn report_checks_a_recordings_streams_against_the_configured_ones() {
     let (d, rec) = setup("rep-cfg");
@@ -449,7 +456,7 @@ dst_mac = "01:0c:cd:04:00:03"
     let (out, rep) = run_json(
         &["report", &rec, "--config", cfg, "--expect-streams"],
         &js,
-        3,
+        4,
     );
     let text = stdout(&out);
     assert!(text.contains("configured streams (from "), "{text}");

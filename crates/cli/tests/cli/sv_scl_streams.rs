@@ -480,7 +480,8 @@ mod privileged {
             ],
             "{out}"
         );
-        assert_eq!(status.code(), Some(3), "{out}");
+        let streams_differ = i32::from(hoptrace_os::Exit::StreamsDiffer.code());
+        assert_eq!(status.code(), Some(streams_differ), "{out}");
     }
 
     #[test]

@@ -423,7 +423,7 @@ mod privileged {
     /// `--scl` selects the file's streams by their whole key and names what
     /// differs: with SV1 published from the file and a numbered stream next to
     /// it, the tracer keeps SV1's 500 timelines, names SV2 as missing and
-    /// HOPTRACE_SV0 as unexpected, and `--expect-streams` exits with status 3.
+    /// HOPTRACE_SV0 as unexpected, and `--expect-streams` exits with status 4 (streams differ).
     #[test]
     fn trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected_ones() {
         if !hoptrace_netns::require_privileges(
@@ -459,7 +459,8 @@ mod privileged {
         let out = tracer.wait_with_output().expect("tracer output");
         let _ = std::fs::remove_dir_all(&dir);
         let text = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(3), "{text}");
+        let streams_differ = i32::from(hoptrace_os::Exit::StreamsDiffer.code());
+        assert_eq!(out.status.code(), Some(streams_differ), "{text}");
         let at = text.find("=== summary").expect("summary");
         // Every second: the configured streams seen so far.
         assert!(

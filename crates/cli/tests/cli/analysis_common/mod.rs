@@ -48,14 +48,22 @@ impl Drop for TempDir {
 
 /// Write `pkts` (in this order) as a recording with hops `hop_names`.
 pub fn write_recording(dir: &Path, hop_names: &[&str], pkts: &[Pkt]) {
-    write_recording_with(dir, hop_names, pkts, |_| {});
+    write_recording_with(dir, hop_names, pkts, RotatePolicy::default(), |_| {});
 }
 
-/// [`write_recording`] with the metadata changed by `edit` first.
+/// [`write_recording`] with the writer's `policy` (e.g. a segment every
+/// N rows).
+pub fn write_segments(dir: &Path, hop_names: &[&str], pkts: &[Pkt], policy: RotatePolicy) {
+    write_recording_with(dir, hop_names, pkts, policy, |_| {});
+}
+
+/// [`write_recording`] with the writer's `policy` and the metadata changed
+/// by `edit` first.
 pub fn write_recording_with(
     dir: &Path,
     hop_names: &[&str],
     pkts: &[Pkt],
+    policy: RotatePolicy,
     edit: impl FnOnce(&mut RecordingMeta),
 ) {
     let hops = hop_names
@@ -65,7 +73,7 @@ pub fn write_recording_with(
     let mut meta = RecordingMeta::for_this_host("test", hops);
     meta.rate = Some(4000);
     edit(&mut meta);
-    let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default()).unwrap();
+    let mut w = RecordingWriter::create(dir, meta, policy).unwrap();
     for p in pkts {
         w.append_ref(PacketRowRef {
             stream: &p.stream,

@@ -1,0 +1,83 @@
+//! The directories commands write (`join`, `correlate -o`, `kvm delivery
+//! --out`, `lab run`/`lab compare --out`, every `--record`): each command
+//! claims its output with [`claim`] before it reads, captures or brings up
+//! anything, so a refusal costs nothing and destroys nothing. The rule is
+//! `hoptrace_record::output`'s: an output that is, lies in or holds an
+//! input is refused; a non-empty one is refused unless `--force`, which
+//! empties it. The files commands write (`report --html/--json/--text/
+//! --perfetto/--csv/--hdr-log/--rt-json`, `compare --html/--json`,
+//! `correlate --json`, `lab compare --html`, `doctor --junit`, `sv pcap
+//! -o`) are claimed with [`claim_files`] the same way, before anything is
+//! read: an existing non-empty file is refused unless `--force` (then
+//! overwritten), a file that is or lies in an input always. A refusal
+//! exits with the usage status (crate::exit).
+
+use std::path::Path;
+
+/// `--force` of the commands that write a directory or a file.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct ForceArg {
+    /// Replace an output that exists and is not empty: a directory is
+    /// emptied first, a file overwritten. An output that is, lies in or
+    /// holds one of the inputs is refused even so.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Claim `out` for `command` (`"join"`), which reads `inputs`: refused
+/// (a usage error) or accepted; with `force`, emptied, which is said on
+/// stderr.
+pub fn claim(command: &str, out: &Path, inputs: &[&Path], force: bool) -> anyhow::Result<()> {
+    let claimed = hoptrace_record::claim_output_dir(out, inputs, force)?;
+    if let Some(held) = claimed.replaced {
+        eprintln!(
+            "hoptrace {command}: --force: emptied {} (it held {held})",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Claim every file of `outs` that is given, for `command`, which reads
+/// `inputs`: refused (a usage error) when one exists and is not empty
+/// (unless `force`), is a directory, or is or lies in an input; with
+/// `force`, a file that will be overwritten is said on stderr.
+pub fn claim_files(
+    command: &str,
+    outs: &[Option<&Path>],
+    inputs: &[&Path],
+    force: bool,
+) -> anyhow::Result<()> {
+    for out in outs.iter().flatten() {
+        let claimed = hoptrace_record::claim_output_file(out, inputs, force)?;
+        if let Some(held) = claimed.replaced {
+            eprintln!(
+                "hoptrace {command}: --force: replacing {} ({held})",
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `--record DIR` of `command` (flag or config file) with its `--force`:
+/// claimed as [`claim`] does; `--force` without a recording is a usage
+/// error (the config file may have promised one and not given it).
+pub fn claim_record(
+    command: &str,
+    record: Option<&Path>,
+    inputs: &[Option<&Path>],
+    force: bool,
+) -> anyhow::Result<()> {
+    let inputs: Vec<&Path> = inputs.iter().flatten().copied().collect();
+    match record {
+        Some(dir) => claim(command, dir, &inputs, force),
+        None if force => Err(crate::exit::usage(
+            "--force replaces the recording directory: give --record DIR (or `record` in the config file)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `--force` of the commands with `--record`: the help they share.
+pub const RECORD_FORCE_HELP: &str = "With --record: replace the recording directory when it exists and is not empty (what it holds is deleted first). A recording directory is otherwise new or empty, and never one of the inputs.";
