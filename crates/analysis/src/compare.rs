@@ -125,7 +125,7 @@ pub fn compare(
             stage,
             all,
             range,
-            emulation: provenance.emulation,
+            emulation: provenance.emulation.clone(),
             partial: provenance.partial_text(),
         });
         dists.push((name, dist));

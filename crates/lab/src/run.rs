@@ -620,7 +620,7 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
     let html = out.join("report.html");
     let full = out.join("report.txt");
     // The explained spikes as a Perfetto timeline, when the tracer
-    // explained any (`explain-*.parquet` in a recording).
+    // explained any (explanation files in a recording).
     let explained = recs
         .iter()
         .any(|r| !hoptrace_record::explanation_files(r).is_empty());

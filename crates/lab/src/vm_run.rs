@@ -40,7 +40,7 @@ use crate::vm_clock::ClockExchange;
 /// How long the guest's subscriber may take to say it is ready (TCG is slow).
 const SUBSCRIBER_READY: Duration = Duration::from_secs(120);
 
-/// Copy a directory tree (recordings are a few flat files).
+/// Copy a directory tree (a recording: its segments and its `explain/` folder).
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {

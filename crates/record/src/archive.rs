@@ -12,7 +12,9 @@
 //! ```
 //!
 //! - one table per producer (`sv-subscribe`, `trace`, `sv-publish`, ...):
-//!   their columns differ (each has its own hop columns);
+//!   their columns differ (each has its own hop columns); the explanation
+//!   files of every recording (`REC/explain/`, or beside the segments in
+//!   recordings made before that folder) are the table `explanations`;
 //! - `host` is the recording's (its metadata), unless told otherwise (a
 //!   recording copied from another machine keeps the host that made it);
 //! - `date` is the UTC day the segment was opened (its metadata's
@@ -43,7 +45,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{io_err, RecordError, Result};
 use crate::output::OutputError;
-use crate::retention::{StoredFile, StoredKind};
+use crate::retention::{closed_files, StoredKind};
 
 /// Where and how to place a recording's files.
 #[derive(Debug, Clone)]
@@ -146,21 +148,18 @@ pub fn archive_recording(dir: &Path, opts: &ArchiveOptions) -> Result<Archived> 
         .file_name()
         .map(|n| partition_value(&n.to_string_lossy()))
         .unwrap_or_else(|| "recording".into());
-    let mut files: Vec<(String, StoredKind)> = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let entry = entry.map_err(io_err(dir))?;
-        let file = entry.file_name().to_string_lossy().into_owned();
-        if let Some(kind) = StoredFile::kind_of(&file) {
-            files.push((file, kind));
-        }
-    }
+    let mut files = closed_files(dir)?;
     // Segments first (the explanations take the host of their segments),
     // each kind in number order.
     files.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
     let mut host = opts.host.clone();
     let mut out = Archived::default();
-    for (file, kind) in files {
-        let src = dir.join(&file);
+    for (rel, kind) in files {
+        let src = dir.join(&rel);
+        // The file's own name: explanations come from their folder
+        // (`explain/explain-000001.parquet`) or, in older recordings, from
+        // beside the segments.
+        let file = rel.rsplit('/').next().unwrap_or(&rel);
         let (table, h, date, stamp) = match kind {
             StoredKind::Segment => {
                 let meta = crate::reader::segment_meta(&src)?;
@@ -249,5 +248,114 @@ mod tests {
         assert_eq!(partition_value("a/b=c"), "a_b_c");
         assert_eq!(partition_value(""), "unknown");
         assert_eq!(utc_date(1_795_475_404_123_456_789), "2026-11-23");
+    }
+
+    /// The relative paths of the files under `dir`, sorted.
+    fn tree(dir: &Path) -> Vec<String> {
+        let mut v = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                v.extend(tree(&e.path()).into_iter().map(|n| format!("{name}/{n}")));
+            } else {
+                v.push(name);
+            }
+        }
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn explanations_from_their_folder_and_from_beside_the_segments_go_to_the_explanations_table() {
+        use crate::*;
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = tmp.path().join("rec");
+        let hops = vec![HopColumn::new(
+            "rx",
+            ClockDomain::Tai,
+            StampSource::Bpf,
+            "test",
+        )];
+        let mut meta = RecordingMeta::for_this_host("trace", hops);
+        meta.host = "relay1".into();
+        let mut w = RecordingWriter::create(&rec, meta, RotatePolicy::default()).unwrap();
+        w.append(&PacketRow {
+            stream: "S".into(),
+            dst_mac: None,
+            app_id: None,
+            smp_cnt: None,
+            epoch: None,
+            seq: 0,
+            dest: None,
+            status: PacketStatus::Ok,
+            drop_reason: None,
+            drop_hop: None,
+            hops: vec![Some(1)],
+            extra: vec![],
+        })
+        .unwrap();
+        w.close().unwrap();
+        let mut x = ExplanationWriter::new(&rec);
+        for seq in 0..2 {
+            x.push(ExplainedStage {
+                packet: crate::PacketKey {
+                    stream: "S".into(),
+                    app_id: None,
+                    smp_cnt: None,
+                    epoch: None,
+                    seq,
+                    dest: None,
+                },
+                stage: "rx->fwd".into(),
+                start_ns: 0,
+                end_ns: 5,
+                cpu: 0,
+                task: "t/1".into(),
+                sleeping_ns: 0,
+                runnable_ns: 0,
+                running_ns: 5,
+                parts: vec![StagePart {
+                    kind: "task".into(),
+                    name: "t/1".into(),
+                    ns: 5,
+                }],
+                lane: vec![],
+            });
+            x.flush().unwrap();
+        }
+        // An older recording's layout for the first file.
+        std::fs::rename(
+            rec.join("explain/explain-000001.parquet"),
+            rec.join("explain-000001.parquet"),
+        )
+        .unwrap();
+        let root = tmp.path().join("tree");
+        let opts = ArchiveOptions {
+            root: root.clone(),
+            host: None,
+            move_files: true,
+        };
+        let done = archive_recording(&rec, &opts).unwrap();
+        assert_eq!(done.placed.len(), 3, "{:?}", done.placed);
+        let placed = tree(&root);
+        let tables: Vec<&str> = placed
+            .iter()
+            .map(|p| p.split('/').next().unwrap())
+            .collect();
+        assert_eq!(
+            tables,
+            ["explanations", "explanations", "trace"],
+            "{placed:?}"
+        );
+        assert!(
+            placed[0].starts_with("explanations/host=relay1/date="),
+            "{placed:?}"
+        );
+        assert!(placed[0].ends_with("-explain-000001.parquet"), "{placed:?}");
+        assert!(placed[1].ends_with("-explain-000002.parquet"), "{placed:?}");
+        assert!(placed[2].ends_with("-segment-000001.parquet"), "{placed:?}");
+        // --move: nothing closed is left in the recording.
+        assert!(closed_files(&rec).unwrap().is_empty(), "{:?}", tree(&rec));
     }
 }

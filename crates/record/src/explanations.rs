@@ -1,24 +1,33 @@
-//! Explanations of late stages (`hoptrace trace --explain`), stored next to
-//! the packet segments of a recording.
+//! Explanations of late stages (`hoptrace trace --explain`), stored with
+//! the packet segments of a recording, in their own folder.
 //!
-//! Files `explain-NNNNNN.parquet` in the recording directory, one row per
-//! *part* of an explained stage (long format, so that pandas, polars and
-//! DuckDB group and sum parts directly): the packet's identity (`stream`,
-//! `app_id`, `smp_cnt`, `epoch`, `seq`, `dest`, the same values as its row
-//! in the segments), the stage (`stage` "a->b", `start_ns`, `end_ns`,
-//! `latency_ns`), where hop b ran (`cpu`, `task`), the task's wait
-//! (`sleeping_ns`, `runnable_ns`, `running_ns`) and the part (`part_index`
-//! from 0, largest first; `part_kind` one of task, hardirq, softirq, nmi,
-//! kvm_exit, steal, idle, unattributed; `part_name`; `part_ns`). The parts of
-//! one stage add up to `latency_ns`. The stage's first row also carries
-//! `lane`: the contexts of the CPUs the task waited on, in time order, as
-//! a JSON list of `{cpu, start_ns, end_ns, kind, name}` (null on the other
-//! rows; `cpu` absent in older recordings: the stage's `cpu`).
+//! Files `explain/explain-NNNNNN.parquet` in the recording directory, one
+//! row per *part* of an explained stage (long format, so that pandas,
+//! polars and DuckDB group and sum parts directly): the packet's identity
+//! (`stream`, `app_id`, `smp_cnt`, `epoch`, `seq`, `dest`, the same values
+//! as its row in the segments), the stage (`stage` "a->b", `start_ns`,
+//! `end_ns`, `latency_ns`), where hop b ran (`cpu`, `task`), the task's
+//! wait (`sleeping_ns`, `runnable_ns`, `running_ns`) and the part
+//! (`part_index` from 0, largest first; `part_kind` one of task, hardirq,
+//! softirq, nmi, kvm_exit, steal, idle, unattributed; `part_name`;
+//! `part_ns`). The parts of one stage add up to `latency_ns`. The stage's
+//! first row also carries `lane`: the contexts of the CPUs the task waited
+//! on, in time order, as a JSON list of `{cpu, start_ns, end_ns, kind,
+//! name}` (null on the other rows; `cpu` absent in older recordings: the
+//! stage's `cpu`).
+//!
+//! Why a folder: the explanations are another table (other columns) than
+//! the segments, and the glob users point their tools at, `rec/*.parquet`,
+//! must read the segments alone (DuckDB, polars and pyarrow take every
+//! matching file as part of one table). Recordings written before the
+//! folder existed keep their `explain-NNNNNN.parquet` beside the segments:
+//! [`explanation_files`] (and so [`read_explanations`], the retention and
+//! the archive) finds them in both places.
 //!
 //! Each [`ExplanationWriter::flush`] writes one complete file (written as
-//! `.partial`, fsynced, renamed), so a killed recorder keeps every
-//! explanation flushed before; the tracer flushes about once a second.
-//! Contract: `docs/recording-schema.md`.
+//! `.partial`, fsynced, renamed, the folder fsynced), so a killed recorder
+//! keeps every explanation flushed before; the tracer flushes about once a
+//! second. Contract: `docs/recording-schema.md`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -35,8 +44,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 
 use crate::error::{RecordError, Result};
-use crate::retention::{StoredFile, StoredKind};
+use crate::retention::{closed_files, StoredKind};
 use crate::row::PacketKey;
+
+/// The folder of a recording directory that holds its explanation files.
+pub const EXPLANATIONS_DIR: &str = "explain";
 
 /// One part of an explained stage.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -189,9 +201,11 @@ fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(Arc::new(explanation_schema()), cols)?)
 }
 
-/// Writes explanation files into a recording directory.
+/// Writes explanation files into a recording directory's
+/// [`EXPLANATIONS_DIR`] folder (created with the first file).
 #[derive(Debug)]
 pub struct ExplanationWriter {
+    /// The folder the files go into.
     dir: PathBuf,
     next: u32,
     pending: Vec<ExplainedStage>,
@@ -203,7 +217,7 @@ impl ExplanationWriter {
     /// Explanations for the recording in `dir` (which exists).
     pub fn new(dir: &Path) -> Self {
         ExplanationWriter {
-            dir: dir.to_path_buf(),
+            dir: dir.join(EXPLANATIONS_DIR),
             next: 1,
             pending: Vec::new(),
             written: 0,
@@ -220,12 +234,13 @@ impl ExplanationWriter {
             return Ok(());
         }
         let batch = to_batch(&self.pending)?;
-        let path = self.dir.join(format!("explain-{:06}.parquet", self.next));
-        let partial = path.with_extension("parquet.partial");
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| RecordError::Io { path: p, source }
         };
+        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        let path = self.dir.join(format!("explain-{:06}.parquet", self.next));
+        let partial = path.with_extension("parquet.partial");
         let pq = |p: &Path| {
             let p = p.to_path_buf();
             move |source| RecordError::Parquet { path: p, source }
@@ -236,6 +251,9 @@ impl ExplanationWriter {
         let file = w.into_inner().map_err(pq(&partial))?;
         file.sync_all().map_err(io(&partial))?;
         std::fs::rename(&partial, &path).map_err(io(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))?;
         self.next += 1;
         self.written += self.pending.len() as u64;
         self.pending.clear();
@@ -252,23 +270,22 @@ fn column<'a, T: 'static>(b: &'a RecordBatch, name: &str, path: &Path) -> Result
         })
 }
 
-/// The closed explanation files of the recording `dir`, in order (none:
-/// the recording was made without `--explain`, or `dir` is not readable).
+/// The closed explanation files of the recording `dir`, in order: those
+/// beside the segments (recordings written before the [`EXPLANATIONS_DIR`]
+/// folder), then the folder's, each by number. None: the recording was
+/// made without `--explain`, or `dir` is not readable.
 pub fn explanation_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(files) = closed_files(dir) else {
         return Vec::new();
     };
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(StoredFile::kind_of)
-                == Some(StoredKind::Explanations)
-        })
+    let mut names: Vec<String> = files
+        .into_iter()
+        .filter(|(_, kind)| *kind == StoredKind::Explanations)
+        .map(|(name, _)| name)
         .collect();
-    files.sort();
-    files
+    // `explain-...` sorts before `explain/...`: the older layout first.
+    names.sort();
+    names.into_iter().map(|n| dir.join(n)).collect()
 }
 
 /// Every explanation of the recording `dir`, in order (none: the
@@ -415,12 +432,47 @@ mod tests {
         w.push(c.clone());
         w.flush().unwrap();
         assert_eq!(w.written, 3);
-        let names: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names.len(), 2, "{names:?}");
+        let names = |d: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        // Their own folder: the recording's `*.parquet` are its segments.
+        assert_eq!(names(dir.path()), [EXPLANATIONS_DIR]);
+        assert_eq!(
+            names(&dir.path().join(EXPLANATIONS_DIR)),
+            ["explain-000001.parquet", "explain-000002.parquet"]
+        );
         assert_eq!(read_explanations(dir.path()).unwrap(), vec![a, b, c]);
+    }
+
+    #[test]
+    fn explanations_beside_the_segments_as_older_recordings_keep_them_are_read_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (stage(1, &[("task", "x", 5)]), stage(2, &[("idle", "y", 7)]));
+        let mut w = ExplanationWriter::new(dir.path());
+        w.push(a.clone());
+        w.flush().unwrap();
+        w.push(b.clone());
+        w.flush().unwrap();
+        // The older layout: the first file beside the segments.
+        let folder = dir.path().join(EXPLANATIONS_DIR);
+        std::fs::rename(
+            folder.join("explain-000001.parquet"),
+            dir.path().join("explain-000001.parquet"),
+        )
+        .unwrap();
+        assert_eq!(
+            explanation_files(dir.path()),
+            [
+                dir.path().join("explain-000001.parquet"),
+                folder.join("explain-000002.parquet")
+            ]
+        );
+        assert_eq!(read_explanations(dir.path()).unwrap(), vec![a, b]);
     }
 
     #[test]

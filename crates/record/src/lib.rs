@@ -61,6 +61,13 @@
 //! - Errors: [`RecordError`] (NotARecording, MissingMeta, WrongFormatVersion,
 //!   HopMismatch, ...).
 //!
+//! Explanations ([`explanations`], `hoptrace trace --explain --record`):
+//! - [`ExplanationWriter::new`]`(dir)` writes them into the recording's
+//!   folder `explain/` ([`explanations::EXPLANATIONS_DIR`]), so the
+//!   recording's `*.parquet` are its segments alone; [`read_explanations`]`(dir)`,
+//!   [`explanation_files`]`(dir)` (also those beside the segments, where
+//!   recordings made before the folder keep them).
+//!
 //! ```
 //! use hoptrace_record::*;
 //! let dir = tempfile::tempdir().unwrap();

@@ -3,8 +3,9 @@
 //! while they are older than `--retain` or while the directory holds more
 //! than `--max-disk`.
 //!
-//! What is kept longer: explanation files (`explain-NNNNNN.parquet`, one row
-//! per explained late stage, a few per second at most) live
+//! What is kept longer: explanation files (`explain/explain-NNNNNN.parquet`,
+//! or beside the segments in recordings made before that folder; one row
+//! per part of an explained late stage, a few stages per second at most) live
 //! [`EXPLANATIONS_AGE_FACTOR`] times longer than packet segments, and under
 //! the size limit they go only once no packet segment but the newest is
 //! left. The newest closed segment and the open `.partial` segment are
@@ -16,6 +17,8 @@
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
+
+use crate::explanations::EXPLANATIONS_DIR;
 
 use crate::error::{io_err, Result};
 
@@ -46,6 +49,8 @@ pub enum StoredKind {
 /// One closed file of a recording directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFile {
+    /// Its path relative to the recording directory (`segment-000001.parquet`,
+    /// `explain/explain-000001.parquet`).
     pub name: String,
     pub kind: StoredKind,
     pub modified: SystemTime,
@@ -53,8 +58,9 @@ pub struct StoredFile {
 }
 
 impl StoredFile {
-    /// The closed file `name` of a recording directory, or None for any
-    /// other name (an open `.partial` segment, the metadata, ...).
+    /// The kind of the closed file named `name` (a file name, no folder),
+    /// or None for any other name (an open `.partial` file, the metadata,
+    /// ...).
     pub fn kind_of(name: &str) -> Option<StoredKind> {
         if !name.ends_with(".parquet") {
             None
@@ -66,6 +72,38 @@ impl StoredFile {
             None
         }
     }
+}
+
+/// The closed files of the recording `dir`, as (path relative to `dir`,
+/// kind), unsorted: its segments and explanation files beside them (the
+/// layout before the explanations had a folder), and the explanation files
+/// of its [`EXPLANATIONS_DIR`] folder (when it exists).
+pub fn closed_files(dir: &Path) -> Result<Vec<(String, StoredKind)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let name = entry.map_err(io_err(dir))?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(kind) = StoredFile::kind_of(&name) {
+            out.push((name.into_owned(), kind));
+        }
+    }
+    let folder = dir.join(EXPLANATIONS_DIR);
+    let entries = match std::fs::read_dir(&folder) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(io_err(&folder)(e)),
+    };
+    for entry in entries {
+        let name = entry.map_err(io_err(&folder))?.file_name();
+        let name = name.to_string_lossy();
+        if StoredFile::kind_of(&name) == Some(StoredKind::Explanations) {
+            out.push((
+                format!("{EXPLANATIONS_DIR}/{name}"),
+                StoredKind::Explanations,
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// What a prune deleted.
@@ -145,13 +183,9 @@ pub fn plan(files: &[StoredFile], r: &Retention, now: SystemTime) -> Vec<usize> 
 /// Delete what [`plan`] says in `dir` now.
 pub fn prune(dir: &Path, r: &Retention) -> Result<Pruned> {
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
-        let entry = entry.map_err(io_err(dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(kind) = StoredFile::kind_of(&name) else {
-            continue;
-        };
-        let md = entry.metadata().map_err(io_err(&entry.path()))?;
+    for (name, kind) in closed_files(dir)? {
+        let path = dir.join(&name);
+        let md = std::fs::metadata(&path).map_err(io_err(&path))?;
         files.push(StoredFile {
             name,
             kind,
@@ -180,7 +214,7 @@ mod tests {
     fn file(name: &str, minutes_old: u64, bytes: u64) -> StoredFile {
         StoredFile {
             name: name.into(),
-            kind: StoredFile::kind_of(name).unwrap(),
+            kind: StoredFile::kind_of(name.rsplit('/').next().unwrap()).unwrap(),
             modified: SystemTime::UNIX_EPOCH + 1000 * MIN - minutes_old as u32 * MIN,
             bytes,
         }
@@ -214,8 +248,8 @@ mod tests {
             file("segment-000001.parquet", 50, 10),
             file("segment-000002.parquet", 20, 10),
             file("segment-000003.parquet", 5, 10),
-            file("explain-000001.parquet", 50, 1),
-            file("explain-000002.parquet", 30, 1),
+            file("explain/explain-000001.parquet", 50, 1),
+            file("explain/explain-000002.parquet", 30, 1),
         ];
         let r = Retention {
             max_age: Some(10 * MIN),
@@ -224,7 +258,7 @@ mod tests {
         assert_eq!(
             names(&files, plan(&files, &r, now())),
             [
-                "explain-000001.parquet",
+                "explain/explain-000001.parquet",
                 "segment-000001.parquet",
                 "segment-000002.parquet"
             ]
@@ -237,8 +271,8 @@ mod tests {
             file("segment-000001.parquet", 3, 100),
             file("segment-000002.parquet", 2, 100),
             file("segment-000003.parquet", 1, 100),
-            file("explain-000001.parquet", 3, 30),
-            file("explain-000002.parquet", 1, 30),
+            file("explain/explain-000001.parquet", 3, 30),
+            file("explain/explain-000002.parquet", 1, 30),
         ];
         let r = |max| Retention {
             max_age: None,
@@ -254,7 +288,7 @@ mod tests {
         assert_eq!(
             names(&files, plan(&files, &r(50), now())),
             [
-                "explain-000001.parquet",
+                "explain/explain-000001.parquet",
                 "segment-000001.parquet",
                 "segment-000002.parquet"
             ]
@@ -287,17 +321,85 @@ mod tests {
                 bytes: 400
             }
         );
-        let mut left: Vec<String> = std::fs::read_dir(dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
         assert_eq!(
-            left,
+            left(dir.path()),
             [
                 "meta.json",
                 "segment-000002.parquet",
                 "segment-000003.parquet.partial"
+            ]
+        );
+    }
+
+    /// The files under `dir`, relative, sorted.
+    fn left(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.path().is_dir() {
+                v.extend(left(&e.path()).into_iter().map(|n| format!("{name}/{n}")));
+            } else {
+                v.push(name);
+            }
+        }
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn prune_finds_explanations_in_their_folder_and_beside_the_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(EXPLANATIONS_DIR)).unwrap();
+        for (n, len) in [
+            ("segment-000001.parquet", 100),
+            ("segment-000002.parquet", 100),
+            // A recording made before the folder: beside the segments.
+            ("explain-000001.parquet", 100),
+            ("explain/explain-000002.parquet", 100),
+            ("explain/explain-000003.parquet", 100),
+            ("explain/explain-000004.parquet.partial", 100),
+        ] {
+            std::fs::write(dir.path().join(n), vec![0u8; len]).unwrap();
+        }
+        let mut found = closed_files(dir.path()).unwrap();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                (
+                    "explain-000001.parquet".to_string(),
+                    StoredKind::Explanations
+                ),
+                (
+                    "explain/explain-000002.parquet".into(),
+                    StoredKind::Explanations
+                ),
+                (
+                    "explain/explain-000003.parquet".into(),
+                    StoredKind::Explanations
+                ),
+                ("segment-000001.parquet".into(), StoredKind::Segment),
+                ("segment-000002.parquet".into(), StoredKind::Segment),
+            ]
+        );
+        // 500 closed bytes over 200: the old segment, then the oldest
+        // explanations, the old layout's first; the newest of each stays.
+        let p = prune(
+            dir.path(),
+            &Retention {
+                max_age: None,
+                max_bytes: Some(200),
+            },
+        )
+        .unwrap();
+        assert_eq!(p.files, 3);
+        assert_eq!(
+            left(dir.path()),
+            [
+                "explain/explain-000003.parquet",
+                "explain/explain-000004.parquet.partial",
+                "segment-000002.parquet"
             ]
         );
     }

@@ -140,6 +140,14 @@ impl RecordingWriter {
                 )));
             }
         }
+        // Explanations of an earlier recording would be overwritten by ours.
+        if let Some(old) = crate::explanations::explanation_files(&dir).first() {
+            return Err(RecordError::Invalid(format!(
+                "{} already holds a recording's explanations ({}); choose a new directory",
+                dir.display(),
+                old.display()
+            )));
+        }
         let schema = recording_schema(&meta);
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(

@@ -15,14 +15,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use hoptrace_record::{
-    ClockDomain, HopColumn, PacketRowRef, RecordingMeta, RecordingWriter, RotatePolicy, StampSource,
-};
+use hoptrace_record::{ClockDomain, RecordingWriter, RotatePolicy};
 
 use crate::explain::Explaining;
+use crate::recording::{append_row, copy_hop, recording_meta, RecordingContext};
 use crate::stats::Stats;
 use crate::timeline::{Assembler, Timeline};
-use hoptrace_probes::catalogue::{catalogue, TracePoint};
+use hoptrace_probes::catalogue::TracePoint;
 use hoptrace_probes::devices::DeviceTable;
 use hoptrace_probes::drop_reason::DropReasons;
 use hoptrace_probes::event::HopEvent;
@@ -155,10 +154,7 @@ impl Run<'_> {
             taken.push(t);
         }
         self.explain(&taken);
-        let copy_hop = self
-            .hops
-            .iter()
-            .position(|h| *h == "consumer_copy" || *h == "app_copy");
+        let copy_hop = copy_hop(&self.hops);
         for t in taken {
             let pairs = self.stats.add(&t);
             if let Some(m) = self.metrics.as_mut() {
@@ -218,79 +214,26 @@ impl Run<'_> {
         }
     }
 
-    /// The recording of `--record`: one column per selected hop, described
-    /// from the catalogue.
+    /// The recording of `--record` ([`crate::recording`]).
     fn create_recording(
         &self,
         dir: &std::path::Path,
         clock: ClockDomain,
     ) -> Result<RecordingWriter> {
-        let cat = catalogue();
-        let cols = self
-            .hops
-            .iter()
-            .map(|h| {
-                let spec = cat
-                    .iter()
-                    .find(|s| s.name == *h && s.profile == self.opts.profile);
-                let loc = spec
-                    .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
-                    .unwrap_or_default();
-                HopColumn::new(*h, clock, StampSource::Bpf, loc)
-                    .as_annotation(hoptrace_probes::catalogue::is_annotation(h))
-            })
-            .collect();
-        let mut meta = RecordingMeta::for_this_host("trace", cols);
-        meta.command_line = self.opts.command_line.clone();
-        meta.rate = Some(self.opts.rate);
-        meta.doctor = self.opts.doctor.clone();
-        meta.extra_columns = vec![
-            hoptrace_record::ExtraColumn::new("cpu", "CPU of the last hop seen"),
-            hoptrace_record::ExtraColumn::new(
-                "consumer_tid",
-                "thread that copied the frame at consumer_copy or app_copy (a VMM's backend thread: `hoptrace kvm delivery` follows it)",
-            ),
-        ];
+        let meta = recording_meta(&RecordingContext {
+            hops: &self.hops,
+            profile: self.opts.profile,
+            clock,
+            rate: self.opts.rate,
+            command_line: self.opts.command_line.clone(),
+            doctor: self.opts.doctor.clone(),
+        });
         let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default())?;
         if let Some(r) = self.opts.retention {
             w.set_retention(r);
         }
         Ok(w)
     }
-}
-
-/// One recording row: a timeline, its hops projected, and the thread of
-/// its copy hop (`copy_hop`: the index of `consumer_copy` or `app_copy`).
-fn append_row(
-    w: &mut RecordingWriter,
-    t: &Timeline,
-    copy_hop: Option<usize>,
-) -> Result<(), hoptrace_record::RecordError> {
-    let consumer_tid = copy_hop
-        .and_then(|i| t.who.get(i).copied().flatten())
-        .map(|w| i64::from(w.tid));
-    let hops_ns: Vec<Option<i64>> = t.hops.iter().map(|h| h.map(|v| v as i64)).collect();
-    let (app_id, smp_cnt) = match &t.identity {
-        PacketIdentity::Sv {
-            app_id, smp_cnt, ..
-        } => (Some(*app_id), Some(*smp_cnt)),
-        _ => (None, None),
-    };
-    let is_sv = app_id.is_some();
-    w.append_ref(PacketRowRef {
-        stream: &t.stream,
-        dst_mac: t.identity.dst_mac(),
-        app_id,
-        smp_cnt,
-        epoch: if is_sv { Some(t.epoch) } else { None },
-        seq: t.seq,
-        dest: t.dest.as_deref(),
-        status: t.status,
-        drop_reason: t.drop_reason.as_deref(),
-        drop_hop: t.drop_hop.as_deref(),
-        hops: &hops_ns,
-        extra: &[Some(t.last_cpu as i64), consumer_tid],
-    })
 }
 
 impl SessionSink for Run<'_> {

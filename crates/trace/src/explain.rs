@@ -9,8 +9,9 @@
 //!
 //! The recorder stamps with the hop tracer's clock; a session whose clock
 //! differs is refused rather than compared across clocks. Explanations are
-//! printed (one line per stage) and, with `--record`, stored next to the
-//! segments (`explain-NNNNNN.parquet`, flushed about once a second).
+//! printed (one line per stage) and, with `--record`, stored with the
+//! recording in its folder `explain/` (`explain/explain-NNNNNN.parquet`,
+//! flushed about once a second; `hoptrace_record::ExplanationWriter`).
 
 use std::mem::MaybeUninit;
 use std::path::Path;

@@ -12,7 +12,7 @@
 //! metrics, explanations) for the CLI; [`explain`] hands late stages to
 //! the CPU flight recorder (`hoptrace-cpu`); [`metrics`] exports the
 //! figures to Prometheus; [`options`] resolves the command line into a
-//! session's options.
+//! session's options; [`recording`] writes `--record`'s rows.
 //!
 //! [`HopEvent`]: hoptrace_probes::event::HopEvent
 
@@ -22,6 +22,7 @@ pub mod kstats_text;
 pub mod metrics;
 pub mod options;
 mod plain;
+pub mod recording;
 pub mod stats;
 pub mod timeline;
 

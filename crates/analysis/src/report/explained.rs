@@ -1,5 +1,5 @@
 //! The explained spikes of a recording made with `trace --explain`
-//! (`explain-*.parquet`, read by `hoptrace_record::read_explanations`) and
+//! (`explain/*.parquet`, read by `hoptrace_record::read_explanations`) and
 //! the culprits table: per task, IRQ, softirq, NMI, steal, idle and
 //! unattributed remainder, the number of explained spikes it took part in,
 //! its total time and its share of all explained time (the sum of the

@@ -116,7 +116,7 @@ pub struct Args {
     /// Explain every stage longer than this (e.g. 500us): what the CPU of
     /// the stage's second hop did meanwhile (tasks, IRQs, softirqs, NMI,
     /// steal, idle), from a CPU flight recorder; one line per explained
-    /// stage, and stored with --record (explain-*.parquet).
+    /// stage, and stored with --record (in its folder explain/).
     #[arg(long, value_name = "THRESHOLD", value_parser = arg::duration_ns)]
     explain: Option<u64>,
     /// With --explain: explanation lines printed per second (0: none); the

@@ -9,6 +9,7 @@ mod archive_cli;
 mod capture_common;
 mod compare_cli;
 mod deploy_units;
+mod docs_queries;
 mod doctor_cli;
 mod endpoints_common;
 mod exit_codes_cli;

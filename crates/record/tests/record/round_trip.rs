@@ -372,3 +372,30 @@ fn typed_errors() {
         Err(RecordError::HopMismatch { .. })
     ));
 }
+
+#[test]
+fn a_directory_holding_explanations_of_an_earlier_recording_is_refused_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    // In the recording's folder `explain/`, and beside the segments as
+    // recordings made before that folder keep them.
+    for name in ["explain/explain-000001.parquet", "explain-000001.parquet"] {
+        let dir = tmp.path().join(name.replace(['/', '.'], "_"));
+        let file = dir.join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, b"an earlier run's explanations").unwrap();
+        let meta = RecordingMeta::for_this_host("trace", hops3());
+        let Err(err) = RecordingWriter::create(&dir, meta, RotatePolicy::default()) else {
+            panic!("{} was taken for a new recording", dir.display());
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.contains("already holds a recording's explanations"),
+            "{msg}"
+        );
+        assert!(msg.contains(name), "{msg}");
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            b"an earlier run's explanations"
+        );
+    }
+}

@@ -212,6 +212,15 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
 
     let hog_name = format!("hthog/{hog_tid} (FIFO 50)");
     let all = hoptrace_record::read_explanations(&rec).unwrap();
+    // In the recording's folder explain/: `rec/*.parquet` is the segments.
+    let files = hoptrace_record::explanation_files(&rec);
+    assert!(
+        !files.is_empty()
+            && files
+                .iter()
+                .all(|f| f.parent() == Some(&rec.join("explain"))),
+        "{files:?}"
+    );
     let (overlapping, hidden) = check_explanations(&all, &bursts, hog_end, &hog_name);
     eprintln!(
         "{} explanations, {overlapping} consumer stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",

@@ -1,0 +1,103 @@
+//! The recording of `hoptrace trace --record DIR` (producer `trace`,
+//! docs/recording-schema.md): one row per timeline, one `t_<hop>` column
+//! per selected hop (in the session's clock, source `bpf`, located from the
+//! hop catalogue; `tap_xmit` marked as an annotation hop), and the extra
+//! columns `cpu` (the CPU of the last hop seen) and `consumer_tid` (the
+//! thread of the `consumer_copy` or `app_copy` hop, which a delivery join
+//! follows). With `--explain`, `crate::explain` stores its explanations in
+//! the same directory (`hoptrace_record::ExplanationWriter`: the folder
+//! `explain/`). The driver and the tests that check what users read from a
+//! tracer's recording write it with these functions.
+
+use hoptrace_probes::catalogue::{catalogue, is_annotation, Profile};
+use hoptrace_probes::event::PacketIdentity;
+use hoptrace_record::{
+    ClockDomain, DoctorSummary, ExtraColumn, HopColumn, PacketRowRef, RecordError, RecordingMeta,
+    RecordingWriter, StampSource,
+};
+
+use crate::timeline::Timeline;
+
+/// What a tracing run's recording describes of itself.
+#[derive(Debug, Clone)]
+pub struct RecordingContext<'a> {
+    /// The selected hops, in path order.
+    pub hops: &'a [&'a str],
+    pub profile: Profile,
+    /// The session's clock (every hop's).
+    pub clock: ClockDomain,
+    /// The SV rate smpCnt wraps at.
+    pub rate: u32,
+    pub command_line: Vec<String>,
+    pub doctor: Option<DoctorSummary>,
+}
+
+/// The recording's metadata: one column per selected hop, described from
+/// the catalogue, and the extra columns `cpu` and `consumer_tid`.
+pub fn recording_meta(c: &RecordingContext) -> RecordingMeta {
+    let cat = catalogue();
+    let cols = c
+        .hops
+        .iter()
+        .map(|h| {
+            let spec = cat.iter().find(|s| s.name == *h && s.profile == c.profile);
+            let loc = spec
+                .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
+                .unwrap_or_default();
+            HopColumn::new(*h, c.clock, StampSource::Bpf, loc).as_annotation(is_annotation(h))
+        })
+        .collect();
+    let mut meta = RecordingMeta::for_this_host("trace", cols);
+    meta.command_line = c.command_line.clone();
+    meta.rate = Some(c.rate);
+    meta.doctor = c.doctor.clone();
+    meta.extra_columns = vec![
+        ExtraColumn::new("cpu", "CPU of the last hop seen"),
+        ExtraColumn::new(
+            "consumer_tid",
+            "thread that copied the frame at consumer_copy or app_copy (a VMM's backend thread: `hoptrace kvm delivery` follows it)",
+        ),
+    ];
+    meta
+}
+
+/// The index of the copy hop (`consumer_copy` or `app_copy`) among the
+/// selected hops, whose thread goes into `consumer_tid`.
+pub fn copy_hop(hops: &[&str]) -> Option<usize> {
+    hops.iter()
+        .position(|h| *h == "consumer_copy" || *h == "app_copy")
+}
+
+/// One recording row: a timeline (its hops projected on the selected
+/// ones) and the thread of its copy hop ([`copy_hop`]).
+pub fn append_row(
+    w: &mut RecordingWriter,
+    t: &Timeline,
+    copy_hop: Option<usize>,
+) -> Result<(), RecordError> {
+    let consumer_tid = copy_hop
+        .and_then(|i| t.who.get(i).copied().flatten())
+        .map(|w| i64::from(w.tid));
+    let hops_ns: Vec<Option<i64>> = t.hops.iter().map(|h| h.map(|v| v as i64)).collect();
+    let (app_id, smp_cnt) = match &t.identity {
+        PacketIdentity::Sv {
+            app_id, smp_cnt, ..
+        } => (Some(*app_id), Some(*smp_cnt)),
+        _ => (None, None),
+    };
+    let is_sv = app_id.is_some();
+    w.append_ref(PacketRowRef {
+        stream: &t.stream,
+        dst_mac: t.identity.dst_mac(),
+        app_id,
+        smp_cnt,
+        epoch: if is_sv { Some(t.epoch) } else { None },
+        seq: t.seq,
+        dest: t.dest.as_deref(),
+        status: t.status,
+        drop_reason: t.drop_reason.as_deref(),
+        drop_hop: t.drop_hop.as_deref(),
+        hops: &hops_ns,
+        extra: &[Some(t.last_cpu as i64), consumer_tid],
+    })
+}
