@@ -63,7 +63,7 @@ fn the_message_shows_every_accepted_form() {
     for form in [
         "250us",
         "1.5ms",
-        "2 s",
+        "2s,",
         "10min",
         "ns, us or µs, ms, s, m or min, h, d",
     ] {
