@@ -79,5 +79,9 @@ pub fn claim_record(
     }
 }
 
+/// `--record`, or a config file that may give `record`: what `--force`
+/// needs (the clap group of the recorders: ping, sv publish, sv subscribe).
+pub const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
+
 /// `--force` of the commands with `--record`: the help they share.
 pub const RECORD_FORCE_HELP: &str = "With --record: replace the recording directory when it exists and is not empty (what it holds is deleted first). A recording directory is otherwise new or empty, and never one of the inputs.";

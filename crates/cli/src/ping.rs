@@ -20,7 +20,7 @@ use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, Realti
     group = clap::ArgGroup::new(MAX_LATENCY_FROM_FLAG_OR_FILE)
         .args(["max_latency", "config"])
         .multiple(true),
-    group = clap::ArgGroup::new(RECORD_FROM_FLAG_OR_FILE)
+    group = clap::ArgGroup::new(crate::outputs::RECORD_FROM_FLAG_OR_FILE)
         .args(["record", "config"])
         .multiple(true),
 )]
@@ -58,7 +58,7 @@ pub struct Args {
     /// empty; an existing one only with --force).
     #[arg(long)]
     pub record: Option<PathBuf>,
-    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = RECORD_FROM_FLAG_OR_FILE)]
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub force: bool,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
@@ -69,8 +69,6 @@ pub struct Args {
 /// `--max-latency`, or a config file that may give `max_latency`: what
 /// `--break` and `--trace-instance` need (see [`crate::args`]).
 const MAX_LATENCY_FROM_FLAG_OR_FILE: &str = "max_latency_from_flag_or_file";
-/// `--record`, or a config file that may give `record`: what `--force` needs.
-const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
 
 /// The `[ping]` table: its keys where the flags were not given.
 impl FromConfigFile for Args {

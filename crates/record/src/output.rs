@@ -179,6 +179,27 @@ pub fn describe_contents(dir: &Path) -> Result<Option<String>, OutputError> {
     Ok(Some(text))
 }
 
+/// An output path, resolved and checked not to be an input.
+enum Existing {
+    /// Nothing there yet: claimed as it is.
+    New(ClaimedOutput),
+    /// Something is there: its resolved path and metadata.
+    Found(PathBuf, std::fs::Metadata),
+}
+
+fn existing_output(out: &Path, inputs: &[&Path]) -> Result<Existing, OutputError> {
+    let resolved = resolve(out).map_err(io(out))?;
+    check_not_an_input(out, &resolved, inputs)?;
+    match std::fs::metadata(&resolved) {
+        Ok(m) => Ok(Existing::Found(resolved, m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Existing::New(ClaimedOutput {
+            resolved,
+            replaced: None,
+        })),
+        Err(e) => Err(io(out)(e)),
+    }
+}
+
 /// Accept `out` as the directory a command writes, reading `inputs`, or
 /// refuse it; with `force`, empty it first (module docs for the rules).
 pub fn claim_output_dir(
@@ -186,17 +207,9 @@ pub fn claim_output_dir(
     inputs: &[&Path],
     force: bool,
 ) -> Result<ClaimedOutput, OutputError> {
-    let resolved = resolve(out).map_err(io(out))?;
-    check_not_an_input(out, &resolved, inputs)?;
-    let meta = match std::fs::metadata(&resolved) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ClaimedOutput {
-                resolved,
-                replaced: None,
-            })
-        }
-        Err(e) => return Err(io(out)(e)),
+    let (resolved, meta) = match existing_output(out, inputs)? {
+        Existing::New(claimed) => return Ok(claimed),
+        Existing::Found(resolved, meta) => (resolved, meta),
     };
     if !meta.is_dir() {
         return Err(OutputError::Refused(format!(
@@ -232,17 +245,9 @@ pub fn claim_output_file(
     inputs: &[&Path],
     force: bool,
 ) -> Result<ClaimedOutput, OutputError> {
-    let resolved = resolve(out).map_err(io(out))?;
-    check_not_an_input(out, &resolved, inputs)?;
-    let meta = match std::fs::metadata(&resolved) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(ClaimedOutput {
-                resolved,
-                replaced: None,
-            })
-        }
-        Err(e) => return Err(io(out)(e)),
+    let (resolved, meta) = match existing_output(out, inputs)? {
+        Existing::New(claimed) => return Ok(claimed),
+        Existing::Found(resolved, meta) => (resolved, meta),
     };
     if meta.is_dir() {
         return Err(OutputError::Refused(format!(

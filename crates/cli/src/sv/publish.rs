@@ -22,7 +22,7 @@ use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, Realti
     group = clap::ArgGroup::new(REPLAY_FROM_FLAG_OR_FILE)
         .args(["replay", "config"])
         .multiple(true),
-    group = clap::ArgGroup::new(RECORD_FROM_FLAG_OR_FILE)
+    group = clap::ArgGroup::new(crate::outputs::RECORD_FROM_FLAG_OR_FILE)
         .args(["record", "config"])
         .multiple(true),
 )]
@@ -76,7 +76,7 @@ pub struct Args {
     /// directory (new or empty; an existing one only with --force).
     #[arg(long)]
     pub record: Option<PathBuf>,
-    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = RECORD_FROM_FLAG_OR_FILE)]
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub force: bool,
     /// svID prefix of the numbered streams.
     #[arg(long, default_value = "HOPTRACE_SV", conflicts_with_all = ["scl", "svid"])]
@@ -102,8 +102,6 @@ pub struct Args {
 /// `--replay`, or a config file that may give `replay`: what `--loop`
 /// needs (see [`crate::args`]).
 const REPLAY_FROM_FLAG_OR_FILE: &str = "replay_from_flag_or_file";
-/// `--record`, or a config file that may give `record`: what `--force` needs.
-const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
 
 /// The `[publish]` table: its keys where the flags were not given. The
 /// file's streams (`[scl]`, `[[stream]]`) are read by [`stream_plans`].

@@ -21,7 +21,7 @@ use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, Realti
     group = clap::ArgGroup::new(RX_MODE_FROM_FLAG_OR_FILE)
         .args(["rx_mode", "config"])
         .multiple(true),
-    group = clap::ArgGroup::new(RECORD_FROM_FLAG_OR_FILE)
+    group = clap::ArgGroup::new(crate::outputs::RECORD_FROM_FLAG_OR_FILE)
         .args(["record", "config"])
         .multiple(true),
     group = clap::ArgGroup::new(STREAMS_FROM_SCL_OR_FILE)
@@ -47,7 +47,7 @@ pub struct Args {
     /// or empty; an existing one only with --force).
     #[arg(long)]
     pub record: Option<PathBuf>,
-    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = RECORD_FROM_FLAG_OR_FILE)]
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub force: bool,
     /// Publisher recording to join with (end-to-end T3 - T0 by sample identity).
     #[arg(long)]
@@ -76,11 +76,11 @@ pub struct Args {
     pub metrics: Option<String>,
     /// With --record: delete the recording's oldest segments once older
     /// than this (7d).
-    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = RECORD_FROM_FLAG_OR_FILE)]
+    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub retain: Option<Duration>,
     /// With --record: keep the recording directory under this size
     /// (20GiB), deleting the oldest segments first.
-    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size, requires = RECORD_FROM_FLAG_OR_FILE)]
+    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub max_disk: Option<u64>,
     #[command(flatten)]
     pub scl: crate::sv::streams::SclArgs,
@@ -102,9 +102,6 @@ pub struct Args {
 /// `--rx-mode`, or a config file that may give `rx_mode`: what
 /// `--ring-blocks` needs (see [`crate::args`]).
 const RX_MODE_FROM_FLAG_OR_FILE: &str = "rx_mode_from_flag_or_file";
-/// `--record`, or a config file that may give `record`: what `--retain`
-/// and `--max-disk` need.
-const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
 /// `--scl`, or a config file that may configure streams (`[scl]`,
 /// `[[stream]]`): what `--frequency` and `--expect-streams` need.
 const STREAMS_FROM_SCL_OR_FILE: &str = "streams_from_scl_or_file";
