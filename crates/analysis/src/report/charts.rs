@@ -2,8 +2,8 @@
 //! (inline, no script): latency over time (the min/max envelope of each
 //! time bucket), histograms (bins widen with the range, at most
 //! `MAX_BINS` bars, log count axis) and percentile curves (latency against
-//! 1/(1-p) on a log axis, with a second chart on a logarithmic latency axis
-//! when the tail spans more than two decades).
+//! 1/(1-p) on a log axis; when the latencies span more than two decades a
+//! chart on a logarithmic latency axis comes first, the linear one second).
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
@@ -202,14 +202,10 @@ pub fn svg_percentiles(title: &str, series: &[(String, &LatencyStats)]) -> anyho
         .fold(f64::INFINITY, f64::min)
         .min(ymax);
     let mut svg = String::new();
-    draw_percentiles(
-        &mut svg,
-        title,
-        &curves,
-        xmax,
-        0f64..ymax * 1.05,
-        "latency (us)",
-    )?;
+    // Latencies over more than two decades (a tail, or one configuration
+    // far slower than the others, e.g. an emulated guest): on a linear
+    // axis the lower curves lie flat on zero, so the logarithmic chart
+    // comes first and the linear one follows.
     if ymax / ymin > 100.0 {
         draw_percentiles(
             &mut svg,
@@ -220,6 +216,14 @@ pub fn svg_percentiles(title: &str, series: &[(String, &LatencyStats)]) -> anyho
             "latency (us, log scale)",
         )?;
     }
+    draw_percentiles(
+        &mut svg,
+        title,
+        &curves,
+        xmax,
+        0f64..ymax * 1.05,
+        "latency (us)",
+    )?;
     Ok(svg)
 }
 
@@ -328,7 +332,7 @@ mod tests {
     use crate::stats::LatencyStats;
 
     #[test]
-    fn a_tail_over_two_decades_gets_a_second_chart_with_a_logarithmic_latency_axis() {
+    fn latencies_over_two_decades_get_a_logarithmic_latency_chart_first() {
         let mut narrow = LatencyStats::new(&[]);
         let mut wide = LatencyStats::new(&[]);
         for i in 0..1000 {
@@ -342,6 +346,12 @@ mod tests {
         assert_eq!(two.matches("<svg").count(), 2);
         assert!(two.contains("p, logarithmic latency axis"));
         assert!(two.contains("latency (us, log scale)"));
+        // The logarithmic chart first (inside the first of the two SVGs):
+        // on the linear one the body lies flat.
+        assert!(
+            two.find("latency (us, log scale)").unwrap() < two.rfind("<svg").unwrap(),
+            "the logarithmic chart comes first"
+        );
     }
 
     #[test]
