@@ -83,12 +83,6 @@ pub fn headline(report: &Value) -> Option<Headline> {
     let stats = &stages
         .iter()
         .find(|s| s["stage"].as_str() == Some(widest.as_str()))?["stats"];
-    let pct = |p: f64| {
-        stats["percentiles"]
-            .as_array()?
-            .iter()
-            .find_map(|x| ((x["p"].as_f64()? - p).abs() < 1e-9).then(|| x["value_ns"].as_i64())?)
-    };
     let adjacent: Vec<String> = hops
         .windows(2)
         .map(|w| format!("{}..{}", w[0], w[1]))
@@ -101,10 +95,10 @@ pub fn headline(report: &Value) -> Option<Headline> {
                 .any(|a| Some(a.as_str()) == s["stage"].as_str())
         })
         .filter_map(|s| {
-            let p99 = s["stats"]["percentiles"].as_array()?.iter().find_map(|x| {
-                ((x["p"].as_f64()? - 0.99).abs() < 1e-9).then(|| x["value_ns"].as_i64())?
-            })?;
-            Some((s["stage"].as_str()?.to_string(), p99))
+            Some((
+                s["stage"].as_str()?.to_string(),
+                percentile(&s["stats"], 0.99)?,
+            ))
         })
         .max_by_key(|(_, p)| *p)
         .filter(|_| adjacent.len() > 1);
@@ -117,8 +111,8 @@ pub fn headline(report: &Value) -> Option<Headline> {
     Some(Headline {
         stage: widest,
         count: stats["count"].as_u64().unwrap_or(0),
-        p50_ns: pct(0.5),
-        p99_ns: pct(0.99),
+        p50_ns: percentile(stats, 0.5),
+        p99_ns: percentile(stats, 0.99),
         max_ns: stats["max_ns"].as_i64(),
         max_packet: mp["stream"]
             .as_str()
@@ -128,6 +122,14 @@ pub fn headline(report: &Value) -> Option<Headline> {
         lost,
         largest_part,
     })
+}
+
+/// Percentile `p` (0.5, 0.99...) of a report's `stats` object.
+fn percentile(stats: &Value, p: f64) -> Option<i64> {
+    stats["percentiles"]
+        .as_array()?
+        .iter()
+        .find_map(|x| ((x["p"].as_f64()? - p).abs() < 1e-9).then(|| x["value_ns"].as_i64())?)
 }
 
 /// The culprits of the tracer's explained spikes, largest first.

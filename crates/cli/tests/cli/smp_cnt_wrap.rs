@@ -1,7 +1,7 @@
 //! A 60 Hz capture (4800 samples/s, no smpRate in the ASDUs) read without
 //! `--rate`: every sample is placed, the wrap is inferred and named; with a
 //! wrong `--rate` the samples that cannot be placed are counted and the
-//! command says which flag to give (issue 30, item 2).
+//! command says which flag to give.
 
 use std::path::Path;
 use std::process::{Command, Output};
