@@ -157,11 +157,7 @@ fn write(
         .collect();
     let mut meta = RecordingMeta::for_this_host("delivery", hops);
     // The machine is the traced one (the join may run elsewhere).
-    meta.host.clone_from(&traced.host);
-    meta.kernel.clone_from(&traced.kernel);
-    meta.kernel_cmdline.clone_from(&traced.kernel_cmdline);
-    meta.isolcpus.clone_from(&traced.isolcpus);
-    meta.nohz_full.clone_from(&traced.nohz_full);
+    meta.machine.clone_from(&traced.machine);
     meta.rate = traced.rate;
     meta.command_line = command_line.to_vec();
     meta.extra_columns = EXTRA

@@ -163,7 +163,9 @@ pub fn archive_recording(dir: &Path, opts: &ArchiveOptions) -> Result<Archived> 
         let (table, h, date, stamp) = match kind {
             StoredKind::Segment => {
                 let meta = crate::reader::segment_meta(&src)?;
-                let h = host.get_or_insert_with(|| meta.host.clone()).clone();
+                let h = host
+                    .get_or_insert_with(|| meta.machine.host.clone())
+                    .clone();
                 (
                     partition_value(&meta.producer),
                     h,
@@ -278,7 +280,7 @@ mod tests {
             "test",
         )];
         let mut meta = RecordingMeta::for_this_host("trace", hops);
-        meta.host = "relay1".into();
+        meta.machine.host = "relay1".into();
         let mut w = RecordingWriter::create(&rec, meta, RotatePolicy::default()).unwrap();
         w.append(&PacketRow {
             stream: "S".into(),

@@ -124,7 +124,7 @@ pub use explanations::{
 pub use meta::{
     cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, ClockDomain,
     DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn, HopAlignment, HopColumn,
-    RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,
+    HostFacts, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,
 };
 pub use output::{claim_output_dir, claim_output_file, ClaimedOutput, OutputError};
 pub use reader::{

@@ -222,6 +222,44 @@ impl ExtraColumn {
     }
 }
 
+/// The host a recording was made on and how its kernel was set up for real
+/// time: the provenance a recording and every report of it carry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// Host name.
+    pub host: String,
+    /// `uname -srvm` equivalent.
+    pub kernel: String,
+    /// `/proc/cmdline`.
+    pub kernel_cmdline: String,
+    /// CPU list from `isolcpus=` (cmdline) or `/sys/devices/system/cpu/isolated`.
+    pub isolcpus: Option<String>,
+    /// CPU list from `nohz_full=` (cmdline) or `/sys/devices/system/cpu/nohz_full`.
+    pub nohz_full: Option<String>,
+}
+
+impl HostFacts {
+    /// This host, now: from `hostname`, `uname`, `/proc/cmdline` and `/sys`.
+    pub fn of_this_host() -> Self {
+        let kernel_cmdline = std::fs::read_to_string("/proc/cmdline")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let isolcpus = cpu_list_from_cmdline(&kernel_cmdline, "isolcpus")
+            .or_else(|| read_cpu_list_file("/sys/devices/system/cpu/isolated"));
+        let nohz_full = cpu_list_from_cmdline(&kernel_cmdline, "nohz_full")
+            .or_else(|| read_cpu_list_file("/sys/devices/system/cpu/nohz_full"));
+        HostFacts {
+            host: hostname::get()
+                .map(|h| h.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            kernel: uname_string(),
+            kernel_cmdline,
+            isolcpus,
+            nohz_full,
+        }
+    }
+}
+
 /// The `hoptrace` metadata object (see `docs/recording-schema.md`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordingMeta {
@@ -233,15 +271,10 @@ pub struct RecordingMeta {
     pub producer: String,
     pub tool_version: String,
     pub command_line: Vec<String>,
-    pub host: String,
-    /// `uname -srvm` equivalent.
-    pub kernel: String,
-    /// `/proc/cmdline`.
-    pub kernel_cmdline: String,
-    /// CPU list from `isolcpus=` (cmdline) or `/sys/devices/system/cpu/isolated`.
-    pub isolcpus: Option<String>,
-    /// CPU list from `nohz_full=` (cmdline) or `/sys/devices/system/cpu/nohz_full`.
-    pub nohz_full: Option<String>,
+    /// The host and how its kernel was set up (its fields sit at the top
+    /// level of the JSON object).
+    #[serde(flatten)]
+    pub machine: HostFacts,
     /// Segment number (1-based), filled by the writer.
     pub segment: u64,
     /// CLOCK_REALTIME ns when the segment was opened (filled by the writer).
@@ -336,26 +369,13 @@ impl RecordingMeta {
     /// filled from `hostname`, `uname`, `/proc/cmdline`, `/sys`, and the
     /// process' command line. `segment`/span are filled by the writer.
     pub fn for_this_host(producer: &str, hops: Vec<HopColumn>) -> Self {
-        let kernel_cmdline = std::fs::read_to_string("/proc/cmdline")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
-        let isolcpus = cpu_list_from_cmdline(&kernel_cmdline, "isolcpus")
-            .or_else(|| read_cpu_list_file("/sys/devices/system/cpu/isolated"));
-        let nohz_full = cpu_list_from_cmdline(&kernel_cmdline, "nohz_full")
-            .or_else(|| read_cpu_list_file("/sys/devices/system/cpu/nohz_full"));
         RecordingMeta {
             format: FORMAT.to_string(),
             format_version: FORMAT_VERSION,
             producer: producer.to_string(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             command_line: std::env::args().collect(),
-            host: hostname::get()
-                .map(|h| h.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            kernel: uname_string(),
-            kernel_cmdline,
-            isolcpus,
-            nohz_full,
+            machine: HostFacts::of_this_host(),
             segment: 0,
             start_realtime_ns: 0,
             end_realtime_ns: 0,
@@ -585,7 +605,15 @@ mod tests {
         assert_eq!(m.hop_index("app"), Some(1));
         assert_eq!(m.hop_index("t_rx"), Some(0));
         assert_eq!(m.stage_pairs().len(), 1);
-        assert!(!m.kernel.is_empty());
+        assert!(!m.machine.kernel.is_empty());
+        // The host facts sit at the top level of the object, as readers of
+        // the schema (docs/recording-schema.md) expect.
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["kernel"], m.machine.kernel.as_str(), "{j}");
+        assert!(
+            v.get("kernel_cmdline").is_some() && v.get("machine").is_none(),
+            "{j}"
+        );
     }
 
     #[test]

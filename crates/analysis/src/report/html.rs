@@ -158,8 +158,8 @@ fn run_meta_table(b: &mut String, report: &Report, run: &RunReport) {
     let rows = [
         ("producer", p.producer.clone()),
         ("tool version", p.tool_version.clone()),
-        ("host", p.host.clone()),
-        ("kernel", p.kernel.clone()),
+        ("host", p.machine.host.clone()),
+        ("kernel", p.machine.kernel.clone()),
         (
             "hypervisor",
             match (&p.emulation, &p.hypervisor) {
@@ -168,13 +168,13 @@ fn run_meta_table(b: &mut String, report: &Report, run: &RunReport) {
                 (None, None) => "none seen (bare metal)".into(),
             },
         ),
-        ("kernel command line", p.kernel_cmdline.clone()),
+        ("kernel command line", p.machine.kernel_cmdline.clone()),
         (
             "isolcpus / nohz_full",
             format!(
                 "{} / {}",
-                p.isolcpus.as_deref().unwrap_or("-"),
-                p.nohz_full.as_deref().unwrap_or("-")
+                p.machine.isolcpus.as_deref().unwrap_or("-"),
+                p.machine.nohz_full.as_deref().unwrap_or("-")
             ),
         ),
         ("command line", p.command_line.join(" ")),

@@ -19,11 +19,9 @@ pub struct Provenance {
     pub producer: String,
     pub tool_version: String,
     pub command_line: Vec<String>,
-    pub host: String,
-    pub kernel: String,
-    pub kernel_cmdline: String,
-    pub isolcpus: Option<String>,
-    pub nohz_full: Option<String>,
+    /// The recording's host and kernel set-up (flat in the JSON).
+    #[serde(flatten)]
+    pub machine: hoptrace_record::HostFacts,
     pub rate: Option<u32>,
     pub start_realtime_ns: i64,
     pub end_realtime_ns: i64,
@@ -388,7 +386,7 @@ pub fn merge_runs(
             .zip(runs)
             .filter_map(|(a, r)| {
                 let i = a.stages.iter().position(|s| s.name == name)?;
-                Some((*a, i, stage_clock(a, i, &r.provenance.host)))
+                Some((*a, i, stage_clock(a, i, &r.provenance.machine.host)))
             })
             .collect();
         if having.len() < 2 {
@@ -451,7 +449,10 @@ mod tests {
     fn run(host: &str, hops: Vec<Hop>) -> (Analyzer, RunReport) {
         let a = Analyzer::new(Config::default(), hops).unwrap();
         let p = Provenance {
-            host: host.into(),
+            machine: hoptrace_record::HostFacts {
+                host: host.into(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let r = RunReport::build(&a, p);

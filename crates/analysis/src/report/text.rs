@@ -261,13 +261,13 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
     let mut meta = vec![
         format!(
             "producer {} (tool {}), host {}, kernel {}",
-            p.producer, p.tool_version, p.host, p.kernel
+            p.producer, p.tool_version, p.machine.host, p.machine.kernel
         ),
         format!("command: {}", p.command_line.join(" ")),
         format!(
             "isolcpus: {}, nohz_full: {}, segments: {}",
-            p.isolcpus.as_deref().unwrap_or("-"),
-            p.nohz_full.as_deref().unwrap_or("-"),
+            p.machine.isolcpus.as_deref().unwrap_or("-"),
+            p.machine.nohz_full.as_deref().unwrap_or("-"),
             p.segments
         ),
     ];
