@@ -29,7 +29,7 @@ export RUST_BACKTRACE=1
 LONGEST_FN=150
 MACHETE_VERSION=0.9.2
 
-step() { echo "scripts/test.sh: $*"; }
+step() { printf 'scripts/test.sh [%(%H:%M:%S)T]: %s\n' -1 "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -44,7 +44,11 @@ cargo machete
 step "no function longer than $LONGEST_FN lines"
 python3 scripts/longest_fns.py --over "$LONGEST_FN" --top 0 crates/*/src crates/*/tests crates/*/examples
 
-cargo build --release --locked --bin hoptrace
+# One build of every test target (the binary included): `cargo test`
+# unifies the dev-dependencies' features into the build, so a separate
+# `cargo build --bin hoptrace` first would compile half the graph twice.
+step "build (every test target and the hoptrace binary)"
+cargo test --release --locked --workspace --no-run
 step "clippy (-D warnings, workspace lints)"
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 step "API docs"
@@ -56,7 +60,10 @@ failed=0
 step "tests, phase 1: everything but the privileged tests, in parallel"
 cargo test --release --locked --workspace --no-fail-fast -- --skip privileged:: 2>&1 | tee -a "$log" || failed=1
 step "tests, phase 2: the privileged tests, one at a time"
-cargo test --release --locked --workspace --no-fail-fast --tests -- privileged:: --test-threads=1 2>&1 | tee -a "$log" || failed=1
+# Each line stamped with the time it was printed: a test's line comes when
+# it ends, so the stamps give every privileged test's duration.
+stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
+cargo test --release --locked --workspace --no-fail-fast --tests -- privileged:: --test-threads=1 2>&1 | tee -a "$log" | stamp || failed=1
 if [ "$failed" != 0 ]; then
   echo
   echo "scripts/test.sh: FAILED. Every failing test, then every failing test binary:"
@@ -70,4 +77,4 @@ fi
 if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
   scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-30}"
 fi
-echo "scripts/test.sh: all tests passed"
+step "all tests passed"
