@@ -277,8 +277,7 @@ fn record_stages(
 
 /// Parse `a..b` stage syntax.
 pub fn parse_stage(s: &str) -> Result<(String, String), String> {
-    let (a, b) = s
-        .split_once("..")
+    let (a, b) = hoptrace_record::split_stage_name(s)
         .ok_or_else(|| format!("stage {s:?}: write FROM..TO with hop names, e.g. rx..app"))?;
     Ok((
         a.trim().trim_start_matches("t_").to_string(),
@@ -306,7 +305,7 @@ impl Analyzer {
         };
         let mut stages = Vec::new();
         let mk = |a: usize, b: usize| Stage {
-            name: format!("{}..{}", hops[a].name, hops[b].name),
+            name: hoptrace_record::stage_name(&hops[a].name, &hops[b].name),
             from: a,
             to: b,
             mixed_clocks: hops[a].clock != hops[b].clock,

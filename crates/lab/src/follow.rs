@@ -202,13 +202,13 @@ mod tests {
         let shown: Vec<&str> = [
             "backend tp_btf clock TAI",
             "--- t=2.1 s: 1 streams, ok 385",
-            "  rx->fwd                    n 385",
-            "  fwd->consumer_copy         n 385",
+            "  rx..fwd                    n 385",
+            "  fwd..consumer_copy         n 385",
             "  end_to_end                 n 385",
             "explained 3 stages",
             "=== summary",
             "--- whole run, t=14.7 s",
-            "  rx->fwd                    n 40000",
+            "  rx..fwd                    n 40000",
             "  end_to_end                 n 40000",
         ]
         .into_iter()
@@ -223,7 +223,7 @@ mod tests {
                 "explained 3 stages",
                 "=== summary",
                 "--- whole run, t=14.7 s",
-                "  rx->fwd                    n 40000",
+                "  rx..fwd                    n 40000",
                 "  end_to_end                 n 40000",
             ]
         );

@@ -78,14 +78,14 @@ pub fn headline(report: &Value) -> Option<Headline> {
         .iter()
         .filter_map(|h| h["name"].as_str())
         .collect();
-    let widest = format!("{}..{}", hops.first()?, hops.last()?);
+    let widest = hoptrace_record::stage_name(hops.first()?, hops.last()?);
     let stages = run["all_streams"].as_array()?;
     let stats = &stages
         .iter()
         .find(|s| s["stage"].as_str() == Some(widest.as_str()))?["stats"];
     let adjacent: Vec<String> = hops
         .windows(2)
-        .map(|w| format!("{}..{}", w[0], w[1]))
+        .map(|w| hoptrace_record::stage_name(w[0], w[1]))
         .collect();
     let largest_part = stages
         .iter()

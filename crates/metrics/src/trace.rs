@@ -1,7 +1,7 @@
 //! The tracer's metrics (`hoptrace trace --metrics`).
 //!
 //! Per stream: timelines by status; per stream and stage (the stages the
-//! trace prints, `rx->fwd`, ..., `end_to_end`): a latency histogram in
+//! trace prints, `rx..fwd`, ..., `end_to_end`): a latency histogram in
 //! seconds and, for each `--threshold`, a counter of stages above it (label
 //! `above`, e.g. `1ms`). Per run: the events the tracer lost (all
 //! tracepoints and evicted skbs). With `--explain`: the stages explained,
@@ -259,9 +259,9 @@ mod tests {
         m.timeline(
             "S0",
             "ok",
-            &[("rx->fwd".into(), 50_000), ("end_to_end".into(), 200_000)],
+            &[("rx..fwd".into(), 50_000), ("end_to_end".into(), 200_000)],
         );
-        m.timeline("S0", "ok", &[("rx->fwd".into(), 2_000_000)]);
+        m.timeline("S0", "ok", &[("rx..fwd".into(), 2_000_000)]);
         m.lost_events(4);
         m.explained([
             ("task", "hthog/1 (FIFO 50)", 1_500_000),
@@ -272,9 +272,9 @@ mod tests {
         encode(&mut text, &reg).unwrap();
         for line in [
             r#"hoptrace_trace_timelines_total{stream="S0",status="ok"} 2"#,
-            r#"hoptrace_trace_stage_latency_seconds_count{stream="S0",stage="rx->fwd"} 2"#,
-            r#"hoptrace_trace_spikes_total{stream="S0",stage="rx->fwd",above="100us"} 1"#,
-            r#"hoptrace_trace_spikes_total{stream="S0",stage="rx->fwd",above="1ms"} 1"#,
+            r#"hoptrace_trace_stage_latency_seconds_count{stream="S0",stage="rx..fwd"} 2"#,
+            r#"hoptrace_trace_spikes_total{stream="S0",stage="rx..fwd",above="100us"} 1"#,
+            r#"hoptrace_trace_spikes_total{stream="S0",stage="rx..fwd",above="1ms"} 1"#,
             r#"hoptrace_trace_spikes_total{stream="S0",stage="end_to_end",above="100us"} 1"#,
             r#"hoptrace_trace_spikes_total{stream="S0",stage="end_to_end",above="1ms"} 0"#,
             "hoptrace_trace_lost_events_total 4",

@@ -214,12 +214,12 @@ pub fn stages(hops: &[&str]) -> Vec<(usize, usize)> {
     hoptrace_record::default_stages(&annotation)
 }
 
-/// The names of `stages` over `hops` (`from->to`), then `end_to_end`: how
+/// The names of `stages` over `hops` (`from..to`), then `end_to_end`: how
 /// the event mode and `--kernel-stats` both name them.
 pub fn stage_names<H: AsRef<str>>(hops: &[H], stages: &[(usize, usize)]) -> Vec<String> {
     let mut v: Vec<String> = stages
         .iter()
-        .map(|&(a, b)| format!("{}->{}", hops[a].as_ref(), hops[b].as_ref()))
+        .map(|&(a, b)| hoptrace_record::stage_name(hops[a].as_ref(), hops[b].as_ref()))
         .collect();
     v.push("end_to_end".into());
     v

@@ -63,7 +63,7 @@ pub struct StageHist {
 
 impl StageHist {
     pub fn name(&self) -> String {
-        format!("{}->{}", self.from.event(), self.to.event())
+        hoptrace_record::stage_name(self.from.event(), self.to.event())
     }
 
     pub fn count(&self) -> u64 {
@@ -205,7 +205,7 @@ mod tests {
         k.write_text(&mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(
-            text.contains("k netif_receive_skb->netif_receive_skb") && text.contains("n       1"),
+            text.contains("k netif_receive_skb..netif_receive_skb") && text.contains("n       1"),
             "{text}"
         );
         let mut none = Vec::new();
@@ -238,6 +238,6 @@ mod tests {
             s.fmt_quantile(0.5),
             format!("<={}", hoptrace_units::format_duration_ns(hi))
         );
-        assert_eq!(s.name(), "net_dev_start_xmit->skb_copy_datagram_iovec");
+        assert_eq!(s.name(), "net_dev_start_xmit..skb_copy_datagram_iovec");
     }
 }

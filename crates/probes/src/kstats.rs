@@ -416,7 +416,7 @@ mod tests {
         let st = ks
             .labels
             .iter()
-            .position(|l| l == "fwd->consumer_copy")
+            .position(|l| l == "fwd..consumer_copy")
             .unwrap();
         let key = |s: &str| StreamKey {
             kind: 1,
@@ -451,7 +451,7 @@ mod tests {
         snap.drops[1] = 3;
         ks.update(&snap);
         let a = &ks.streams["A"].stages[0];
-        assert_eq!(a.label, "fwd->consumer_copy");
+        assert_eq!(a.label, "fwd..consumer_copy");
         assert_eq!((a.total.count, a.total.min, a.total.max), (3, 1_000, 9_000));
         assert_eq!(a.total.above[0], 1);
         assert_eq!(a.last_count, 3);

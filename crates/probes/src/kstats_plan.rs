@@ -1,6 +1,6 @@
 //! What `--kernel-stats` counts, derived from the hop catalogue: the same
-//! hops and stages as event mode (`rx->fwd`, `fwd->consumer_copy`,
-//! `fwd->tap_xmit`, `consumer_copy->egress`, `end_to_end`), written into
+//! hops and stages as event mode (`rx..fwd`, `fwd..consumer_copy`,
+//! `fwd..tap_xmit`, `consumer_copy..egress`, `end_to_end`), written into
 //! the two tables the BPF side looks up (src/bpf/live_stats.bpf.h).
 //!
 //! The kernel sees tracepoint hits, not hops. A hit becomes a hop by its
@@ -19,7 +19,7 @@
 //! * when optional hops follow it (`egress`: a user-space forwarder sends
 //!   a new skb), the last hop is **remembered** by (stream, identity
 //!   number), and an **egress** first hop joins it, counts
-//!   `consumer_copy->egress` and moves `end_to_end` to the egress.
+//!   `consumer_copy..egress` and moves `end_to_end` to the egress.
 //!
 //! `ks_stage_of[(anchor + 1) * KS_HOPS + (hop + 1)]` gives the stage of a
 //! pair of boundary hops; key `hop + 1` alone the stage of an annotation
@@ -222,22 +222,22 @@ mod tests {
         assert_eq!(
             plan.labels(),
             [
-                "rx->fwd",
-                "fwd->tap_xmit",
-                "fwd->consumer_copy",
-                "consumer_copy->egress",
+                "rx..fwd",
+                "fwd..tap_xmit",
+                "fwd..consumer_copy",
+                "consumer_copy..egress",
                 "end_to_end"
             ]
         );
         let s = |f, t| label_of(&plan, stage(&plan, f, t).unwrap());
-        assert_eq!(s(Some("rx"), "fwd"), "rx->fwd");
-        assert_eq!(s(Some("fwd"), "consumer_copy"), "fwd->consumer_copy");
+        assert_eq!(s(Some("rx"), "fwd"), "rx..fwd");
+        assert_eq!(s(Some("fwd"), "consumer_copy"), "fwd..consumer_copy");
         assert_eq!(
             s(None, "tap_xmit"),
-            "fwd->tap_xmit",
+            "fwd..tap_xmit",
             "annotation: from base"
         );
-        assert_eq!(s(Some("consumer_copy"), "egress"), "consumer_copy->egress");
+        assert_eq!(s(Some("consumer_copy"), "egress"), "consumer_copy..egress");
         let e2e = plan
             .stage_table()
             .into_iter()
@@ -282,8 +282,8 @@ mod tests {
         assert_eq!(
             plan.labels(),
             [
-                "nic_rx->sock_deliver",
-                "sock_deliver->app_copy",
+                "nic_rx..sock_deliver",
+                "sock_deliver..app_copy",
                 "end_to_end"
             ]
         );

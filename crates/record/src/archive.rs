@@ -309,7 +309,7 @@ mod tests {
                     seq,
                     dest: None,
                 },
-                stage: "rx->fwd".into(),
+                stage: "rx..fwd".into(),
                 start_ns: 0,
                 end_ns: 5,
                 cpu: 0,

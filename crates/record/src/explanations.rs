@@ -5,7 +5,7 @@
 //! row per *part* of an explained stage (long format, so that pandas,
 //! polars and DuckDB group and sum parts directly): the packet's identity
 //! (`stream`, `app_id`, `smp_cnt`, `epoch`, `seq`, `dest`, the same values
-//! as its row in the segments), the stage (`stage` "a->b", `start_ns`,
+//! as its row in the segments), the stage (`stage` "a..b", `start_ns`,
 //! `end_ns`, `latency_ns`), where hop b ran (`cpu`, `task`), the task's
 //! wait (`sleeping_ns`, `runnable_ns`, `running_ns`) and the part
 //! (`part_index` from 0, largest first; `part_kind` one of task, hardirq,
@@ -123,6 +123,14 @@ pub fn explanation_schema() -> Schema {
         Field::new("part_ns", Int64, false),
         Field::new("lane", Utf8, true),
     ])
+}
+
+/// A stage name as read: `from..to`, whichever spelling was stored.
+fn normalised_stage(stored: &str) -> String {
+    match crate::meta::split_stage_name(stored) {
+        Some((from, to)) => crate::meta::stage_name(from, to),
+        None => stored.to_string(),
+    }
 }
 
 fn to_batch(stages: &[ExplainedStage]) -> Result<RecordBatch> {
@@ -345,7 +353,7 @@ fn read_batch(b: &RecordBatch, path: &Path, out: &mut Vec<ExplainedStage>) -> Re
                     seq: seq.value(i),
                     dest: opt(dest, i).then(|| dest.value(i).to_string()),
                 },
-                stage: stage.value(i).to_string(),
+                stage: normalised_stage(stage.value(i)),
                 start_ns: start.value(i),
                 end_ns: end.value(i),
                 cpu: cpu.value(i),
@@ -389,7 +397,7 @@ mod tests {
                 seq,
                 dest: Some("tap0".into()),
             },
-            stage: "tap_xmit->consumer_copy".into(),
+            stage: "tap_xmit..consumer_copy".into(),
             start_ns: 1000,
             end_ns: 1000 + parts.iter().map(|p| p.2).sum::<i64>(),
             cpu: 1,
@@ -473,6 +481,22 @@ mod tests {
             ]
         );
         assert_eq!(read_explanations(dir.path()).unwrap(), vec![a, b]);
+    }
+
+    #[test]
+    fn a_stage_stored_as_from_arrow_to_reads_as_the_one_spelling_from_dot_dot_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut old = stage(1, &[("task", "x", 5)]);
+        old.stage = "tap_xmit->consumer_copy".into();
+        let mut w = ExplanationWriter::new(dir.path());
+        w.push(old);
+        w.flush().unwrap();
+        let read = read_explanations(dir.path()).unwrap();
+        assert_eq!(read[0].stage, "tap_xmit..consumer_copy");
+        assert_eq!(
+            read[0].stage,
+            crate::meta::stage_name("tap_xmit", "consumer_copy")
+        );
     }
 
     #[test]

@@ -122,9 +122,10 @@ pub use explanations::{
     explanation_files, read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart,
 };
 pub use meta::{
-    cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, ClockDomain,
-    DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn, HopAlignment, HopColumn,
-    HostFacts, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION, META_KEY,
+    cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, split_stage_name,
+    stage_name, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn,
+    HopAlignment, HopColumn, HostFacts, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION,
+    META_KEY, STAGE_SEPARATOR,
 };
 pub use output::{claim_output_dir, claim_output_file, ClaimedOutput, OutputError};
 pub use reader::{

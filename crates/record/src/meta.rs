@@ -10,6 +10,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Between the two hop names of a stage: a stage is written `FROM..TO`
+/// (`fwd..consumer_copy`) in every output, table, recording and report,
+/// and the same is accepted wherever a stage is given.
+pub const STAGE_SEPARATOR: &str = "..";
+
+/// The name of the stage from hop `from` to hop `to`: `from..to`.
+pub fn stage_name(from: &str, to: &str) -> String {
+    format!("{from}{STAGE_SEPARATOR}{to}")
+}
+
+/// The two hop names of a stage name: `from..to`, or `from->to` as
+/// explanations recorded by earlier versions spell it.
+pub fn split_stage_name(name: &str) -> Option<(&str, &str)> {
+    name.split_once(STAGE_SEPARATOR)
+        .or_else(|| name.split_once("->"))
+}
+
 /// Value of [`RecordingMeta::format`].
 pub const FORMAT: &str = "hoptrace-recording";
 /// Format version written by this crate and the only one it reads.

@@ -54,7 +54,7 @@ fn late_stages(
             continue;
         };
         if b > a && b - a > threshold_ns {
-            out.push((format!("{}->{}", hops[i], hops[j]), a, b, who));
+            out.push((hoptrace_record::stage_name(&hops[i], &hops[j]), a, b, who));
         }
     }
     out
@@ -108,7 +108,7 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
     }
 }
 
-/// `explain SV1 seq 12 dest tap0 fwd->consumer_copy 1.2 ms: reader/5 on cpu1 ...`
+/// `explain SV1 seq 12 dest tap0 fwd..consumer_copy 1.2 ms: reader/5 on cpu1 ...`
 pub fn explanation_line(s: &ExplainedStage, line: &str) -> String {
     format!(
         "explain {} seq {}{} {} {}: {line}",
@@ -294,16 +294,16 @@ mod tests {
         let hops = ["a", "b", "c", "d", "e"];
         let stages = hoptrace_probes::catalogue::stages(&hops);
         let late = late_stages(&hops, &stages, &t, 50);
-        // a->b (100 > 50) only: b->c and c->d miss a hop, d->e goes back in time.
+        // a..b (100 > 50) only: b..c and c..d miss a hop, d..e goes back in time.
         assert_eq!(late.len(), 1);
-        assert_eq!(late[0].0, "a->b");
+        assert_eq!(late[0].0, "a..b");
         assert_eq!(late[0].3, HopWho { cpu: 1, tid: 7 });
         assert!(late_stages(&hops, &stages, &t, 100).is_empty());
-        // With tap_xmit an annotation, the causal stage fwd->consumer_copy
+        // With tap_xmit an annotation, the causal stage fwd..consumer_copy
         // is explained even when tap_xmit came after consumer_copy.
         let hv = ["rx", "fwd", "tap_xmit", "consumer_copy", "egress"];
         let late = late_stages(&hv, &hoptrace_probes::catalogue::stages(&hv), &t, 50);
         let names: Vec<&str> = late.iter().map(|l| l.0.as_str()).collect();
-        assert_eq!(names, vec!["rx->fwd", "fwd->consumer_copy"]);
+        assert_eq!(names, vec!["rx..fwd", "fwd..consumer_copy"]);
     }
 }

@@ -97,7 +97,7 @@ mod tests {
         let mut a = KStream::default();
         a.stages.push(KStage {
             index: 1,
-            label: "fwd->consumer_copy".into(),
+            label: "fwd..consumer_copy".into(),
             total,
             last_count: 1,
             last_buckets: vec![0; hoptrace_probes::khist::BUCKETS],
@@ -125,7 +125,7 @@ mod tests {
             text.contains("stream A: dropped 0 freed-after-rx 0"),
             "{text}"
         );
-        assert!(text.contains("fwd->consumer_copy"), "{text}");
+        assert!(text.contains("fwd..consumer_copy"), "{text}");
         assert!(text.contains(">5.000 us:2"), "{text}");
         assert!(
             text.contains("worst 600.0 us smpCnt 14 at +0.000000 s after the start (MONOTONIC)"),

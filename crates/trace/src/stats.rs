@@ -231,7 +231,7 @@ impl Stats {
             .iter()
             .filter_map(|&(a, b)| {
                 Some((
-                    format!("{}->{}", self.hops[a], self.hops[b]),
+                    hoptrace_record::stage_name(&self.hops[a], &self.hops[b]),
                     t.hops.get(a).copied().flatten()?,
                     t.hops.get(b).copied().flatten()?,
                 ))
@@ -307,8 +307,8 @@ mod tests {
         };
         st.add(&t);
         let s = &st.streams["ping"];
-        assert_eq!(s.stages["rx->fwd"].hist.len(), 1);
-        assert_eq!(s.stages["fwd->tap_xmit"].above, vec![1]);
+        assert_eq!(s.stages["rx..fwd"].hist.len(), 1);
+        assert_eq!(s.stages["fwd..tap_xmit"].above, vec![1]);
         assert_eq!(s.stages["end_to_end"].worst.as_ref().unwrap().ns, 30);
     }
 
@@ -321,9 +321,9 @@ mod tests {
         assert_eq!(
             st.stage_names(),
             vec![
-                "rx->fwd",
-                "fwd->tap_xmit",
-                "fwd->consumer_copy",
+                "rx..fwd",
+                "fwd..tap_xmit",
+                "fwd..consumer_copy",
                 "end_to_end"
             ]
         );
@@ -347,8 +347,8 @@ mod tests {
         st.add(&t);
         let s = &st.streams["ping"];
         assert!(s.stages.values().all(|x| x.negative == 0));
-        assert_eq!(s.stages["fwd->consumer_copy"].hist.max(), 10);
-        assert_eq!(s.stages["fwd->tap_xmit"].hist.max(), 20);
-        assert!(!s.stages.contains_key("tap_xmit->consumer_copy"));
+        assert_eq!(s.stages["fwd..consumer_copy"].hist.max(), 10);
+        assert_eq!(s.stages["fwd..tap_xmit"].hist.max(), 20);
+        assert!(!s.stages.contains_key("tap_xmit..consumer_copy"));
     }
 }

@@ -202,7 +202,7 @@ impl Correlation {
                     s,
                     "{:<24} {:<9} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8}",
                     st.name,
-                    format!("{}..{}", p.from, p.to),
+                    hoptrace_record::stage_name(&p.from, &p.to),
                     p.matched,
                     p.lost,
                     p.outside,

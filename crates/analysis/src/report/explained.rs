@@ -102,7 +102,7 @@ mod tests {
                 seq: 1,
                 dest: None,
             },
-            stage: "a->b".into(),
+            stage: "a..b".into(),
             start_ns: 0,
             end_ns: latency,
             cpu: 0,

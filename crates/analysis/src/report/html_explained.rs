@@ -93,7 +93,7 @@ fn lane_svg(e: &Explanation) -> String {
             format_duration_ns(p.end_ns - p.start_ns)
         );
     }
-    let (from, to) = e.stage.split_once("->").unwrap_or((&e.stage, ""));
+    let (from, to) = hoptrace_record::split_stage_name(&e.stage).unwrap_or((&e.stage, ""));
     let _ = write!(
         s,
         "<line x1=\"{LABEL}\" y1=\"8\" x2=\"{LABEL}\" y2=\"{bottom}\" stroke=\"#000\"/><text x=\"{t1:.1}\" y=\"10\" font-size=\"10\">{}</text><line x1=\"{x2:.1}\" y1=\"8\" x2=\"{x2:.1}\" y2=\"{bottom}\" stroke=\"#000\"/><text x=\"{tx:.1}\" y=\"10\" font-size=\"10\" text-anchor=\"end\">{}</text></svg>",
@@ -178,7 +178,7 @@ mod tests {
                 seq: 3,
                 dest: None,
             },
-            stage: "tap_xmit->consumer_copy".into(),
+            stage: "tap_xmit..consumer_copy".into(),
             start_ns: 1000,
             end_ns: 3000,
             cpu: 1,

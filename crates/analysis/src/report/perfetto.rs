@@ -15,7 +15,7 @@
 //!   agree where they overlap), and the slices of a track never overlap;
 //! - one *thread* `late stages`: each explained stage an async slice (`ph`
 //!   `b`/`e`, one id per stage, so that overlapping stages get rows of
-//!   their own) named `SV3 seq 4710 fwd->consumer_copy 5.104 ms`, with the
+//!   their own) named `SV3 seq 4710 fwd..consumer_copy 5.104 ms`, with the
 //!   task, its CPU, its wait and every part in `args`.
 //!
 //! Times are microseconds (`ts`, `dur`, with nanosecond decimals) from the
@@ -184,7 +184,7 @@ mod tests {
                 seq: 7,
                 dest: None,
             },
-            stage: "fwd->consumer_copy".into(),
+            stage: "fwd..consumer_copy".into(),
             start_ns: a,
             end_ns: b,
             cpu: 1,
@@ -272,7 +272,7 @@ mod tests {
         let e: Vec<&Value> = ev.iter().filter(|x| x["ph"] == "e").collect();
         assert_eq!((b.len(), e.len()), (1, 1));
         assert_eq!(b[0]["id"], e[0]["id"]);
-        assert_eq!(b[0]["name"], "SV0 seq 7 fwd->consumer_copy 2.500 us");
+        assert_eq!(b[0]["name"], "SV0 seq 7 fwd..consumer_copy 2.500 us");
         assert_eq!(b[0]["args"]["parts_ns"]["task hog/7 (FIFO 50)"], 2500);
         assert_eq!(e[0]["ts"].as_f64(), Some(2.5));
         assert_eq!(t["otherData"]["origin_ns"], 1_000_000);

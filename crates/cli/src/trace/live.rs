@@ -450,14 +450,14 @@ mod tests {
             srow.contains("dropped 1 at fwd: SKB_DROP_REASON_FULL_RING"),
             "{srow}"
         );
-        let (cells_fwd, row) = cells(&text, "rx->fwd");
+        let (cells_fwd, row) = cells(&text, "rx..fwd");
         // 3 packets reached fwd; one above 15us; worst is seq 2 (40us)
         assert_eq!(cells_fwd[1], "3", "{row}");
         assert_eq!(cells_fwd[2], "5.000 us", "{row}");
         assert_eq!(cells_fwd[5], "40.0 us", "{row}");
         assert_eq!(cells_fwd[6], "1", "above threshold: {row}");
         assert!(row.contains("seq 2 tap0"), "{row}");
-        let (kcells, krow) = cells(&text, "net_dev_start_xmit->net_dev_xmit");
+        let (kcells, krow) = cells(&text, "net_dev_start_xmit..net_dev_xmit");
         // 2000 ns lands in the bucket 1792..=2047
         assert_eq!(khist::bucket_range(khist::bucket_of(2_000)).1, 2_047);
         assert_eq!(kcells[1..4], ["3", "2.047 us", "2.047 us"], "{krow}");
@@ -475,7 +475,7 @@ mod tests {
         use hoptrace_probes::Profile;
         let mut stats = Stats::new(&["rx", "fwd", "tap_xmit"], vec![15_000]);
         let mut k = KernelStreams::new(Profile::Hypervisor, &[15_000]);
-        let st = k.labels.iter().position(|l| l == "fwd->tap_xmit").unwrap();
+        let st = k.labels.iter().position(|l| l == "fwd..tap_xmit").unwrap();
         let mut buckets = vec![0; khist::BUCKETS];
         buckets[khist::bucket_of(2_000)] = 2;
         buckets[khist::bucket_of(40_000)] = 1;
@@ -526,7 +526,7 @@ mod tests {
             srow.contains("dropped 1 at tap0: SKB_DROP_REASON_FULL_RING"),
             "{srow}"
         );
-        let (stage_cells, row) = cells(&text, "fwd->tap_xmit");
+        let (stage_cells, row) = cells(&text, "fwd..tap_xmit");
         // n, exact min, p50/p99 bucket bounds, exact max, above 15us
         let p99_upper = khist::bucket_range(khist::bucket_of(40_000)).1;
         assert_eq!(
@@ -552,7 +552,7 @@ mod tests {
         let mut stats = Stats::new(&["rx", "fwd"], vec![]);
         for i in 0..7 {
             stats.add_explanation(format!(
-                "explain SV seq {i} rx->fwd 2.000 ms: r/1 on cpu1 behind hog/7 (FIFO 50) 1.900 ms"
+                "explain SV seq {i} rx..fwd 2.000 ms: r/1 on cpu1 behind hog/7 (FIFO 50) 1.900 ms"
             ));
         }
         let text = screen(&stats, &LostCounts::default(), 140, 24);
@@ -562,7 +562,7 @@ mod tests {
             "{text:#?}"
         );
         assert!(
-            text.iter().any(|l| l.contains("explain SV seq 6 rx->fwd")),
+            text.iter().any(|l| l.contains("explain SV seq 6 rx..fwd")),
             "{text:#?}"
         );
         assert!(

@@ -78,7 +78,7 @@ pub struct Args {
     /// (only drops); per-stream, per-stage count, min, p50/p99 (bucket
     /// bounds), max, counts above each --threshold (at most 4) and the worst
     /// packet are kept in the kernel and read once a second, for the same
-    /// stages as the event mode (rx->fwd ... end_to_end). Lowest observer
+    /// stages as the event mode (rx..fwd ... end_to_end). Lowest observer
     /// effect; no --record, --count or --hops; needs --netns or --iface in
     /// the hypervisor profile.
     #[arg(long)]

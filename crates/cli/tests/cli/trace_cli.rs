@@ -236,7 +236,7 @@ mod privileged {
 
     /// `--hops` and `--stream` restrict the output: on the bridge lab with two
     /// streams, tracing `--stream HOPTRACE_SV1 --hops rx,consumer_copy` shows
-    /// only that stream and only the rx->consumer_copy stage (plus end_to_end),
+    /// only that stream and only the rx..consumer_copy stage (plus end_to_end),
     /// with one timeline per published frame of it and no lost event.
     #[test]
     fn trace_hops_and_stream_restrict_the_output() {
@@ -260,8 +260,8 @@ mod privileged {
         let summary = tracer_summary(tracer);
         assert!(summary.contains("stream HOPTRACE_SV1: ok 500"), "{summary}");
         assert!(!summary.contains("HOPTRACE_SV0"), "--stream: {summary}");
-        assert!(summary.contains("rx->consumer_copy"), "{summary}");
-        for hidden in ["rx->fwd", "fwd->", "tap_xmit", "->egress"] {
+        assert!(summary.contains("rx..consumer_copy"), "{summary}");
+        for hidden in ["rx..fwd", "fwd..", "tap_xmit", "..egress"] {
             assert!(
                 !summary.contains(hidden),
                 "--hops shows {hidden}: {summary}"
@@ -301,12 +301,12 @@ mod privileged {
             summary.contains("stream ether 0x0800 dst 02:68:74:00:00:02: ok 5 incomplete 0"),
             "{summary}"
         );
-        assert!(summary.contains("rx->fwd"), "{summary}");
+        assert!(summary.contains("rx..fwd"), "{summary}");
     }
 
     /// `--kernel-stats --plain` on the bridge lab with two streams of 500
     /// frames: one block per stream with event mode's stages, named as there
-    /// (rx->fwd, fwd->tap_xmit, fwd->consumer_copy, end_to_end), each counting
+    /// (rx..fwd, fwd..tap_xmit, fwd..consumer_copy, end_to_end), each counting
     /// every frame, and no event sent to user space.
     #[test]
     fn trace_kernel_stats_plain_prints_per_stream_rows() {
@@ -371,13 +371,13 @@ mod privileged {
                     .unwrap_or(0)
             };
             // Event mode's stages, named as there, each counting every frame:
-            // rx->fwd across the bridge's clone, fwd->tap_xmit timed from fwd
+            // rx..fwd across the bridge's clone, fwd..tap_xmit timed from fwd
             // whichever came first of the tap's xmit event and the reader's
             // copy, and end_to_end from rx to the copy.
             for stage in [
-                "rx->fwd",
-                "fwd->tap_xmit",
-                "fwd->consumer_copy",
+                "rx..fwd",
+                "fwd..tap_xmit",
+                "fwd..consumer_copy",
                 "end_to_end",
             ] {
                 let row = block
@@ -397,7 +397,7 @@ mod privileged {
             "netif_receive_skb->",
             "net_dev_start_xmit->",
             "net_dev_xmit->",
-            "tap_xmit->consumer_copy",
+            "tap_xmit..consumer_copy",
         ] {
             assert!(
                 !summary.contains(raw),

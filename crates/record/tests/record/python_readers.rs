@@ -167,7 +167,7 @@ fn explained(seq: u64, parts: &[(&str, i64)]) -> ExplainedStage {
             seq,
             dest: Some("tap0".into()),
         },
-        stage: "rx->fwd".into(),
+        stage: "rx..fwd".into(),
         start_ns: seq as i64 * 1000,
         end_ns: seq as i64 * 1000 + parts.iter().map(|p| p.1).sum::<i64>(),
         cpu: 1,

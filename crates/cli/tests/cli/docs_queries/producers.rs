@@ -319,7 +319,7 @@ fn explanation(t: &Timeline, parts: &[(&str, &str, i64)]) -> ExplainedStage {
             seq: t.seq,
             dest: t.dest.clone(),
         },
-        stage: "fwd->consumer_copy".into(),
+        stage: "fwd..consumer_copy".into(),
         start_ns: start,
         end_ns: end,
         cpu: 1,

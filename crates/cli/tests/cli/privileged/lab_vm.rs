@@ -231,7 +231,7 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     assert!(seg, "no Parquet segment in {}", out.join("sub").display());
     // The hypervisor-side timeline reaches QEMU reading the tap.
     let trace = std::fs::read_to_string(out.join("trace.log")).unwrap();
-    let (n, line) = stage_count(&trace, "fwd->consumer_copy").unwrap_or_else(|| panic!("{trace}"));
+    let (n, line) = stage_count(&trace, "fwd..consumer_copy").unwrap_or_else(|| panic!("{trace}"));
     assert!(n > 0, "{line}");
     eprintln!("guest subscriber: {sub_counts:?} (received, lost); host: {line}");
     assert!(trace.contains("qemu-system-x86"), "{trace}");

@@ -3,15 +3,15 @@
 //! streams of N frames. The consumer holds every frame at least HOLD_NS in
 //! the tap queue before reading it, so tap_xmit -> consumer_copy carries a
 //! known minimum delay. Checks counts and identities, not timing:
-//! - per stream the kernel counts event mode's stages (rx->fwd across the
-//!   bridge's clone, fwd->tap_xmit, fwd->consumer_copy, end_to_end), N
+//! - per stream the kernel counts event mode's stages (rx..fwd across the
+//!   bridge's clone, fwd..tap_xmit, fwd..consumer_copy, end_to_end), N
 //!   each, the same as an event-mode run over the same path and traffic
 //!   reports;
 //! - no ring buffer record was submitted (no drop on this path; the
 //!   bridge's local copies, freed by its own device, are not counted in
 //!   either mode) and none was lost;
 //! - a threshold below the injected delay counts every frame, one above it
-//!   none, and the exact min of the held stages (fwd->consumer_copy and
+//!   none, and the exact min of the held stages (fwd..consumer_copy and
 //!   end_to_end) is at least the delay;
 //! - the worst packet of each stage is a (stream, smpCnt) that was sent.
 
@@ -106,7 +106,7 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
         "rx frees, kernel stats and event mode"
     );
     // every tracked skb is the pre-clone skb (freed after rx) or the tap's
-    // clone (its fwd hop starts fwd->tap_xmit): 2 per frame on this path
+    // clone (its fwd hop starts fwd..tap_xmit): 2 per frame on this path
     assert_eq!(k.first_hops, 2 * (S * N as usize) as u64, "first hops");
     // the bridge clones on the receiving CPU: the clone's first hop takes
     // the identity of the original's without parsing (and the per-stream
@@ -126,9 +126,9 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
         // event mode's stages (hops rx, fwd, tap_xmit, consumer_copy),
         // end_to_end from the first to the last hop of a complete packet
         let stages = [
-            ("rx->fwd", Some((0, 1))),
-            ("fwd->tap_xmit", Some((1, 2))),
-            ("fwd->consumer_copy", Some((1, 3))),
+            ("rx..fwd", Some((0, 1))),
+            ("fwd..tap_xmit", Some((1, 2))),
+            ("fwd..consumer_copy", Some((1, 3))),
             ("end_to_end", None),
         ];
         let labels: Vec<&str> = st.stages.iter().map(|x| x.label.as_str()).collect();
@@ -170,7 +170,7 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
             assert!(smp < N, "worst smpCnt {smp} was sent (0..{N})");
             assert_eq!(w.ns, stage.total.max, "the worst is the max");
             assert!(w.at > 0);
-            if label == "fwd->consumer_copy" || label == "end_to_end" {
+            if label == "fwd..consumer_copy" || label == "end_to_end" {
                 assert_eq!(stage.total.above[0], N as u64, "all above {BELOW} ns");
                 assert_eq!(stage.total.above[1], 0, "none above {ABOVE} ns");
                 assert!(
@@ -186,7 +186,7 @@ fn kernel_stats_count_every_frame_per_stream_without_events() {
 /// A tap nobody reads (txqueuelen 4): most frames are dropped when its ring
 /// is full. In kernel-stats mode each drop is counted in the kernel and
 /// sends one full record (its reason); every frame is either counted in
-/// fwd->tap_xmit (queued) or dropped, and no other record is sent.
+/// fwd..tap_xmit (queued) or dropped, and no other record is sent.
 #[test]
 fn kernel_stats_count_drops_with_their_reason() {
     if !require_privileges("kernel_stats_count_drops_with_their_reason") {
@@ -212,7 +212,7 @@ fn kernel_stats_count_drops_with_their_reason() {
     let queued = s
         .stages
         .iter()
-        .find(|x| x.label == "fwd->tap_xmit")
+        .find(|x| x.label == "fwd..tap_xmit")
         .map_or(0, |x| x.total.count);
     let reasons: u64 = s.drop_reasons.values().sum();
     println!(
@@ -281,7 +281,7 @@ fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
     let held = k.streams[&sv_id]
         .stages
         .iter()
-        .find(|x| x.label == "fwd->consumer_copy")
+        .find(|x| x.label == "fwd..consumer_copy")
         .expect("the held stage");
     println!(
         "held: n {} min {} max {}; stale {}",
@@ -300,7 +300,7 @@ fn kernel_stats_count_frames_held_longer_than_the_stale_limit() {
 /// A forwarder reads each frame from the tap, holds it HOLD after the read
 /// and sends it on out0 (a new skb on a traced non-tap device: the `egress`
 /// hop). In kernel-stats mode the egress is joined to its packet's copy by
-/// (stream, smpCnt): `consumer_copy->egress` counts every frame with a
+/// (stream, smpCnt): `consumer_copy..egress` counts every frame with a
 /// delay of at least HOLD, and `end_to_end` counts each frame once, ending
 /// at the egress (at least HOLD: its p50 bucket is above HOLD's lower
 /// bucket bound), while its minimum is marked a lower bound.
@@ -342,9 +342,9 @@ fn kernel_stats_join_an_egress_to_its_copy_and_end_there() {
             .find(|x| x.label == label)
             .unwrap_or_else(|| panic!("no stage {label}: {:?}", s.stages))
     };
-    let egress = stage("consumer_copy->egress");
+    let egress = stage("consumer_copy..egress");
     let e2e = stage("end_to_end");
-    let copy = stage("fwd->consumer_copy");
+    let copy = stage("fwd..consumer_copy");
     println!(
         "egress n {} min {} max {}; end_to_end n {} min {} max {}; joined {}; copy n {}",
         egress.total.count,

@@ -150,7 +150,7 @@ fn trace_stage_median_matches_injected_delay() {
     );
     held.sort();
     let median = held[held.len() / 2];
-    println!("consumer_copy->egress median {median} ns (injected {HOLD_NS})");
+    println!("consumer_copy..egress median {median} ns (injected {HOLD_NS})");
     assert!(
         (median - HOLD_NS).abs() < HOLD_NS / 10,
         "median {median} ns not within 10% of {HOLD_NS}"
