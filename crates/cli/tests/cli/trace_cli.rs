@@ -394,9 +394,9 @@ mod privileged {
             }
         }
         for raw in [
-            "netif_receive_skb->",
-            "net_dev_start_xmit->",
-            "net_dev_xmit->",
+            "netif_receive_skb..",
+            "net_dev_start_xmit..",
+            "net_dev_xmit..",
             "tap_xmit..consumer_copy",
         ] {
             assert!(

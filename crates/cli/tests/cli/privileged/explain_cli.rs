@@ -337,7 +337,7 @@ fn check_explanations(
             );
             continue;
         }
-        if !e.stage.ends_with("->consumer_copy")
+        if !e.stage.ends_with("..consumer_copy")
             || !bursts.iter().any(|x| x.spin_start < b && a < x.spin_end)
         {
             continue;
