@@ -25,6 +25,7 @@ pub struct Spike {
     /// Negative seq so that for equal values the earlier packet ranks higher.
     #[serde(skip)]
     order: Reverse<u64>,
+    /// When the stage started: the stamp of its first hop.
     pub time_ns: i64,
     pub stream: String,
     pub stage: String,

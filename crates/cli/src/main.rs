@@ -148,7 +148,7 @@ fn main() -> ExitCode {
         // like other Unix tools, stop quietly; there is nobody to tell.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("hoptrace: error: {err:#}");
+            eprintln!("hoptrace: error: {}", exit::message_of(&err));
             exit::status_of(&err).into()
         }
     }

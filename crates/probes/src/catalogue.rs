@@ -108,6 +108,19 @@ pub enum Predicate {
     TrackedSkbCopiedByReader,
 }
 
+impl Predicate {
+    /// What the predicate asks, in words (`--list-hops`, recording metadata).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Predicate::TracedNonTapDevice => "a traced device, not a tap",
+            Predicate::TapDevice => "a tap or macvtap device",
+            Predicate::TracedDevice => "any traced device",
+            Predicate::TrackedSkbBeforeCopy => "a traced frame, before its copy",
+            Predicate::TrackedSkbCopiedByReader => "a traced frame, copied by its reader",
+        }
+    }
+}
+
 /// One row of the catalogue.
 #[derive(Debug, Clone, Serialize)]
 pub struct HopSpec {
@@ -243,15 +256,22 @@ pub fn render_catalogue() -> String {
     let mut s = String::new();
     for h in catalogue() {
         s.push_str(&format!(
-            "{:<10} {:<14} {:<28} {:<26} {}\n",
+            "{:<10} {:<14} {:<28} {:<37} {}\n",
             format!("{:?}", h.profile).to_lowercase(),
             h.name,
             h.tracepoint.name(),
-            format!("{:?}", h.predicate),
+            h.predicate.describe(),
             h.meaning
         ));
     }
-    s.push_str("(all)      dropped        skb:kfree_skb                TrackedSkb                 the kernel freed a traced frame with a drop reason: timeline ends `dropped`\n");
+    s.push_str(&format!(
+        "{:<10} {:<14} {:<28} {:<37} {}\n",
+        "(all)",
+        "dropped",
+        "skb:kfree_skb",
+        "a traced frame",
+        "the kernel freed a traced frame with a drop reason: timeline ends `dropped`"
+    ));
     s
 }
 

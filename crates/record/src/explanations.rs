@@ -58,6 +58,23 @@ pub struct StagePart {
     pub ns: i64,
 }
 
+/// `kind name` as a part or lane piece is shown (`softirq NET_RX`,
+/// `task hog/7`), the kind alone where it is the name (`steal`, `idle`).
+pub fn part_label(kind: &str, name: &str) -> String {
+    if name == kind || name.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind} {name}")
+    }
+}
+
+impl StagePart {
+    /// `kind name`, or the kind alone where it is the name ([`part_label`]).
+    pub fn label(&self) -> String {
+        part_label(&self.kind, &self.name)
+    }
+}
+
 /// One piece of an explained stage's CPU lanes: `cpu` was in this context
 /// (kind and name as the parts') from `start_ns` to `end_ns`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

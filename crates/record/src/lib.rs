@@ -119,7 +119,8 @@ pub mod writer;
 
 pub use error::{RecordError, Result};
 pub use explanations::{
-    explanation_files, read_explanations, ExplainedStage, ExplanationWriter, LaneSpan, StagePart,
+    explanation_files, part_label, read_explanations, ExplainedStage, ExplanationWriter, LaneSpan,
+    StagePart,
 };
 pub use meta::{
     cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, split_stage_name,

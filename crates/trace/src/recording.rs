@@ -42,7 +42,10 @@ pub fn recording_meta(c: &RecordingContext) -> RecordingMeta {
         .map(|h| {
             let spec = cat.iter().find(|s| s.name == *h && s.profile == c.profile);
             let loc = spec
-                .map(|s| format!("{} ({:?}): {}", s.tracepoint.name(), s.predicate, s.meaning))
+                .map(|s| {
+                    let (tp, on) = (s.tracepoint.name(), s.predicate.describe());
+                    format!("{tp} ({on}): {}", s.meaning)
+                })
                 .unwrap_or_default();
             HopColumn::new(*h, c.clock, StampSource::Bpf, loc).as_annotation(is_annotation(h))
         })

@@ -33,13 +33,14 @@ impl From<&ExplainedStage> for Explanation {
 }
 
 impl Explanation {
-    /// The first `n` parts as `kind name time; ...`.
+    /// The first `n` parts as `kind name time; ...` (`steal time`: the
+    /// kind alone where it is the name).
     pub fn parts_text(&self, n: usize) -> String {
         self.stage
             .parts
             .iter()
             .take(n)
-            .map(|p| format!("{} {} {}", p.kind, p.name, format_duration_ns(p.ns)))
+            .map(|p| format!("{} {}", p.label(), format_duration_ns(p.ns)))
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -134,5 +135,18 @@ mod tests {
         assert_eq!(c[1].kind, "steal");
         assert_eq!(c.len(), 3);
         assert_eq!(c.iter().map(|x| x.ns).sum::<i64>(), 2000);
+    }
+
+    #[test]
+    fn a_part_whose_name_is_its_kind_is_named_once() {
+        let e = ex(&[
+            ("task", "hog/7 (FIFO 50)", 500),
+            ("steal", "steal", 400),
+            ("idle", "idle", 100),
+        ]);
+        assert_eq!(
+            e.parts_text(3),
+            "task hog/7 (FIFO 50) 500 ns; steal 400 ns; idle 100 ns"
+        );
     }
 }

@@ -331,7 +331,7 @@ fn stalls_table(b: &mut String, run: &RunReport) {
 /// The top latencies, at readable times (the raw stamps are in `--json`).
 fn top_table(b: &mut String, run: &RunReport) {
     let clock = super::text::run_clock(run);
-    b.push_str("<h3>top latencies</h3><table><tr><th>value</th><th>time</th><th>stream</th><th>smpCnt</th><th>epoch</th><th>seq</th><th>stage</th></tr>");
+    b.push_str("<h3>top latencies</h3><table><tr><th>value</th><th>stage start</th><th>stream</th><th>smpCnt</th><th>epoch</th><th>seq</th><th>stage</th></tr>");
     for s in &run.top {
         let _ = write!(
             b,

@@ -82,14 +82,13 @@ fn lane_svg(e: &Explanation) -> String {
         let (a, b) = (x(p.start_ns), x(p.end_ns));
         let _ = write!(
             s,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"20\" fill=\"{}\" stroke=\"#666\" stroke-width=\"0.3\"><title>cpu{} {} {}: {}</title></rect>",
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"20\" fill=\"{}\" stroke=\"#666\" stroke-width=\"0.3\"><title>cpu{} {}: {}</title></rect>",
             a + LABEL,
             TOP + ROW * row as f64,
             (b - a).max(0.5),
             colour(&p.kind, p.kind == "task" && p.name == e.task),
             cpus[row],
-            esc(&p.kind),
-            esc(&p.name),
+            esc(&hoptrace_record::part_label(&p.kind, &p.name)),
             format_duration_ns(p.end_ns - p.start_ns)
         );
     }

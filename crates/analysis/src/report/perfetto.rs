@@ -116,11 +116,8 @@ pub fn trace(runs: &[(&str, &[Explanation])]) -> Option<Value> {
                 s.stage,
                 format_duration_ns(x.latency_ns)
             );
-            let parts: serde_json::Map<String, Value> = s
-                .parts
-                .iter()
-                .map(|p| (format!("{} {}", p.kind, p.name), json!(p.ns)))
-                .collect();
+            let parts: serde_json::Map<String, Value> =
+                s.parts.iter().map(|p| (p.label(), json!(p.ns))).collect();
             let args = json!({
                 "task": s.task, "cpu": s.cpu, "latency_ns": x.latency_ns,
                 "sleeping_ns": s.sleeping_ns, "runnable_ns": s.runnable_ns,

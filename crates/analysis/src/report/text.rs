@@ -611,7 +611,7 @@ impl Text {
     fn top_table(&mut self, run: &RunReport, n: usize) {
         let mut rows = vec![vec![
             "value".to_string(),
-            "time".into(),
+            "stage start".into(),
             "streams".into(),
             "smpCnt".into(),
             "epoch".into(),

@@ -30,6 +30,16 @@ fn trace_list_hops_prints_the_catalogue() {
         );
     }
     assert!(s.contains("skb:skb_copy_datagram_iovec"));
+    // The predicates are said in words, not as the program's type names.
+    for type_name in [
+        "TracedNonTapDevice",
+        "TapDevice",
+        "TracedDevice",
+        "TrackedSkb",
+    ] {
+        assert!(!s.contains(type_name), "{type_name} in:\n{s}");
+    }
+    assert!(s.contains("a traced device, not a tap"), "{s}");
 }
 
 #[test]
