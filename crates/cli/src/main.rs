@@ -19,6 +19,8 @@ mod args;
 mod clock;
 mod compare;
 mod correlate;
+#[cfg(test)]
+mod doc_commands;
 mod doctor;
 mod exit;
 mod join;
