@@ -173,6 +173,8 @@ pub struct SubscribeSection {
     /// `--expect-streams`: exit non-zero when the configured streams are
     /// not exactly what was received.
     pub expect_streams: Option<bool>,
+    /// `--resume`: continue the recording in `record` when it holds one.
+    pub resume: Option<bool>,
 }
 
 /// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.

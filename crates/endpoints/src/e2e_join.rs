@@ -152,9 +152,15 @@ mod tests {
                 100_000 + st as i64 * 10_000
             }
         };
-        let mut rec =
-            subscriber_recorder(Some(&s), "eth0", StampSource::Software, RATE as u32, None)
-                .unwrap();
+        let mut rec = subscriber_recorder(
+            Some(&s),
+            "eth0",
+            StampSource::Software,
+            RATE as u32,
+            None,
+            false,
+        )
+        .unwrap();
         let mut expected = 0u64;
         for n in 0..3 * RATE {
             for (st, &start) in starts.iter().enumerate() {

@@ -103,15 +103,21 @@ impl PublisherRecorder {
 pub struct SubscriberRecorder {
     writer: Option<RecordingWriter>,
     error: Option<anyhow::Error>,
+    /// With `resume`: what the directory held before this run.
+    pub resumed: Option<hoptrace_record::resume::Resumed>,
 }
 
+/// The subscriber's recording in `dir` (none without), continuing the one
+/// `dir` holds with `resume` (`hoptrace_record::resume`).
 pub fn subscriber_recorder(
     dir: Option<&Path>,
     iface: &str,
     source: StampSource,
     rate: u32,
     retention: Option<Retention>,
+    resume: bool,
 ) -> Result<SubscriberRecorder> {
+    let mut resumed = None;
     let writer = match dir {
         None => None,
         Some(d) => {
@@ -135,8 +141,15 @@ pub fn subscriber_recorder(
                 "refr_tm",
                 "refrTm of the ASDU (publisher send time with --refrtm), ns CLOCK_REALTIME; null when absent",
             )];
-            let mut w = RecordingWriter::create(d, meta, RotatePolicy::default())
-                .with_context(|| format!("creating recording {}", d.display()))?;
+            let mut w = if resume {
+                let (w, r) = RecordingWriter::resume(d, meta, RotatePolicy::default())
+                    .with_context(|| format!("resuming recording {}", d.display()))?;
+                resumed = r;
+                w
+            } else {
+                RecordingWriter::create(d, meta, RotatePolicy::default())
+                    .with_context(|| format!("creating recording {}", d.display()))?
+            };
             if let Some(r) = retention {
                 w.set_retention(r);
             }
@@ -146,6 +159,7 @@ pub fn subscriber_recorder(
     Ok(SubscriberRecorder {
         writer,
         error: None,
+        resumed,
     })
 }
 

@@ -239,11 +239,24 @@ pub struct ExplanationWriter {
 }
 
 impl ExplanationWriter {
-    /// Explanations for the recording in `dir` (which exists).
+    /// Explanations for the recording in `dir` (which exists), numbered
+    /// after those a resumed recording holds already.
     pub fn new(dir: &Path) -> Self {
+        let next = explanation_files(dir)
+            .iter()
+            .filter_map(|p| {
+                let name = p.file_name()?.to_str()?;
+                name.strip_prefix("explain-")?
+                    .strip_suffix(".parquet")?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0)
+            + 1;
         ExplanationWriter {
             dir: dir.join(EXPLANATIONS_DIR),
-            next: 1,
+            next,
             pending: Vec::new(),
             written: 0,
         }

@@ -112,6 +112,7 @@ pub mod explanations;
 pub mod meta;
 pub mod output;
 pub mod reader;
+pub mod resume;
 pub mod retention;
 pub mod row;
 pub mod typed;

@@ -140,7 +140,7 @@ impl RecordingWriter {
                 )));
             }
         }
-        // Explanations of an earlier recording would be overwritten by ours.
+        // Explanations of an earlier recording would be mixed with ours.
         if let Some(old) = crate::explanations::explanation_files(&dir).first() {
             return Err(RecordError::Invalid(format!(
                 "{} already holds a recording's explanations ({}); choose a new directory",
@@ -148,6 +148,36 @@ impl RecordingWriter {
                 old.display()
             )));
         }
+        Self::start(dir, meta, policy, 1)
+    }
+
+    /// Continue the recording in `dir` (src/resume.rs): its segments stay,
+    /// this run's are numbered after them. A directory without segments
+    /// (or none at all) starts a new recording, as [`Self::create`]. A
+    /// directory holding another producer's recording, or other columns,
+    /// is refused.
+    pub fn resume(
+        dir: impl AsRef<Path>,
+        meta: RecordingMeta,
+        policy: RotatePolicy,
+    ) -> Result<(Self, Option<crate::resume::Resumed>)> {
+        let dir = dir.as_ref().to_path_buf();
+        validate(&meta, &policy)?;
+        match crate::resume::plan(&dir, &meta)? {
+            None => Ok((Self::create(dir, meta, policy)?, None)),
+            Some(r) => Ok((Self::start(dir, meta, policy, r.next_segment)?, Some(r))),
+        }
+    }
+
+    /// Open segment `first_segment` of the recording in `dir` (checked by
+    /// the caller).
+    fn start(
+        dir: PathBuf,
+        meta: RecordingMeta,
+        policy: RotatePolicy,
+        first_segment: u64,
+    ) -> Result<Self> {
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let schema = recording_schema(&meta);
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -183,7 +213,7 @@ impl RecordingWriter {
             policy,
             buffer,
             segment: None,
-            next_segment: 1,
+            next_segment: first_segment,
             segments_closed: 0,
             rows_written: 0,
             peak_buffered_rows: 0,

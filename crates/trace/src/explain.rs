@@ -54,7 +54,7 @@ fn late_stages(
             continue;
         };
         if b > a && b - a > threshold_ns {
-            out.push((hoptrace_record::stage_name(&hops[i], &hops[j]), a, b, who));
+            out.push((hoptrace_record::stage_name(hops[i], hops[j]), a, b, who));
         }
     }
     out

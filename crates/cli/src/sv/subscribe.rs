@@ -49,6 +49,12 @@ pub struct Args {
     pub record: Option<PathBuf>,
     #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub force: bool,
+    /// With --record: continue the recording the directory holds (made by
+    /// `sv subscribe` with the same columns, e.g. before a service restart
+    /// or a reboot): its segments stay and this run's follow them; a new
+    /// or empty directory starts a recording. Another recording is refused.
+    #[arg(long, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE, conflicts_with = "force")]
+    pub resume: bool,
     /// Publisher recording to join with (end-to-end T3 - T0 by sample identity).
     #[arg(long)]
     pub reference: Option<PathBuf>,
@@ -129,6 +135,7 @@ impl FromConfigFile for Args {
         given.overlay_option("retain", &mut self.retain, t.retain);
         given.overlay_option("max_disk", &mut self.max_disk, t.max_disk);
         given.overlay("expect_streams", &mut self.expect_streams, t.expect_streams);
+        given.overlay("resume", &mut self.resume, t.resume);
         self.realtime.overlay(t.cpu, t.fifo);
     }
 }
@@ -141,7 +148,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.scl.scl.as_deref(),
         args.config.config.as_deref(),
     ];
-    crate::outputs::claim_record("sv subscribe", args.record.as_deref(), &inputs, args.force)?;
+    claim_recording(&args, &inputs)?;
     let retention = hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk);
     let metrics_addr = args
         .metrics
@@ -164,6 +171,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         expected: configured.map(|c| c.specs).unwrap_or_default(),
     };
     let record = args.record.clone();
+    let resume = args.resume;
     let reference = args.reference.clone();
     let stop = hoptrace_os::stop_flag()?;
     let metrics = metrics_addr
@@ -182,8 +190,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &cfg,
         &stop,
         |source, path| {
-            match recording::subscriber_recorder(record.as_deref(), &iface, source, rate, retention)
-            {
+            match open_recording(record.as_deref(), &iface, source, rate, retention, resume) {
                 Ok(r) => *rec.borrow_mut() = Some(r),
                 Err(e) => rec_err = Some(e),
             }
@@ -382,4 +389,63 @@ impl Metrics {
             s.refr_tm.map(|r| s.t_app - r),
         );
     }
+}
+
+/// Whether `dir` holds recording segments (closed or left open).
+fn holds_a_recording(dir: &std::path::Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("segment-"))
+    })
+}
+
+/// Claim `--record` (src/outputs.rs) unless `--resume` continues what it
+/// holds; a refused recording names `--resume`.
+fn claim_recording(args: &Args, inputs: &[Option<&std::path::Path>]) -> Result<()> {
+    if args.resume {
+        if args.force {
+            return Err(crate::exit::usage(
+                "--resume continues the recording, --force replaces it: give one of them",
+            ));
+        }
+        return Ok(());
+    }
+    crate::outputs::claim_record("sv subscribe", args.record.as_deref(), inputs, args.force)
+        .map_err(|e| match args.record.as_deref() {
+            Some(dir) if !args.force && holds_a_recording(dir) => crate::exit::usage(format!(
+                "{}; or pass --resume to continue the recording it holds",
+                crate::exit::message_of(&e)
+            )),
+            _ => e,
+        })
+}
+
+/// The subscriber's recording (none without `--record`), continuing the
+/// one the directory holds with `--resume` (said on stderr).
+fn open_recording(
+    record: Option<&std::path::Path>,
+    iface: &str,
+    source: hoptrace_record::StampSource,
+    rate: u32,
+    retention: Option<hoptrace_record::retention::Retention>,
+    resume: bool,
+) -> Result<recording::SubscriberRecorder> {
+    let r = recording::subscriber_recorder(record, iface, source, rate, retention, resume)?;
+    if let (Some(resumed), Some(dir)) = (&r.resumed, record) {
+        let cut = if resumed.cut_segments > 0 {
+            format!(
+                " ({} left open by a killed run: its rows are lost, `report` names it)",
+                resumed.cut_segments
+            )
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "hoptrace sv subscribe: --resume: continuing the recording {} after its {} segment(s){cut}",
+            dir.display(),
+            resumed.earlier_segments,
+        );
+    }
+    Ok(r)
 }

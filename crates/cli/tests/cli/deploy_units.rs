@@ -3,7 +3,9 @@
 //! subscriber runs as an unprivileged user with exactly the capabilities
 //! its unit grants (read from the unit file): it receives every sample at
 //! SCHED_FIFO and serves its metrics; without CAP_NET_RAW it refuses with
-//! an error that says what to do.
+//! an error that says what to do. Restarted (`Restart=on-failure`, a
+//! reboot) into the directory of its recording, it continues it
+//! (`--resume`, as the unit runs it) instead of refusing it.
 
 use crate::endpoints_common;
 
@@ -160,5 +162,59 @@ mod privileged {
             err.contains("CAP_NET_RAW") && err.contains("run as root"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_subscriber_restarted_into_its_recording_continues_it_and_every_sample_of_both_runs_reads()
+    {
+        if !hoptrace_netns::require_privileges(
+            "a_subscriber_restarted_into_its_recording_continues_it_and_every_sample_of_both_runs_reads",
+        ) {
+            return;
+        }
+        let unit_text = std::fs::read_to_string(unit("hoptrace-subscribe@.service")).unwrap();
+        let exec = unit_text
+            .lines()
+            .find(|l| l.starts_with("ExecStart="))
+            .unwrap();
+        assert!(exec.contains(" --resume"), "the unit resumes: {exec}");
+        let p = pair("svr");
+        let scratch = ScratchDir::new("svr");
+        let rec = scratch.path().join("rec");
+        let subscribe = format!(
+            "sv subscribe --iface vb --count 100 --duration 20s --quiet --record {} --resume",
+            rec.display()
+        );
+        for run_no in 1..=2 {
+            let sub = start_ready(&p.b, &args(&subscribe));
+            let said = sub.stderr();
+            run_ok(
+                &p.a,
+                &args("sv publish --iface va --streams 1 --samples 100"),
+            );
+            let (st, out) = sub.finish(Duration::from_secs(20));
+            assert!(st.success(), "run {run_no}: {out}");
+            assert_complete(&out, 1, 100, "each run");
+            assert_eq!(
+                said.contains("--resume: continuing the recording"),
+                run_no == 2,
+                "run {run_no}: {said}"
+            );
+        }
+        // Without --resume the recording is refused, and the refusal says
+        // how to continue it.
+        let refused = run(
+            &p.b,
+            &args(&format!(
+                "sv subscribe --iface vb --count 1 --duration 2s --record {}",
+                rec.display()
+            )),
+        );
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{err}");
+        assert!(err.contains("--resume"), "{err}");
+        let r = hoptrace_record::RecordingReader::open(&rec).unwrap();
+        assert_eq!(r.total_rows(), 200, "both runs' samples read");
+        assert!(r.cut_segments().is_empty());
     }
 }

@@ -5,5 +5,6 @@
 //! after every other test ran in parallel.
 
 mod python_readers;
+mod resume;
 mod round_trip;
 mod sigkill;

@@ -250,8 +250,15 @@ fn publisher(dir: &Path) -> u64 {
 }
 
 fn subscriber(dir: &Path) -> u64 {
-    let mut rec =
-        subscriber_recorder(Some(dir), "veth1", StampSource::Software, RATE as u32, None).unwrap();
+    let mut rec = subscriber_recorder(
+        Some(dir),
+        "veth1",
+        StampSource::Software,
+        RATE as u32,
+        None,
+        false,
+    )
+    .unwrap();
     let mut rows = 0;
     for n in (0..SAMPLES).filter(|&n| !lost(n)) {
         for s in 0..STREAMS {
