@@ -126,6 +126,16 @@ impl LatencyStats {
     /// (a new max or min), so the common path does not allocate.
     #[inline]
     pub fn record_with(&mut self, value: i64, who: impl FnOnce() -> PacketRef) {
+        self.record_maybe_with(value, || Some(who()));
+    }
+
+    /// Record a value of no particular packet (a pacing interval, a
+    /// synthetic value): the extremes then name no packet (null in JSON).
+    pub fn record(&mut self, value: i64) {
+        self.record_maybe_with(value, || None);
+    }
+
+    fn record_maybe_with(&mut self, value: i64, who: impl FnOnce() -> Option<PacketRef>) {
         self.count += 1;
         let x = value as f64;
         let delta = x - self.mean;
@@ -135,13 +145,13 @@ impl LatencyStats {
             let r = who();
             if value < self.min {
                 self.min = value;
-                self.min_ref = Some(r.clone());
+                self.min_ref = r.clone();
             }
             self.max = value;
-            self.max_ref = Some(r);
+            self.max_ref = r;
         } else if value < self.min {
             self.min = value;
-            self.min_ref = Some(who());
+            self.min_ref = who();
         }
         for (i, t) in self.thresholds.iter().enumerate() {
             if value > *t {
@@ -169,10 +179,6 @@ impl LatencyStats {
                 self.exact = None;
             }
         }
-    }
-
-    pub fn record(&mut self, value: i64) {
-        self.record_with(value, PacketRef::default);
     }
 
     /// Lossless merge (runs, hosts). Exact values are kept only while both
@@ -417,6 +423,15 @@ fn new_histogram() -> Histogram<u64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_value_of_no_packet_leaves_the_extremes_unnamed() {
+        let mut s = super::LatencyStats::new(&[]);
+        s.record(5);
+        s.record(9);
+        assert_eq!(s.max(), Some(9));
+        assert!(s.max_ref().is_none() && s.min_ref().is_none());
+    }
+
     use super::*;
 
     #[test]

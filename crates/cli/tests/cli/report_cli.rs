@@ -92,6 +92,11 @@ fn json_schema_and_every_figure() {
     let (_, rep) = run_json(&["report", &rec], &js, 0);
     assert_eq!(rep["schema"], "hoptrace-report");
     assert_eq!(rep["schema_version"], 1);
+    let undocumented = undocumented_report_keys(&rep);
+    assert!(
+        undocumented.is_empty(),
+        "fields not in docs/report-json.md: {undocumented:?}"
+    );
     for k in [
         "tool_version",
         "command_line",

@@ -207,3 +207,41 @@ pub fn check_stats(st: &serde_json::Value, e: &Expect, what: &str) {
         "{what}: negatives"
     );
 }
+
+/// The keys of a report JSON (`report --json`) that docs/report-json.md
+/// does not name as `` `key` ``, each with its path (`runs[].hops[].x`).
+/// Keys of maps whose keys are data (a part's name in Perfetto args) do
+/// not occur in reports.
+pub fn undocumented_report_keys(report: &serde_json::Value) -> Vec<String> {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report-json.md"),
+    )
+    .unwrap();
+    let mut missing = std::collections::BTreeSet::new();
+    fn walk(
+        v: &serde_json::Value,
+        path: &str,
+        doc: &str,
+        missing: &mut std::collections::BTreeSet<String>,
+    ) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    let here = format!("{path}.{k}");
+                    if !doc.contains(&format!("`{k}`")) {
+                        missing.insert(here.clone());
+                    }
+                    walk(x, &here, doc, missing);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for x in a {
+                    walk(x, &format!("{path}[]"), doc, missing);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(report, "", &doc, &mut missing);
+    missing.into_iter().collect()
+}
