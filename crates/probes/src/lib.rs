@@ -21,6 +21,7 @@ mod bpf_config;
 pub mod catalogue;
 pub mod devices;
 pub mod drop_reason;
+pub mod encode;
 pub mod event;
 pub mod filter;
 pub mod identity;
@@ -31,6 +32,7 @@ pub mod kstats_plan;
 mod kstats_read;
 pub mod loader;
 pub mod lost;
+pub mod records;
 mod session;
 
 hoptrace_kernel_abi::bpf_skeleton!("hops.skel.rs");

@@ -41,6 +41,9 @@ use hoptrace_probes::devices::DeviceTable;
 use hoptrace_probes::drop_reason::DropReasons;
 use hoptrace_probes::event::{HopEvent, PacketIdentity};
 
+/// Rescans of the host's devices a run makes for unknown devices.
+pub const MAX_REFRESHES: u32 = 20;
+
 /// A packet in flight: its identity and the wrap epoch of its smpCnt (0
 /// for identities without a wrap).
 type PacketKey = (PacketIdentity, u32);
@@ -120,7 +123,11 @@ pub struct Assembler {
     newest_ts: u64,
     /// Event time of the last expiry scan (scans run every `linger_ns / 4`).
     last_scan_ts: u64,
+    /// Rescans of the host's devices so far (at most [`MAX_REFRESHES`]).
     unknown_refreshes: u32,
+    /// Rescan the host's devices for an unknown one (false in a replay:
+    /// the dump gives the tables the live run found).
+    host_devices: bool,
     /// Destinations that are macvtaps: no `tap_xmit` there (the macvtap's
     /// receive is its `fwd`), so that hop is not required.
     macvtaps: Vec<String>,
@@ -149,6 +156,7 @@ impl Assembler {
             newest_ts: 0,
             last_scan_ts: 0,
             unknown_refreshes: 0,
+            host_devices: true,
             macvtaps: Vec::new(),
             counters: AssemblerCounters::default(),
         }
@@ -162,11 +170,46 @@ impl Assembler {
         self.hops.iter().position(|h| *h == hop)
     }
 
-    fn device(&mut self, e: &HopEvent) -> Option<(String, bool)> {
-        if self.devices.get(e.hop.netns, e.hop.ifindex).is_none() && self.unknown_refreshes < 20 {
-            self.unknown_refreshes += 1;
-            let _ = self.devices.refresh();
+    /// The device table events are classified with.
+    pub fn devices(&self) -> &DeviceTable {
+        &self.devices
+    }
+
+    /// The names of the drop reasons.
+    pub fn reasons(&self) -> &DropReasons {
+        &self.reasons
+    }
+
+    /// Classify by `devices` from now on, and never rescan the host (a
+    /// replay installs the tables its dump gives).
+    pub fn set_devices(&mut self, devices: DeviceTable) {
+        self.devices = devices;
+        self.host_devices = false;
+    }
+
+    /// Before [`Self::push`]: when `e` is a device hop on a device the
+    /// table does not know, rescan the host's devices (at most
+    /// [`MAX_REFRESHES`] times a run); true when it did.
+    pub fn refresh_devices_for(&mut self, e: &HopEvent) -> bool {
+        use TracePoint::*;
+        let device_hop = self.profile == Profile::Hypervisor
+            && matches!(
+                e.hop.tracepoint,
+                NetifReceiveSkb | NetDevStartXmit | NetDevXmit
+            );
+        if !device_hop
+            || !self.host_devices
+            || self.unknown_refreshes >= MAX_REFRESHES
+            || self.devices.get(e.hop.netns, e.hop.ifindex).is_some()
+        {
+            return false;
         }
+        self.unknown_refreshes += 1;
+        let _ = self.devices.refresh();
+        true
+    }
+
+    fn device(&mut self, e: &HopEvent) -> Option<(String, bool)> {
         let d = self.devices.get(e.hop.netns, e.hop.ifindex)?;
         if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&d.name) {
             self.macvtaps.push(d.name.clone());

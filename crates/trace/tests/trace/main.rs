@@ -4,6 +4,7 @@
 //! the `privileged/` folder): `scripts/test.sh` runs them one at a time,
 //! after every other test ran in parallel.
 
+mod replay;
 mod support;
 mod privileged {
     mod trace_evict;
