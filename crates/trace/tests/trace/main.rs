@@ -7,6 +7,7 @@
 mod replay;
 mod support;
 mod privileged {
+    mod trace_dump;
     mod trace_evict;
     mod trace_khist;
     mod trace_kstats;
