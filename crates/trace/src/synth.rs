@@ -6,10 +6,12 @@
 //!
 //! Each frame of stream `s` (svID `{prefix}{s}`, smpCnt wrapping at the
 //! rate) is the four records of a frame through veth `hv0` -> bridge ->
-//! tap `tap0` -> a reader: a full record at `netif_receive_skb` on `hv0`
-//! (`rx`), then compact records of the same skb at `net_dev_start_xmit`
-//! (`fwd`) and `net_dev_xmit` (`tap_xmit`) on `tap0` and at
-//! `skb_copy_datagram_iovec` (`consumer_copy`), 5, 8 and 20 us later.
+//! tap `tap0` -> a reader, as a live trace of that path gives them: a full
+//! record at `netif_receive_skb` on `hv0` (`rx`); the bridge floods a
+//! clone (another skb), so a full record of the clone at
+//! `net_dev_start_xmit` on `tap0` (`fwd`), then compact records of the
+//! clone at `net_dev_xmit` (`tap_xmit`) and `skb_copy_datagram_iovec`
+//! (`consumer_copy`); 5, 8 and 20 us after `rx`.
 //! Streams publish at the same instants (as `hoptrace sv publish` does);
 //! skb addresses are reused after 4096 frames, as a slab would. A tick
 //! marker is written every 200 ms of trace time, as a live run's session
@@ -89,9 +91,10 @@ pub fn write_dump<W: Write>(s: &Synthetic, w: W) -> std::io::Result<u64> {
         }
         for st in 0..u64::from(s.streams) {
             let frame = k * u64::from(s.streams) + st;
-            let skb = 0xffff_8880_1000_0000 + (frame % 4096) * 256;
+            let skb = 0xffff_8880_1000_0000 + (frame % 4096) * 512;
+            let clone = skb + 256;
             let t = t0 + st * 300;
-            let hop = |tp, dt, ifindex, comm: &str| CompactHop {
+            let hop = |tp, dt, skb, ifindex, comm: &str| CompactHop {
                 ts: t + dt,
                 tracepoint: tp,
                 skb,
@@ -109,14 +112,15 @@ pub fn write_dump<W: Write>(s: &Synthetic, w: W) -> std::io::Result<u64> {
                 sv_id: format!("{}{st}", s.prefix).into_bytes(),
                 smp_cnt: (k % u64::from(s.rate.max(1))) as u16,
             };
-            let rx = hop(TracePoint::NetifReceiveSkb, 0, 2, "swapper/0");
+            let rx = hop(TracePoint::NetifReceiveSkb, 0, skb, 2, "swapper/0");
             d.record(&full_record(&rx, &identity))?;
+            let fwd = hop(TracePoint::NetDevStartXmit, 5_000, clone, 3, "swapper/0");
+            d.record(&full_record(&fwd, &identity))?;
             for (tp, dt, ifindex, comm) in [
-                (TracePoint::NetDevStartXmit, 5_000, 3, "swapper/0"),
                 (TracePoint::NetDevXmit, 8_000, 3, "swapper/0"),
                 (TracePoint::SkbCopyDatagramIovec, 20_000, 0, "qemu-reader"),
             ] {
-                d.record(&compact_record(&hop(tp, dt, ifindex, comm)))?;
+                d.record(&compact_record(&hop(tp, dt, clone, ifindex, comm)))?;
             }
             n += RECORDS_PER_FRAME;
         }
