@@ -11,9 +11,8 @@ use crate::event::{CompactHop, PacketIdentity};
 /// The hop fields of a record, as `struct hop_compact` lays them out.
 fn raw_hop(hop: &CompactHop) -> types::hop_compact {
     let mut comm = [0u8; 16];
-    let name = hop.comm.as_bytes();
-    let n = name.len().min(15);
-    comm[..n].copy_from_slice(&name[..n]);
+    let name = hop.comm.bytes();
+    comm[..name.len()].copy_from_slice(name);
     types::hop_compact {
         ts: hop.ts,
         skb: hop.skb,

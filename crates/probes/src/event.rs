@@ -81,6 +81,66 @@ pub fn format_mac(m: &[u8; 6]) -> String {
     )
 }
 
+/// A task name as the kernel keeps it (`comm`: at most 15 bytes,
+/// NUL-padded): copied as bytes from the record, made a string only where
+/// it is shown (no allocation per event).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TaskName([u8; 16]);
+
+impl TaskName {
+    /// The name in a C `char` array (up to its first NUL, at most 15 bytes).
+    pub fn from_c<C: Copy + Into<i16>>(raw: &[C]) -> Self {
+        let mut b = [0u8; 16];
+        for (d, &c) in b.iter_mut().zip(raw.iter().take(15)) {
+            let c = c.into() as u8;
+            if c == 0 {
+                break;
+            }
+            *d = c;
+        }
+        TaskName(b)
+    }
+
+    /// The name's bytes (without the padding).
+    pub fn bytes(&self) -> &[u8] {
+        let n = self.0.iter().position(|&c| c == 0).unwrap_or(16);
+        &self.0[..n]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0[0] == 0
+    }
+
+    /// The name as text (bytes that are not UTF-8 replaced).
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(self.bytes()).into_owned()
+    }
+}
+
+impl From<&str> for TaskName {
+    fn from(s: &str) -> Self {
+        TaskName::from_c(s.as_bytes())
+    }
+}
+
+impl PartialEq<&str> for TaskName {
+    fn eq(&self, other: &&str) -> bool {
+        self.bytes() == other.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for TaskName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_string_lossy())
+    }
+}
+
+impl std::fmt::Display for TaskName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_string_lossy())
+    }
+}
+
 /// One tracepoint hit on a frame of interest: the hop, and the identity of
 /// the frame (as `struct hop_event` is a `struct hop_compact` and the
 /// identity).
@@ -111,7 +171,7 @@ pub struct CompactHop {
     pub cpu: u32,
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    pub comm: TaskName,
     /// `skb_drop_reason` value for `kfree_skb`, 0 otherwise.
     pub drop_reason: u32,
 }
@@ -176,7 +236,7 @@ impl CompactHop {
             cpu,
             pid,
             tid,
-            comm: abi::c_string(&comm),
+            comm: TaskName::from_c(&comm),
             drop_reason,
         })
     }
@@ -320,7 +380,7 @@ pub(crate) mod tests {
         };
         // every field: abi::tests::the_compact_record_round_trips_through_its_generated_type
         assert_eq!(
-            (c.tracepoint, c.comm.as_str()),
+            (c.tracepoint, c.comm.to_string_lossy().as_str()),
             (TracePoint::KfreeSkb, "vhost-12345")
         );
         let e = c.with_identity(f.identity.clone());

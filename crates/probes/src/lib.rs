@@ -38,5 +38,5 @@ mod session;
 hoptrace_kernel_abi::bpf_skeleton!("hops.skel.rs");
 
 pub use catalogue::{Profile, TracePoint};
-pub use event::{HopEvent, PacketIdentity};
+pub use event::{HopEvent, PacketIdentity, TaskName};
 pub use loader::{run_session, Backend, Filters, OtherFilter, SessionInfo};

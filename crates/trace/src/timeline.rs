@@ -39,7 +39,7 @@ use hoptrace_record::PacketStatus;
 use hoptrace_probes::catalogue::{is_optional, profile_hops, Profile, TracePoint};
 use hoptrace_probes::devices::DeviceTable;
 use hoptrace_probes::drop_reason::DropReasons;
-use hoptrace_probes::event::{HopEvent, PacketIdentity};
+use hoptrace_probes::event::{HopEvent, PacketIdentity, TaskName};
 
 /// Rescans of the host's devices a run makes for unknown devices.
 pub const MAX_REFRESHES: u32 = 20;
@@ -47,6 +47,17 @@ pub const MAX_REFRESHES: u32 = 20;
 /// A packet in flight: its identity and the wrap epoch of its smpCnt (0
 /// for identities without a wrap).
 type PacketKey = (PacketIdentity, u32);
+
+/// The time of a packet's first hop seen (on any branch).
+fn first_hop(p: &Packet) -> Option<u64> {
+    p.shared
+        .hops
+        .iter()
+        .chain(p.dests.values().flat_map(|b| b.hops.iter()))
+        .flatten()
+        .min()
+        .copied()
+}
 
 /// One packet's path through the traced hops.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +94,7 @@ struct Branch {
     who: Vec<Option<HopWho>>,
     drop: Option<(u32, Option<usize>)>,
     last_cpu: u32,
-    last_comm: String,
+    last_comm: TaskName,
 }
 
 #[derive(Debug)]
@@ -365,7 +376,7 @@ impl Assembler {
                             tid: e.hop.tid,
                         });
                         branch.last_cpu = e.hop.cpu;
-                        branch.last_comm = e.hop.comm.clone();
+                        branch.last_comm = e.hop.comm;
                     }
                 }
             },
@@ -398,27 +409,16 @@ impl Assembler {
     /// Emit packets idle for `linger_ns` (all of them when `all`).
     pub fn expire(&mut self, all: bool) -> Vec<Timeline> {
         let limit = self.newest_ts.saturating_sub(self.linger_ns);
-        let done: Vec<PacketKey> = self
+        // Taken out in one pass (no key copied, no second lookup), each
+        // with its first hop time computed once, then ordered by it.
+        let mut done: Vec<(Option<u64>, PacketKey, Packet)> = self
             .packets
-            .iter()
-            .filter(|(_, p)| all || p.last_ts < limit)
-            .map(|(k, _)| k.clone())
+            .extract_if(|_, p| all || p.last_ts < limit)
+            .map(|(k, p)| (first_hop(&p), k, p))
             .collect();
-        let mut sorted: Vec<(PacketKey, Packet)> = done
-            .into_iter()
-            .filter_map(|k| self.packets.remove_entry(&k))
-            .collect();
-        sorted.sort_by_key(|(_, p)| {
-            p.shared
-                .hops
-                .iter()
-                .chain(p.dests.values().flat_map(|b| b.hops.iter()))
-                .flatten()
-                .min()
-                .copied()
-        });
+        done.sort_unstable_by_key(|(first, _, _)| *first);
         let mut out = Vec::new();
-        for (id, p) in sorted {
+        for (_, id, p) in done {
             out.extend(self.finish(id, p));
         }
         out
@@ -537,9 +537,9 @@ impl Assembler {
             }
             self.counters.timelines += 1;
             let (last_cpu, last_comm) = if b.last_comm.is_empty() {
-                (shared.last_cpu, shared.last_comm.clone())
+                (shared.last_cpu, shared.last_comm.to_string_lossy())
             } else {
-                (b.last_cpu, b.last_comm.clone())
+                (b.last_cpu, b.last_comm.to_string_lossy())
             };
             out.push(Timeline {
                 identity: id.clone(),

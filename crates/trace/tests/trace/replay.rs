@@ -57,7 +57,11 @@ fn a_replayed_dump_counts_every_record_event_and_timeline_of_every_stream() {
     assert!(o.stopped.is_none(), "{:?}", o.stopped);
     assert_eq!(o.records, written);
     assert_eq!(o.summary.events, written, "every record is a hop event");
-    assert_eq!(o.summary.records, (16000, 16000), "full and compact records");
+    assert_eq!(
+        o.summary.records,
+        (16000, 16000),
+        "full and compact records"
+    );
     assert_eq!(o.summary.timeline_count, 8000);
     assert_eq!(o.summary.backend, "tp_btf");
     assert_eq!(o.summary.clock, "MONOTONIC");
