@@ -186,7 +186,7 @@ mod tests {
             PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
                 app_id: 0x4000,
-                sv_id: b"MU01".to_vec(),
+                sv_id: b"MU01"[..].into(),
                 smp_cnt: 3999,
             }
         );

@@ -117,7 +117,7 @@ mod tests {
             PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 9],
                 app_id: 0x4001,
-                sv_id: b"MU09".to_vec(),
+                sv_id: b"MU09"[..].into(),
                 smp_cnt: 17,
             },
             PacketIdentity::Ping {

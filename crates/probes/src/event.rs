@@ -26,13 +26,83 @@ pub const RAW_EVENT_SIZE: usize = size_of::<types::hop_event>();
 /// Size of a compact record (`struct hop_compact`).
 pub const COMPACT_EVENT_SIZE: usize = size_of::<types::hop_compact>();
 
+/// Longest svID a record carries (`hop_event.svid`).
+pub const SV_ID_MAX: usize = 64;
+
+/// An svID as a record carries it (at most [`SV_ID_MAX`] bytes), kept
+/// inline: an identity is copied, hashed and compared without an
+/// allocation. Read it as bytes (`&*sv_id`); it orders, hashes and
+/// compares as those bytes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SvId {
+    len: u8,
+    /// The svID, then zeros.
+    bytes: [u8; SV_ID_MAX],
+}
+
+impl SvId {
+    /// The svID of `b` (cut at [`SV_ID_MAX`] bytes).
+    pub fn new(b: &[u8]) -> Self {
+        let n = b.len().min(SV_ID_MAX);
+        let mut bytes = [0u8; SV_ID_MAX];
+        bytes[..n].copy_from_slice(&b[..n]);
+        SvId {
+            len: n as u8,
+            bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for SvId {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl From<&[u8]> for SvId {
+    fn from(b: &[u8]) -> Self {
+        SvId::new(b)
+    }
+}
+
+impl From<Vec<u8>> for SvId {
+    fn from(b: Vec<u8>) -> Self {
+        SvId::new(&b)
+    }
+}
+
+impl std::hash::Hash for SvId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl PartialOrd for SvId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SvId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (**self).cmp(&**other)
+    }
+}
+
+impl std::fmt::Debug for SvId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SvId({:?})", String::from_utf8_lossy(self))
+    }
+}
+
 /// The identity of a frame, the same at every hop it crosses.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PacketIdentity {
     Sv {
         dst_mac: [u8; 6],
         app_id: u16,
-        sv_id: Vec<u8>,
+        sv_id: SvId,
         smp_cnt: u16,
     },
     /// An SV frame whose APDU could not be parsed (bounded by what was copied).
@@ -271,7 +341,7 @@ impl PacketIdentity {
             types::pkt_kind::KIND_SV => PacketIdentity::Sv {
                 dst_mac,
                 app_id,
-                sv_id: svid[..usize::from(svid_len).min(svid.len())].to_vec(),
+                sv_id: SvId::new(&svid[..usize::from(svid_len).min(svid.len())]),
                 smp_cnt,
             },
             types::pkt_kind::KIND_PING => PacketIdentity::Ping {
@@ -361,7 +431,7 @@ pub(crate) mod tests {
             PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
                 app_id: 0x4000,
-                sv_id: b"MU01".to_vec(),
+                sv_id: SvId::new(b"MU01"),
                 smp_cnt: 3999
             }
         );

@@ -109,7 +109,7 @@ pub fn write_dump<W: Write>(s: &Synthetic, w: W) -> std::io::Result<u64> {
             let identity = PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, (st >> 8) as u8, st as u8],
                 app_id: 0x4000 + st as u16,
-                sv_id: format!("{}{st}", s.prefix).into_bytes(),
+                sv_id: format!("{}{st}", s.prefix).into_bytes().into(),
                 smp_cnt: (k % u64::from(s.rate.max(1))) as u16,
             };
             let rx = hop(TracePoint::NetifReceiveSkb, 0, skb, 2, "swapper/0");

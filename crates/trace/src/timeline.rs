@@ -33,6 +33,7 @@
 //! same smpCnt one wrap later.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use hoptrace_record::PacketStatus;
 
@@ -43,6 +44,10 @@ use hoptrace_probes::event::{HopEvent, PacketIdentity, TaskName};
 
 /// Rescans of the host's devices a run makes for unknown devices.
 pub const MAX_REFRESHES: u32 = 20;
+
+/// A destination (a tap's name), shared by the packets that go there:
+/// handed from event to event without an allocation.
+type Dest = Arc<str>;
 
 /// A packet in flight: its identity and the wrap epoch of its smpCnt (0
 /// for identities without a wrap).
@@ -101,7 +106,7 @@ struct Branch {
 struct Packet {
     last_ts: u64,
     shared: Branch,
-    dests: BTreeMap<String, Branch>,
+    dests: BTreeMap<Dest, Branch>,
 }
 
 /// Counters of what the assembler saw.
@@ -124,7 +129,10 @@ pub struct Assembler {
     devices: DeviceTable,
     reasons: DropReasons,
     packets: HashMap<PacketKey, Packet>,
-    skb_dest: HashMap<u64, String>,
+    skb_dest: HashMap<u64, Dest>,
+    /// (netns, ifindex) -> the device's name and whether it is a tap,
+    /// from `devices` (emptied whenever the table changes).
+    names: HashMap<(u32, u32), (Dest, bool)>,
     /// svID -> (reference smpCnt, its epoch).
     epochs: HashMap<Vec<u8>, (u16, u32)>,
     rate: u32,
@@ -141,7 +149,7 @@ pub struct Assembler {
     host_devices: bool,
     /// Destinations that are macvtaps: no `tap_xmit` there (the macvtap's
     /// receive is its `fwd`), so that hop is not required.
-    macvtaps: Vec<String>,
+    macvtaps: Vec<Dest>,
     pub counters: AssemblerCounters,
 }
 
@@ -160,6 +168,7 @@ impl Assembler {
             reasons,
             packets: HashMap::new(),
             skb_dest: HashMap::new(),
+            names: HashMap::new(),
             epochs: HashMap::new(),
             rate: rate.max(1),
             wraps: HashMap::new(),
@@ -195,6 +204,7 @@ impl Assembler {
     /// replay installs the tables its dump gives).
     pub fn set_devices(&mut self, devices: DeviceTable) {
         self.devices = devices;
+        self.names.clear();
         self.host_devices = false;
     }
 
@@ -217,19 +227,26 @@ impl Assembler {
         }
         self.unknown_refreshes += 1;
         let _ = self.devices.refresh();
+        self.names.clear();
         true
     }
 
-    fn device(&mut self, e: &HopEvent) -> Option<(String, bool)> {
-        let d = self.devices.get(e.hop.netns, e.hop.ifindex)?;
-        if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&d.name) {
-            self.macvtaps.push(d.name.clone());
+    fn device(&mut self, e: &HopEvent) -> Option<(Dest, bool)> {
+        let key = (e.hop.netns, e.hop.ifindex);
+        if let Some((name, tap)) = self.names.get(&key) {
+            return Some((name.clone(), *tap));
         }
-        Some((d.name.clone(), d.is_tap))
+        let d = self.devices.get(key.0, key.1)?;
+        let name: Dest = Arc::from(d.name.as_str());
+        if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&name) {
+            self.macvtaps.push(name.clone());
+        }
+        self.names.insert(key, (name.clone(), d.is_tap));
+        Some((name, d.is_tap))
     }
 
     /// Which hop (index) and destination an event stands for.
-    fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<String>)> {
+    fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<Dest>)> {
         use TracePoint::*;
         match (self.profile, e.hop.tracepoint) {
             (Profile::Hypervisor, NetifReceiveSkb) => {
@@ -482,7 +499,7 @@ impl Assembler {
             PacketIdentity::Other { flow_hash, .. }
             | PacketIdentity::SvMalformed { flow_hash, .. } => (0, *flow_hash as u64),
         };
-        let mut branches: Vec<(Option<String>, Branch)> =
+        let mut branches: Vec<(Option<Dest>, Branch)> =
             p.dests.into_iter().map(|(d, b)| (Some(d), b)).collect();
         let shared = p.shared;
         if branches.is_empty() {
@@ -544,7 +561,7 @@ impl Assembler {
             out.push(Timeline {
                 identity: id.clone(),
                 stream: stream.clone(),
-                dest,
+                dest: dest.map(|d| d.to_string()),
                 hops,
                 status,
                 drop_reason: drop.map(|(r, _)| self.reasons.name(r)),
@@ -594,7 +611,7 @@ mod tests {
             identity: PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
                 app_id: 0x4000,
-                sv_id: b"MU01".to_vec(),
+                sv_id: b"MU01"[..].into(),
                 smp_cnt: smp,
             },
         }
