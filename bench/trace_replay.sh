@@ -14,6 +14,9 @@
 #     ns of CPU per record.
 # Usage: bench/trace_replay.sh [seconds] [rounds]   (default 5 3)
 # HOPTRACE_REPLAY_NO_LIVE=1 skips the live dump (no root needed then).
+# HOPTRACE_REPLAY_BASELINE=BIN also replays every dump with the hoptrace
+# binary BIN (e.g. a build of an earlier commit), alternating with this
+# build round by round: before and after side by side in one run.
 set -eu
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
@@ -45,31 +48,39 @@ fi
 "$S" "$work/synth-8.dump" 8 4000 "$secs" >/dev/null
 "$S" "$work/synth-64.dump" 64 4000 "$secs" >/dev/null
 
-# records/s per core and ns per record of one replay: $1 dump, $2 extra flags
+# records/s per core and ns per record of one replay: $1 binary, $2 dump, $3 extra flags
 replay_once() {
   rm -rf "$work/rec"
-  taskset -c 0 "$B" trace --replay "$1" $2 > "$work/replay.txt" 2>&1 || true
+  taskset -c 0 "$1" trace --replay "$2" $3 > "$work/replay.txt" 2>&1 || true
   sed -n 's/^replay: \([0-9]*\) records, .* records\/s, \([0-9]*\) records\/s per core (\([0-9]*\) ns CPU per record).*/\1 \2 \3/p' "$work/replay.txt"
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-printf '%-14s %-9s %10s %18s %14s\n' dump recording records "records/s per core" "ns per record"
+label() { if [ "$1" = "$B" ]; then echo this; else echo baseline; fi; }
+bins="$B"
+[ -n "${HOPTRACE_REPLAY_BASELINE:-}" ] && bins="$HOPTRACE_REPLAY_BASELINE $B"
+printf '%-10s %-14s %-9s %10s %18s %14s\n' build dump recording records "records/s per core" "ns per record"
 for d in live-8 synth-8 synth-64; do
   [ -f "$work/$d.dump" ] || continue
   for mode in off on; do
     flags=""
     [ $mode = on ] && flags="--record $work/rec"
-    : > "$work/rates"
-    : > "$work/ns"
+    for b in $bins; do : > "$work/rates.$(label "$b")"; : > "$work/ns.$(label "$b")"; done
     i=1
     while [ "$i" -le "$rounds" ]; do
-      set -- $(replay_once "$work/$d.dump" "$flags")
-      [ $# -eq 3 ] || { echo "replay of $d failed:"; cat "$work/replay.txt"; exit 1; }
-      n=$1
-      echo "$2" >> "$work/rates"
-      echo "$3" >> "$work/ns"
+      for b in $bins; do
+        set -- $(replay_once "$b" "$work/$d.dump" "$flags")
+        [ $# -eq 3 ] || { echo "replay of $d by $b failed:"; cat "$work/replay.txt"; exit 1; }
+        n=$1
+        echo "$2" >> "$work/rates.$(label "$b")"
+        echo "$3" >> "$work/ns.$(label "$b")"
+      done
       i=$((i + 1))
     done
-    printf '%-14s %-9s %10s %18s %14s\n' "$d" "$mode" "$n" "$(median < "$work/rates")" "$(median < "$work/ns")"
+    for b in $bins; do
+      l=$(label "$b")
+      printf '%-10s %-14s %-9s %10s %18s %14s\n' "$l" "$d" "$mode" "$n" \
+        "$(median < "$work/rates.$l")" "$(median < "$work/ns.$l")"
+    done
   done
 done

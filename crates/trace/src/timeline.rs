@@ -41,6 +41,7 @@ use hoptrace_probes::catalogue::{is_optional, profile_hops, Profile, TracePoint}
 use hoptrace_probes::devices::DeviceTable;
 use hoptrace_probes::drop_reason::DropReasons;
 use hoptrace_probes::event::{HopEvent, PacketIdentity, TaskName};
+use hoptrace_probes::identity::AddressMap;
 
 /// Rescans of the host's devices a run makes for unknown devices.
 pub const MAX_REFRESHES: u32 = 20;
@@ -129,7 +130,7 @@ pub struct Assembler {
     devices: DeviceTable,
     reasons: DropReasons,
     packets: HashMap<PacketKey, Packet>,
-    skb_dest: HashMap<u64, Dest>,
+    skb_dest: AddressMap<Dest>,
     /// (netns, ifindex) -> the device's name and whether it is a tap,
     /// from `devices` (emptied whenever the table changes).
     names: HashMap<(u32, u32), (Dest, bool)>,
@@ -167,7 +168,7 @@ impl Assembler {
             devices,
             reasons,
             packets: HashMap::new(),
-            skb_dest: HashMap::new(),
+            skb_dest: AddressMap::default(),
             names: HashMap::new(),
             epochs: HashMap::new(),
             rate: rate.max(1),
