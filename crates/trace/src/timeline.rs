@@ -43,6 +43,9 @@ use hoptrace_probes::drop_reason::DropReasons;
 use hoptrace_probes::event::{HopEvent, PacketIdentity, TaskName};
 use hoptrace_probes::identity::AddressMap;
 
+/// The most hops a profile has (the catalogue's profiles have 3 to 5).
+pub const MAX_HOPS: usize = 8;
+
 /// Rescans of the host's devices a run makes for unknown devices.
 pub const MAX_REFRESHES: u32 = 20;
 
@@ -95,9 +98,11 @@ pub struct HopWho {
 
 #[derive(Debug, Default)]
 struct Branch {
-    hops: Vec<Option<u64>>,
-    /// Filled like `hops` (empty until a hop is set).
-    who: Vec<Option<HopWho>>,
+    /// Per hop of the profile (the slots past its hops stay empty): held
+    /// inline, a packet in flight allocates nothing for its hops.
+    hops: [Option<u64>; MAX_HOPS],
+    /// Where each hop of `hops` ran.
+    who: [Option<HopWho>; MAX_HOPS],
     drop: Option<(u32, Option<usize>)>,
     last_cpu: u32,
     last_comm: TaskName,
@@ -162,9 +167,14 @@ impl Assembler {
         rate: u32,
         linger_ns: u64,
     ) -> Self {
+        let hops = profile_hops(profile);
+        assert!(
+            hops.len() <= MAX_HOPS,
+            "the catalogue's profile {profile:?} has more than {MAX_HOPS} hops"
+        );
         Assembler {
             profile,
-            hops: profile_hops(profile),
+            hops,
             devices,
             reasons,
             packets: HashMap::new(),
@@ -315,13 +325,9 @@ impl Assembler {
     }
 
     fn packet(&mut self, e: &HopEvent, key: PacketKey) -> &mut Packet {
-        let n = self.hops.len();
         let p = self.packets.entry(key).or_insert_with(|| Packet {
             last_ts: e.hop.ts,
-            shared: Branch {
-                hops: vec![None; n],
-                ..Default::default()
-            },
+            shared: Branch::default(),
             dests: BTreeMap::new(),
         });
         p.last_ts = p.last_ts.max(e.hop.ts);
@@ -350,10 +356,7 @@ impl Assembler {
                 let p = self.packet(&e, key);
                 let shared_last = p.shared.hops.iter().rposition(|h| h.is_some());
                 let branch = match dest {
-                    Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
-                        hops: vec![None; n],
-                        ..Default::default()
-                    }),
+                    Some(d) => p.dests.entry(d).or_default(),
                     None => &mut p.shared,
                 };
                 // the hop the frame had reached when it was freed
@@ -374,10 +377,7 @@ impl Assembler {
                 Some((hop, dest)) => {
                     let p = self.packet(&e, key);
                     let branch = match dest {
-                        Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
-                            hops: vec![None; n],
-                            ..Default::default()
-                        }),
+                        Some(d) => p.dests.entry(d).or_default(),
                         None => &mut p.shared,
                     };
                     if branch.hops[hop].is_some() {
@@ -388,7 +388,6 @@ impl Assembler {
                         self.counters.duplicates_per_hop[hop] += 1;
                     } else {
                         branch.hops[hop] = Some(e.hop.ts);
-                        branch.who.resize(n, None);
                         branch.who[hop] = Some(HopWho {
                             cpu: e.hop.cpu,
                             tid: e.hop.tid,
@@ -504,20 +503,14 @@ impl Assembler {
             p.dests.into_iter().map(|(d, b)| (Some(d), b)).collect();
         let shared = p.shared;
         if branches.is_empty() {
-            branches.push((
-                None,
-                Branch {
-                    hops: vec![None; self.hops.len()],
-                    ..Default::default()
-                },
-            ));
+            branches.push((None, Branch::default()));
         }
         let mut out = Vec::new();
         for (dest, b) in branches {
-            let hops: Vec<Option<u64>> = shared
-                .hops
+            let n = self.hops.len();
+            let hops: Vec<Option<u64>> = shared.hops[..n]
                 .iter()
-                .zip(&b.hops)
+                .zip(&b.hops[..n])
                 .map(|(s, d)| d.or(*s))
                 .collect();
             let who: Vec<Option<HopWho>> = (0..hops.len())
@@ -729,6 +722,14 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].hops.iter().flatten().count(), 2);
         assert!(a.advance_to(5000).is_empty(), "reported once");
+    }
+
+    #[test]
+    fn every_profile_of_the_catalogue_fits_the_inline_hops_of_a_packet() {
+        for p in [Profile::Hypervisor, Profile::Guest, Profile::Host] {
+            let n = profile_hops(p).len();
+            assert!((1..=MAX_HOPS).contains(&n), "{p:?}: {n} hops");
+        }
     }
 
     #[test]
