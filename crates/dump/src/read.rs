@@ -230,7 +230,7 @@ impl<'a> DumpReader<'a> {
         let frame = match kind {
             FrameKind::Record => Frame::Record(payload),
             FrameKind::Tick => {
-                if len < 8 || len % 8 != 0 {
+                if len < 8 || !len.is_multiple_of(8) {
                     return Err(DumpError::BadTick { offset, len });
                 }
                 Frame::Tick(Tick {

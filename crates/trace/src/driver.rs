@@ -8,7 +8,7 @@
 //!
 //! With `--dump-events` the ring records are also written as received,
 //! with a marker per tick ([`crate::dump`]); [`crate::replay`] feeds such
-//! a dump through this same engine ([`Run`] as the session's sink).
+//! a dump through this same engine (`Run`, the session's sink).
 //!
 //! The CLI (`hoptrace trace`) only parses arguments into [`TraceOptions`] and
 //! calls [`run_trace`]. The "ready" line is printed once every program is
