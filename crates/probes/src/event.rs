@@ -33,7 +33,7 @@ pub const SV_ID_MAX: usize = 64;
 /// inline: an identity is copied, hashed and compared without an
 /// allocation. Read it as bytes (`&*sv_id`); it orders, hashes and
 /// compares as those bytes.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct SvId {
     len: u8,
     /// The svID, then zeros.
@@ -71,6 +71,14 @@ impl From<Vec<u8>> for SvId {
         SvId::new(&b)
     }
 }
+
+impl PartialEq for SvId {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SvId {}
 
 impl std::hash::Hash for SvId {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
@@ -493,6 +501,50 @@ pub(crate) mod tests {
             CompactHop::decode(&raw(1)),
             Err(DecodeError::Size(160))
         ));
+    }
+
+    #[test]
+    fn an_svid_orders_hashes_and_compares_as_its_bytes() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |v: &dyn Fn(&mut DefaultHasher)| {
+            let mut h = DefaultHasher::new();
+            v(&mut h);
+            h.finish()
+        };
+        let names: [&[u8]; 5] = [b"", b"MU01", b"MU010", b"MU02", &[b'x'; 70]];
+        for a in names {
+            let id = SvId::new(a);
+            let cut = &a[..a.len().min(SV_ID_MAX)];
+            assert_eq!(&*id, cut, "the bytes, cut at {SV_ID_MAX}");
+            assert_eq!(
+                hash(&|h| id.hash(h)),
+                hash(&|h| cut.hash(h)),
+                "hashes as its bytes"
+            );
+            for b in names {
+                let other = SvId::new(b);
+                let b_cut = &b[..b.len().min(SV_ID_MAX)];
+                assert_eq!(id.cmp(&other), cut.cmp(b_cut), "{a:?} vs {b:?}");
+                assert_eq!(id == other, cut == b_cut);
+            }
+        }
+    }
+
+    #[test]
+    fn a_task_name_is_the_bytes_before_the_padding_shown_lossily() {
+        let t = TaskName::from_c(&comm(b"vhost-12345"));
+        assert_eq!(t.bytes(), b"vhost-12345");
+        assert_eq!(t, "vhost-12345");
+        assert_eq!(t.to_string(), "vhost-12345");
+        // signed C chars, as the generated types may give them
+        let signed: Vec<i8> = b"qe\0x".iter().map(|&c| c as i8).collect();
+        assert_eq!(TaskName::from_c(&signed).bytes(), b"qe");
+        let odd = TaskName::from_c(&[0xff_u8, b'a', 0]);
+        assert_eq!(odd.to_string_lossy(), "\u{fffd}a");
+        assert!(TaskName::default().is_empty());
+        // 16 bytes without a NUL: the kernel's names are at most 15
+        assert_eq!(TaskName::from_c(&[b'a'; 16]).bytes().len(), 15);
     }
 
     #[test]
