@@ -43,7 +43,7 @@ hoptrace_kernel_abi::kernel_pod!(types, hop_abi_anchor;
     ks_counters,
 );
 
-pub(crate) use hoptrace_kernel_abi::{bytes_of, c_string, from_bytes};
+pub(crate) use hoptrace_kernel_abi::{bytes_of, from_bytes};
 
 /// A constant of `enum hop_limits` as a length.
 pub(crate) const fn limit(l: types::hop_limits) -> usize {
@@ -186,7 +186,7 @@ mod tests {
             PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
                 app_id: 0x4000,
-                sv_id: b"MU01".to_vec(),
+                sv_id: b"MU01"[..].into(),
                 smp_cnt: 3999,
             }
         );

@@ -79,6 +79,17 @@ pub enum Profile {
     Host,
 }
 
+impl Profile {
+    /// The name `--profile` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Hypervisor => "hypervisor",
+            Profile::Guest => "guest",
+            Profile::Host => "host",
+        }
+    }
+}
+
 impl std::str::FromStr for Profile {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

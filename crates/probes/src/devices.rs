@@ -121,6 +121,14 @@ impl DeviceTable {
         v
     }
 
+    /// Every device: (netns inode, ifindex, info), by namespace and index.
+    pub fn entries(&self) -> Vec<(u32, u32, &DeviceInfo)> {
+        let mut v: Vec<(u32, u32, &DeviceInfo)> =
+            self.by_key.iter().map(|((n, i), d)| (*n, *i, d)).collect();
+        v.sort_by_key(|(n, i, _)| (*n, *i));
+        v
+    }
+
     pub fn get(&self, netns: u32, ifindex: u32) -> Option<&DeviceInfo> {
         self.by_key.get(&(netns, ifindex))
     }

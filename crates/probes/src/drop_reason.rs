@@ -36,6 +36,13 @@ impl DropReasons {
         }
     }
 
+    /// Every (value, name), by value.
+    pub fn pairs(&self) -> Vec<(u32, &str)> {
+        let mut v: Vec<(u32, &str)> = self.names.iter().map(|(k, n)| (*k, n.as_str())).collect();
+        v.sort_unstable();
+        v
+    }
+
     pub fn name(&self, reason: u32) -> String {
         self.names
             .get(&reason)

@@ -26,13 +26,91 @@ pub const RAW_EVENT_SIZE: usize = size_of::<types::hop_event>();
 /// Size of a compact record (`struct hop_compact`).
 pub const COMPACT_EVENT_SIZE: usize = size_of::<types::hop_compact>();
 
+/// Longest svID a record carries (`hop_event.svid`).
+pub const SV_ID_MAX: usize = 64;
+
+/// An svID as a record carries it (at most [`SV_ID_MAX`] bytes), kept
+/// inline: an identity is copied, hashed and compared without an
+/// allocation. Read it as bytes (`&*sv_id`); it orders, hashes and
+/// compares as those bytes.
+#[derive(Clone, Copy)]
+pub struct SvId {
+    len: u8,
+    /// The svID, then zeros.
+    bytes: [u8; SV_ID_MAX],
+}
+
+impl SvId {
+    /// The svID of `b` (cut at [`SV_ID_MAX`] bytes).
+    pub fn new(b: &[u8]) -> Self {
+        let n = b.len().min(SV_ID_MAX);
+        let mut bytes = [0u8; SV_ID_MAX];
+        bytes[..n].copy_from_slice(&b[..n]);
+        SvId {
+            len: n as u8,
+            bytes,
+        }
+    }
+}
+
+impl std::ops::Deref for SvId {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl From<&[u8]> for SvId {
+    fn from(b: &[u8]) -> Self {
+        SvId::new(b)
+    }
+}
+
+impl From<Vec<u8>> for SvId {
+    fn from(b: Vec<u8>) -> Self {
+        SvId::new(&b)
+    }
+}
+
+impl PartialEq for SvId {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for SvId {}
+
+impl std::hash::Hash for SvId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
+}
+
+impl PartialOrd for SvId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SvId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (**self).cmp(&**other)
+    }
+}
+
+impl std::fmt::Debug for SvId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SvId({:?})", String::from_utf8_lossy(self))
+    }
+}
+
 /// The identity of a frame, the same at every hop it crosses.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PacketIdentity {
     Sv {
         dst_mac: [u8; 6],
         app_id: u16,
-        sv_id: Vec<u8>,
+        sv_id: SvId,
         smp_cnt: u16,
     },
     /// An SV frame whose APDU could not be parsed (bounded by what was copied).
@@ -81,6 +159,66 @@ pub fn format_mac(m: &[u8; 6]) -> String {
     )
 }
 
+/// A task name as the kernel keeps it (`comm`: at most 15 bytes,
+/// NUL-padded): copied as bytes from the record, made a string only where
+/// it is shown (no allocation per event).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TaskName([u8; 16]);
+
+impl TaskName {
+    /// The name in a C `char` array (up to its first NUL, at most 15 bytes).
+    pub fn from_c<C: Copy + Into<i16>>(raw: &[C]) -> Self {
+        let mut b = [0u8; 16];
+        for (d, &c) in b.iter_mut().zip(raw.iter().take(15)) {
+            let c = c.into() as u8;
+            if c == 0 {
+                break;
+            }
+            *d = c;
+        }
+        TaskName(b)
+    }
+
+    /// The name's bytes (without the padding).
+    pub fn bytes(&self) -> &[u8] {
+        let n = self.0.iter().position(|&c| c == 0).unwrap_or(16);
+        &self.0[..n]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0[0] == 0
+    }
+
+    /// The name as text (bytes that are not UTF-8 replaced).
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(self.bytes()).into_owned()
+    }
+}
+
+impl From<&str> for TaskName {
+    fn from(s: &str) -> Self {
+        TaskName::from_c(s.as_bytes())
+    }
+}
+
+impl PartialEq<&str> for TaskName {
+    fn eq(&self, other: &&str) -> bool {
+        self.bytes() == other.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for TaskName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_string_lossy())
+    }
+}
+
+impl std::fmt::Display for TaskName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_string_lossy())
+    }
+}
+
 /// One tracepoint hit on a frame of interest: the hop, and the identity of
 /// the frame (as `struct hop_event` is a `struct hop_compact` and the
 /// identity).
@@ -111,7 +249,7 @@ pub struct CompactHop {
     pub cpu: u32,
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    pub comm: TaskName,
     /// `skb_drop_reason` value for `kfree_skb`, 0 otherwise.
     pub drop_reason: u32,
 }
@@ -176,7 +314,7 @@ impl CompactHop {
             cpu,
             pid,
             tid,
-            comm: abi::c_string(&comm),
+            comm: TaskName::from_c(&comm),
             drop_reason,
         })
     }
@@ -211,7 +349,7 @@ impl PacketIdentity {
             types::pkt_kind::KIND_SV => PacketIdentity::Sv {
                 dst_mac,
                 app_id,
-                sv_id: svid[..usize::from(svid_len).min(svid.len())].to_vec(),
+                sv_id: SvId::new(&svid[..usize::from(svid_len).min(svid.len())]),
                 smp_cnt,
             },
             types::pkt_kind::KIND_PING => PacketIdentity::Ping {
@@ -301,7 +439,7 @@ pub(crate) mod tests {
             PacketIdentity::Sv {
                 dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
                 app_id: 0x4000,
-                sv_id: b"MU01".to_vec(),
+                sv_id: SvId::new(b"MU01"),
                 smp_cnt: 3999
             }
         );
@@ -320,7 +458,7 @@ pub(crate) mod tests {
         };
         // every field: abi::tests::the_compact_record_round_trips_through_its_generated_type
         assert_eq!(
-            (c.tracepoint, c.comm.as_str()),
+            (c.tracepoint, c.comm.to_string_lossy().as_str()),
             (TracePoint::KfreeSkb, "vhost-12345")
         );
         let e = c.with_identity(f.identity.clone());
@@ -363,6 +501,50 @@ pub(crate) mod tests {
             CompactHop::decode(&raw(1)),
             Err(DecodeError::Size(160))
         ));
+    }
+
+    #[test]
+    fn an_svid_orders_hashes_and_compares_as_its_bytes() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |v: &dyn Fn(&mut DefaultHasher)| {
+            let mut h = DefaultHasher::new();
+            v(&mut h);
+            h.finish()
+        };
+        let names: [&[u8]; 5] = [b"", b"MU01", b"MU010", b"MU02", &[b'x'; 70]];
+        for a in names {
+            let id = SvId::new(a);
+            let cut = &a[..a.len().min(SV_ID_MAX)];
+            assert_eq!(&*id, cut, "the bytes, cut at {SV_ID_MAX}");
+            assert_eq!(
+                hash(&|h| id.hash(h)),
+                hash(&|h| cut.hash(h)),
+                "hashes as its bytes"
+            );
+            for b in names {
+                let other = SvId::new(b);
+                let b_cut = &b[..b.len().min(SV_ID_MAX)];
+                assert_eq!(id.cmp(&other), cut.cmp(b_cut), "{a:?} vs {b:?}");
+                assert_eq!(id == other, cut == b_cut);
+            }
+        }
+    }
+
+    #[test]
+    fn a_task_name_is_the_bytes_before_the_padding_shown_lossily() {
+        let t = TaskName::from_c(&comm(b"vhost-12345"));
+        assert_eq!(t.bytes(), b"vhost-12345");
+        assert_eq!(t, "vhost-12345");
+        assert_eq!(t.to_string(), "vhost-12345");
+        // signed C chars, as the generated types may give them
+        let signed: Vec<i8> = b"qe\0x".iter().map(|&c| c as i8).collect();
+        assert_eq!(TaskName::from_c(&signed).bytes(), b"qe");
+        let odd = TaskName::from_c(&[0xff_u8, b'a', 0]);
+        assert_eq!(odd.to_string_lossy(), "\u{fffd}a");
+        assert!(TaskName::default().is_empty());
+        // 16 bytes without a NUL: the kernel's names are at most 15
+        assert_eq!(TaskName::from_c(&[b'a'; 16]).bytes().len(), 15);
     }
 
     #[test]

@@ -30,9 +30,37 @@
 //! here first.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::catalogue::TracePoint;
 use crate::event::{HopEvent, PacketIdentity, Record};
+
+/// Hashes an skb address in one multiply. The keys are the kernel's own
+/// addresses, not bytes a peer chooses, so the flooding defence of the
+/// standard SipHash is not needed on this hot path (one lookup per
+/// record). The product's high bits are folded into the low ones, which
+/// pick the bucket (aligned addresses have their low bits all zero).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+/// A map keyed by skb address, hashed by [`AddressHasher`].
+pub type AddressMap<V> = HashMap<u64, V, BuildHasherDefault<AddressHasher>>;
 
 /// Entries per generation (twice the kernel's 131072-entry `tracked_skbs`).
 pub const GENERATION: usize = 262_144;
@@ -40,8 +68,8 @@ pub const GENERATION: usize = 262_144;
 /// skb address -> identity of its last full record; see the module comment.
 #[derive(Debug)]
 pub struct SkbIdentities {
-    current: HashMap<u64, PacketIdentity>,
-    previous: HashMap<u64, PacketIdentity>,
+    current: AddressMap<PacketIdentity>,
+    previous: AddressMap<PacketIdentity>,
     generation: usize,
     /// Compact records without a known identity, per tracepoint id.
     orphans: [u64; TracePoint::ALL.len()],
@@ -61,8 +89,8 @@ impl SkbIdentities {
     /// A map whose generations hold `generation` entries (tests use small ones).
     pub fn with_generation(generation: usize) -> Self {
         SkbIdentities {
-            current: HashMap::new(),
-            previous: HashMap::new(),
+            current: AddressMap::default(),
+            previous: AddressMap::default(),
             generation: generation.max(1),
             orphans: [0; TracePoint::ALL.len()],
         }
@@ -151,7 +179,7 @@ mod tests {
         PacketIdentity::Sv {
             dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
             app_id: 0x4000,
-            sv_id: b"MU01".to_vec(),
+            sv_id: b"MU01"[..].into(),
             smp_cnt,
         }
     }

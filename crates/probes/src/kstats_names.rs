@@ -25,7 +25,7 @@ impl StreamKey {
             1 => PacketIdentity::Sv {
                 dst_mac: [0; 6],
                 app_id: self.app_id,
-                sv_id: self.id.clone(),
+                sv_id: self.id[..].into(),
                 smp_cnt: 0,
             },
             2 => PacketIdentity::Ping {

@@ -21,6 +21,7 @@ mod bpf_config;
 pub mod catalogue;
 pub mod devices;
 pub mod drop_reason;
+pub mod encode;
 pub mod event;
 pub mod filter;
 pub mod identity;
@@ -31,10 +32,11 @@ pub mod kstats_plan;
 mod kstats_read;
 pub mod loader;
 pub mod lost;
+pub mod records;
 mod session;
 
 hoptrace_kernel_abi::bpf_skeleton!("hops.skel.rs");
 
 pub use catalogue::{Profile, TracePoint};
-pub use event::{HopEvent, PacketIdentity};
+pub use event::{HopEvent, PacketIdentity, TaskName};
 pub use loader::{run_session, Backend, Filters, OtherFilter, SessionInfo};

@@ -56,6 +56,11 @@ impl Backend {
             Backend::RawTp => "raw_tp",
         }
     }
+
+    /// The backend of [`Self::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        BACKEND_ORDER.into_iter().find(|b| b.name() == name)
+    }
 }
 
 /// Which tracepoints this kernel has (from BTF).
@@ -171,6 +176,9 @@ fn open_and_load<'o>(
 pub trait SessionSink {
     /// Everything is attached (print "ready" here).
     fn ready(&mut self, info: &SessionInfo);
+    /// A ring buffer record as received, before it is decoded (every
+    /// record, whether it decodes or not; `--dump-events` keeps them).
+    fn raw_record(&mut self, _data: &[u8]) {}
     fn event(&mut self, event: HopEvent);
     /// Called about every `tick`; return false to stop.
     fn tick(&mut self, lost: &LostCounts) -> bool;

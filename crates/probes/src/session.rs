@@ -2,14 +2,15 @@
 //!
 //! The BPF side submits ring buffer records without a wakeup: the ring is
 //! polled with a timeout of [`POLL`] and drained after every poll. Each
-//! record is decoded ([`Record::decode`]); compact records get the
-//! identity of their skb's full record here ([`SkbIdentities`]), so the
-//! sink sees the same events as with full records only. About every tick
+//! record goes through the [`RecordStage`] (decoded, and compact records
+//! given the identity of their skb's full record, so the sink sees the
+//! same events as with full records only; a replayed dump goes through
+//! the same stage). About every tick
 //! the kernel's counters (lost events, evictions) and in-kernel histograms
 //! are read and handed to the sink, and with `--kernel-stats` its maps once
 //! a second; everything once more after the last drain.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -17,11 +18,10 @@ use anyhow::Result;
 use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
 use crate::abi::types;
-use crate::event::Record;
-use crate::identity::SkbIdentities;
 use crate::khist::{KernelHists, BUCKETS, TPS};
 use crate::loader::{LostCounts, SessionInfo, SessionSink};
 use crate::lost::HopNotes;
+use crate::records::RecordStage;
 use crate::skel::HopsSkel;
 use hoptrace_kernel_abi::percpu;
 
@@ -42,27 +42,14 @@ pub(crate) struct SessionEnd {
 /// The reader's state, shared by the ring callback and the loop.
 struct Reader<'s> {
     sink: RefCell<&'s mut dyn SessionSink>,
-    identities: RefCell<SkbIdentities>,
-    full: Cell<u64>,
-    compact: Cell<u64>,
-    undecodable: Cell<u64>,
+    stage: RefCell<RecordStage>,
 }
 
 impl Reader<'_> {
     /// One ring buffer record.
     fn record(&self, data: &[u8]) {
-        let Ok(r) = Record::decode(data) else {
-            self.undecodable.set(self.undecodable.get() + 1);
-            return;
-        };
-        let n = match r {
-            Record::Full(_) => &self.full,
-            Record::Compact(_) => &self.compact,
-        };
-        n.set(n.get() + 1);
-        if let Some(e) = self.identities.borrow_mut().resolve(r) {
-            self.sink.borrow_mut().event(e)
-        }
+        let mut sink = self.sink.borrow_mut();
+        self.stage.borrow_mut().record(data, &mut **sink);
     }
 
     /// Read the counters and histograms (and the `--kernel-stats` maps when
@@ -70,7 +57,7 @@ impl Reader<'_> {
     /// records that found no identity.
     fn read_maps(&self, skel: &HopsSkel<'_>, with_streams: bool) -> Result<(LostCounts, HopNotes)> {
         let (mut lost, notes) = read_counters(skel)?;
-        self.identities.borrow().add_lost(&mut lost);
+        self.stage.borrow().add_lost(&mut lost);
         let mut sink = self.sink.borrow_mut();
         sink.kernel_hists(read_khist(skel)?);
         if with_streams {
@@ -91,10 +78,7 @@ pub(crate) fn read_until_stopped(
 ) -> Result<SessionEnd> {
     let reader = Reader {
         sink: RefCell::new(sink),
-        identities: RefCell::new(SkbIdentities::default()),
-        full: Cell::new(0),
-        compact: Cell::new(0),
-        undecodable: Cell::new(0),
+        stage: RefCell::new(RecordStage::default()),
     };
     let mut builder = RingBufferBuilder::new();
     builder.add(&skel.maps.events, |data: &[u8]| {
@@ -108,11 +92,13 @@ pub(crate) fn read_until_stopped(
     let _ = ring.consume();
     drop(ring);
     let (lost, notes) = reader.read_maps(skel, kernel_stats)?;
+    let stage = reader.stage.borrow();
+    let (full_records, compact_records) = stage.records();
     Ok(SessionEnd {
         lost,
-        full_records: reader.full.get(),
-        compact_records: reader.compact.get(),
-        undecodable: reader.undecodable.get(),
+        full_records,
+        compact_records,
+        undecodable: stage.undecodable(),
         notes,
     })
 }

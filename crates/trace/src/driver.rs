@@ -6,6 +6,10 @@
 //! in-kernel histograms (src/khist.rs), read by the session before every
 //! tick and at the end, are kept in [`Stats::kernel`] and shown with them.
 //!
+//! With `--dump-events` the ring records are also written as received,
+//! with a marker per tick ([`crate::dump`]); [`crate::replay`] feeds such
+//! a dump through this same engine (`Run`, the session's sink).
+//!
 //! The CLI (`hoptrace trace`) only parses arguments into [`TraceOptions`] and
 //! calls [`run_trace`]. The "ready" line is printed once every program is
 //! attached: tests and the lab wait for it before sending traffic.
@@ -14,7 +18,7 @@ use std::io::Write;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use hoptrace_record::{ClockDomain, RecordingWriter, RotatePolicy};
 
 use crate::explain::Explaining;
@@ -29,11 +33,11 @@ use hoptrace_probes::event::PacketIdentity;
 use hoptrace_probes::khist::KernelHists;
 use hoptrace_probes::kstats::KernelStreams;
 use hoptrace_probes::loader::{run_session, Filters, LostCounts, SessionInfo, SessionSink};
-use hoptrace_units::format_duration_ns;
 
 pub use crate::options::{bpf_filters, TraceOptions};
 use crate::options::{check_kernel_stats, select_hops};
-use crate::plain::{print_block, print_interval, print_summary};
+use crate::plain::{print_block, print_interval};
+pub use crate::summary::TraceSummary;
 pub use hoptrace_probes::filter::parse_filter;
 
 /// A screen that shows the statistics every second instead of the plain
@@ -47,65 +51,26 @@ pub trait LiveView {
     fn finish(&mut self);
 }
 
-/// What the run saw (printed at exit, and returned for tests).
-#[derive(Debug, Clone, Default)]
-pub struct TraceSummary {
-    pub backend: String,
-    pub clock: String,
-    /// Every timeline selected (only with `keep_timelines`), hops projected
-    /// on the selected hops.
-    pub timelines: Vec<Timeline>,
-    /// Timelines selected (always counted).
-    pub timeline_count: u64,
-    pub lost: LostCounts,
-    pub events: u64,
-    /// Ring buffer records: full (identity parsed) and compact (later hops).
-    pub records: (u64, u64),
-    pub incomplete: u64,
-    pub dropped: u64,
-    /// Hops seen twice for one packet and destination (the first kept).
-    pub duplicates: u64,
-    /// Events no hop of the profile matched (counted, not used).
-    pub unmatched: u64,
-    /// Hops whose tracked entry failed the identity check, re-identified by
-    /// a full parse (event mode).
-    pub reidentified: u64,
-    /// A tap's `net_dev_xmit` after the reader had copied and freed the
-    /// frame (stamped from what the transmit's start saved).
-    pub xmit_after_free: u64,
-    pub prog_ids: Vec<u32>,
-    /// The in-kernel per-stage histograms at exit.
-    pub kernel: KernelHists,
-    /// `configured`: the timelines seen per configured stream, and the
-    /// streams seen that are not configured.
-    pub presence: Option<hoptrace_sv::StreamPresence>,
-    /// `--kernel-stats`: the per-stream figures at exit.
-    pub kernel_streams: Option<KernelStreams>,
-    /// `--explain`: every explained stage (only with `keep_timelines`).
-    pub explanations: Vec<hoptrace_record::ExplainedStage>,
-    /// `--explain`: stages explained (always counted).
-    pub explained: u64,
-}
-
-struct Run<'a> {
-    opts: &'a TraceOptions,
+/// The engine of one run: the session's sink (live, or fed by a replay).
+pub(crate) struct Run<'a> {
+    pub(crate) opts: &'a TraceOptions,
     /// The selected hops (output), and their index in the profile's hops.
-    hops: Vec<&'static str>,
-    live: Option<&'a mut dyn LiveView>,
-    assembler: Assembler,
-    stats: Stats,
-    writer: Option<RecordingWriter>,
-    summary: TraceSummary,
-    started: Instant,
+    pub(crate) hops: Vec<&'static str>,
+    pub(crate) live: Option<&'a mut dyn LiveView>,
+    pub(crate) assembler: Assembler,
+    pub(crate) stats: Stats,
+    pub(crate) writer: Option<RecordingWriter>,
+    pub(crate) summary: TraceSummary,
+    pub(crate) started: Instant,
     last_block: Instant,
     count: u64,
-    write_err: Option<anyhow::Error>,
-    out: &'a mut dyn Write,
+    pub(crate) write_err: Option<anyhow::Error>,
+    pub(crate) out: &'a mut dyn Write,
     select: Vec<usize>,
     /// `--kernel-stats`: names of the drop records' devices and reasons.
     ks_names: Option<(DeviceTable, DropReasons)>,
     /// `--explain`: the flight recorder and its explanations.
-    explaining: Option<Explaining>,
+    pub(crate) explaining: Option<Explaining>,
     /// `--explain`: lines printed this second, and those left out.
     explain_lines: (u64, u64),
     /// `--metrics`: the Prometheus metrics and their endpoint.
@@ -113,6 +78,8 @@ struct Run<'a> {
     /// The session's clock, once ready (timelines expire on it when no
     /// events come).
     clock: Option<ClockDomain>,
+    /// `--dump-events`: the dump being written.
+    pub(crate) dump: Option<crate::dump::EventDump>,
 }
 
 /// Count `id` in `p`; true when it is a configured stream (the others,
@@ -134,7 +101,7 @@ fn configured(p: &mut hoptrace_sv::StreamPresence, id: &PacketIdentity) -> bool 
 impl Run<'_> {
     /// Select, project, count and record finished timelines (from the
     /// session's events, and once more for those left at exit).
-    fn take_timelines(&mut self, tls: Vec<Timeline>) {
+    pub(crate) fn take_timelines(&mut self, tls: Vec<Timeline>) {
         let mut taken = Vec::with_capacity(tls.len());
         for mut t in tls {
             if !self.opts.streams.is_empty() && !self.opts.streams.contains(&t.stream) {
@@ -174,9 +141,69 @@ impl Run<'_> {
         }
     }
 
+    /// The timelines idle since before `now_ns`, the recording rotated,
+    /// the explanations flushed, the block printed every second: a
+    /// session's tick at clock reading `now_ns` (`None` before ready).
+    /// False: stop.
+    pub(crate) fn tick_at(&mut self, now_ns: Option<u64>, lost: &LostCounts) -> bool {
+        if self.write_err.is_some() {
+            return false;
+        }
+        if let (Some(now), false) = (now_ns, self.opts.kernel_stats) {
+            let tls = self.assembler.advance_to(now);
+            self.take_timelines(tls);
+        }
+        if let Some(w) = self.writer.as_mut() {
+            let _ = w.rotate_if_due();
+        }
+        if let Some(Err(e)) = self.explaining.as_mut().map(|x| x.flush(false)) {
+            self.write_err = Some(e);
+            return false;
+        }
+        if self.last_block.elapsed() >= Duration::from_secs(1) {
+            self.last_block = Instant::now();
+            if !self.every_second(lost) {
+                return false;
+            }
+        }
+        if self
+            .opts
+            .duration
+            .is_some_and(|d| self.started.elapsed() >= d)
+        {
+            return false;
+        }
+        self.opts.count.is_none_or(|c| self.count < c)
+    }
+
+    /// The block (or live view) of the last second; false: the user quit.
+    fn every_second(&mut self, lost: &LostCounts) -> bool {
+        self.explain_lines_done();
+        if let Some(m) = self.metrics.as_mut() {
+            m.lost(lost);
+        }
+        if let Some(v) = self.live.as_mut() {
+            return v.draw(&self.stats, self.started.elapsed(), lost);
+        }
+        if self.opts.periodic {
+            let iv = self.stats.take_interval();
+            // --kernel-stats: the kernel's cumulative figures (no
+            // timelines, so no interval of them).
+            let _ = if self.opts.per_stream || self.opts.kernel_stats {
+                print_block(self.out, &self.stats, self.started.elapsed(), lost)
+            } else {
+                print_interval(self.out, &self.stats, &iv, self.started.elapsed(), lost)
+            };
+            if let Some(p) = &self.summary.presence {
+                let _ = writeln!(self.out, "configured streams: {}", p.status());
+            }
+        }
+        true
+    }
+
     /// `--explain`: say how many explanation lines this second left out
     /// (the periodic block's header says it when there is one).
-    fn explain_lines_done(&mut self) {
+    pub(crate) fn explain_lines_done(&mut self) {
         if self.explain_lines.1 > 0 && !self.opts.periodic {
             let _ = writeln!(
                 self.out,
@@ -280,6 +307,16 @@ impl SessionSink for Run<'_> {
                 self.write_err = Some(e);
             }
         }
+        if let (Some(d), Some(tb)) = (self.dump.as_mut(), &self.stats.time_base) {
+            let (devices, reasons) = (self.assembler.devices(), self.assembler.reasons());
+            d.start(&crate::dump::facts(
+                self.opts,
+                info,
+                tb.start_ns,
+                devices,
+                reasons,
+            ));
+        }
         if let Some(dir) = &self.opts.record {
             match self.create_recording(dir, info.clock) {
                 Ok(w) => {
@@ -304,6 +341,12 @@ impl SessionSink for Run<'_> {
         }
     }
 
+    fn raw_record(&mut self, data: &[u8]) {
+        if let Some(d) = self.dump.as_mut() {
+            d.record(data);
+        }
+    }
+
     fn event(&mut self, e: HopEvent) {
         if let Some((devices, reasons)) = &self.ks_names {
             // --kernel-stats: only a drop sends a record
@@ -320,6 +363,13 @@ impl SessionSink for Run<'_> {
                 }
             }
             return;
+        }
+        // An unknown device: the host's devices are scanned again (the
+        // dump keeps the new table, for the replay to install it here).
+        if self.assembler.refresh_devices_for(&e) {
+            if let Some(d) = self.dump.as_mut() {
+                d.devices(self.assembler.devices());
+            }
         }
         let tls = self.assembler.push(e);
         self.take_timelines(tls);
@@ -339,52 +389,16 @@ impl SessionSink for Run<'_> {
     }
 
     fn tick(&mut self, lost: &LostCounts) -> bool {
-        if self.write_err.is_some() {
-            return false;
-        }
-        if let (Some(clock), false) = (self.clock, self.opts.kernel_stats) {
-            let tls = self.assembler.advance_to(clock.now_ns());
-            self.take_timelines(tls);
-        }
-        if let Some(w) = self.writer.as_mut() {
-            let _ = w.rotate_if_due();
-        }
-        if let Some(Err(e)) = self.explaining.as_mut().map(|x| x.flush(false)) {
-            self.write_err = Some(e);
-            return false;
-        }
-        if self.last_block.elapsed() >= Duration::from_secs(1) {
-            self.last_block = Instant::now();
-            self.explain_lines_done();
-            if let Some(m) = self.metrics.as_mut() {
-                m.lost(lost);
+        let now = self.clock.map(ClockDomain::now_ns);
+        if let Some(d) = self.dump.as_mut() {
+            if let Some(now) = now {
+                d.tick(now, lost);
             }
-            if let Some(v) = self.live.as_mut() {
-                if !v.draw(&self.stats, self.started.elapsed(), lost) {
-                    return false;
-                }
-            } else if self.opts.periodic {
-                let iv = self.stats.take_interval();
-                // --kernel-stats: the kernel's cumulative figures (no
-                // timelines, so no interval of them).
-                let _ = if self.opts.per_stream || self.opts.kernel_stats {
-                    print_block(self.out, &self.stats, self.started.elapsed(), lost)
-                } else {
-                    print_interval(self.out, &self.stats, &iv, self.started.elapsed(), lost)
-                };
-                if let Some(p) = &self.summary.presence {
-                    let _ = writeln!(self.out, "configured streams: {}", p.status());
-                }
+            if let Some(e) = d.take_error() {
+                self.write_err.get_or_insert(e);
             }
         }
-        if self
-            .opts
-            .duration
-            .is_some_and(|d| self.started.elapsed() >= d)
-        {
-            return false;
-        }
-        self.opts.count.is_none_or(|c| self.count < c)
+        self.tick_at(now, lost)
     }
 }
 
@@ -414,7 +428,13 @@ pub fn run_trace<'a>(
     if let Some(m) = &metrics {
         writeln!(out, "metrics at http://{}/metrics", m.addr())?;
     }
-    let mut run = Run::new(opts, devices, out, live)?;
+    let dump = opts
+        .dump_events
+        .as_deref()
+        .map(crate::dump::EventDump::create)
+        .transpose()?;
+    let mut run = Run::new(opts, devices, DropReasons::from_kernel(), out, live)?;
+    run.dump = dump;
     run.explaining = explaining;
     run.metrics = metrics;
     let res = run_session(&filters, stop, Duration::from_millis(200), &mut run);
@@ -443,13 +463,13 @@ fn write_start_notes(out: &mut dyn Write, opts: &TraceOptions, filters: &Filters
 }
 
 impl<'a> Run<'a> {
-    fn new(
+    pub(crate) fn new(
         opts: &'a TraceOptions,
         devices: DeviceTable,
+        reasons: DropReasons,
         out: &'a mut dyn Write,
         live: Option<&'a mut dyn LiveView>,
     ) -> Result<Self> {
-        let reasons = DropReasons::from_kernel();
         let ks_names = opts
             .kernel_stats
             .then(|| (devices.clone(), reasons.clone()));
@@ -501,149 +521,7 @@ impl<'a> Run<'a> {
             explain_lines: (0, 0),
             metrics: None,
             clock: None,
+            dump: None,
         })
     }
-
-    /// The session ended: the timelines left, the recording closed, the
-    /// summary filled and printed.
-    fn finish(mut self, info: &SessionInfo, lost: LostCounts) -> Result<TraceSummary> {
-        let rest = self.assembler.expire(true);
-        self.take_timelines(rest);
-        self.explain_lines_done();
-        if let Some(x) = self.explaining.as_mut() {
-            if let Err(e) = x.flush(true) {
-                self.write_err.get_or_insert(e);
-            }
-        }
-        if let Some(e) = self.write_err.take() {
-            return Err(e);
-        }
-        if let Some(w) = self.writer.take() {
-            let s = w.close().context("closing the recording")?;
-            writeln!(
-                self.out,
-                "recording: {} rows in {} segments{}",
-                s.rows,
-                s.segments,
-                s.pruned.describe()
-            )?;
-        }
-        let counters = &self.assembler.counters;
-        let summary = &mut self.summary;
-        summary.backend = info.backend.name().into();
-        summary.clock = info.clock.as_str().into();
-        summary.prog_ids = info.prog_ids.clone();
-        summary.lost = lost;
-        summary.kernel = self.stats.kernel.clone();
-        summary.kernel_streams = self.stats.kstreams.clone();
-        summary.explained = self.explaining.as_ref().map_or(0, |x| x.explained());
-        if !self.opts.kernel_stats {
-            summary.events = counters.events;
-        }
-        summary.records = (info.full_records, info.compact_records);
-        summary.reidentified = info.hop_notes.reidentified;
-        summary.xmit_after_free = info.hop_notes.xmit_after_free;
-        summary.duplicates = counters.duplicates;
-        summary.unmatched = counters.unmatched;
-        summary.incomplete = counters.incomplete;
-        summary.dropped = counters.dropped;
-        self.write_summary(info)?;
-        Ok(self.summary)
-    }
-
-    /// The exit summary.
-    fn write_summary(&mut self, info: &SessionInfo) -> Result<()> {
-        let (out, stats, counters) = (&mut *self.out, &self.stats, &self.assembler.counters);
-        let lost = &self.summary.lost;
-        writeln!(out, "=== summary")?;
-        if self.opts.per_stream {
-            print_block(out, stats, self.started.elapsed(), lost)?;
-        } else {
-            print_summary(out, stats, self.started.elapsed(), lost)?;
-        }
-        if let (true, Some(k)) = (self.opts.kernel_stats, &stats.kstreams) {
-            // No per-packet events in this mode: say what the kernel counted,
-            // not "events 0 ... timelines 0" as if nothing had been traced.
-            writeln!(out, "{}", kernel_stats_summary(k, info.full_records))?;
-        } else {
-            writeln!(
-            out,
-            "events {} (records: full {} compact {}) timelines {} incomplete {} dropped {} duplicates {} unmatched {}",
-            counters.events,
-            info.full_records,
-            info.compact_records,
-            self.summary.timeline_count,
-            counters.incomplete,
-            counters.dropped,
-            counters.duplicates,
-            counters.unmatched
-        )?;
-        }
-        if !self.opts.kernel_stats {
-            writeln!(
-                out,
-                "tracked skbs re-identified (identity check failed, full parse): {}",
-                info.hop_notes.reidentified
-            )?;
-        }
-        if info.hop_notes.xmit_after_free > 0 {
-            writeln!(
-                out,
-                "tap transmits that returned after the reader had copied and freed the frame (tap_xmit stamped from its start): {}",
-                info.hop_notes.xmit_after_free
-            )?;
-        }
-        let dups: Vec<String> = counters
-            .duplicates_per_hop
-            .iter()
-            .zip(self.assembler.hops())
-            .filter(|(n, _)| **n > 0)
-            .map(|(n, h)| format!("{h}={n}"))
-            .collect();
-        if !dups.is_empty() {
-            writeln!(out, "duplicates per hop: {}", dups.join(" "))?;
-        }
-        writeln!(out, "lost events per tracepoint: {}", lost.all())?;
-        if let Some(x) = &self.explaining {
-            writeln!(out, "{}", x.summary())?;
-        }
-        if let Some(p) = &self.summary.presence {
-            crate::plain::print_presence(out, p)?;
-        }
-
-        if let Some((stream, w)) = stats
-            .streams
-            .iter()
-            .filter_map(|(name, s)| Some((name, s.stages.get("end_to_end")?.worst.as_ref()?)))
-            .max_by_key(|(_, w)| w.ns)
-        {
-            writeln!(
-                out,
-                "worst end to end: {} ({stream} seq {} dest {})",
-                format_duration_ns(w.ns),
-                w.seq,
-                w.dest.as_deref().unwrap_or("-")
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// The exit summary's count line in `--kernel-stats` mode: what the kernel
-/// counted (packets tracked, stage observations, drops), and that no
-/// per-packet events or timelines exist in this mode by design.
-fn kernel_stats_summary(k: &KernelStreams, drop_records: u64) -> String {
-    let observations: u64 = k
-        .streams
-        .values()
-        .flat_map(|s| s.stages.iter())
-        .map(|st| st.total.count)
-        .sum();
-    let dropped: u64 = k.streams.values().map(|s| s.dropped).sum();
-    format!(
-        "kernel stats: {} packets tracked ({} clones without a parse) in {} stream(s), {observations} stage observations, {dropped} dropped ({drop_records} drop records); no per-packet events or timelines in this mode (use the event mode for those)",
-        k.first_hops,
-        k.clone_hits,
-        k.streams.len()
-    )
 }

@@ -12,18 +12,25 @@
 //! metrics, explanations) for the CLI; [`explain`] hands late stages to
 //! the CPU flight recorder (`hoptrace-cpu`); [`metrics`] exports the
 //! figures to Prometheus; [`options`] resolves the command line into a
-//! session's options; [`recording`] writes `--record`'s rows.
+//! session's options; [`recording`] writes `--record`'s rows; [`dump`]
+//! writes `--dump-events`' event dump and [`replay`] feeds one through the
+//! same engine again, as fast as it goes ([`synth`] makes dumps of a
+//! known load without BPF).
 //!
 //! [`HopEvent`]: hoptrace_probes::event::HopEvent
 
 pub mod driver;
+pub mod dump;
 pub mod explain;
 pub mod kstats_text;
 pub mod metrics;
 pub mod options;
 mod plain;
 pub mod recording;
+pub mod replay;
 pub mod stats;
+mod summary;
+pub mod synth;
 pub mod timeline;
 
 pub use timeline::{Assembler, Timeline};

@@ -61,6 +61,9 @@ pub struct TraceOptions {
     /// rate, and the summary names the configured streams never seen and
     /// the streams seen that are not configured (empty: no configuration).
     pub configured: Vec<hoptrace_sv::StreamSpec>,
+    /// `--dump-events`: write every ring record as received, and a marker
+    /// per tick, into this new file (src/dump.rs), for `--replay`.
+    pub dump_events: Option<PathBuf>,
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when
@@ -94,6 +97,9 @@ pub(crate) fn check_kernel_stats(opts: &TraceOptions) -> Result<()> {
     }
     if opts.count.is_some() {
         bail!("--kernel-stats assembles no timelines, so --count has nothing to count: use --duration");
+    }
+    if opts.dump_events.is_some() {
+        bail!("--kernel-stats sends no per-packet record to user space, so there is nothing to --dump-events: leave out --kernel-stats");
     }
     if opts.explain.is_some() {
         bail!("--explain explains the late stages of per-packet timelines, which --kernel-stats does not assemble: leave out --kernel-stats");

@@ -18,6 +18,16 @@ use hoptrace_record::PacketStatus;
 
 use crate::timeline::Timeline;
 
+/// The value of `key` in `map`, made by `new` when missing: the key is
+/// copied only then (these maps are looked up once per stage and
+/// timeline).
+fn entry<'m, V>(map: &'m mut BTreeMap<String, V>, key: &str, new: impl FnOnce() -> V) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), new());
+    }
+    map.get_mut(key).expect("present or just inserted")
+}
+
 #[derive(Debug, Clone)]
 pub struct Worst {
     pub ns: u64,
@@ -98,7 +108,9 @@ pub struct Interval {
 impl Interval {
     /// A timeline's status.
     fn count(&mut self, t: &Timeline) {
-        self.streams.insert(t.stream.clone());
+        if !self.streams.contains(&t.stream) {
+            self.streams.insert(t.stream.clone());
+        }
         let trouble = match t.status {
             PacketStatus::Ok => {
                 self.ok += 1;
@@ -138,6 +150,8 @@ pub struct Stats {
     hops: Vec<String>,
     /// The stages as (from, to) indices into `hops` ([`hoptrace_probes::catalogue::stages`]).
     stages: Vec<(usize, usize)>,
+    /// Their names (`from->to`), made once.
+    labels: Vec<String>,
     thresholds_ns: Vec<u64>,
     pub streams: BTreeMap<String, StreamStats>,
     /// The in-kernel per-stage histograms, as last read (src/khist.rs):
@@ -183,8 +197,13 @@ pub const RECENT_EXPLANATIONS: usize = 5;
 
 impl Stats {
     pub fn new(hops: &[&str], thresholds_ns: Vec<u64>) -> Self {
+        let stages = hoptrace_probes::catalogue::stages(hops);
         Stats {
-            stages: hoptrace_probes::catalogue::stages(hops),
+            labels: stages
+                .iter()
+                .map(|&(a, b)| hoptrace_record::stage_name(hops[a], hops[b]))
+                .collect(),
+            stages,
             hops: hops.iter().map(|s| s.to_string()).collect(),
             thresholds_ns,
             streams: BTreeMap::new(),
@@ -229,9 +248,10 @@ impl Stats {
         let mut pairs: Vec<(String, u64, u64)> = self
             .stages
             .iter()
-            .filter_map(|&(a, b)| {
+            .zip(&self.labels)
+            .filter_map(|(&(a, b), label)| {
                 Some((
-                    hoptrace_record::stage_name(&self.hops[a], &self.hops[b]),
+                    label.clone(),
                     t.hops.get(a).copied().flatten()?,
                     t.hops.get(b).copied().flatten()?,
                 ))
@@ -248,7 +268,7 @@ impl Stats {
     pub fn add(&mut self, t: &Timeline) -> Vec<(String, u64, u64)> {
         let n_thr = self.thresholds_ns.len();
         let pairs = self.stage_pairs(t);
-        let s = self.streams.entry(t.stream.clone()).or_default();
+        let s = entry(&mut self.streams, &t.stream, StreamStats::default);
         self.interval.count(t);
         self.total.count(t);
         match t.status {
@@ -264,17 +284,12 @@ impl Stats {
                     .or_default() += 1
             }
         }
+        let new = || StageStats::new(n_thr);
         for (name, a, b) in &pairs {
             for iv in [&mut self.interval, &mut self.total] {
-                iv.stages
-                    .entry(name.clone())
-                    .or_insert_with(|| StageStats::new(n_thr))
-                    .record(*a, *b, t, &self.thresholds_ns);
+                entry(&mut iv.stages, name, new).record(*a, *b, t, &self.thresholds_ns);
             }
-            s.stages
-                .entry(name.clone())
-                .or_insert_with(|| StageStats::new(n_thr))
-                .record(*a, *b, t, &self.thresholds_ns);
+            entry(&mut s.stages, name, new).record(*a, *b, t, &self.thresholds_ns);
         }
         pairs
     }

@@ -33,17 +33,40 @@
 //! same smpCnt one wrap later.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use hoptrace_record::PacketStatus;
 
 use hoptrace_probes::catalogue::{is_optional, profile_hops, Profile, TracePoint};
 use hoptrace_probes::devices::DeviceTable;
 use hoptrace_probes::drop_reason::DropReasons;
-use hoptrace_probes::event::{HopEvent, PacketIdentity};
+use hoptrace_probes::event::{HopEvent, PacketIdentity, TaskName};
+use hoptrace_probes::identity::AddressMap;
+
+/// The most hops a profile has (the catalogue's profiles have 3 to 5).
+pub const MAX_HOPS: usize = 8;
+
+/// Rescans of the host's devices a run makes for unknown devices.
+pub const MAX_REFRESHES: u32 = 20;
+
+/// A destination (a tap's name), shared by the packets that go there:
+/// handed from event to event without an allocation.
+type Dest = Arc<str>;
 
 /// A packet in flight: its identity and the wrap epoch of its smpCnt (0
 /// for identities without a wrap).
 type PacketKey = (PacketIdentity, u32);
+
+/// The time of a packet's first hop seen (on any branch).
+fn first_hop(p: &Packet) -> Option<u64> {
+    p.shared
+        .hops
+        .iter()
+        .chain(p.dests.values().flat_map(|b| b.hops.iter()))
+        .flatten()
+        .min()
+        .copied()
+}
 
 /// One packet's path through the traced hops.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,19 +98,21 @@ pub struct HopWho {
 
 #[derive(Debug, Default)]
 struct Branch {
-    hops: Vec<Option<u64>>,
-    /// Filled like `hops` (empty until a hop is set).
-    who: Vec<Option<HopWho>>,
+    /// Per hop of the profile (the slots past its hops stay empty): held
+    /// inline, a packet in flight allocates nothing for its hops.
+    hops: [Option<u64>; MAX_HOPS],
+    /// Where each hop of `hops` ran.
+    who: [Option<HopWho>; MAX_HOPS],
     drop: Option<(u32, Option<usize>)>,
     last_cpu: u32,
-    last_comm: String,
+    last_comm: TaskName,
 }
 
 #[derive(Debug)]
 struct Packet {
     last_ts: u64,
     shared: Branch,
-    dests: BTreeMap<String, Branch>,
+    dests: BTreeMap<Dest, Branch>,
 }
 
 /// Counters of what the assembler saw.
@@ -110,7 +135,10 @@ pub struct Assembler {
     devices: DeviceTable,
     reasons: DropReasons,
     packets: HashMap<PacketKey, Packet>,
-    skb_dest: HashMap<u64, String>,
+    skb_dest: AddressMap<Dest>,
+    /// (netns, ifindex) -> the device's name and whether it is a tap,
+    /// from `devices` (emptied whenever the table changes).
+    names: HashMap<(u32, u32), (Dest, bool)>,
     /// svID -> (reference smpCnt, its epoch).
     epochs: HashMap<Vec<u8>, (u16, u32)>,
     rate: u32,
@@ -120,10 +148,14 @@ pub struct Assembler {
     newest_ts: u64,
     /// Event time of the last expiry scan (scans run every `linger_ns / 4`).
     last_scan_ts: u64,
+    /// Rescans of the host's devices so far (at most [`MAX_REFRESHES`]).
     unknown_refreshes: u32,
+    /// Rescan the host's devices for an unknown one (false in a replay:
+    /// the dump gives the tables the live run found).
+    host_devices: bool,
     /// Destinations that are macvtaps: no `tap_xmit` there (the macvtap's
     /// receive is its `fwd`), so that hop is not required.
-    macvtaps: Vec<String>,
+    macvtaps: Vec<Dest>,
     pub counters: AssemblerCounters,
 }
 
@@ -135,13 +167,19 @@ impl Assembler {
         rate: u32,
         linger_ns: u64,
     ) -> Self {
+        let hops = profile_hops(profile);
+        assert!(
+            hops.len() <= MAX_HOPS,
+            "the catalogue's profile {profile:?} has more than {MAX_HOPS} hops"
+        );
         Assembler {
             profile,
-            hops: profile_hops(profile),
+            hops,
             devices,
             reasons,
             packets: HashMap::new(),
-            skb_dest: HashMap::new(),
+            skb_dest: AddressMap::default(),
+            names: HashMap::new(),
             epochs: HashMap::new(),
             rate: rate.max(1),
             wraps: HashMap::new(),
@@ -149,6 +187,7 @@ impl Assembler {
             newest_ts: 0,
             last_scan_ts: 0,
             unknown_refreshes: 0,
+            host_devices: true,
             macvtaps: Vec::new(),
             counters: AssemblerCounters::default(),
         }
@@ -162,20 +201,63 @@ impl Assembler {
         self.hops.iter().position(|h| *h == hop)
     }
 
-    fn device(&mut self, e: &HopEvent) -> Option<(String, bool)> {
-        if self.devices.get(e.hop.netns, e.hop.ifindex).is_none() && self.unknown_refreshes < 20 {
-            self.unknown_refreshes += 1;
-            let _ = self.devices.refresh();
+    /// The device table events are classified with.
+    pub fn devices(&self) -> &DeviceTable {
+        &self.devices
+    }
+
+    /// The names of the drop reasons.
+    pub fn reasons(&self) -> &DropReasons {
+        &self.reasons
+    }
+
+    /// Classify by `devices` from now on, and never rescan the host (a
+    /// replay installs the tables its dump gives).
+    pub fn set_devices(&mut self, devices: DeviceTable) {
+        self.devices = devices;
+        self.names.clear();
+        self.host_devices = false;
+    }
+
+    /// Before [`Self::push`]: when `e` is a device hop on a device the
+    /// table does not know, rescan the host's devices (at most
+    /// [`MAX_REFRESHES`] times a run); true when it did.
+    pub fn refresh_devices_for(&mut self, e: &HopEvent) -> bool {
+        use TracePoint::*;
+        let device_hop = self.profile == Profile::Hypervisor
+            && matches!(
+                e.hop.tracepoint,
+                NetifReceiveSkb | NetDevStartXmit | NetDevXmit
+            );
+        if !device_hop
+            || !self.host_devices
+            || self.unknown_refreshes >= MAX_REFRESHES
+            || self.devices.get(e.hop.netns, e.hop.ifindex).is_some()
+        {
+            return false;
         }
-        let d = self.devices.get(e.hop.netns, e.hop.ifindex)?;
-        if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&d.name) {
-            self.macvtaps.push(d.name.clone());
+        self.unknown_refreshes += 1;
+        let _ = self.devices.refresh();
+        self.names.clear();
+        true
+    }
+
+    fn device(&mut self, e: &HopEvent) -> Option<(Dest, bool)> {
+        let key = (e.hop.netns, e.hop.ifindex);
+        if let Some((name, tap)) = self.names.get(&key) {
+            return Some((name.clone(), *tap));
         }
-        Some((d.name.clone(), d.is_tap))
+        let d = self.devices.get(key.0, key.1)?;
+        let name: Dest = Arc::from(d.name.as_str());
+        if matches!(d.kind.as_str(), "macvtap" | "ipvtap") && !self.macvtaps.contains(&name) {
+            self.macvtaps.push(name.clone());
+        }
+        self.names.insert(key, (name.clone(), d.is_tap));
+        Some((name, d.is_tap))
     }
 
     /// Which hop (index) and destination an event stands for.
-    fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<String>)> {
+    fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<Dest>)> {
         use TracePoint::*;
         match (self.profile, e.hop.tracepoint) {
             (Profile::Hypervisor, NetifReceiveSkb) => {
@@ -243,13 +325,9 @@ impl Assembler {
     }
 
     fn packet(&mut self, e: &HopEvent, key: PacketKey) -> &mut Packet {
-        let n = self.hops.len();
         let p = self.packets.entry(key).or_insert_with(|| Packet {
             last_ts: e.hop.ts,
-            shared: Branch {
-                hops: vec![None; n],
-                ..Default::default()
-            },
+            shared: Branch::default(),
             dests: BTreeMap::new(),
         });
         p.last_ts = p.last_ts.max(e.hop.ts);
@@ -278,10 +356,7 @@ impl Assembler {
                 let p = self.packet(&e, key);
                 let shared_last = p.shared.hops.iter().rposition(|h| h.is_some());
                 let branch = match dest {
-                    Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
-                        hops: vec![None; n],
-                        ..Default::default()
-                    }),
+                    Some(d) => p.dests.entry(d).or_default(),
                     None => &mut p.shared,
                 };
                 // the hop the frame had reached when it was freed
@@ -302,10 +377,7 @@ impl Assembler {
                 Some((hop, dest)) => {
                     let p = self.packet(&e, key);
                     let branch = match dest {
-                        Some(d) => p.dests.entry(d).or_insert_with(|| Branch {
-                            hops: vec![None; n],
-                            ..Default::default()
-                        }),
+                        Some(d) => p.dests.entry(d).or_default(),
                         None => &mut p.shared,
                     };
                     if branch.hops[hop].is_some() {
@@ -316,13 +388,12 @@ impl Assembler {
                         self.counters.duplicates_per_hop[hop] += 1;
                     } else {
                         branch.hops[hop] = Some(e.hop.ts);
-                        branch.who.resize(n, None);
                         branch.who[hop] = Some(HopWho {
                             cpu: e.hop.cpu,
                             tid: e.hop.tid,
                         });
                         branch.last_cpu = e.hop.cpu;
-                        branch.last_comm = e.hop.comm.clone();
+                        branch.last_comm = e.hop.comm;
                     }
                 }
             },
@@ -355,27 +426,16 @@ impl Assembler {
     /// Emit packets idle for `linger_ns` (all of them when `all`).
     pub fn expire(&mut self, all: bool) -> Vec<Timeline> {
         let limit = self.newest_ts.saturating_sub(self.linger_ns);
-        let done: Vec<PacketKey> = self
+        // Taken out in one pass (no key copied, no second lookup), each
+        // with its first hop time computed once, then ordered by it.
+        let mut done: Vec<(Option<u64>, PacketKey, Packet)> = self
             .packets
-            .iter()
-            .filter(|(_, p)| all || p.last_ts < limit)
-            .map(|(k, _)| k.clone())
+            .extract_if(|_, p| all || p.last_ts < limit)
+            .map(|(k, p)| (first_hop(&p), k, p))
             .collect();
-        let mut sorted: Vec<(PacketKey, Packet)> = done
-            .into_iter()
-            .filter_map(|k| self.packets.remove_entry(&k))
-            .collect();
-        sorted.sort_by_key(|(_, p)| {
-            p.shared
-                .hops
-                .iter()
-                .chain(p.dests.values().flat_map(|b| b.hops.iter()))
-                .flatten()
-                .min()
-                .copied()
-        });
+        done.sort_unstable_by_key(|(first, _, _)| *first);
         let mut out = Vec::new();
-        for (id, p) in sorted {
+        for (_, id, p) in done {
             out.extend(self.finish(id, p));
         }
         out
@@ -439,24 +499,18 @@ impl Assembler {
             PacketIdentity::Other { flow_hash, .. }
             | PacketIdentity::SvMalformed { flow_hash, .. } => (0, *flow_hash as u64),
         };
-        let mut branches: Vec<(Option<String>, Branch)> =
+        let mut branches: Vec<(Option<Dest>, Branch)> =
             p.dests.into_iter().map(|(d, b)| (Some(d), b)).collect();
         let shared = p.shared;
         if branches.is_empty() {
-            branches.push((
-                None,
-                Branch {
-                    hops: vec![None; self.hops.len()],
-                    ..Default::default()
-                },
-            ));
+            branches.push((None, Branch::default()));
         }
         let mut out = Vec::new();
         for (dest, b) in branches {
-            let hops: Vec<Option<u64>> = shared
-                .hops
+            let n = self.hops.len();
+            let hops: Vec<Option<u64>> = shared.hops[..n]
                 .iter()
-                .zip(&b.hops)
+                .zip(&b.hops[..n])
                 .map(|(s, d)| d.or(*s))
                 .collect();
             let who: Vec<Option<HopWho>> = (0..hops.len())
@@ -494,14 +548,14 @@ impl Assembler {
             }
             self.counters.timelines += 1;
             let (last_cpu, last_comm) = if b.last_comm.is_empty() {
-                (shared.last_cpu, shared.last_comm.clone())
+                (shared.last_cpu, shared.last_comm.to_string_lossy())
             } else {
-                (b.last_cpu, b.last_comm.clone())
+                (b.last_cpu, b.last_comm.to_string_lossy())
             };
             out.push(Timeline {
                 identity: id.clone(),
                 stream: stream.clone(),
-                dest,
+                dest: dest.map(|d| d.to_string()),
                 hops,
                 status,
                 drop_reason: drop.map(|(r, _)| self.reasons.name(r)),
@@ -520,219 +574,4 @@ impl Assembler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use hoptrace_probes::devices::DeviceInfo;
-    use hoptrace_probes::event::CompactHop;
-
-    fn dev(name: &str, tap: bool) -> DeviceInfo {
-        DeviceInfo {
-            name: name.into(),
-            kind: if tap { "tun".into() } else { "veth".into() },
-            is_tap: tap,
-            netns_name: None,
-        }
-    }
-
-    fn ev(tp: TracePoint, ts: u64, skb: u64, ifindex: u32, smp: u16) -> HopEvent {
-        HopEvent {
-            hop: CompactHop {
-                ts,
-                tracepoint: tp,
-                skb,
-                ifindex,
-                netns: 1,
-                cpu: 0,
-                pid: 1,
-                tid: 1,
-                comm: "t".into(),
-                drop_reason: 2,
-            },
-            identity: PacketIdentity::Sv {
-                dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
-                app_id: 0x4000,
-                sv_id: b"MU01".to_vec(),
-                smp_cnt: smp,
-            },
-        }
-    }
-
-    fn assembler() -> Assembler {
-        let mut t = DeviceTable::default();
-        t.insert(1, 2, dev("veth0", false));
-        t.insert(1, 3, dev("tap0", true));
-        t.insert(1, 4, dev("tap1", true));
-        Assembler::new(
-            Profile::Hypervisor,
-            t,
-            DropReasons::from_pairs(&[(2, "SKB_DROP_REASON_NOT_SPECIFIED")]),
-            4000,
-            1000,
-        )
-    }
-
-    #[test]
-    fn cloned_frame_gives_one_timeline_per_tap() {
-        use TracePoint::*;
-        let mut a = assembler();
-        let mut out = Vec::new();
-        for e in [
-            ev(NetifReceiveSkb, 10, 100, 2, 5),
-            ev(NetDevStartXmit, 20, 101, 3, 5),
-            ev(NetDevXmit, 30, 101, 3, 5),
-            ev(NetDevStartXmit, 25, 102, 4, 5),
-            ev(NetDevXmit, 35, 102, 4, 5),
-            ev(SkbCopyDatagramIovec, 50, 101, 0, 5),
-            ev(KfreeSkb, 60, 102, 4, 5),
-        ] {
-            out.extend(a.push(e));
-        }
-        assert!(out.is_empty(), "nothing expires before the linger time");
-        out.extend(a.push(ev(NetifReceiveSkb, 5000, 200, 2, 6)));
-        assert_eq!(out.len(), 2);
-        let t0 = &out[0];
-        assert_eq!(t0.dest.as_deref(), Some("tap0"));
-        assert_eq!(t0.hops, vec![Some(10), Some(20), Some(30), Some(50), None]);
-        assert_eq!(t0.status, PacketStatus::Ok);
-        let t1 = &out[1];
-        assert_eq!(t1.dest.as_deref(), Some("tap1"));
-        assert_eq!(t1.status, PacketStatus::Dropped);
-        assert_eq!(
-            t1.drop_reason.as_deref(),
-            Some("SKB_DROP_REASON_NOT_SPECIFIED")
-        );
-        assert_eq!(t1.drop_hop.as_deref(), Some("tap_xmit"));
-        let rest = a.expire(true);
-        assert_eq!(rest.len(), 1);
-        assert_eq!(rest[0].status, PacketStatus::Incomplete);
-        assert_eq!(a.counters.incomplete, 1);
-    }
-
-    #[test]
-    fn linger_longer_than_a_wrap_keeps_the_same_smpcnt_of_two_wraps_apart() {
-        use TracePoint::*;
-        let mut t = DeviceTable::default();
-        t.insert(1, 2, dev("veth0", false));
-        t.insert(1, 3, dev("tap0", true));
-        // linger 2 s: every packet below is still in flight when smpCnt 5
-        // comes again one wrap (1 s at 4000/s) later
-        let mut a = Assembler::new(
-            Profile::Hypervisor,
-            t,
-            DropReasons::from_pairs(&[]),
-            4000,
-            2_000_000_000,
-        );
-        let mut out = Vec::new();
-        for (i, smp) in [5u16, 2000, 3999, 0, 5].into_iter().enumerate() {
-            let t0 = smp as u64 * 250_000 + if i >= 3 { 1_000_000_000 } else { 0 };
-            let skb = 100 + i as u64;
-            for e in [
-                ev(NetifReceiveSkb, t0, skb, 2, smp),
-                ev(NetDevStartXmit, t0 + 10, skb, 3, smp),
-                ev(NetDevXmit, t0 + 20, skb, 3, smp),
-                ev(SkbCopyDatagramIovec, t0 + 30, skb, 0, smp),
-            ] {
-                out.extend(a.push(e));
-            }
-        }
-        assert!(out.is_empty(), "all still lingering");
-        out.extend(a.expire(true));
-        assert_eq!(a.counters.duplicates, 0);
-        let mut seqs: Vec<(u64, u32, PacketStatus)> =
-            out.iter().map(|t| (t.seq, t.epoch, t.status)).collect();
-        seqs.sort_by_key(|s| s.0);
-        assert_eq!(
-            seqs,
-            vec![
-                (5, 0, PacketStatus::Ok),
-                (2000, 0, PacketStatus::Ok),
-                (3999, 0, PacketStatus::Ok),
-                (4000, 1, PacketStatus::Ok),
-                (4005, 1, PacketStatus::Ok),
-            ]
-        );
-    }
-
-    /// Linger 1000 ns. The last packet before traffic stops is reported
-    /// once the clock is 1000 ns past its last hop, with no further event.
-    #[test]
-    fn the_last_packet_is_reported_when_the_clock_passes_its_linger() {
-        use TracePoint::*;
-        let mut a = assembler();
-        assert!(a.push(ev(NetifReceiveSkb, 10, 100, 2, 5)).is_empty());
-        assert!(a.push(ev(NetDevStartXmit, 20, 100, 3, 5)).is_empty());
-        assert!(a.advance_to(900).is_empty(), "within its linger");
-        // (scans are a quarter linger apart: 900, then 1150 at the earliest)
-        let out = a.advance_to(1200);
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0].hops.iter().flatten().count(), 2);
-        assert!(a.advance_to(5000).is_empty(), "reported once");
-    }
-
-    #[test]
-    fn epoch_increments_on_wrap() {
-        let mut a = assembler();
-        assert_eq!(a.epoch(b"s", 3998, true), 0);
-        assert_eq!(a.epoch(b"s", 3999, true), 0);
-        assert_eq!(a.epoch(b"s", 0, true), 1);
-        assert_eq!(a.epoch(b"s", 1, true), 1);
-        assert_eq!(a.epoch(b"s", 0, true), 1, "small reorder is not a wrap");
-        assert_eq!(
-            a.epoch(b"s", 3990, true),
-            0,
-            "late sample of the previous epoch"
-        );
-        assert_eq!(a.epoch(b"s", 2, true), 1, "and no second wrap after it");
-    }
-
-    #[test]
-    fn a_hop_lagging_its_ingress_by_more_than_half_a_wrap_stays_in_its_epoch() {
-        let mut a = assembler();
-        // Ingress of epoch 4 is at smpCnt 3935; the reader copies sample
-        // 1183 of that epoch 0.69 s (2752 samples) late.
-        a.epochs.insert(b"s".to_vec(), (3935, 4));
-        assert_eq!(a.epoch(b"s", 1183, false), 4, "a late copy is no wrap");
-        assert_eq!(
-            a.epoch(b"s", 3936, true),
-            4,
-            "and it did not move the reference"
-        );
-        assert_eq!(a.epoch(b"s", 0, true), 5);
-        // After the wrap, a copy of epoch 4's sample 3000 lags from before it.
-        assert_eq!(a.epoch(b"s", 3000, false), 4);
-        assert_eq!(a.epoch(b"s", 1, false), 5);
-    }
-
-    #[test]
-    fn a_late_hop_joins_its_own_timeline_not_a_new_one() {
-        use TracePoint::*;
-        let mut t = DeviceTable::default();
-        t.insert(1, 2, dev("veth0", false));
-        t.insert(1, 3, dev("tap0", true));
-        let reasons = DropReasons::from_pairs(&[(2, "SKB_DROP_REASON_NOT_SPECIFIED")]);
-        // A 2 s linger, a 4000/s stream arriving every 250 us for 0.9 s;
-        // sample 100 is forwarded to the tap only after 2800 later ingresses.
-        let mut a = Assembler::new(Profile::Hypervisor, t, reasons, 4000, 2_000_000_000);
-        let mut out = Vec::new();
-        for n in 0..3600u64 {
-            let ts = 1_000 + n * 250_000;
-            out.extend(a.push(ev(NetifReceiveSkb, ts, 10_000 + n, 2, (n % 4000) as u16)));
-            if n == 2900 {
-                out.extend(a.push(ev(NetDevStartXmit, ts + 10, 99_999, 3, 100)));
-            }
-        }
-        out.extend(a.expire(true));
-        let of_100: Vec<&Timeline> = out
-            .iter()
-            .filter(|t| matches!(t.identity, PacketIdentity::Sv { smp_cnt: 100, .. }))
-            .collect();
-        assert_eq!(of_100.len(), 1, "{of_100:?}");
-        assert_eq!(
-            of_100[0].hops.iter().flatten().count(),
-            2,
-            "rx and fwd in one timeline"
-        );
-        assert_eq!(of_100[0].epoch, 0);
-    }
-}
+mod tests;

@@ -9,6 +9,9 @@
 //! every hop to user space (hoptrace_probes::kstats); both views show them.
 //! With `--record`, the host checks (`hoptrace doctor`, host and the traced
 //! path) run first and their summary goes into the recording's metadata.
+//! `--dump-events FILE` also keeps every ring record as received;
+//! `--replay FILE` feeds such a dump through the same engine again
+//! ([`hoptrace_trace::replay`]) and says how fast it went.
 
 mod live;
 
@@ -20,6 +23,7 @@ use std::time::Duration;
 use hoptrace_os::Exit;
 use hoptrace_probes::Profile;
 use hoptrace_trace::driver::{parse_filter, run_trace, TraceOptions};
+use hoptrace_trace::replay::{replay_dump, ReplayOutcome};
 use hoptrace_units::{arg, CpuList};
 
 use crate::args::WITH_SCL;
@@ -144,6 +148,25 @@ pub struct Args {
     /// The BPF programs still run where the packets are.
     #[arg(long, value_name = "LIST", value_parser = arg::cpu_list)]
     cpu: Option<CpuList>,
+    /// Also write every ring buffer record as received, and a marker per
+    /// tick, into this new file (an event dump; never an existing file),
+    /// for --replay: the tracer's user space run again on the same input,
+    /// without BPF, root or traffic. About 70-170 bytes per hop event.
+    #[arg(long, value_name = "FILE", conflicts_with = "kernel_stats")]
+    dump_events: Option<PathBuf>,
+    /// Feed an event dump (--dump-events) through the tracer's user space
+    /// as fast as it goes: the same decoding, timelines, statistics and
+    /// (with --record) recording, built as the traced run was (profile,
+    /// rate, linger, hops, streams, devices from the dump); prints the
+    /// summary, then the events per second and per CPU second. Needs no
+    /// root. A cut dump replays every complete record, says how many bytes
+    /// were cut and exits with status 5.
+    #[arg(long, value_name = "FILE", conflicts_with_all = [
+        "ifaces", "netns", "profile", "hops", "streams", "filter", "live", "kernel_stats",
+        "duration", "count", "linger", "rate", "explain", "metrics", "dump_events",
+        "list_hops", "list_backends", "list_cpu_events", "frequency", "expect_streams",
+    ])]
+    replay: Option<PathBuf>,
     /// Print the CPU-activity events --explain records and exit.
     #[arg(long)]
     list_cpu_events: bool,
@@ -231,12 +254,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     crate::outputs::claim_record(
         "trace",
         args.record.as_deref(),
-        &[args.doctor_report.as_deref(), args.scl.scl.as_deref()],
+        &[
+            args.doctor_report.as_deref(),
+            args.scl.scl.as_deref(),
+            args.replay.as_deref(),
+        ],
         args.force,
     )?;
     // The host checks run before the probes attach (their interval would
     // otherwise be spent with the probes' own load on the CPUs).
-    let wants_doctor = args.record.is_some() || args.metrics.is_some();
+    // (A replay's host is not the traced one: no checks.)
+    let wants_doctor = args.replay.is_none() && (args.record.is_some() || args.metrics.is_some());
     let doctor = match (wants_doctor, args.no_doctor) {
         (true, false) => crate::doctor::summary_for_recording(
             args.doctor_report.as_deref(),
@@ -245,7 +273,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )?,
         _ => None,
     };
-    let live = args.live || (tty && !args.plain && args.record.is_none());
+    let live =
+        args.replay.is_none() && (args.live || (tty && !args.plain && args.record.is_none()));
     let periodic = !live && (args.plain || !tty || args.record.is_none());
     let opts = TraceOptions {
         ifaces: args.ifaces,
@@ -274,7 +303,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         metrics: args.metrics,
         retention: hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk),
         configured,
+        dump_events: args.dump_events,
     };
+    if let Some(dump) = &args.replay {
+        let outcome = replay_dump(dump, &opts, &mut std::io::stdout())?;
+        println!("{}", replay_line(&outcome));
+        if let Some(e) = &outcome.stopped {
+            eprintln!("hoptrace trace --replay: {e}");
+            return Ok(Exit::Partial.into());
+        }
+        return Ok(if outcome.summary.lost.total() > 0 {
+            Exit::Partial.into()
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;
     let mut out = std::io::stdout();
@@ -312,6 +355,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The replay's speed: records and hop events, per second of wall time
+/// and per second of CPU time (user + system, the process).
+fn replay_line(o: &ReplayOutcome) -> String {
+    let per = |n: u64, d: Duration| {
+        let s = d.as_secs_f64();
+        if s > 0.0 {
+            format!("{:.0}", n as f64 / s)
+        } else {
+            "-".into()
+        }
+    };
+    let ns = if o.records > 0 {
+        o.cpu.as_nanos() as f64 / o.records as f64
+    } else {
+        0.0
+    };
+    format!(
+        "replay: {} records, {} hop events, {} ticks in {:.3} s wall, {:.3} s CPU: {} records/s, {} records/s per core ({ns:.0} ns CPU per record), {} hop events/s per core",
+        o.records,
+        o.summary.events,
+        o.ticks,
+        o.wall.as_secs_f64(),
+        o.cpu.as_secs_f64(),
+        per(o.records, o.wall),
+        per(o.records, o.cpu),
+        per(o.summary.events, o.cpu)
+    )
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
                 "hoptrace-sv",
                 "hoptrace-pcap",
                 "hoptrace-record",
+                "hoptrace-dump",
                 "hoptrace-exit-reasons",
                 "hoptrace-bpf-build",
                 "hoptrace-kernel-abi",
@@ -104,6 +105,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
             vec![
                 "hoptrace-probes",
                 "hoptrace-cpu",
+                "hoptrace-dump",
                 "hoptrace-metrics",
                 "hoptrace-exit-reasons",
                 "hoptrace-kernel-abi",

@@ -4,8 +4,10 @@
 //! the `privileged/` folder): `scripts/test.sh` runs them one at a time,
 //! after every other test ran in parallel.
 
+mod replay;
 mod support;
 mod privileged {
+    mod trace_dump;
     mod trace_evict;
     mod trace_khist;
     mod trace_kstats;

@@ -298,7 +298,7 @@ fn timeline(s: u64, n: u64) -> Timeline {
         identity: PacketIdentity::Sv {
             dst_mac: mac(s),
             app_id: 0x4000 + s as u16,
-            sv_id: stream(s).into_bytes(),
+            sv_id: stream(s).into_bytes().into(),
             smp_cnt: (n % RATE) as u16,
         },
         stream: stream(s),

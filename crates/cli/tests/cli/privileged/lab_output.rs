@@ -1,8 +1,10 @@
 //! What `lab run` prints, sized for a terminal: `lab run bridge --duration
 //! 10s` stays under 150 lines, and its per-second blocks are per interval:
-//! a spike injected at one moment (the tap reader stopped for 40 ms) shows
+//! a spike injected at one moment (the tap reader stopped for 150 ms) shows
 //! in the one or two blocks around it, not in every block after it as a
-//! cumulative maximum would.
+//! cumulative maximum would. 150 ms stands well above what scheduling on a
+//! busy 2-CPU host gives this path (up to about 90 ms seen while the host
+//! compiled), and the tap's queue (1000 frames) holds its 600 frames.
 
 use crate::lab_common;
 
@@ -12,6 +14,11 @@ use std::time::{Duration, Instant};
 use lab_common::{hoptrace, H};
 
 const LAB: &str = "lbud";
+/// How long the tap reader is stopped.
+const SPIKE: Duration = Duration::from_millis(150);
+/// A block's maximum at or over this holds the spike (the stop, less the
+/// time a signal takes).
+const SPIKE_SEEN_NS: u64 = 120_000_000;
 
 /// Removes the lab even when the test fails.
 struct Guard;
@@ -67,7 +74,7 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the publisher, then 4 s, then the reader stopped for 40 ms.
+    // Wait for the publisher, then 4 s, then the reader stopped for SPIKE.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -77,8 +84,8 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
         assert!(Instant::now() < deadline, "no publisher started:\n{text}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    // The spike: the tap reader stopped for 40 ms (SIGSTOP, SIGCONT), so
-    // the frames of those 40 ms wait in the tap's queue. (A SCHED_FIFO
+    // The spike: the tap reader stopped for SPIKE (SIGSTOP, SIGCONT), so
+    // the frames of that time wait in the tap's queue. (A SCHED_FIFO
     // spinner on the reader's CPU is not deterministic: the kernel's fair
     // deadline server may run the reader inside the spin.)
     let pid = forwarder_pid().expect("the lab's tap forwarder");
@@ -94,7 +101,7 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
     std::thread::sleep(Duration::from_secs(4));
     // SAFETY: signals to the lab's own forwarder process.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    std::thread::sleep(Duration::from_millis(40));
+    std::thread::sleep(SPIKE);
     // SAFETY: as above.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     let status = run.wait().unwrap();
@@ -157,18 +164,18 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
         assert!(placement.contains("one CPU allowed"), "{placement}");
     }
 
-    // The per-second blocks' end_to_end maxima: the 40 ms spike in one or
-    // two of them (it may straddle a second), not in every later one.
+    // The per-second blocks' end_to_end maxima: the spike in one or two of
+    // them (it may straddle a second), not in every later one.
     let maxima: Vec<u64> = text
         .lines()
         .filter(|l| l.starts_with("trace |   end_to_end "))
         .filter_map(block_max_ns)
         .collect();
     assert!(maxima.len() >= 8, "per-second blocks: {maxima:?}\n{text}");
-    let spiked = maxima.iter().filter(|&&m| m >= 35_000_000).count();
+    let spiked = maxima.iter().filter(|&&m| m >= SPIKE_SEEN_NS).count();
     assert!(
         (1..=2).contains(&spiked),
-        "the 40 ms spike shows in {spiked} of the per-second blocks {maxima:?}:\n{text}"
+        "the {SPIKE:?} spike shows in {spiked} of the per-second blocks {maxima:?}:\n{text}"
     );
     // The whole run's summary has it too.
     let whole = text
@@ -177,5 +184,5 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
         .find(|l| l.starts_with("trace |   end_to_end "))
         .and_then(block_max_ns)
         .expect("the summary's end_to_end line");
-    assert!(whole >= 35_000_000, "{text}");
+    assert!(whole >= SPIKE_SEEN_NS, "{text}");
 }

@@ -145,6 +145,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         metrics: None,
         retention: None,
         configured: vec![],
+        dump_events: None,
     }
 }
 

@@ -1,0 +1,4 @@
+//! The integration tests of `crates/dump`: one test binary, a module per
+//! subject.
+
+mod untrusted_bytes;
