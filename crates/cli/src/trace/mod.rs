@@ -201,20 +201,41 @@ fn parse_linger(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `--list-hops`, `--list-backends`, `--list-cpu-events`: print the list
+/// asked for; false when none was.
+fn print_a_list(args: &Args) -> anyhow::Result<bool> {
     if args.list_hops {
         print!("{}", hoptrace_probes::catalogue::render_catalogue());
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.list_backends {
+    } else if args.list_backends {
         print!("{}", hoptrace_probes::loader::describe_backends()?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if args.list_cpu_events {
+    } else if args.list_cpu_events {
         print!(
             "{}",
             hoptrace_cpu::catalogue::describe(hoptrace_cpu::flight::event_presence())
         );
+    } else {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// `--replay DUMP`: the dump through the engine, its summary and speed.
+fn replay(dump: &std::path::Path, opts: &TraceOptions) -> anyhow::Result<ExitCode> {
+    let outcome = replay_dump(dump, opts, &mut std::io::stdout())?;
+    println!("{}", replay_line(&outcome));
+    if let Some(e) = &outcome.stopped {
+        eprintln!("hoptrace trace --replay: {e}");
+        return Ok(Exit::Partial.into());
+    }
+    Ok(if outcome.summary.lost.total() > 0 {
+        Exit::Partial.into()
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if print_a_list(&args)? {
         return Ok(ExitCode::SUCCESS);
     }
     // First, so that every thread the tracer starts inherits the CPU set.
@@ -306,17 +327,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         dump_events: args.dump_events,
     };
     if let Some(dump) = &args.replay {
-        let outcome = replay_dump(dump, &opts, &mut std::io::stdout())?;
-        println!("{}", replay_line(&outcome));
-        if let Some(e) = &outcome.stopped {
-            eprintln!("hoptrace trace --replay: {e}");
-            return Ok(Exit::Partial.into());
-        }
-        return Ok(if outcome.summary.lost.total() > 0 {
-            Exit::Partial.into()
-        } else {
-            ExitCode::SUCCESS
-        });
+        return replay(dump, &opts);
     }
     // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
     let stop = hoptrace_os::stop_flag()?;
