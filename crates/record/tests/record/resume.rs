@@ -47,46 +47,40 @@ fn policy() -> RotatePolicy {
 fn a_restarted_recorder_continues_its_recording_after_a_killed_run_and_every_closed_row_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("rec");
-    // First run: 250 rows, closed (segments 1..3).
-    let (mut w, resumed) =
-        RecordingWriter::resume(&dir, meta("sv-subscribe", &["rx", "app"]), policy()).unwrap();
-    assert_eq!(resumed, None, "a new directory starts a new recording");
-    for s in 0..250 {
-        w.append(&row(s, 2)).unwrap();
-    }
-    w.close().unwrap();
-    // Second run: killed with 30 rows in its open segment (4, left .partial).
-    let (mut w, resumed) =
-        RecordingWriter::resume(&dir, meta("sv-subscribe", &["rx", "app"]), policy()).unwrap();
-    assert_eq!(
-        resumed,
+    // One run of the recorder: resumed, `seqs` appended, then closed, or
+    // killed (its open segment left `.partial`).
+    let run = |seqs: std::ops::Range<u64>, killed: bool| {
+        let (mut w, resumed) =
+            RecordingWriter::resume(&dir, meta("sv-subscribe", &["rx", "app"]), policy()).unwrap();
+        for s in seqs {
+            w.append(&row(s, 2)).unwrap();
+        }
+        if killed {
+            w.flush().unwrap();
+            std::mem::forget(w);
+        } else {
+            w.close().unwrap();
+        }
+        resumed
+    };
+    let resumed = |earlier_segments, cut_segments, next_segment| {
         Some(resume::Resumed {
-            earlier_segments: 3,
-            cut_segments: 0,
-            next_segment: 4
+            earlier_segments,
+            cut_segments,
+            next_segment,
         })
+    };
+    // First run: 250 rows, closed (segments 1..3).
+    assert_eq!(
+        run(0..250, false),
+        None,
+        "a new directory starts a new recording"
     );
-    for s in 250..280 {
-        w.append(&row(s, 2)).unwrap();
-    }
-    w.flush().unwrap();
-    std::mem::forget(w);
+    // Second run: killed with 30 rows in its open segment (4, left .partial).
+    assert_eq!(run(250..280, true), resumed(3, 0, 4));
     assert!(dir.join("segment-000004.parquet.partial").exists());
     // Third run: continues after the cut segment.
-    let (mut w, resumed) =
-        RecordingWriter::resume(&dir, meta("sv-subscribe", &["rx", "app"]), policy()).unwrap();
-    assert_eq!(
-        resumed,
-        Some(resume::Resumed {
-            earlier_segments: 3,
-            cut_segments: 1,
-            next_segment: 5
-        })
-    );
-    for s in 1000..1120 {
-        w.append(&row(s, 2)).unwrap();
-    }
-    w.close().unwrap();
+    assert_eq!(run(1000..1120, false), resumed(3, 1, 5));
 
     let r = RecordingReader::open(&dir).unwrap();
     assert_eq!(r.total_rows(), 250 + 120);
