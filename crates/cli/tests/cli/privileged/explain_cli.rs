@@ -493,13 +493,12 @@ fn check_reports(
         .iter()
         .find(|p| p.kind != "steal")
         .expect("a part other than steal");
+    let label = top.label();
     assert!(
         page.match_indices("<title>cpu").any(|(i, _)| page[i..]
             .split_once("</title>")
-            .is_some_and(|(t, _)| t.contains(&format!(" {} {}: ", top.kind, top.name)))),
-        "no lane piece `{} {}` of the longest spike in the HTML",
-        top.kind,
-        top.name
+            .is_some_and(|(t, _)| t.contains(&format!(" {label}: ")))),
+        "no lane piece `{label}` of the longest spike in the HTML"
     );
     assert!(
         page.contains(&format!("<td>{hog_name}</td>")),
