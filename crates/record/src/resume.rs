@@ -43,6 +43,16 @@ fn segment_number(name: &str) -> Option<(u64, bool)> {
     Some((digits.parse().ok()?, partial))
 }
 
+/// Whether `dir` holds segment files (closed, or left open by a killed
+/// run): a recording a new run would have to continue or replace.
+pub fn holds_segments(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| segment_number(&e.file_name().to_string_lossy()).is_some())
+    })
+}
+
 /// The columns of a recording, in order: hop columns then extra columns.
 fn columns(m: &RecordingMeta) -> Vec<&str> {
     m.hops

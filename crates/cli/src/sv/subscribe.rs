@@ -391,15 +391,6 @@ impl Metrics {
     }
 }
 
-/// Whether `dir` holds recording segments (closed or left open).
-fn holds_a_recording(dir: &std::path::Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("segment-"))
-    })
-}
-
 /// Claim `--record` (src/outputs.rs) unless `--resume` continues what it
 /// holds; a refused recording names `--resume`.
 fn claim_recording(args: &Args, inputs: &[Option<&std::path::Path>]) -> Result<()> {
@@ -413,10 +404,12 @@ fn claim_recording(args: &Args, inputs: &[Option<&std::path::Path>]) -> Result<(
     }
     crate::outputs::claim_record("sv subscribe", args.record.as_deref(), inputs, args.force)
         .map_err(|e| match args.record.as_deref() {
-            Some(dir) if !args.force && holds_a_recording(dir) => crate::exit::usage(format!(
-                "{}; or pass --resume to continue the recording it holds",
-                crate::exit::message_of(&e)
-            )),
+            Some(dir) if !args.force && hoptrace_record::resume::holds_segments(dir) => {
+                crate::exit::usage(format!(
+                    "{}; or pass --resume to continue the recording it holds",
+                    crate::exit::message_of(&e)
+                ))
+            }
             _ => e,
         })
 }
