@@ -3,7 +3,7 @@
 //! Each recording is analyzed twice: over all its data and over the chosen
 //! data range (`--from/--to` or `--skip-warmup`), when one is given. The
 //! figure compared is the end-to-end stage over all streams (or the chosen
-//! stage): min / mean / max / stddev, p99, p99.9 and the counts above
+//! stage): min / mean / max / stddev, p50, p99, p99.9 and the counts above
 //! 500 us and 1 ms, plus losses.
 
 use std::fmt::Write;
@@ -25,6 +25,7 @@ pub struct CompareFigures {
     pub mean_ns: Option<f64>,
     pub max_ns: Option<i64>,
     pub stddev_ns: Option<f64>,
+    pub p50_ns: Option<i64>,
     pub p99_ns: Option<i64>,
     pub p99_9_ns: Option<i64>,
     pub p99_meaningful: bool,
@@ -53,6 +54,7 @@ pub struct CompareRow {
 
 fn figures(a: &Analyzer, stage: usize) -> (CompareFigures, LatencyStats) {
     let s = a.stage_all_streams(stage);
+    let p50 = s.percentile_sorted(0.5);
     let p99 = s.percentile_sorted(0.99);
     let p999 = s.percentile_sorted(0.999);
     let above = s.above();
@@ -63,6 +65,7 @@ fn figures(a: &Analyzer, stage: usize) -> (CompareFigures, LatencyStats) {
         mean_ns: s.mean(),
         max_ns: s.max(),
         stddev_ns: s.stddev(),
+        p50_ns: p50.value_ns,
         p99_ns: p99.value_ns,
         p99_9_ns: p999.value_ns,
         p99_meaningful: p99.meaningful,
@@ -143,6 +146,7 @@ fn cells(f: &CompareFigures) -> Vec<String> {
         nsf(f.mean_ns),
         ns(f.max_ns),
         nsf(f.stddev_ns),
+        ns(f.p50_ns),
         nm(f.p99_ns, f.p99_meaningful),
         nm(f.p99_9_ns, f.p99_9_meaningful),
         f.above_500us.to_string(),
@@ -154,11 +158,36 @@ fn cells(f: &CompareFigures) -> Vec<String> {
 
 /// Column names: `>500.0 us` and `>1.000 ms` are the spike thresholds.
 fn head() -> Vec<String> {
-    let mut h: Vec<String> = ["count", "min", "mean", "max", "stddev", "p99", "p99.9"]
-        .map(String::from)
-        .into();
+    let mut h: Vec<String> = [
+        "count", "min", "mean", "max", "stddev", "p50", "p99", "p99.9",
+    ]
+    .map(String::from)
+    .into();
     h.extend([BIG_SPIKE_NS, HUGE_SPIKE_NS].map(|t| format!(">{}", format_duration_ns(t))));
     h.extend(["negative", "lost"].map(String::from));
+    h
+}
+
+/// The same columns in words, with what each counts on hover.
+fn html_head() -> Vec<(String, &'static str)> {
+    let mut h: Vec<(String, &'static str)> = [
+        ("packets", "latencies measured"),
+        ("min", "smallest latency"),
+        ("mean", "mean latency"),
+        ("max", "largest latency"),
+        ("stddev", "standard deviation"),
+        ("p50", "median (nearest rank)"),
+        ("p99", "99th percentile (nearest rank)"),
+        ("p99.9", "99.9th percentile (nearest rank)"),
+    ]
+    .map(|(n, t)| (n.to_string(), t))
+    .into();
+    h.extend(
+        [BIG_SPIKE_NS, HUGE_SPIKE_NS]
+            .map(|t| (format!("over {}", format_duration_ns(t)), "packets above")),
+    );
+    h.push(("negative".into(), "latencies below zero (clock offsets)"));
+    h.push(("lost".into(), "samples missing from the sequence"));
     h
 }
 
@@ -239,17 +268,34 @@ fn emulated(rows: &[CompareRow]) -> impl Iterator<Item = (&str, &str)> {
         .filter_map(|r| Some((r.name.as_str(), r.emulation.as_deref()?)))
 }
 
-/// HTML table for the comparison page.
+/// HTML table for the comparison page: a header row naming the data each
+/// group of columns covers (all data, the chosen range), then the columns
+/// in words.
 pub fn html_table(rows: &[CompareRow]) -> String {
-    let (header, body) = table(rows);
+    let (_, body) = table(rows);
     let esc = |s: &str| {
         s.replace('&', "&amp;")
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
-    let mut out = String::from("<table><tr>");
-    for h in header {
-        let _ = write!(out, "<th>{}</th>", esc(&h));
+    let cols = html_head();
+    let has_range = rows.iter().any(|r| r.range.is_some());
+    let mut out = format!(
+        "<table><tr><th rowspan=2>recording</th><th rowspan=2>stage</th><th class=group colspan={n}>all data</th>",
+        n = cols.len()
+    );
+    if has_range {
+        let _ = write!(
+            out,
+            "<th class=group colspan={}>chosen data range</th>",
+            cols.len()
+        );
+    }
+    out.push_str("</tr><tr>");
+    for _ in 0..if has_range { 2 } else { 1 } {
+        for (name, what) in &cols {
+            let _ = write!(out, "<th title=\"{what}\">{}</th>", esc(name));
+        }
     }
     out.push_str("</tr>");
     for r in body {
@@ -269,4 +315,63 @@ pub fn html_table(rows: &[CompareRow]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{html_table, CompareFigures, CompareRow};
+
+    fn figures(p50: i64) -> CompareFigures {
+        CompareFigures {
+            count: 100,
+            min_ns: Some(1_000),
+            mean_ns: Some(30_000.0),
+            max_ns: Some(90_000),
+            stddev_ns: Some(2_000.0),
+            p50_ns: Some(p50),
+            p99_ns: Some(80_000),
+            p99_9_ns: Some(90_000),
+            p99_meaningful: true,
+            p99_9_meaningful: false,
+            above_500us: 0,
+            above_1ms: 0,
+            negative: 0,
+            lost: 0,
+        }
+    }
+
+    #[test]
+    fn the_html_comparison_groups_its_columns_under_the_data_they_cover_and_shows_the_median() {
+        let row = CompareRow {
+            name: "bridge".into(),
+            path: "r".into(),
+            stage: "tx..app".into(),
+            all: figures(25_000),
+            range: Some(figures(24_000)),
+            emulation: None,
+            partial: None,
+        };
+        let t = html_table(&[row]);
+        assert!(
+            t.contains("<th class=group colspan=12>all data</th>"),
+            "{t}"
+        );
+        assert!(
+            t.contains("<th class=group colspan=12>chosen data range</th>"),
+            "{t}"
+        );
+        assert_eq!(t.matches(">p50</th>").count(), 2, "{t}");
+        assert_eq!(t.matches(">over 500.0 us</th>").count(), 2, "{t}");
+        assert!(!t.contains("all p99"), "no prefixed names: {t}");
+        // Each group's cells follow its columns: the median of all data, then
+        // of the range, each under its own p50.
+        let cells: Vec<&str> = t
+            .split("<td>")
+            .skip(1)
+            .map(|c| c.split("</td>").next().unwrap())
+            .collect();
+        assert_eq!(cells.len(), 2 + 2 * 12);
+        assert_eq!(cells[2 + 5], "25.0 us");
+        assert_eq!(cells[2 + 12 + 5], "24.0 us");
+    }
 }

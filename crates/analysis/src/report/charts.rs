@@ -1,21 +1,32 @@
 //! The SVG charts of the HTML reports, drawn with plotters' SVG backend
 //! (inline, no script): latency over time (the min/max envelope of each
-//! time bucket), histograms (bins widen with the range, at most
-//! `MAX_BINS` bars, log count axis) and percentile curves (latency against
-//! 1/(1-p) on a log axis; when the latencies span more than two decades a
-//! chart on a logarithmic latency axis comes first, the linear one second).
+//! time bucket), where the time goes (the mean of each stage per time
+//! bucket, stacked: [`super::chart_breakdown`]), histograms (bins widen with
+//! the range, at most `MAX_BINS` bars, log count axis) and percentile
+//! curves (latency against 1/(1-p) on a log axis; when the latencies span
+//! more than two decades a chart on a logarithmic latency axis comes
+//! first, the linear one second).
+//!
+//! Each chart is a `<figure>`: the SVG, then its legend in HTML
+//! ([`super::chart_axes`]); axes are drawn in the unit of their range and
+//! every tick label carries it. Series take the colours of
+//! `series_color` in order, the same stream the same colour in every
+//! chart of a report.
 
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 
+use super::chart_axes::{legend_html, tail_tick, AxisUnit, Swatch};
 use crate::stats::LatencyStats;
 use crate::timeline::Bucket;
 
-const W: u32 = 1100;
-const H: u32 = 380;
+pub(super) const W: u32 = 1100;
+pub(super) const H: u32 = 380;
 
-fn series_color(i: usize) -> RGBColor {
-    const C: [RGBColor; 8] = [
+/// The colours of series in order: Tableau's ten, told apart by colour
+/// blind readers too. [`super::html::MAX_SERIES`] is their number.
+pub(super) fn series_color(i: usize) -> RGBColor {
+    const C: [RGBColor; 10] = [
         RGBColor(31, 119, 180),
         RGBColor(255, 127, 14),
         RGBColor(44, 160, 44),
@@ -24,12 +35,30 @@ fn series_color(i: usize) -> RGBColor {
         RGBColor(140, 86, 75),
         RGBColor(227, 119, 194),
         RGBColor(127, 127, 127),
+        RGBColor(188, 189, 34),
+        RGBColor(23, 190, 207),
     ];
     C[i % C.len()]
 }
 
-fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+/// How many colours `series_color` tells apart.
+pub const COLOURS: usize = 10;
+
+pub(super) fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing a chart failed: {e:?}")
+}
+
+/// The legend entries of `names`, each in its series' colour.
+fn entries<'a>(names: impl Iterator<Item = &'a String>) -> Vec<(String, RGBColor)> {
+    names
+        .enumerate()
+        .map(|(i, n)| (n.clone(), series_color(i)))
+        .collect()
+}
+
+/// A chart and its legend as one figure.
+pub(super) fn figure(svg: &str, legend: &str) -> String {
+    format!("<figure>{svg}{legend}</figure>")
 }
 
 /// Latency over time: min/max envelope per bucket, one series per stream.
@@ -39,43 +68,39 @@ pub fn svg_timeline(title: &str, series: &[(String, Vec<Bucket>)]) -> anyhow::Re
     let tmax = buckets().map(|b| b.start_ns).max().unwrap_or(1);
     let ymin = buckets().map(|b| b.min_ns).min().unwrap_or(0).min(0);
     let ymax = buckets().map(|b| b.max_ns).max().unwrap_or(1).max(1);
-    let x1 = ((tmax - t0) as f64 / 1e9).max(1e-3);
-    let (y0, y1) = (ymin as f64 / 1e3, ymax as f64 / 1e3 * 1.05);
+    let span_s = ((tmax - t0) as f64 / 1e9).max(1e-3);
+    let (tu, lu) = (
+        AxisUnit::time(span_s),
+        AxisUnit::latency(ymax.max(-ymin) as f64),
+    );
+    let (y0, y1) = (lu.of(ymin as f64), lu.of(ymax as f64) * 1.05);
     let mut svg = String::new();
     let axes = Axes {
-        x: (0f64..x1, "time since first packet (s)"),
-        y: (y0..y1, "latency (us)"),
+        x: (
+            0f64..tu.of(span_s),
+            "time since first packet",
+            Ticks::In(tu),
+        ),
+        y: (y0..y1, "latency", Ticks::In(lu)),
     };
-    draw_chart(
-        &mut svg,
-        title,
-        axes,
-        SeriesLabelPosition::MiddleRight,
-        |chart| {
-            for (i, (name, b)) in series.iter().enumerate() {
-                let c = series_color(i);
-                let x = |b: &Bucket| (b.start_ns - t0) as f64 / 1e9;
-                chart
-                    .draw_series(b.iter().map(|b| {
-                        PathElement::new(
-                            vec![(x(b), b.min_ns as f64 / 1e3), (x(b), b.max_ns as f64 / 1e3)],
-                            c.mix(0.5),
-                        )
-                    }))
-                    .map_err(plot_err)?;
-                chart
-                    .draw_series(LineSeries::new(
-                        b.iter().map(|b| (x(b), b.max_ns as f64 / 1e3)),
-                        c,
-                    ))
-                    .map_err(plot_err)?
-                    .label(format!("{name} max"))
-                    .legend(line_legend(c));
-            }
-            Ok(())
-        },
-    )?;
-    Ok(svg)
+    draw_chart(&mut svg, title, axes, |chart| {
+        for (i, (_, b)) in series.iter().enumerate() {
+            let c = series_color(i);
+            let x = |b: &Bucket| tu.of((b.start_ns - t0) as f64 / 1e9);
+            let y = |ns: i64| lu.of(ns as f64);
+            chart
+                .draw_series(b.iter().map(|b| {
+                    PathElement::new(vec![(x(b), y(b.min_ns)), (x(b), y(b.max_ns))], c.mix(0.5))
+                }))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(LineSeries::new(b.iter().map(|b| (x(b), y(b.max_ns))), c))
+                .map_err(plot_err)?;
+        }
+        Ok(())
+    })?;
+    let legend = legend_html(&entries(series.iter().map(|s| &s.0)), Swatch::Line);
+    Ok(figure(&svg, &legend))
 }
 
 /// Histogram with a log count axis. The recorded bins are 1 us wide; the
@@ -104,46 +129,41 @@ pub fn svg_histogram(title: &str, series: &[(String, &LatencyStats)]) -> anyhow:
         .max(1);
     let overflow: u64 = series.iter().map(|s| s.1.linear_view().1).sum();
     let negative: u64 = series.iter().map(|s| s.1.negatives()).sum();
-    let caption =
-        format!("{title} ({width} us bins; {overflow} above 10 ms, {negative} negative not shown)");
+    let caption = format!(
+        "{title} ({} bins; {overflow} above 10 ms, {negative} negative not shown)",
+        hoptrace_units::format_duration_ns(width as i64 * 1000)
+    );
+    let lu = AxisUnit::latency(last_bin as f64 * 1e3);
+    let x = |us: usize| lu.of(us as f64 * 1e3);
     let axes = Axes {
-        x: (0f64..(last_bin as f64 + 1.0), "latency (us)"),
+        x: (0f64..x(last_bin + 1), "latency", Ticks::In(lu)),
         y: (
             (0.8f64..(max_count as f64 * 2.0)).log_scale(),
-            "packets (log)",
+            "packets (log scale)",
+            COUNT,
         ),
     };
-    draw_chart(
-        &mut svg,
-        &caption,
-        axes,
-        SeriesLabelPosition::MiddleRight,
-        |chart| {
-            for (i, ((name, _), bins)) in series.iter().zip(&merged).enumerate() {
-                let c = series_color(i);
-                chart
-                    .draw_series(
-                        bins.iter()
-                            .enumerate()
-                            .filter(|(_, n)| **n > 0)
-                            .map(|(k, n)| {
-                                let from = (k * width) as f64;
-                                Rectangle::new(
-                                    [(from, 0.8), (from + width as f64, *n as f64)],
-                                    c.mix(0.45).filled(),
-                                )
-                            }),
-                    )
-                    .map_err(plot_err)?
-                    .label(name.clone())
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled())
-                    });
-            }
-            Ok(())
-        },
-    )?;
-    Ok(svg)
+    draw_chart(&mut svg, &caption, axes, |chart| {
+        for (i, bins) in merged.iter().enumerate() {
+            let c = series_color(i);
+            chart
+                .draw_series(
+                    bins.iter()
+                        .enumerate()
+                        .filter(|(_, n)| **n > 0)
+                        .map(|(k, n)| {
+                            Rectangle::new(
+                                [(x(k * width), 0.8), (x((k + 1) * width), *n as f64)],
+                                c.mix(0.45).filled(),
+                            )
+                        }),
+                )
+                .map_err(plot_err)?;
+        }
+        Ok(())
+    })?;
+    let legend = legend_html(&entries(series.iter().map(|s| &s.0)), Swatch::Block);
+    Ok(figure(&svg, &legend))
 }
 
 /// At most this many bars across a histogram.
@@ -163,7 +183,7 @@ fn merge_bins(bins: &[u64], width: usize) -> Vec<u64> {
     bins.chunks(width).map(|c| c.iter().sum()).collect()
 }
 
-/// Points (x = 1/(1-p), latency us) of a distribution, from its histogram.
+/// Points (x = 1/(1-p), latency ns) of a distribution, from its histogram.
 fn percentile_curve(s: &LatencyStats) -> Vec<(f64, f64)> {
     let n = s.count();
     if n == 0 {
@@ -178,22 +198,19 @@ fn percentile_curve(s: &LatencyStats) -> Vec<(f64, f64)> {
         let x = if p >= 1.0 { n as f64 } else { 1.0 / (1.0 - p) };
         pts.push((
             x.min(n as f64),
-            hist.highest_equivalent(b.value_iterated_to()) as f64 / 1e3,
+            hist.highest_equivalent(b.value_iterated_to()) as f64,
         ));
     }
     pts
 }
 
-/// Percentile plot with a log tail axis (x = 1/(1-p)).
-/// Percentile curves (x: 1/(1-p) on a log scale), with a linear latency
-/// axis and, when the curves span more than two decades, a second chart
-/// with a logarithmic latency axis (the body and the tail both readable).
+/// Percentile curves (x: 1/(1-p) on a log scale, labelled with the
+/// percentiles), with a linear latency axis and, when the curves span more
+/// than two decades, a second chart with a logarithmic latency axis (the
+/// body and the tail both readable).
 pub fn svg_percentiles(title: &str, series: &[(String, &LatencyStats)]) -> anyhow::Result<String> {
-    let curves: Vec<(String, Vec<(f64, f64)>)> = series
-        .iter()
-        .map(|(n, s)| (n.clone(), percentile_curve(s)))
-        .collect();
-    let points = || curves.iter().flat_map(|c| c.1.iter());
+    let curves: Vec<Vec<(f64, f64)>> = series.iter().map(|(_, s)| percentile_curve(s)).collect();
+    let points = || curves.iter().flat_map(|c| c.iter());
     let xmax = points().map(|p| p.0).fold(10.0f64, f64::max);
     let ymax = points().map(|p| p.1).fold(1.0f64, f64::max);
     let ymin = points()
@@ -201,87 +218,120 @@ pub fn svg_percentiles(title: &str, series: &[(String, &LatencyStats)]) -> anyho
         .filter(|y| *y > 0.0)
         .fold(f64::INFINITY, f64::min)
         .min(ymax);
-    let mut svg = String::new();
+    let legend = legend_html(&entries(series.iter().map(|s| &s.0)), Swatch::Line);
+    let mut out = String::new();
     // Latencies over more than two decades (a tail, or one configuration
     // far slower than the others, e.g. an emulated guest): on a linear
     // axis the lower curves lie flat on zero, so the logarithmic chart
     // comes first and the linear one follows.
     if ymax / ymin > 100.0 {
-        draw_percentiles(
-            &mut svg,
-            &format!("{title}, logarithmic latency axis"),
-            &curves,
-            xmax,
-            (ymin * 0.9..ymax * 1.1).log_scale(),
-            "latency (us, log scale)",
-        )?;
+        let mut svg = String::new();
+        let axes = Axes {
+            x: ((1f64..xmax * 1.5).log_scale(), "percentile", Ticks::Tail),
+            y: (
+                (ymin * 0.9..ymax * 1.1).log_scale(),
+                "latency (log scale)",
+                Ticks::Duration,
+            ),
+        };
+        let caption = format!("{title}, logarithmic latency axis");
+        draw_chart(&mut svg, &caption, axes, |chart| {
+            draw_curves(chart, &curves, |y| y)
+        })?;
+        out.push_str(&figure(&svg, &legend));
     }
-    draw_percentiles(
-        &mut svg,
-        title,
-        &curves,
-        xmax,
-        0f64..ymax * 1.05,
-        "latency (us)",
-    )?;
-    Ok(svg)
+    let lu = AxisUnit::latency(ymax);
+    let mut svg = String::new();
+    let axes = Axes {
+        x: ((1f64..xmax * 1.5).log_scale(), "percentile", Ticks::Tail),
+        y: (0f64..lu.of(ymax) * 1.05, "latency", Ticks::In(lu)),
+    };
+    draw_chart(&mut svg, title, axes, |chart| {
+        draw_curves(chart, &curves, |y| lu.of(y))
+    })?;
+    out.push_str(&figure(&svg, &legend));
+    Ok(out)
 }
 
-/// One percentile chart, the latency axis given by `y`.
-fn draw_percentiles<Y>(
-    svg: &mut String,
-    title: &str,
-    curves: &[(String, Vec<(f64, f64)>)],
-    xmax: f64,
-    y: Y,
-    y_desc: &str,
+/// The percentile curves, latencies (ns) mapped by `y`.
+fn draw_curves<XC, YC>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<XC, YC>>,
+    curves: &[Vec<(f64, f64)>],
+    y: impl Fn(f64) -> f64,
 ) -> anyhow::Result<()>
 where
-    Y: AsRangedCoord<Value = f64>,
-    Y::CoordDescType: ValueFormatter<f64>,
+    XC: Ranged<ValueType = f64>,
+    YC: Ranged<ValueType = f64>,
 {
-    let axes = Axes {
-        x: (
-            (1f64..xmax * 1.5).log_scale(),
-            "1/(1-p): 10 = p90, 100 = p99, 1000 = p99.9 ...",
-        ),
-        y: (y, y_desc),
-    };
-    draw_chart(svg, title, axes, SeriesLabelPosition::UpperLeft, |chart| {
-        for (i, (name, pts)) in curves.iter().enumerate() {
-            let c = series_color(i);
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
-                .map_err(plot_err)?
-                .label(name.clone())
-                .legend(line_legend(c));
-        }
-        Ok(())
-    })
+    for (i, pts) in curves.iter().enumerate() {
+        let c = series_color(i);
+        let line = pts.iter().map(|&(px, py)| (px, y(py)));
+        chart
+            .draw_series(LineSeries::new(line, c.stroke_width(2)))
+            .map_err(plot_err)?;
+    }
+    Ok(())
 }
 
-/// A chart's two axes: each a range (linear or `.log_scale()`) and its
-/// description.
-struct Axes<'d, X, Y> {
-    x: (X, &'d str),
-    y: (Y, &'d str),
+/// How an axis labels its ticks.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Ticks {
+    /// Values in this unit, each label with it (`30 ms`).
+    In(AxisUnit),
+    /// Values in ns, each label in its own unit (`20 us`, `1 ms`): for
+    /// logarithmic latency axes, which span decades.
+    Duration,
+    /// x = 1/(1-p) of a tail axis, labelled `p90`, `p99` ...
+    Tail,
+    /// Plain counts.
+    Count,
+}
+
+/// Counts of packets, plain numbers.
+const COUNT: Ticks = Ticks::Count;
+
+impl Ticks {
+    fn label(&self, v: f64) -> String {
+        match self {
+            Ticks::In(u) => u.tick(v),
+            Ticks::Duration => {
+                let u = AxisUnit::latency(v);
+                u.tick(u.of(v))
+            }
+            Ticks::Tail => tail_tick(v),
+            Ticks::Count => super::chart_axes::short_number(v),
+        }
+    }
+
+    /// The axis title: what it shows, and its unit where all ticks share one.
+    fn title(&self, what: &str) -> String {
+        match self {
+            Ticks::In(u) => format!("{what} ({})", u.symbol),
+            _ => what.to_string(),
+        }
+    }
+}
+
+/// A chart's two axes: each a range (linear or `.log_scale()`), what it
+/// shows and how its ticks are labelled.
+pub(super) struct Axes<'d, X, Y> {
+    pub x: (X, &'d str, Ticks),
+    pub y: (Y, &'d str, Ticks),
 }
 
 /// The chart being drawn, on axes `X` and `Y`.
-type Chart<'a, 'b, X, Y> = ChartContext<
+pub(super) type Chart<'a, 'b, X, Y> = ChartContext<
     'a,
     SVGBackend<'b>,
     Cartesian2d<<X as AsRangedCoord>::CoordDescType, <Y as AsRangedCoord>::CoordDescType>,
 >;
 
 /// Append one chart to `svg`, W x H on white: the caption, the axes with
-/// their mesh, what `draw` draws (each series with its legend entry), and
-/// the legend at `legend`.
-fn draw_chart<X, Y>(
+/// their mesh and labelled ticks, and what `draw` draws.
+pub(super) fn draw_chart<X, Y>(
     svg: &mut String,
     caption: &str,
     axes: Axes<'_, X, Y>,
-    legend: SeriesLabelPosition,
     draw: impl FnOnce(&mut Chart<'_, '_, X, Y>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()>
 where
@@ -297,33 +347,27 @@ where
         let mut chart = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 18))
             .margin(10)
+            .margin_right(30)
             .x_label_area_size(40)
-            .y_label_area_size(70)
+            .y_label_area_size(80)
             .build_cartesian_2d(axes.x.0, axes.y.0)
             .map_err(plot_err)?;
+        let (xt, yt) = (axes.x.2, axes.y.2);
+        let x_label = |v: &f64| xt.label(*v);
+        let y_label = |v: &f64| yt.label(*v);
         chart
             .configure_mesh()
-            .x_desc(axes.x.1)
-            .y_desc(axes.y.1)
+            .x_desc(xt.title(axes.x.1))
+            .y_desc(yt.title(axes.y.1))
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
             .draw()
             .map_err(plot_err)?;
         draw(&mut chart)?;
-        chart
-            .configure_series_labels()
-            .position(legend)
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .draw()
-            .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
     svg.push_str(&one);
     Ok(())
-}
-
-/// The legend entry of a line series of colour `c`: a short line.
-fn line_legend(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
-    move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c)
 }
 
 #[cfg(test)]
@@ -345,11 +389,11 @@ mod tests {
         let two = svg_percentiles("p", &[("a".into(), &wide)]).unwrap();
         assert_eq!(two.matches("<svg").count(), 2);
         assert!(two.contains("p, logarithmic latency axis"));
-        assert!(two.contains("latency (us, log scale)"));
+        assert!(two.contains("latency (log scale)"));
         // The logarithmic chart first (inside the first of the two SVGs):
         // on the linear one the body lies flat.
         assert!(
-            two.find("latency (us, log scale)").unwrap() < two.rfind("<svg").unwrap(),
+            two.find("latency (log scale)").unwrap() < two.rfind("<svg").unwrap(),
             "the logarithmic chart comes first"
         );
     }

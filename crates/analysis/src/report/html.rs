@@ -2,8 +2,9 @@
 //! ([`super::charts`]), no script and no external resource.
 //!
 //! Charts (per run, end-to-end stage or the last selected stage, one series
-//! per stream, at most [`MAX_SERIES`]): latency over time, histogram and
-//! percentile curves.
+//! per stream, at most [`MAX_SERIES`], the others named under them):
+//! latency over time, where the time goes (each hop-to-hop stage's mean
+//! over time, stacked), histogram and percentile curves.
 //!
 //! Tables: per stream and stage (same figures as the terminal), top spikes,
 //! run metadata (host, kernel, clocks, command line, tool version), and with
@@ -23,14 +24,19 @@ use crate::stats::LatencyStats;
 use crate::timeline::Bucket;
 use hoptrace_units::{format_duration_ns, format_instant};
 
+pub use super::chart_breakdown::{svg_stage_breakdown, StageBuckets};
 pub use super::charts::{svg_histogram, svg_percentiles, svg_timeline};
 
-pub const MAX_SERIES: usize = 8;
+/// Streams drawn in a chart: as many as there are colours told apart.
+pub const MAX_SERIES: usize = super::charts::COLOURS;
 
 const CSS: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\
 table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #bbb;padding:3px 7px;text-align:right;font-size:13px}\
 th{background:#eef}td:first-child,th:first-child{text-align:left}.nm{color:#999}.fail{color:#b00;font-weight:bold}\
-.pass{color:#070;font-weight:bold}.meta td{text-align:left}h2{border-bottom:2px solid #446;margin-top:32px}";
+.pass{color:#070;font-weight:bold}.meta td{text-align:left}h2{border-bottom:2px solid #446;margin-top:32px}\
+figure{margin:12px 0}.legend{display:flex;flex-wrap:wrap;gap:4px 18px;max-width:1100px;font-size:13px;padding-left:90px}\
+.entry{display:inline-flex;align-items:center;gap:6px}.swatch{display:inline-block;width:22px}\
+th.group{text-align:center;background:#dde}";
 
 pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -217,8 +223,9 @@ fn run_meta_table(b: &mut String, report: &Report, run: &RunReport) {
     b.push_str("</table>");
 }
 
-/// Timeline, histogram and percentile plots of one stage: end to end if
-/// present, else the last stage.
+/// Timeline, histogram and percentile plots of one stage (end to end if
+/// present, else the last stage), and between the timeline and the
+/// histogram where the time goes over the hop-to-hop stages.
 fn run_charts(b: &mut String, a: &Analyzer) -> anyhow::Result<()> {
     let si = a
         .stages
@@ -241,12 +248,55 @@ fn run_charts(b: &mut String, a: &Analyzer) -> anyhow::Result<()> {
         &format!("latency over time, {} (min/max per bucket)", stage.name),
         &tl,
     )?);
+    if let Some(svg) = svg_stage_breakdown("where the time goes, all streams", &hop_stages(a))? {
+        b.push_str(&svg);
+    }
     b.push_str(&svg_histogram(&format!("histogram, {}", stage.name), &st)?);
     b.push_str(&svg_percentiles(
         &format!("percentiles, {}", stage.name),
         &st,
     )?);
+    let undrawn: Vec<&str> = a
+        .streams
+        .values()
+        .skip(MAX_SERIES)
+        .map(|s| s.name.as_str())
+        .collect();
+    if !undrawn.is_empty() {
+        let _ = write!(
+            b,
+            "<p class=nm>The charts draw the first {MAX_SERIES} streams; not drawn ({}, in the tables below): {}</p>",
+            undrawn.len(),
+            esc(&undrawn.join(", "))
+        );
+    }
     Ok(())
+}
+
+/// The stages from each hop to the next, in path order, each with its
+/// buckets over all streams (the input of the stacked chart).
+fn hop_stages(a: &Analyzer) -> Vec<StageBuckets> {
+    let mut adjacent: Vec<usize> = (0..a.stages.len())
+        .filter(|&k| a.stages[k].to == a.stages[k].from + 1)
+        .collect();
+    adjacent.sort_by_key(|&k| a.stages[k].from);
+    adjacent
+        .into_iter()
+        .map(|k| StageBuckets {
+            name: a.stages[k].name.clone(),
+            buckets: a
+                .streams
+                .values()
+                .flat_map(|s| s.stages[k].envelope.buckets())
+                .collect(),
+            width_ns: a
+                .streams
+                .values()
+                .map(|s| s.stages[k].envelope.width_ns())
+                .max()
+                .unwrap_or(1),
+        })
+        .collect()
 }
 
 /// Statistics per stream and stage, then each stage over all streams.

@@ -41,6 +41,40 @@ const LABEL: f64 = 40.0;
 const ROW: f64 = 24.0;
 const TOP: f64 = 14.0;
 
+/// Height of the time axis under the lanes (ticks and their labels).
+const AXIS: f64 = 22.0;
+/// Ticks on the time axis, the stage's start and end included.
+const TICKS: usize = 5;
+
+/// The time axis under a stage's lanes: ticks from the stage's start
+/// (`0`) to its end, labelled in the unit of the stage's length.
+fn time_axis(s: &mut String, span_ns: f64, bottom: f64) {
+    let unit = super::chart_axes::AxisUnit::latency(span_ns);
+    let _ = write!(
+        s,
+        "<line x1=\"{LABEL}\" y1=\"{y:.1}\" x2=\"{x2:.1}\" y2=\"{y:.1}\" stroke=\"#000\"/>",
+        y = bottom + 2.0,
+        x2 = LABEL + WIDTH
+    );
+    for k in 0..TICKS {
+        let f = k as f64 / (TICKS - 1) as f64;
+        let x = LABEL + f * WIDTH;
+        let anchor = match k {
+            0 => "start",
+            k if k == TICKS - 1 => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{y1:.1}\" x2=\"{x:.1}\" y2=\"{y2:.1}\" stroke=\"#000\"/><text class=tick x=\"{x:.1}\" y=\"{ty:.1}\" font-size=\"10\" text-anchor=\"{anchor}\">{}</text>",
+            unit.tick(unit.of(f * span_ns)),
+            y1 = bottom + 2.0,
+            y2 = bottom + 6.0,
+            ty = bottom + 17.0
+        );
+    }
+}
+
 /// The CPUs of a stage's lanes: those the task was moved from, in the
 /// order it left them, then hop b's CPU (last, where the stage ends).
 fn lane_cpus(e: &ExplainedStage) -> Vec<u32> {
@@ -64,9 +98,10 @@ fn lane_svg(e: &Explanation) -> String {
     let bottom = TOP + ROW * cpus.len() as f64;
     let mut s = format!(
         "<svg width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
-        WIDTH + LABEL + 10.0,
-        bottom + 6.0
+        WIDTH + LABEL + 30.0,
+        bottom + AXIS
     );
+    time_axis(&mut s, span, bottom);
     for (row, cpu) in cpus.iter().enumerate() {
         let _ = write!(
             s,
@@ -117,7 +152,7 @@ pub fn explained_section(b: &mut String, run: &RunReport) {
     worst.truncate(LANES);
     let _ = write!(
         b,
-        "<h3>explained spikes</h3><p>{} stages explained; the {} longest, each on the CPU of its second hop, and above it any CPU the task was moved from during the stage (green: that hop's task, orange: other tasks, red: hard IRQs, purple: softirqs, black: NMI, grey: idle, white: unattributed; hover for names):</p>",
+        "<h3>explained spikes</h3><p>{} stages explained; the {} longest, each on the CPU of its second hop, and above it any CPU the task was moved from during the stage (green: that hop's task, orange: other tasks, red: hard IRQs, purple: softirqs, black: NMI, grey: idle, white: unattributed; hover for names; the axis counts from the stage's start):</p>",
         run.explanations.len(),
         worst.len()
     );
@@ -242,6 +277,24 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("<rect x=\"895.0\" y=\"38.0\""), "{svg}");
-        assert!(svg.contains("height=\"68\""), "two rows: {svg}");
+        assert!(
+            svg.contains("height=\"84\""),
+            "two rows and the axis: {svg}"
+        );
+        // The time axis counts from the stage's start, in the unit of its
+        // 2 us: five ticks, the last at its end.
+        let ticks: Vec<&str> = svg
+            .split("<text class=tick")
+            .skip(1)
+            .map(|t| {
+                t.split_once('>')
+                    .unwrap()
+                    .1
+                    .split("</text>")
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ticks, ["0 us", "0.5 us", "1 us", "1.5 us", "2 us"], "{svg}");
     }
 }

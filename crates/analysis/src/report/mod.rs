@@ -1,5 +1,7 @@
 //! Reports: the model ([`model`]) and its views.
 
+pub mod chart_axes;
+pub mod chart_breakdown;
 pub mod charts;
 pub mod configured;
 pub mod explained;

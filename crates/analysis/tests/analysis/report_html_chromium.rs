@@ -1,5 +1,8 @@
 //! Report end to end on a synthetic recording: figures, gate verdicts, exports,
-//! and the HTML report rendered by headless Chromium (not blank).
+//! and the HTML report: what its charts say (tick labels carry the unit of
+//! their range, every text inside its chart, a legend naming every series,
+//! where the time goes stacked per stage), rendered by headless Chromium
+//! (not blank, in colour).
 
 use std::path::Path;
 use std::process::Command;
@@ -117,6 +120,126 @@ fn report_figures_gate_and_exports() {
     assert_eq!(v["num_threads"], 6);
     assert_eq!(v["thread"]["0"]["cycles"], 2000);
     assert_eq!(v["thread"]["0"]["histogram"]["20"], 286);
+}
+
+/// A `<text>` of an SVG: where it is anchored and what it says.
+#[derive(Debug)]
+struct SvgText {
+    x: f64,
+    y: f64,
+    text: String,
+}
+
+/// Each `<svg>` of `html`: its width, height and texts.
+fn svg_texts(html: &str) -> Vec<(f64, f64, Vec<SvgText>)> {
+    let attr = |tag: &str, name: &str| -> Option<f64> {
+        let at = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+        tag[at..].split('"').next()?.parse().ok()
+    };
+    html.split("<svg")
+        .skip(1)
+        .map(|svg| {
+            let svg = svg.split("</svg>").next().unwrap();
+            let head = svg.split('>').next().unwrap();
+            let (w, h) = (attr(head, "width").unwrap(), attr(head, "height").unwrap());
+            let texts = svg
+                .split("<text")
+                .skip(1)
+                .map(|t| {
+                    let (tag, rest) = t.split_once('>').unwrap();
+                    SvgText {
+                        x: attr(tag, "x").unwrap(),
+                        y: attr(tag, "y").unwrap(),
+                        text: rest.split("</text>").next().unwrap().trim().to_string(),
+                    }
+                })
+                .collect();
+            (w, h, texts)
+        })
+        .collect()
+}
+
+/// A tick label's number and unit (`2.5 ms` -> (2.5, "ms")), or None for
+/// other texts.
+fn tick(text: &str) -> Option<(f64, &str)> {
+    let (n, unit) = text.split_once(' ').unwrap_or((text, ""));
+    Some((n.parse().ok()?, unit))
+}
+
+#[test]
+fn html_charts_label_ticks_in_the_unit_of_their_range_and_name_every_series() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rec = tmp.path().join("rec");
+    make(&rec);
+    let cfg = Config::default();
+    let (rep, analyzers) =
+        report::build(&[rec], &cfg, Some(1_000_000), vec!["hoptrace".into()]).unwrap();
+    let html = tmp.path().join("report.html");
+    report::html::write_report(&html, &rep, &analyzers).unwrap();
+    let text = std::fs::read_to_string(&html).unwrap();
+    let charts = svg_texts(&text);
+    // timeline, where the time goes, histogram, two percentile charts (the
+    // 2 ms spike puts the tail more than two decades above the body).
+    assert_eq!(charts.len(), 5, "charts drawn");
+    for (w, h, texts) in &charts {
+        let caption = &texts[0].text;
+        for t in texts {
+            assert!(
+                (0.0..=*w).contains(&t.x) && (0.0..=*h).contains(&t.y),
+                "{caption}: text {t:?} outside its {w}x{h} chart"
+            );
+            if let Some((v, unit)) = tick(&t.text) {
+                let counts = caption.starts_with("histogram") && unit.is_empty();
+                assert!(
+                    counts || !unit.is_empty(),
+                    "{caption}: tick {t:?} without a unit"
+                );
+                if ["ns", "us", "ms"].contains(&unit) {
+                    assert!(v.abs() < 1000.0, "{caption}: {t:?} is in too small a unit");
+                }
+            }
+        }
+        let units = texts
+            .iter()
+            .filter(|t| tick(&t.text).is_some_and(|x| !x.1.is_empty()));
+        assert!(units.count() >= 3, "{caption}: ticks with units");
+    }
+    // The latency axes reach the 2 ms spike: they count in ms.
+    let timeline = &charts[0].2;
+    assert!(timeline[0].text.starts_with("latency over time"));
+    assert!(
+        timeline.iter().any(|t| t.text == "latency (ms)"),
+        "{timeline:?}"
+    );
+    assert!(timeline.iter().any(|t| t.text == "2 ms"), "{timeline:?}");
+    // The percentile charts' tail axis names percentiles.
+    assert!(charts[3].2.iter().any(|t| t.text == "p99"));
+    // Where the time goes: one band per hop-to-hop stage.
+    let breakdown = &charts[1].2;
+    assert!(breakdown[0].text.starts_with("where the time goes"));
+    let figures: Vec<&str> = text.split("<figure>").skip(1).collect();
+    assert_eq!(figures.len(), 5);
+    assert_eq!(
+        figures[1].matches("<polygon").count(),
+        2,
+        "one band per stage"
+    );
+    for stage in ["h0..h1", "h1..h2"] {
+        assert!(
+            figures[1].contains(&format!("</span>{stage}</span>")),
+            "legend {stage}"
+        );
+    }
+    // Every other chart's legend (HTML under it, never cut) names both streams.
+    for f in [0, 2, 3, 4] {
+        let legend = figures[f].split("<div class=legend>").nth(1).unwrap();
+        for stream in ["MU01", "MU02"] {
+            assert!(
+                legend.contains(&format!("</span>{stream}</span>")),
+                "figure {f}: {stream}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -74,6 +74,7 @@ fn the_comparison_table_shows_all_data_and_the_range() {
         "all mean",
         "all max",
         "all stddev",
+        "all p50",
         "all p99",
         "all p99.9",
         "all >500.0 us",
@@ -99,6 +100,7 @@ fn the_comparison_table_shows_all_data_and_the_range() {
             "{name}"
         );
         assert!((f["stddev_ns"].as_f64().unwrap() - e.stddev).abs() < 1e-6 * e.stddev + 1e-6);
+        assert_eq!(f["p50_ns"], e.pct(50_000), "{name}");
         assert_eq!(f["p99_ns"], e.pct(99_000), "{name}");
         assert_eq!(f["p99_9_ns"], e.pct(99_900), "{name}");
         assert_eq!(f["p99_meaningful"], true);
