@@ -12,6 +12,7 @@
 //! take part in nothing else, so every figure sees the same packets.
 //! Per-stage "all streams" aggregates are merged at the end (lossless).
 
+use schemars::JsonSchema;
 use std::collections::BTreeMap;
 
 use arrow_array::cast::AsArray;
@@ -26,12 +27,17 @@ use crate::stats::{LatencyStats, PacketRef};
 use crate::timeline::Envelope;
 
 /// One hop of the path.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Hop {
+    /// The hop's column in the recording (`t_<name>`).
     pub column: String,
+    /// The hop's name (docs/hops.md).
     pub name: String,
+    /// The clock its stamps are in (`TAI`, `REALTIME`, `guest TAI` ...).
     pub clock: String,
+    /// What took the stamps (`bpf`, `SO_TIMESTAMPING`, `userspace` ...).
     pub source: String,
+    /// Where on the path it stamps (device, hook).
     pub location: String,
     /// Not a stage boundary (the recording's hop metadata says so): the
     /// default stages go around it.
@@ -42,6 +48,7 @@ pub struct Hop {
     /// bound of a mapped stamp.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aligned_from: Option<String>,
+    /// With `aligned_from`: the largest error bound of a mapped stamp.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub align_bound_ns: Option<i64>,
 }
@@ -74,10 +81,13 @@ pub fn alignment_bound(a: &Hop, b: &Hop) -> Option<i64> {
 }
 
 /// A stage: from hop `from` to hop `to` (indices into the hop list).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct Stage {
+    /// `FROM..TO`.
     pub name: String,
+    /// Index of its first hop in `hops`.
     pub from: usize,
+    /// Index of its second hop.
     pub to: usize,
     /// true when the two hops use different clock domains.
     pub mixed_clocks: bool,

@@ -13,16 +13,24 @@
 //!
 //! Positions below the first one seen grow the bitset at the front.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq, JsonSchema)]
 pub struct SequenceCounts {
+    /// Rows with a sequence number.
     pub received: u64,
+    /// Distinct sequence numbers.
     pub unique: u64,
+    /// Sequence numbers missing between the first and the last.
     pub lost: u64,
+    /// Rows whose sequence number came before.
     pub duplicated: u64,
+    /// Rows that came after a later sequence number.
     pub reordered: u64,
+    /// The first sequence number, null without rows.
     pub first_seq: Option<u64>,
+    /// The last.
     pub last_seq: Option<u64>,
 }
 

@@ -12,6 +12,7 @@
 //! differences. It is reported when at least 3 intervals and half of all
 //! intervals support it.
 
+use schemars::JsonSchema;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -19,18 +20,24 @@ use serde::Serialize;
 
 pub const MAX_SPIKE_TIMES: usize = 100_000;
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 pub struct Spike {
+    /// The latency.
     pub value_ns: i64,
     /// Negative seq so that for equal values the earlier packet ranks higher.
     #[serde(skip)]
     order: Reverse<u64>,
     /// When the stage started: the stamp of its first hop.
     pub time_ns: i64,
+    /// The packet's stream.
     pub stream: String,
+    /// The stage, `FROM..TO`.
     pub stage: String,
+    /// The SV smpCnt, null for other traffic.
     pub smp_cnt: Option<u16>,
+    /// smpCnt wraps before this sample, null for other traffic.
     pub epoch: Option<u32>,
+    /// The packet's sequence number in its stream.
     pub seq: u64,
 }
 
@@ -104,14 +111,17 @@ impl TopN {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct PeriodicStall {
+    /// The period.
     pub period_ns: i64,
     /// Stalls (merged spike groups) in total.
     pub stalls: u64,
     /// Intervals between stalls that match the period (or a multiple).
     pub matching_intervals: u64,
+    /// Intervals between consecutive spikes.
     pub intervals: u64,
+    /// The first stall's time.
     pub first_ns: i64,
 }
 

@@ -23,6 +23,7 @@
 //!   a negative count, exact (not derived from the HDR buckets).
 
 use hdrhistogram::Histogram;
+use schemars::JsonSchema;
 
 use crate::fine::FineCounts;
 use serde::Serialize;
@@ -35,20 +36,26 @@ pub const LINEAR_BINS: usize = 10_000;
 pub const REPORT_PERCENTILES: [f64; 6] = [0.50, 0.90, 0.99, 0.999, 0.9999, 0.99999];
 
 /// Identity and time of the packet behind an extreme value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default, JsonSchema)]
 pub struct PacketRef {
+    /// The stream (svID or flow).
     pub stream: String,
+    /// The SV smpCnt, null for other traffic.
     pub smp_cnt: Option<u16>,
+    /// How many times smpCnt wrapped before this sample, null for other traffic.
     pub epoch: Option<u32>,
+    /// The packet's sequence number in its stream.
     pub seq: u64,
     /// Time of the packet at the stage's first hop (ns, that hop's clock).
     pub time_ns: i64,
 }
 
 /// A percentile answer.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, JsonSchema)]
 pub struct Percentile {
+    /// The percentile as a fraction (0.99 for p99).
     pub p: f64,
+    /// Its value (nearest rank), null without values.
     pub value_ns: Option<i64>,
     /// false when count < 10/(1-p): too few samples for this tail.
     pub meaningful: bool,

@@ -7,14 +7,20 @@
 //! maxes, sum of counts and sums), so memory stays bounded and every value
 //! lands in exactly one bucket. Times before the origin go into bucket 0.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, JsonSchema)]
 pub struct Bucket {
+    /// The bucket's start (first-hop stamp).
     pub start_ns: i64,
+    /// Values in it.
     pub count: u64,
+    /// Smallest value.
     pub min_ns: i64,
+    /// Largest value.
     pub max_ns: i64,
+    /// Mean value.
     pub mean_ns: f64,
 }
 

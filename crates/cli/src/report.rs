@@ -59,8 +59,12 @@ const SCL_OR_CONFIG: &str = "scl_or_config";
     .multiple(true))]
 pub struct Args {
     /// Recording directories (or single .parquet segments).
-    #[arg(required = true, value_name = "REC")]
+    #[arg(required_unless_present = "json_schema", value_name = "REC")]
     pub recordings: Vec<PathBuf>,
+    /// Print the JSON Schema of `--json` reports (draft 2020-12, also
+    /// shipped as docs/report.schema.json) and exit.
+    #[arg(long, exclusive = true)]
+    pub json_schema: bool,
     /// Only these streams (svID); repeatable.
     #[arg(long = "stream", value_name = "S")]
     pub streams: Vec<String>,
@@ -195,6 +199,10 @@ fn check_streams_exist(
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.json_schema {
+        print!("{}", report::schema::report_schema_text());
+        return Ok(ExitCode::SUCCESS);
+    }
     claim_outputs(&args)?;
     let file = args
         .config

@@ -29,6 +29,7 @@
 //! keeps every explanation flushed before; the tracer flushes about once a
 //! second. Contract: `docs/recording-schema.md`.
 
+use schemars::JsonSchema;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,10 +52,13 @@ use crate::row::PacketKey;
 pub const EXPLANATIONS_DIR: &str = "explain";
 
 /// One part of an explained stage.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
 pub struct StagePart {
+    /// `task`, `hardirq`, `softirq`, `nmi`, `kvm_exit`, `steal`, `idle` or `unattributed`.
     pub kind: String,
+    /// The task (`comm/tid (policy prio)`), IRQ, softirq or exit reason; the kind for the others.
     pub name: String,
+    /// Its time in the stage.
     pub ns: i64,
 }
 
@@ -77,32 +81,45 @@ impl StagePart {
 
 /// One piece of an explained stage's CPU lanes: `cpu` was in this context
 /// (kind and name as the parts') from `start_ns` to `end_ns`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
 pub struct LaneSpan {
     /// The CPU (absent in recordings made before lanes had one: then the
     /// stage's `cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// Start of the context, CLOCK_TAI.
     pub start_ns: i64,
+    /// Its end.
     pub end_ns: i64,
+    /// As a part's `kind`.
     pub kind: String,
+    /// As a part's `name`.
     pub name: String,
 }
 
 /// One late stage of one packet, explained.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, JsonSchema)]
 pub struct ExplainedStage {
     /// The packet, the same values as its row in the segments.
     #[serde(flatten)]
     pub packet: PacketKey,
+    /// The stage, `FROM..TO`.
     pub stage: String,
+    /// Its first hop's stamp (CLOCK_TAI).
     pub start_ns: i64,
+    /// Its second hop's stamp.
     pub end_ns: i64,
+    /// The CPU of the second hop.
     pub cpu: u32,
+    /// The task that ran the second hop (`comm/tid`).
     pub task: String,
+    /// Of the stage, the time that task slept.
     pub sleeping_ns: i64,
+    /// The time it was runnable and waited for a CPU.
     pub runnable_ns: i64,
+    /// The time it ran.
     pub running_ns: i64,
+    /// What took the stage's time, largest first; the parts add up to `latency_ns`.
     pub parts: Vec<StagePart>,
     /// The contexts of the CPUs the task waited on during the stage, in
     /// time order (hop b's CPU, and before it any CPU it was moved from).

@@ -8,6 +8,7 @@
 //! [`RecordingMeta::for_this_host`] fills the provenance from `/proc` and
 //! `/sys`; the writer fills `segment` and the realtime span per segment.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Between the two hop names of a stage: a stage is written `FROM..TO`
@@ -241,7 +242,7 @@ impl ExtraColumn {
 
 /// The host a recording was made on and how its kernel was set up for real
 /// time: the provenance a recording and every report of it carry.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostFacts {
     /// Host name.
     pub host: String,
@@ -321,7 +322,7 @@ pub struct RecordingMeta {
 
 /// The compact result of `hoptrace doctor` kept in a recording: how many
 /// checks ended in each status, how many failed per severity, and which.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct DoctorSummary {
     /// Checks run.
     pub checks: u32,
@@ -340,23 +341,33 @@ pub struct DoctorSummary {
 }
 
 /// Checks per status (see `docs/doctor.md`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct DoctorStatusCounts {
+    /// Checks passed.
     pub pass: u32,
+    /// Checks that warned.
     pub warn: u32,
+    /// Checks failed.
     pub fail: u32,
+    /// Checks that could not tell.
     pub unknown: u32,
+    /// Checks whose sources disagree.
     pub disputed: u32,
+    /// Checks that do not apply to this host.
     #[serde(rename = "n/a")]
     pub not_applicable: u32,
 }
 
 /// Failed checks per severity.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct DoctorSeverityCounts {
+    /// Failed checks that void the figures.
     pub fatal: u32,
+    /// Failed checks of high severity.
     pub high: u32,
+    /// Of medium severity.
     pub medium: u32,
+    /// For information.
     pub info: u32,
 }
 

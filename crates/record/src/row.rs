@@ -6,6 +6,7 @@
 //! from the metadata: the fixed identity columns, then one nullable Int64
 //! `t_<hop>` column per hop, then the declared extra Int64 columns.
 
+use schemars::JsonSchema;
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
@@ -87,13 +88,21 @@ pub struct PacketRow {
 
 /// Which packet a row is, as reports and derived files name it: the row's
 /// identity columns but the destination MAC.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, JsonSchema,
+)]
 pub struct PacketKey {
+    /// The stream (svID or flow).
     pub stream: String,
+    /// The SV APPID, null for other traffic.
     pub app_id: Option<u16>,
+    /// The SV smpCnt, null for other traffic.
     pub smp_cnt: Option<u16>,
+    /// How many times smpCnt wrapped before this sample, null for other traffic.
     pub epoch: Option<u32>,
+    /// The packet's sequence number in its stream.
     pub seq: u64,
+    /// The destination MAC address, null where the recording does not know it.
     pub dest: Option<String>,
 }
 

@@ -17,6 +17,7 @@
 //! Each configured stream is shown with its label (the SCL control block
 //! `IED/LD/NAME`, or the config table) and its expected rate.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::report::model::RunReport;
@@ -37,11 +38,15 @@ pub struct ConfiguredStream {
 }
 
 /// One configured stream in one recording.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct StreamCheck {
+    /// The stream's name in the configuration (SCL control block or config entry).
     pub label: String,
+    /// The svID it is expected under.
     pub sv_id: String,
+    /// Samples per second the configuration gives.
     pub expected_per_second: Option<u32>,
+    /// Rows of it in the recording.
     pub rows: u64,
     /// From the rows' timing (None: too few rows).
     pub observed_per_second: Option<f64>,
@@ -50,10 +55,11 @@ pub struct StreamCheck {
 }
 
 /// The recording's streams against the configured ones.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 pub struct ConfiguredCheck {
     /// `station.scd`, `config.toml`.
     pub source: String,
+    /// One per configured stream.
     pub streams: Vec<StreamCheck>,
     /// svIDs in the recording that are not configured.
     pub unexpected: Vec<String>,

@@ -5,6 +5,7 @@
 //! its total time and its share of all explained time (the sum of the
 //! explained stages' latencies).
 
+use schemars::JsonSchema;
 use std::collections::BTreeMap;
 
 use hoptrace_record::ExplainedStage;
@@ -16,10 +17,11 @@ use serde::Serialize;
 /// task's wait, `parts` `{kind, name, ns}` largest first and unattributed
 /// last, adding up to `latency_ns`; `lane` `{start_ns, end_ns, kind, name}`)
 /// and its latency.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Explanation {
     #[serde(flatten)]
     pub stage: ExplainedStage,
+    /// The stage's latency, `end_ns - start_ns`; the parts add up to it.
     pub latency_ns: i64,
 }
 
@@ -47,12 +49,15 @@ impl Explanation {
 }
 
 /// One culprit over all explained spikes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Culprit {
+    /// `task`, `hardirq`, `softirq`, `nmi`, `kvm_exit`, `steal`, `idle` or `unattributed`.
     pub kind: String,
+    /// The task (`comm/tid (policy prio)`), IRQ or softirq; the kind for the others.
     pub name: String,
     /// Explained spikes it has a part in.
     pub spikes: u64,
+    /// Its time over all explained stages.
     pub ns: i64,
     /// ns / the explained spikes' total latency.
     pub share: f64,

@@ -10,6 +10,7 @@ pub mod html;
 pub mod html_explained;
 pub mod model;
 pub mod perfetto;
+pub mod schema;
 pub mod text;
 
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! documented in `docs/report-json.md` (`schema_version` [`SCHEMA_VERSION`]).
 //! Terminal, Markdown, HTML and JSON outputs are all views of this model.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::analyzer::{Analyzer, Hop, Stage};
@@ -13,17 +14,24 @@ use crate::timeline::Bucket;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, JsonSchema)]
 pub struct Provenance {
+    /// The recording's directory or file.
     pub path: String,
+    /// The command that recorded it (`trace`, `sv subscribe`, `join` ...).
     pub producer: String,
+    /// The hoptrace version that recorded it.
     pub tool_version: String,
+    /// Its command line.
     pub command_line: Vec<String>,
     /// The recording's host and kernel set-up (flat in the JSON).
     #[serde(flatten)]
     pub machine: hoptrace_record::HostFacts,
+    /// The configured samples per second of its streams, null when not known.
     pub rate: Option<u32>,
+    /// When recording started, CLOCK_REALTIME.
     pub start_realtime_ns: i64,
+    /// When it ended.
     pub end_realtime_ns: i64,
     /// Segments read.
     pub segments: usize,
@@ -83,23 +91,35 @@ impl Provenance {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Above {
+    /// The threshold.
     pub threshold_ns: i64,
+    /// Values above it.
     pub count: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StatsSummary {
+    /// Values counted (negatives included).
     pub count: u64,
+    /// Smallest value, exact; null without values.
     pub min_ns: Option<i64>,
+    /// Mean, exact.
     pub mean_ns: Option<f64>,
+    /// Standard deviation (population), exact.
     pub stddev_ns: Option<f64>,
+    /// Largest value, exact.
     pub max_ns: Option<i64>,
+    /// The packet of `max_ns`; null without values or when the values are of no packet (publisher pacing intervals).
     pub max_packet: Option<PacketRef>,
+    /// The packet of `min_ns`, null as for `max_packet`.
     pub min_packet: Option<PacketRef>,
+    /// Values below zero (a later hop stamped before an earlier one: clocks of different domains, docs/report.md).
     pub negative_count: u64,
+    /// Nearest-rank percentiles p50 to p99.9999.
     pub percentiles: Vec<Percentile>,
+    /// Values above each of the report's `thresholds_ns`.
     pub above: Vec<Above>,
     /// true when every percentile is exact (no HDR quantization).
     pub exact: bool,
@@ -142,11 +162,15 @@ impl StatsSummary {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StageReport {
+    /// `FROM..TO`.
     pub stage: String,
+    /// Its first hop.
     pub from: String,
+    /// Its second hop.
     pub to: String,
+    /// True when its two hops are stamped in different clocks (negatives are then expected within the clocks' offset).
     pub mixed_clocks: bool,
     /// The hops were stamped on different machines and mapped into one
     /// clock with this error bound (a chain recording).
@@ -158,43 +182,61 @@ pub struct StageReport {
     pub causality_violations: Option<u64>,
     /// Rows in the window that lack one of the two hops.
     pub missing: u64,
+    /// The stage's latency.
     pub stats: StatsSummary,
+    /// A period found in the stage's spikes, null when none.
     pub periodic_stall: Option<PeriodicStall>,
     /// Latency over time: min/max envelope per bucket.
     pub timeline: Vec<Bucket>,
+    /// The width of a `timeline` bucket.
     pub timeline_bucket_ns: i64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StreamReport {
+    /// The stream (svID or flow).
     pub name: String,
+    /// Rows of this stream read.
     pub rows: u64,
     /// Rows excluded by the warm-up rule or the --from/--to window.
     pub excluded: u64,
+    /// Sequence counts over the rows in the data range.
     pub sequence: SequenceCounts,
+    /// Rows per status (`ok`, `incomplete`, `dropped` ...).
     pub status: std::collections::BTreeMap<String, u64>,
     /// Inter-arrival time at the first hop (ns).
     pub pacing: StatsSummary,
+    /// Per stage, the stream's figures.
     pub stages: Vec<StageReport>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct AllStreamsStage {
+    /// The stage, `FROM..TO`.
     pub stage: String,
+    /// The stage over all streams together.
     pub stats: StatsSummary,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RunReport {
+    /// Where the recording comes from.
     pub provenance: Provenance,
+    /// The recording's hop columns, in path order.
     pub hops: Vec<Hop>,
+    /// The stages measured (consecutive hops, and first to last).
     pub stages: Vec<Stage>,
+    /// Rows read (one per packet).
     pub rows_total: u64,
+    /// The earliest first-hop stamp, in the first hop's clock; null without rows.
     pub first_time_ns: Option<i64>,
+    /// The latest first-hop stamp.
     pub last_time_ns: Option<i64>,
+    /// One per stream (svID or flow), in name order.
     pub streams: Vec<StreamReport>,
     /// Each stage over all streams (lossless merge).
     pub all_streams: Vec<AllStreamsStage>,
+    /// The largest latencies over all streams and stages, largest first.
     pub top: Vec<Spike>,
     /// `trace --explain`: every explained spike (empty without).
     pub explanations: Vec<super::explained::Explanation>,
@@ -205,33 +247,49 @@ pub struct RunReport {
     pub configured: Option<super::configured::ConfiguredCheck>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WindowSpec {
+    /// Samples skipped at the start of each stream (`--skip-warmup`), 0 for none.
     pub skip_warmup: u64,
+    /// Start of the range after the first packet (`--from`), null for the start.
     pub from_ns: Option<i64>,
+    /// End of the range after the first packet (`--to`), null for the end.
     pub to_ns: Option<i64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Gate {
+    /// The bound given with `--max-latency`.
     pub max_latency_ns: i64,
+    /// True when no packet of the gated stages exceeded the bound.
     pub passed: bool,
     /// Stages the gate applies to.
     pub stages: Vec<String>,
+    /// The largest latency of the gated stages, null when they hold no sample.
     pub worst_ns: Option<i64>,
+    /// The packet of `worst_ns`.
     pub worst_packet: Option<PacketRef>,
+    /// Packets of the gated stages above the bound.
     pub packets_over: u64,
+    /// The verdict in words.
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Report {
+    /// Always `hoptrace-report`.
     pub schema: &'static str,
+    /// 1; incremented on an incompatible change (fields are only added otherwise).
     pub schema_version: u32,
+    /// The hoptrace version that wrote the report.
     pub tool_version: String,
+    /// The `hoptrace report` command line.
     pub command_line: Vec<String>,
+    /// The latency thresholds that `above` counts against (`--threshold`, default 100 us, 250 us, 500 us, 1 ms).
     pub thresholds_ns: Vec<i64>,
+    /// The data range the figures cover (`--skip-warmup`, `--from`, `--to`).
     pub window: WindowSpec,
+    /// One per recording, in the order given.
     pub runs: Vec<RunReport>,
     /// Per stage name over all runs: only stages that several runs share,
     /// measured in the same clock on the same host.
@@ -239,6 +297,7 @@ pub struct Report {
     /// Stages that several runs share but in different clocks (not merged).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub merge_notes: Vec<String>,
+    /// The `--max-latency` verdict, null without one; it covers the data read (see `partial_data`).
     pub gate: Option<Gate>,
     /// Whether a recording of the report could not be read whole (cut
     /// segments): its figures, and the gate's verdict, cover what was read.

@@ -92,11 +92,26 @@ fn json_schema_and_every_figure() {
     let (_, rep) = run_json(&["report", &rec], &js, 0);
     assert_eq!(rep["schema"], "hoptrace-report");
     assert_eq!(rep["schema_version"], 1);
-    let undocumented = undocumented_report_keys(&rep);
+    // run_json validated it against docs/report.schema.json; a field the
+    // schema does not name, or a wrong type, would not pass.
+    let mut planted = rep.clone();
+    planted["runs"][0]["hops"][0]["undocumented"] = 1.into();
+    let e = report_schema_errors(&planted).expect("an unknown field fails");
+    assert!(e.contains("undocumented"), "{e}");
+    let mut planted = rep.clone();
+    planted["runs"][0]["rows_total"] = "many".into();
     assert!(
-        undocumented.is_empty(),
-        "fields not in docs/report-json.md: {undocumented:?}"
+        report_schema_errors(&planted).is_some(),
+        "a wrong type fails"
     );
+    // The schema the binary prints is the shipped one.
+    let o = hoptrace(&["report", "--json-schema"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report.schema.json"),
+    )
+    .unwrap();
+    assert_eq!(stdout(&o), shipped);
     for k in [
         "tool_version",
         "command_line",

@@ -165,7 +165,11 @@ pub fn run_json(args: &[&str], js: &Path, code: i32) -> (Output, serde_json::Val
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(code), "{}", show(&o));
-    (o, read_json(js))
+    let v = read_json(js);
+    if args.first() == Some(&"report") {
+        assert_valid_report(&v);
+    }
+    (o, v)
 }
 
 /// Assert a JSON stats object against an independent computation.
@@ -208,40 +212,27 @@ pub fn check_stats(st: &serde_json::Value, e: &Expect, what: &str) {
     );
 }
 
-/// The keys of a report JSON (`report --json`) that docs/report-json.md
-/// does not name as `` `key` ``, each with its path (`runs[].hops[].x`).
-/// Keys of maps whose keys are data (a part's name in Perfetto args) do
-/// not occur in reports.
-pub fn undocumented_report_keys(report: &serde_json::Value) -> Vec<String> {
-    let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report-json.md"),
-    )
-    .unwrap();
-    let mut missing = std::collections::BTreeSet::new();
-    fn walk(
-        v: &serde_json::Value,
-        path: &str,
-        doc: &str,
-        missing: &mut std::collections::BTreeSet<String>,
-    ) {
-        match v {
-            serde_json::Value::Object(m) => {
-                for (k, x) in m {
-                    let here = format!("{path}.{k}");
-                    if !doc.contains(&format!("`{k}`")) {
-                        missing.insert(here.clone());
-                    }
-                    walk(x, &here, doc, missing);
-                }
-            }
-            serde_json::Value::Array(a) => {
-                for x in a {
-                    walk(x, &format!("{path}[]"), doc, missing);
-                }
-            }
-            _ => {}
-        }
+/// Validate a report JSON (`report --json`) against the shipped schema,
+/// docs/report.schema.json: every object of it is closed, so a field the
+/// schema (and so the field tables of docs/report-json.md) does not name
+/// fails as surely as a wrong type. Panics with every error found.
+pub fn assert_valid_report(report: &serde_json::Value) {
+    if let Some(e) = report_schema_errors(report) {
+        panic!("the report does not follow docs/report.schema.json:\n{e}");
     }
-    walk(report, "", &doc, &mut missing);
-    missing.into_iter().collect()
+}
+
+/// What makes `report` invalid against docs/report.schema.json, or None.
+pub fn report_schema_errors(report: &serde_json::Value) -> Option<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/report.schema.json");
+    let schema: serde_json::Value = read_json(&path);
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    let loc = path.canonicalize().unwrap().display().to_string();
+    compiler.add_resource(&loc, schema).unwrap();
+    let index = compiler.compile(&loc, &mut schemas).unwrap();
+    schemas
+        .validate(report, index)
+        .err()
+        .map(|e| format!("{e:#}"))
 }

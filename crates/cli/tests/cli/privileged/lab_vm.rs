@@ -102,6 +102,7 @@ fn check_chain(out: &std::path::Path, published: u64) {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&js).unwrap()).unwrap();
+    crate::analysis_common::assert_valid_report(&v);
     let run = &v["runs"][0];
     let hops: Vec<&str> = run["hops"]
         .as_array()
