@@ -31,8 +31,17 @@
 //! epoch), so a packet still waiting for its linger time (which may be a
 //! second or more, `--linger`) is never merged with the sample that has the
 //! same smpCnt one wrap later.
+//!
+//! Cost per event (the tracer's user space runs this for every hop of
+//! every frame, a million times a second on a busy host): the packet table
+//! is hashed with foldhash, not SipHash (the identities come from our own
+//! BPF programs' records, and a flood of colliding identities costs the
+//! tracer time, not correctness); a packet holds its hops inline and its
+//! destinations in a vector sized for the one tap most frames reach (not a
+//! B-tree, whose first node holds room for eleven); an expiry scan orders
+//! the packets it takes out by index, so that a packet is moved once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use hoptrace_record::PacketStatus;
@@ -62,7 +71,7 @@ fn first_hop(p: &Packet) -> Option<u64> {
     p.shared
         .hops
         .iter()
-        .chain(p.dests.values().flat_map(|b| b.hops.iter()))
+        .chain(p.dests.iter().flat_map(|(_, b)| b.hops.iter()))
         .flatten()
         .min()
         .copied()
@@ -112,8 +121,27 @@ struct Branch {
 struct Packet {
     last_ts: u64,
     shared: Branch,
-    dests: BTreeMap<Dest, Branch>,
+    /// Per destination its branch, in the order first seen (a handful at
+    /// most: the taps one frame is flooded to).
+    dests: Vec<(Dest, Branch)>,
 }
+
+impl Packet {
+    /// The branch of destination `d`, added when new.
+    fn dest(&mut self, d: Dest) -> &mut Branch {
+        let i = match self.dests.iter().position(|(x, _)| *x == d) {
+            Some(i) => i,
+            None => {
+                self.dests.push((d, Branch::default()));
+                self.dests.len() - 1
+            }
+        };
+        &mut self.dests[i].1
+    }
+}
+
+/// The hasher of the tables keyed by packet identity and stream.
+type FastHash = foldhash::fast::RandomState;
 
 /// Counters of what the assembler saw.
 #[derive(Debug, Default, Clone)]
@@ -134,13 +162,13 @@ pub struct Assembler {
     hops: Vec<&'static str>,
     devices: DeviceTable,
     reasons: DropReasons,
-    packets: HashMap<PacketKey, Packet>,
+    packets: HashMap<PacketKey, Packet, FastHash>,
     skb_dest: AddressMap<Dest>,
     /// (netns, ifindex) -> the device's name and whether it is a tap,
     /// from `devices` (emptied whenever the table changes).
-    names: HashMap<(u32, u32), (Dest, bool)>,
+    names: HashMap<(u32, u32), (Dest, bool), FastHash>,
     /// svID -> (reference smpCnt, its epoch).
-    epochs: HashMap<Vec<u8>, (u16, u32)>,
+    epochs: HashMap<Vec<u8>, (u16, u32), FastHash>,
     rate: u32,
     /// svID -> its own smpCnt wrap (configured streams); others wrap at `rate`.
     wraps: HashMap<Vec<u8>, u32>,
@@ -177,10 +205,10 @@ impl Assembler {
             hops,
             devices,
             reasons,
-            packets: HashMap::new(),
+            packets: HashMap::default(),
             skb_dest: AddressMap::default(),
-            names: HashMap::new(),
-            epochs: HashMap::new(),
+            names: HashMap::default(),
+            epochs: HashMap::default(),
             rate: rate.max(1),
             wraps: HashMap::new(),
             linger_ns,
@@ -328,7 +356,7 @@ impl Assembler {
         let p = self.packets.entry(key).or_insert_with(|| Packet {
             last_ts: e.hop.ts,
             shared: Branch::default(),
-            dests: BTreeMap::new(),
+            dests: Vec::with_capacity(1),
         });
         p.last_ts = p.last_ts.max(e.hop.ts);
         p
@@ -356,7 +384,7 @@ impl Assembler {
                 let p = self.packet(&e, key);
                 let shared_last = p.shared.hops.iter().rposition(|h| h.is_some());
                 let branch = match dest {
-                    Some(d) => p.dests.entry(d).or_default(),
+                    Some(d) => p.dest(d),
                     None => &mut p.shared,
                 };
                 // the hop the frame had reached when it was freed
@@ -377,7 +405,7 @@ impl Assembler {
                 Some((hop, dest)) => {
                     let p = self.packet(&e, key);
                     let branch = match dest {
-                        Some(d) => p.dests.entry(d).or_default(),
+                        Some(d) => p.dest(d),
                         None => &mut p.shared,
                     };
                     if branch.hops[hop].is_some() {
@@ -426,17 +454,26 @@ impl Assembler {
     /// Emit packets idle for `linger_ns` (all of them when `all`).
     pub fn expire(&mut self, all: bool) -> Vec<Timeline> {
         let limit = self.newest_ts.saturating_sub(self.linger_ns);
-        // Taken out in one pass (no key copied, no second lookup), each
-        // with its first hop time computed once, then ordered by it.
-        let mut done: Vec<(Option<u64>, PacketKey, Packet)> = self
+        // Taken out in one pass (no key copied, no second lookup), then
+        // ordered by their first hop's time through an index: a packet is
+        // a few hundred bytes, moved once out of the table and once into
+        // `finish`, never by the sort.
+        let mut done: Vec<Option<(PacketKey, Packet)>> = self
             .packets
             .extract_if(|_, p| all || p.last_ts < limit)
-            .map(|(k, p)| (first_hop(&p), k, p))
+            .map(Some)
             .collect();
-        done.sort_unstable_by_key(|(first, _, _)| *first);
+        let mut order: Vec<(Option<u64>, usize)> = done
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((first_hop(&d.as_ref()?.1), i)))
+            .collect();
+        order.sort_unstable();
         let mut out = Vec::new();
-        for (_, id, p) in done {
-            out.extend(self.finish(id, p));
+        for (_, i) in order {
+            if let Some((id, p)) = done[i].take() {
+                out.extend(self.finish(id, p));
+            }
         }
         out
     }
@@ -499,8 +536,11 @@ impl Assembler {
             PacketIdentity::Other { flow_hash, .. }
             | PacketIdentity::SvMalformed { flow_hash, .. } => (0, *flow_hash as u64),
         };
+        // In destination name order, as the taps are listed.
+        let mut dests = p.dests;
+        dests.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut branches: Vec<(Option<Dest>, Branch)> =
-            p.dests.into_iter().map(|(d, b)| (Some(d), b)).collect();
+            dests.into_iter().map(|(d, b)| (Some(d), b)).collect();
         let shared = p.shared;
         if branches.is_empty() {
             branches.push((None, Branch::default()));
