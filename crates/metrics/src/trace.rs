@@ -145,7 +145,7 @@ impl TraceMetrics {
     }
 
     /// One traced packet: its status and its stages' latencies (ns).
-    pub fn timeline(&mut self, stream: &str, status: &str, stages: &[(String, u64)]) {
+    pub fn timeline<S: AsRef<str>>(&mut self, stream: &str, status: &str, stages: &[(S, u64)]) {
         let TraceMetrics {
             thresholds,
             timelines,
@@ -172,17 +172,18 @@ impl TraceMetrics {
             }
         }
         for (stage, ns) in stages {
+            let stage = stage.as_ref();
             if !h.stages.contains_key(stage) {
                 let labels = StageLabels {
                     stream: stream.to_string(),
-                    stage: stage.clone(),
+                    stage: stage.to_string(),
                 };
                 let spikes = thresholds
                     .iter()
                     .map(|(th, above)| {
                         let c = spikes.get_or_create_owned(&SpikeLabels {
                             stream: stream.to_string(),
-                            stage: stage.clone(),
+                            stage: stage.to_string(),
                             above: above.clone(),
                         });
                         (*th, c)
@@ -190,7 +191,7 @@ impl TraceMetrics {
                     .collect();
                 let latency = latency.get_or_create_owned(&labels);
                 h.stages
-                    .insert(stage.clone(), StageHandles { latency, spikes });
+                    .insert(stage.to_string(), StageHandles { latency, spikes });
             }
             let st = &h.stages[stage];
             st.latency.observe(*ns as f64 * 1e-9);
@@ -256,12 +257,8 @@ mod tests {
     fn stages_above_each_threshold_and_culprit_time_are_counted() {
         let (mut m, reg) =
             TraceMetrics::new(vec![(100_000, "100us".into()), (1_000_000, "1ms".into())]);
-        m.timeline(
-            "S0",
-            "ok",
-            &[("rx..fwd".into(), 50_000), ("end_to_end".into(), 200_000)],
-        );
-        m.timeline("S0", "ok", &[("rx..fwd".into(), 2_000_000)]);
+        m.timeline("S0", "ok", &[("rx..fwd", 50_000), ("end_to_end", 200_000)]);
+        m.timeline("S0", "ok", &[("rx..fwd", 2_000_000)]);
         m.lost_events(4);
         m.explained([
             ("task", "hthog/1 (FIFO 50)", 1_500_000),

@@ -132,7 +132,10 @@ impl SkbIdentities {
     fn remember(&mut self, skb: u64, identity: PacketIdentity) {
         self.previous.remove(&skb);
         if self.current.len() >= self.generation && !self.current.contains_key(&skb) {
-            self.previous = std::mem::take(&mut self.current);
+            // The older generation is dropped; its table, emptied, holds the
+            // next one (no table grown from nothing each generation).
+            std::mem::swap(&mut self.previous, &mut self.current);
+            self.current.clear();
             self.previous.remove(&skb);
         }
         self.current.insert(skb, identity);

@@ -61,8 +61,8 @@ impl Metrics {
 
     /// One finished timeline (after selection and projection), with its
     /// stages as the statistics counted them ([`crate::stats::Stats::add`]).
-    pub fn timeline(&mut self, t: &Timeline, pairs: Vec<(String, u64, u64)>) {
-        let stages: Vec<(String, u64)> = pairs
+    pub fn timeline(&mut self, t: &Timeline, pairs: Vec<(std::sync::Arc<str>, u64, u64)>) {
+        let stages: Vec<(std::sync::Arc<str>, u64)> = pairs
             .into_iter()
             .filter(|(_, a, b)| b >= a)
             .map(|(name, a, b)| (name, b - a))

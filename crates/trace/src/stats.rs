@@ -11,6 +11,7 @@
 //! counted, never dropped silently).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use hdrhistogram::Histogram;
 
@@ -150,8 +151,11 @@ pub struct Stats {
     hops: Vec<String>,
     /// The stages as (from, to) indices into `hops` ([`hoptrace_probes::catalogue::stages`]).
     stages: Vec<(usize, usize)>,
-    /// Their names (`from->to`), made once.
-    labels: Vec<String>,
+    /// Their names (`FROM..TO`), made once: a timeline's stages name
+    /// themselves by these, a reference count each, no string per packet.
+    labels: Vec<Arc<str>>,
+    /// The name of the whole path's stage, `end_to_end`.
+    end_to_end: Arc<str>,
     thresholds_ns: Vec<u64>,
     pub streams: BTreeMap<String, StreamStats>,
     /// The in-kernel per-stage histograms, as last read (src/khist.rs):
@@ -201,8 +205,9 @@ impl Stats {
         Stats {
             labels: stages
                 .iter()
-                .map(|&(a, b)| hoptrace_record::stage_name(hops[a], hops[b]))
+                .map(|&(a, b)| Arc::from(hoptrace_record::stage_name(hops[a], hops[b])))
                 .collect(),
+            end_to_end: Arc::from("end_to_end"),
             stages,
             hops: hops.iter().map(|s| s.to_string()).collect(),
             thresholds_ns,
@@ -243,29 +248,32 @@ impl Stats {
     /// The stages of `t` this trace reports, as (name, hop a's time, hop
     /// b's time): the selected stages whose two hops `t` has, and
     /// `end_to_end` (first to last present hop) for a packet that arrived.
-    pub fn stage_pairs(&self, t: &Timeline) -> Vec<(String, u64, u64)> {
-        let present: Vec<u64> = t.hops.iter().flatten().copied().collect();
-        let mut pairs: Vec<(String, u64, u64)> = self
-            .stages
-            .iter()
-            .zip(&self.labels)
-            .filter_map(|(&(a, b), label)| {
-                Some((
-                    label.clone(),
-                    t.hops.get(a).copied().flatten()?,
-                    t.hops.get(b).copied().flatten()?,
-                ))
-            })
-            .collect();
-        if t.status == PacketStatus::Ok && present.len() >= 2 {
-            pairs.push(("end_to_end".into(), present[0], present[present.len() - 1]));
+    pub fn stage_pairs(&self, t: &Timeline) -> Vec<(Arc<str>, u64, u64)> {
+        let mut pairs: Vec<(Arc<str>, u64, u64)> = Vec::with_capacity(self.stages.len() + 1);
+        pairs.extend(
+            self.stages
+                .iter()
+                .zip(&self.labels)
+                .filter_map(|(&(a, b), label)| {
+                    Some((
+                        label.clone(),
+                        t.hops.get(a).copied().flatten()?,
+                        t.hops.get(b).copied().flatten()?,
+                    ))
+                }),
+        );
+        let mut present = t.hops.iter().flatten();
+        if let (PacketStatus::Ok, Some(&first), Some(&last)) =
+            (t.status, present.next(), present.next_back())
+        {
+            pairs.push((self.end_to_end.clone(), first, last));
         }
         pairs
     }
 
     /// Count `t`; returns its stages as [`Self::stage_pairs`] gives them
     /// (for the metrics, computed once).
-    pub fn add(&mut self, t: &Timeline) -> Vec<(String, u64, u64)> {
+    pub fn add(&mut self, t: &Timeline) -> Vec<(Arc<str>, u64, u64)> {
         let n_thr = self.thresholds_ns.len();
         let pairs = self.stage_pairs(t);
         let s = entry(&mut self.streams, &t.stream, StreamStats::default);
