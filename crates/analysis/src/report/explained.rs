@@ -12,6 +12,8 @@ use hoptrace_record::ExplainedStage;
 use hoptrace_units::format_duration_ns;
 use serde::Serialize;
 
+use super::model::RunReport;
+
 /// One explained spike, as `report --json` gives it: the recorded stage
 /// (`stream`, `seq`, `stage`, `start_ns`, `end_ns`, `cpu`, `task`, the
 /// task's wait, `parts` `{kind, name, ns}` largest first and unattributed
@@ -92,6 +94,38 @@ pub fn culprits(ex: &[Explanation]) -> Vec<Culprit> {
     out
 }
 
+/// A culprit named `hoptrace/PID [trace]`: the tracer's user space.
+fn is_the_tracer(name: &str) -> bool {
+    name.starts_with("hoptrace") && name.ends_with("[trace]")
+}
+
+/// The CPUs the recording's tracer was pinned to (`--cpu LIST` or
+/// `--cpu=LIST` on its command line), if it was.
+fn pinned_cpus(command_line: &[String]) -> Option<&str> {
+    command_line.iter().enumerate().find_map(|(i, w)| {
+        if w == "--cpu" {
+            command_line.get(i + 1).map(String::as_str)
+        } else {
+            w.strip_prefix("--cpu=")
+        }
+    })
+}
+
+/// What to do when the largest culprit is hoptrace's own tracer (an
+/// observer effect), or None when it is not: pin it away from the path,
+/// or, when it was pinned already, say that its CPU is one the path uses.
+pub fn observer_hint(run: &RunReport) -> Option<String> {
+    if !run.culprits.first().is_some_and(|c| is_the_tracer(&c.name)) {
+        return None;
+    }
+    Some(match pinned_cpus(&run.provenance.command_line) {
+        Some(cpus) => format!(
+            "The largest culprit is hoptrace's own tracer (an observer effect), although it ran pinned (`--cpu {cpus}`): the stages it delayed ran on CPU {cpus} too. Give it a CPU the traced path does not use (a housekeeping CPU, the path's CPUs isolated; docs/explain.md)."
+        ),
+        None => "The largest culprit is hoptrace's own tracer (an observer effect): run `trace --cpu` on a housekeeping CPU and keep the traced path on other CPUs (docs/explain.md).".into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,5 +187,48 @@ mod tests {
             e.parts_text(3),
             "task hog/7 (FIFO 50) 500 ns; steal 400 ns; idle 100 ns"
         );
+    }
+}
+
+#[cfg(test)]
+mod observer_tests {
+    use super::{is_the_tracer, observer_hint, pinned_cpus, Culprit, RunReport};
+
+    #[test]
+    fn only_hoptraces_own_tracer_is_named_as_the_observer_effect() {
+        assert!(is_the_tracer("hoptrace/27359 [trace]"));
+        assert!(!is_the_tracer("hoptrace/27354 [lab forward]"));
+        assert!(!is_the_tracer("trace-cmd/5"));
+        assert!(!is_the_tracer("hoptrace/9 [sv subscribe]"));
+    }
+
+    #[test]
+    fn a_tracer_already_pinned_is_not_told_to_use_cpu_but_that_its_cpu_is_the_paths() {
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            pinned_cpus(&words("hoptrace trace --cpu 0 --plain")),
+            Some("0")
+        );
+        assert_eq!(pinned_cpus(&words("hoptrace trace --cpu=2-3")), Some("2-3"));
+        assert_eq!(pinned_cpus(&words("hoptrace trace --plain")), None);
+        let mut run = RunReport::default();
+        assert_eq!(observer_hint(&run), None, "no culprit");
+        run.culprits.push(Culprit {
+            kind: "task".into(),
+            name: "hoptrace/7 [trace]".into(),
+            spikes: 3,
+            ns: 1000,
+            share: 0.5,
+        });
+        let free = observer_hint(&run).unwrap();
+        assert!(
+            free.contains("run `trace --cpu` on a housekeeping CPU"),
+            "{free}"
+        );
+        run.provenance.command_line = words("hoptrace trace --cpu 0 --plain");
+        let pinned = observer_hint(&run).unwrap();
+        assert!(!pinned.contains("run `trace --cpu`"), "{pinned}");
+        assert!(pinned.contains("ran pinned (`--cpu 0`)"), "{pinned}");
+        assert!(pinned.contains("ran on CPU 0 too"), "{pinned}");
     }
 }

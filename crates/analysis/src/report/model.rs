@@ -218,7 +218,7 @@ pub struct AllStreamsStage {
     pub stats: StatsSummary,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct RunReport {
     /// Where the recording comes from.
     pub provenance: Provenance,

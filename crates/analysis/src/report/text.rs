@@ -129,11 +129,6 @@ fn top_instants(top: &[crate::spikes::Spike]) -> Vec<Vec<&crate::spikes::Spike>>
     groups
 }
 
-/// A culprit named `hoptrace/PID [trace]`: the tracer's user space.
-fn is_the_tracer(name: &str) -> bool {
-    name.starts_with("hoptrace") && name.ends_with("[trace]")
-}
-
 /// Top latencies in the short form.
 const TOP_IN_SUMMARY: usize = 5;
 /// Explained spikes listed in the text report (all are in --json).
@@ -596,11 +591,8 @@ impl Text {
             ]);
         }
         table(&mut self.out, &rows, self.markdown);
-        if run.culprits.first().is_some_and(|c| is_the_tracer(&c.name)) {
-            let _ = writeln!(
-                self.out,
-                "The largest culprit is hoptrace's own tracer (an observer effect): run `trace --cpu` on a housekeeping CPU and keep the traced path on other CPUs (docs/explain.md)."
-            );
+        if let Some(hint) = super::explained::observer_hint(run) {
+            let _ = writeln!(self.out, "{hint}");
         }
         self.out.push('\n');
     }
@@ -637,18 +629,5 @@ impl Text {
         }
         table(&mut self.out, &rows, self.markdown);
         self.out.push('\n');
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_the_tracer;
-
-    #[test]
-    fn only_hoptraces_own_tracer_is_named_as_the_observer_effect() {
-        assert!(is_the_tracer("hoptrace/27359 [trace]"));
-        assert!(!is_the_tracer("hoptrace/27354 [lab forward]"));
-        assert!(!is_the_tracer("trace-cmd/5"));
-        assert!(!is_the_tracer("hoptrace/9 [sv subscribe]"));
     }
 }
