@@ -63,6 +63,10 @@
 //! assert_eq!(tracker.counters().lost, 0);
 //! ```
 //!
+//! GOOSE (IEC 61850-8-1), the frames a relay answers with, in [`goose`]:
+//! [`goose::decode`], [`goose::encode`], [`goose::GooseFrame`],
+//! [`goose::Data`] (MMS values), [`goose::UtcTime`].
+//!
 //! See `docs/sv-codec.md` for what is accepted and rejected.
 
 mod ber;
@@ -71,6 +75,7 @@ mod encode;
 mod error;
 mod frame;
 pub mod generate;
+pub mod goose;
 mod identity;
 mod le;
 pub mod presence;

@@ -5,5 +5,7 @@
 //! after every other test ran in parallel.
 
 mod codec;
+mod goose;
+mod goose_tshark;
 mod spec;
 mod tracker;
