@@ -166,17 +166,24 @@ fn tick(text: &str) -> Option<(f64, &str)> {
     Some((n.parse().ok()?, unit))
 }
 
-#[test]
-fn html_charts_label_ticks_in_the_unit_of_their_range_and_name_every_series() {
-    let tmp = tempfile::tempdir().unwrap();
-    let rec = tmp.path().join("rec");
+/// The HTML report of [`make`]'s recording, written in `dir`: its path
+/// and its text.
+fn html_report(dir: &Path) -> (std::path::PathBuf, String) {
+    let rec = dir.join("rec");
     make(&rec);
     let cfg = Config::default();
     let (rep, analyzers) =
         report::build(&[rec], &cfg, Some(1_000_000), vec!["hoptrace".into()]).unwrap();
-    let html = tmp.path().join("report.html");
+    let html = dir.join("report.html");
     report::html::write_report(&html, &rep, &analyzers).unwrap();
     let text = std::fs::read_to_string(&html).unwrap();
+    (html, text)
+}
+
+#[test]
+fn html_charts_label_ticks_in_the_unit_of_their_range_and_name_every_series() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, text) = html_report(tmp.path());
     let charts = svg_texts(&text);
     // timeline, where the time goes, histogram, two percentile charts (the
     // 2 ms spike puts the tail more than two decades above the body).
@@ -245,14 +252,7 @@ fn html_charts_label_ticks_in_the_unit_of_their_range_and_name_every_series() {
 #[test]
 fn html_renders_in_headless_chromium() {
     let tmp = tempfile::tempdir().unwrap();
-    let rec = tmp.path().join("rec");
-    make(&rec);
-    let cfg = Config::default();
-    let (rep, analyzers) =
-        report::build(&[rec], &cfg, Some(1_000_000), vec!["hoptrace".into()]).unwrap();
-    let html = tmp.path().join("report.html");
-    report::html::write_report(&html, &rep, &analyzers).unwrap();
-    let text = std::fs::read_to_string(&html).unwrap();
+    let (html, text) = html_report(tmp.path());
     assert!(text.contains("<svg"));
     assert!(
         !text.contains("http://") || !text.contains("src=\"http"),
