@@ -29,12 +29,16 @@
 //! frame or a typed [`GooseError`] with the byte offset and the field,
 //! never a panic; structures nest at most [`MAX_DEPTH`] deep. Encoding is
 //! minimal, so `encode(decode(encode(f)))` is `encode(f)` byte for byte.
+//!
+//! When a publisher sends, and with which `stNum`, `sqNum` and
+//! `timeAllowedtoLive`: [`schedule`].
 
 mod ber;
 mod data;
 mod decode;
 mod encode;
 mod error;
+pub mod schedule;
 
 pub use data::{Data, UtcTime, QUALITY_BITS};
 pub use decode::decode;
