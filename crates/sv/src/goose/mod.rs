@@ -31,7 +31,8 @@
 //! minimal, so `encode(decode(encode(f)))` is `encode(f)` byte for byte.
 //!
 //! When a publisher sends, and with which `stNum`, `sqNum` and
-//! `timeAllowedtoLive`: [`schedule`].
+//! `timeAllowedtoLive`: [`schedule`]. What a subscriber makes of them
+//! (retransmissions, losses, missed changes, supervision): [`tracker`].
 
 mod ber;
 mod data;
@@ -39,6 +40,7 @@ mod decode;
 mod encode;
 mod error;
 pub mod schedule;
+pub mod tracker;
 
 pub use data::{Data, UtcTime, QUALITY_BITS};
 pub use decode::decode;
