@@ -23,6 +23,7 @@ mod correlate;
 mod doc_commands;
 mod doctor;
 mod exit;
+mod goose;
 mod join;
 mod kvm;
 mod lab;
@@ -50,6 +51,9 @@ enum Command {
     /// IEC 61850-9-2 Sampled Values: generate captures, decode, publish, subscribe.
     #[command(subcommand)]
     Sv(sv::Command),
+    /// IEC 61850-8-1 GOOSE: generate captures on the retransmission scheme, decode.
+    #[command(subcommand)]
+    Goose(goose::Command),
     /// Answer hoptrace `ping` frames on an interface (L2 round-trip reflector).
     Reflect(reflect::Args),
     /// L2 round-trip latency test against a `hoptrace reflect` peer.
@@ -127,6 +131,7 @@ impl Command {
 fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
     match command.with_config_file(given)? {
         Command::Sv(c) => sv::run(c),
+        Command::Goose(c) => goose::run(c),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),
@@ -262,6 +267,11 @@ mod tests {
         {
             got.push(("sv pcap --spacing", u128::from(a.spacing)));
         }
+        if let Command::Goose(goose::Command::Pcap(a)) =
+            parse(&["goose", "pcap", "-o", "x.pcap", "--duration", text])
+        {
+            got.push(("goose pcap --duration", u128::from(a.duration)));
+        }
         if let Command::Ping(a) = parse(&["ping", "--interval", text, "--max-latency", text]) {
             got.push(("ping --interval", a.interval.as_nanos()));
             got.push(("ping --max-latency", a.max_latency.unwrap().as_nanos()));
@@ -287,7 +297,7 @@ mod tests {
             ("1 min 05 s", 65_000_000_000),
         ] {
             let got = durations_from(text);
-            assert_eq!(got.len(), 16, "every command was parsed: {got:?}");
+            assert_eq!(got.len(), 17, "every command was parsed: {got:?}");
             for (flag, value) in got {
                 assert_eq!(value, ns, "{flag} {text}");
             }

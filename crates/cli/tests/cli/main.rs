@@ -13,6 +13,7 @@ mod docs_queries;
 mod doctor_cli;
 mod endpoints_common;
 mod exit_codes_cli;
+mod goose_cli;
 mod lab_common;
 mod metrics_common;
 mod outputs_cli;

@@ -1,0 +1,192 @@
+//! `hoptrace goose pcap`: write the messages of one GOOSE control block
+//! as a publisher sends them, to a capture.
+//!
+//! The data set is a trip (boolean) and its quality; it flips at each
+//! state change (`--change-every`, `--change-at`). Each message's instant,
+//! `stNum`, `sqNum` and `timeAllowedtoLive` come from
+//! `hoptrace_sv::goose::schedule` (burst at `--min-time` after a change,
+//! doubling to the `--max-time` heartbeat); `t` is the last change's
+//! instant. Frames are stamped with their nominal instants.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use hoptrace_pcap::{CaptureFormat, CaptureWriter};
+use hoptrace_sv::goose::schedule::{Schedule, Scheme};
+use hoptrace_sv::goose::{encode_into, Data, GooseFrame, GoosePdu, UtcTime};
+use hoptrace_sv::{MacAddr, VlanTag};
+use hoptrace_units::arg;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Output capture file (new; an existing one only with --force).
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub force: crate::outputs::ForceArg,
+    /// pcap or pcapng (default: from the file extension, pcap otherwise).
+    #[arg(long)]
+    pub format: Option<CaptureFormat>,
+    /// The control block's reference.
+    #[arg(long, default_value = "HOPTRACE/LLN0$GO$gcb1")]
+    pub gocb_ref: String,
+    /// The GOOSE identifier.
+    #[arg(long, default_value = "HOPTRACE_GOOSE")]
+    pub go_id: String,
+    /// The data set's reference.
+    #[arg(long, default_value = "HOPTRACE/LLN0$trips")]
+    pub dat_set: String,
+    /// APPID (hex with 0x, or decimal).
+    #[arg(long, default_value = "0x0001")]
+    pub appid: String,
+    /// Destination MAC.
+    #[arg(long, default_value = "01:0c:cd:01:00:01")]
+    pub dst_mac: MacAddr,
+    /// 802.1Q tag `ID[:PRIO]` (priority 4 when omitted).
+    #[arg(long)]
+    pub vlan: Option<VlanTag>,
+    /// confRev: the revision of the data set's configuration.
+    #[arg(long = "conf-rev", default_value_t = 1)]
+    pub conf_rev: u32,
+    /// Set the Simulation bit (Reserved1) and the PDU's simulation flag.
+    #[arg(long)]
+    pub simulation: bool,
+    /// Retransmission interval right after a change (SCL MinTime).
+    #[arg(long, default_value = "2ms", value_parser = arg::duration_ns)]
+    pub min_time: u64,
+    /// Heartbeat interval (SCL MaxTime).
+    #[arg(long, default_value = "1s", value_parser = arg::duration_ns)]
+    pub max_time: u64,
+    /// Retransmissions at the minimum time before the interval doubles.
+    #[arg(long, default_value_t = 2)]
+    pub burst: u32,
+    /// timeAllowedtoLive as a multiple of the interval to the next message.
+    #[arg(long, default_value_t = 2)]
+    pub tal_factor: u32,
+    /// How long the capture covers from its first message (e.g. 5s).
+    #[arg(long, default_value = "5s", value_parser = arg::duration_ns)]
+    pub duration: u64,
+    /// A state change (the trip flips) this often, from the start.
+    #[arg(long, value_parser = arg::duration_ns, conflicts_with = "change_at")]
+    pub change_every: Option<u64>,
+    /// State changes at these times after the start (e.g. 1s 1.5s).
+    #[arg(long, value_parser = arg::duration_ns, num_args = 1..)]
+    pub change_at: Vec<u64>,
+    /// Time of the first message: `now`, or Unix seconds (e.g. 1700000000.25).
+    #[arg(long = "start-time", default_value = "now")]
+    pub start_time: String,
+}
+
+/// Whole milliseconds of `ns`, at least 1.
+fn ms(ns: u64, flag: &str) -> anyhow::Result<u32> {
+    if !ns.is_multiple_of(1_000_000) || ns == 0 {
+        bail!("{flag}: GOOSE times are whole milliseconds (e.g. 2ms, 1s)");
+    }
+    u32::try_from(ns / 1_000_000).with_context(|| format!("{flag} is too long"))
+}
+
+/// The instants of the state changes, after the start (ns, sorted).
+fn changes(args: &Args) -> Vec<u64> {
+    let mut at: Vec<u64> = match args.change_every {
+        Some(every) if every > 0 => (1..)
+            .map(|k| k * every)
+            .take_while(|t| *t < args.duration)
+            .collect(),
+        _ => args.change_at.clone(),
+    };
+    at.retain(|t| *t > 0 && *t < args.duration);
+    at.sort_unstable();
+    at.dedup();
+    at
+}
+
+pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
+    crate::outputs::claim_files(
+        "goose pcap",
+        &[Some(args.output.as_path())],
+        &[],
+        args.force.force,
+    )?;
+    let scheme = Scheme {
+        min_ms: ms(args.min_time, "--min-time")?,
+        max_ms: ms(args.max_time, "--max-time")?,
+        burst: args.burst,
+        tal_factor: args.tal_factor,
+    };
+    if let Some(p) = scheme.problem() {
+        bail!("the retransmission scheme: {p}");
+    }
+    let appid = crate::sv::streams::parse_appid(&args.appid)
+        .map_err(anyhow::Error::msg)
+        .context("--appid")?;
+    let start = crate::sv::pcap::parse_start_time(&args.start_time)?;
+    let format =
+        args.format
+            .unwrap_or_else(|| match args.output.extension().and_then(|e| e.to_str()) {
+                Some("pcapng") => CaptureFormat::PcapNg,
+                _ => CaptureFormat::Pcap,
+            });
+    let mut frame = GooseFrame {
+        dst: args.dst_mac,
+        src: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+        vlans: args.vlan.into_iter().collect(),
+        appid,
+        reserved1: if args.simulation {
+            hoptrace_sv::goose::RESERVED1_SIMULATION
+        } else {
+            0
+        },
+        reserved2: 0,
+        pdu: GoosePdu {
+            gocb_ref: args.gocb_ref.clone(),
+            time_allowed_to_live_ms: 0,
+            dat_set: args.dat_set.clone(),
+            go_id: Some(args.go_id.clone()),
+            t: UtcTime::default(),
+            st_num: 0,
+            sq_num: 0,
+            simulation: args.simulation,
+            conf_rev: args.conf_rev,
+            nds_com: false,
+            num_dat_set_entries: 2,
+            all_data: vec![Data::Boolean(false), Data::quality(0)],
+        },
+    };
+    let mut schedule = Schedule::new(scheme, start);
+    let mut pending = changes(&args).into_iter().map(|t| start + t).peekable();
+    let mut trip = false;
+    let mut writer = CaptureWriter::create(&args.output, format)?;
+    let mut bytes = Vec::with_capacity(160);
+    let end = start + args.duration;
+    loop {
+        if let Some(&c) = pending.peek() {
+            if c <= schedule.due_ns() {
+                schedule.change(c);
+                trip = !trip;
+                pending.next();
+            }
+        }
+        if schedule.due_ns() >= end {
+            break;
+        }
+        let m = schedule.take_due();
+        let p = &mut frame.pdu;
+        p.st_num = m.st_num;
+        p.sq_num = m.sq_num;
+        p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
+        p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
+        p.all_data[0] = Data::Boolean(trip);
+        encode_into(&frame, &mut bytes)?;
+        writer.write(m.at_ns, &bytes)?;
+    }
+    let n = writer.packets_written();
+    writer.finish()?;
+    eprintln!(
+        "wrote {n} GOOSE messages of {} ({} state changes after the first) to {}",
+        args.gocb_ref,
+        frame.pdu.st_num.saturating_sub(1),
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
