@@ -18,26 +18,8 @@
 
 use crate::ber::Cursor;
 use crate::error::DecodeError;
-use crate::frame::{
-    AsduSlot, MacAddr, Span, SvFrame, VlanTag, ETHERTYPE_SV, TPID_8021AD, TPID_8021Q,
-};
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-
-fn need(frame: &[u8], at: usize, n: usize, field: &'static str) -> Result<(), DecodeError> {
-    if frame.len() < at + n {
-        Err(DecodeError::Truncated {
-            offset: at,
-            field,
-            needed: n,
-            available: frame.len().saturating_sub(at),
-        })
-    } else {
-        Ok(())
-    }
-}
+use crate::frame::{AsduSlot, MacAddr, Span, SvFrame, ETHERTYPE_SV};
+use crate::header::{self, HeaderError};
 
 fn fixed<const N: usize>(
     v: &[u8],
@@ -54,58 +36,47 @@ fn fixed<const N: usize>(
 
 /// Decodes one Ethernet frame as SV.
 pub fn decode(frame: &[u8]) -> Result<SvFrame<'_>, DecodeError> {
-    need(frame, 0, 14, "ethernet header")?;
-    let mut dst = [0u8; 6];
-    let mut src = [0u8; 6];
-    dst.copy_from_slice(&frame[0..6]);
-    src.copy_from_slice(&frame[6..12]);
-    let mut vlans = [None; 2];
-    let mut at = 12;
-    let mut ethertype = be16(frame, at);
-    let mut n_vlan = 0;
-    while ethertype == TPID_8021Q || ethertype == TPID_8021AD {
-        if n_vlan == 2 {
-            return Err(DecodeError::TooManyVlanTags {
-                offset: at,
-                field: "vlan tag",
-            });
-        }
-        need(frame, at, 6, "vlan tag")?;
-        vlans[n_vlan] = Some(VlanTag::from_tci(ethertype, be16(frame, at + 2)));
-        n_vlan += 1;
-        at += 4;
-        ethertype = be16(frame, at);
-    }
-    if ethertype != ETHERTYPE_SV {
-        return Err(DecodeError::WrongEthertype {
-            offset: at,
+    let h = header::read(frame, ETHERTYPE_SV, "SV header").map_err(|e| match e {
+        HeaderError::Truncated {
+            offset,
+            field,
+            needed,
+            available,
+        } => DecodeError::Truncated {
+            offset,
+            field,
+            needed,
+            available,
+        },
+        HeaderError::TooManyVlanTags { offset } => DecodeError::TooManyVlanTags {
+            offset,
+            field: "vlan tag",
+        },
+        HeaderError::WrongEthertype { offset, found } => DecodeError::WrongEthertype {
+            offset,
             field: "ethertype",
-            found: ethertype,
-        });
-    }
-    let hdr = at + 2;
-    need(frame, hdr, 8, "SV header")?;
-    let appid = be16(frame, hdr);
-    let length = be16(frame, hdr + 2);
-    let reserved1 = be16(frame, hdr + 4);
-    let reserved2 = be16(frame, hdr + 6);
-    let avail = frame.len() - hdr;
-    if (length as usize) < 8 {
-        return Err(DecodeError::InconsistentLength {
-            offset: hdr + 2,
+            found,
+        },
+        HeaderError::LengthTooShort { offset, found } => DecodeError::InconsistentLength {
+            offset,
             field: "SV Length",
-            found: length as usize,
+            found,
             expected: 8,
-        });
-    }
-    if length as usize > avail {
-        return Err(DecodeError::LengthPastEnd {
-            offset: hdr + 2,
+        },
+        HeaderError::LengthPastEnd {
+            offset,
+            length,
+            available,
+        } => DecodeError::LengthPastEnd {
+            offset,
             field: "SV Length",
-            length: length as usize,
-            available: avail,
-        });
-    }
+            length,
+            available,
+        },
+    })?;
+    let (hdr, length) = (h.appid_at, h.length);
+    let (dst, src, vlans) = (h.dst.0, h.src.0, h.vlans);
+    let (appid, reserved1, reserved2) = (h.appid, h.reserved1, h.reserved2);
     let apdu_end = hdr + length as usize;
     let mut outer = Cursor::new(&frame[hdr + 8..apdu_end], hdr + 8);
     let (pdu, pdu_off) = outer.tlv(0x60, "savPdu", "0x60")?;

@@ -76,6 +76,7 @@ mod error;
 mod frame;
 pub mod generate;
 pub mod goose;
+mod header;
 mod identity;
 mod le;
 pub mod presence;

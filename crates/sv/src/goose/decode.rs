@@ -5,7 +5,7 @@ use super::ber::{self, Cursor};
 use super::data::{self, UtcTime};
 use super::error::GooseError;
 use super::{GooseFrame, GoosePdu, ETHERTYPE_GOOSE};
-use crate::{MacAddr, VlanTag, TPID_8021AD, TPID_8021Q};
+use crate::header::{self, HeaderError};
 
 fn truncated(offset: usize, field: &'static str, needed: usize, available: usize) -> GooseError {
     GooseError::Truncated {
@@ -19,66 +19,30 @@ fn truncated(offset: usize, field: &'static str, needed: usize, available: usize
 /// Decode one Ethernet frame as GOOSE. Bytes after the PDU (Ethernet
 /// padding, a trailer) are ignored, as the Length field bounds the PDU.
 pub fn decode(frame: &[u8]) -> Result<GooseFrame, GooseError> {
-    let u16_at = |at: usize, field| -> Result<u16, GooseError> {
-        match frame.get(at..at + 2) {
-            Some(b) => Ok(u16::from_be_bytes([b[0], b[1]])),
-            None => Err(truncated(at, field, 2, frame.len().saturating_sub(at))),
+    let h = header::read(frame, ETHERTYPE_GOOSE, "GOOSE header").map_err(|e| match e {
+        HeaderError::Truncated {
+            offset,
+            field,
+            needed,
+            available,
+        } => truncated(offset, field, needed, available),
+        HeaderError::TooManyVlanTags { offset } => GooseError::TooManyVlanTags { offset },
+        HeaderError::WrongEthertype { offset, found } => {
+            GooseError::WrongEthertype { offset, found }
         }
-    };
-    if frame.len() < 14 {
-        return Err(truncated(0, "Ethernet header", 14, frame.len()));
-    }
-    let mac = |at: usize| {
-        let mut m = [0u8; 6];
-        m.copy_from_slice(&frame[at..at + 6]);
-        MacAddr(m)
-    };
-    let (dst, src) = (mac(0), mac(6));
-    let mut at = 12;
-    let mut ethertype = u16_at(at, "EtherType")?;
-    let mut vlans = Vec::new();
-    while ethertype == TPID_8021Q || ethertype == TPID_8021AD {
-        if vlans.len() == 2 {
-            return Err(GooseError::TooManyVlanTags { offset: at });
-        }
-        let tci = u16_at(at + 2, "VLAN tag")?;
-        vlans.push(VlanTag {
-            tpid: ethertype,
-            pcp: (tci >> 13) as u8,
-            dei: tci & 0x1000 != 0,
-            vid: tci & 0x0FFF,
-        });
-        at += 4;
-        ethertype = u16_at(at, "EtherType")?;
-    }
-    if ethertype != ETHERTYPE_GOOSE {
-        return Err(GooseError::WrongEthertype {
-            offset: at,
-            found: ethertype,
-        });
-    }
-    let head = at + 2;
-    let appid = u16_at(head, "APPID")?;
-    let length = u16_at(head + 2, "Length")? as usize;
-    let reserved1 = u16_at(head + 4, "Reserved1")?;
-    let reserved2 = u16_at(head + 6, "Reserved2")?;
-    let available = frame.len() - head;
-    if length < 8 {
-        return Err(GooseError::BadLength {
-            offset: head + 2,
+        HeaderError::LengthTooShort { offset, found } => GooseError::BadLength {
+            offset,
             field: "Length",
-            found: length,
+            found,
             expected: "8 or more (the header and the PDU)",
-        });
-    }
-    if length > available {
-        return Err(truncated(
-            head + 8,
-            "goosePdu",
-            length - available,
-            available - 8,
-        ));
-    }
+        },
+        HeaderError::LengthPastEnd {
+            offset,
+            length,
+            available,
+        } => truncated(offset, "goosePdu", length - available, available),
+    })?;
+    let (head, length) = (h.appid_at, h.length as usize);
     let body = &frame[head + 8..head + length];
     let mut c = Cursor::new(body, head + 8);
     let pdu = c.expect(0x61, "goosePdu", "0x61 (goosePdu)")?;
@@ -90,12 +54,12 @@ pub fn decode(frame: &[u8]) -> Result<GooseFrame, GooseError> {
         });
     }
     Ok(GooseFrame {
-        dst,
-        src,
-        vlans,
-        appid,
-        reserved1,
-        reserved2,
+        dst: h.dst,
+        src: h.src,
+        vlans: h.vlans.into_iter().flatten().collect(),
+        appid: h.appid,
+        reserved1: h.reserved1,
+        reserved2: h.reserved2,
         pdu: pdu_fields(&mut Cursor::new(pdu.value, pdu.offset))?,
     })
 }
