@@ -18,6 +18,7 @@
 pub mod config;
 pub mod e2e_join;
 pub mod expect;
+pub mod goose;
 pub mod pacing;
 pub mod ping;
 pub mod publisher;

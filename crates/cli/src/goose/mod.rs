@@ -8,6 +8,8 @@ use clap::Subcommand;
 
 pub mod dump;
 pub mod pcap;
+pub mod publish;
+pub mod subscribe;
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -17,6 +19,11 @@ pub enum Command {
     /// Decode GOOSE frames from a capture, one line per message, and what
     /// a subscriber makes of each control block's sequence.
     Dump(dump::Args),
+    /// Publish one control block on an interface, on the retransmission
+    /// scheme, with its state changes.
+    Publish(Box<publish::Args>),
+    /// Follow every GOOSE control block heard on an interface.
+    Subscribe(subscribe::Args),
 }
 
 /// Run a `goose` subcommand.
@@ -24,5 +31,7 @@ pub fn run(cmd: Command) -> anyhow::Result<ExitCode> {
     match cmd {
         Command::Pcap(a) => pcap::run(a),
         Command::Dump(a) => dump::run(a),
+        Command::Publish(a) => publish::run(a),
+        Command::Subscribe(a) => subscribe::run(a),
     }
 }

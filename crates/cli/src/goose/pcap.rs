@@ -28,6 +28,20 @@ pub struct Args {
     /// pcap or pcapng (default: from the file extension, pcap otherwise).
     #[arg(long)]
     pub format: Option<CaptureFormat>,
+    #[command(flatten)]
+    pub block: BlockArgs,
+    /// How long the capture covers from its first message (e.g. 5s).
+    #[arg(long, default_value = "5s", value_parser = arg::duration_ns)]
+    pub duration: u64,
+    /// Time of the first message: `now`, or Unix seconds (e.g. 1700000000.25).
+    #[arg(long = "start-time", default_value = "now")]
+    pub start_time: String,
+}
+
+/// One control block: what it publishes, on which scheme, and when its
+/// state changes (shared by `goose pcap` and `goose publish`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct BlockArgs {
     /// The control block's reference.
     #[arg(long, default_value = "HOPTRACE/LLN0$GO$gcb1")]
     pub gocb_ref: String,
@@ -64,18 +78,78 @@ pub struct Args {
     /// timeAllowedtoLive as a multiple of the interval to the next message.
     #[arg(long, default_value_t = 2)]
     pub tal_factor: u32,
-    /// How long the capture covers from its first message (e.g. 5s).
-    #[arg(long, default_value = "5s", value_parser = arg::duration_ns)]
-    pub duration: u64,
     /// A state change (the trip flips) this often, from the start.
     #[arg(long, value_parser = arg::duration_ns, conflicts_with = "change_at")]
     pub change_every: Option<u64>,
     /// State changes at these times after the start (e.g. 1s 1.5s).
     #[arg(long, value_parser = arg::duration_ns, num_args = 1..)]
     pub change_at: Vec<u64>,
-    /// Time of the first message: `now`, or Unix seconds (e.g. 1700000000.25).
-    #[arg(long = "start-time", default_value = "now")]
-    pub start_time: String,
+}
+
+impl BlockArgs {
+    /// The retransmission scheme.
+    pub fn scheme(&self) -> anyhow::Result<Scheme> {
+        let scheme = Scheme {
+            min_ms: ms(self.min_time, "--min-time")?,
+            max_ms: ms(self.max_time, "--max-time")?,
+            burst: self.burst,
+            tal_factor: self.tal_factor,
+        };
+        match scheme.problem() {
+            Some(p) => bail!("the retransmission scheme: {p}"),
+            None => Ok(scheme),
+        }
+    }
+
+    /// The frame: a trip (false until the first change) and its quality;
+    /// the counters, TAL and `t` are set per message.
+    pub fn frame(&self) -> anyhow::Result<GooseFrame> {
+        let appid = crate::sv::streams::parse_appid(&self.appid)
+            .map_err(anyhow::Error::msg)
+            .context("--appid")?;
+        Ok(GooseFrame {
+            dst: self.dst_mac,
+            src: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+            vlans: self.vlan.into_iter().collect(),
+            appid,
+            reserved1: if self.simulation {
+                hoptrace_sv::goose::RESERVED1_SIMULATION
+            } else {
+                0
+            },
+            reserved2: 0,
+            pdu: GoosePdu {
+                gocb_ref: self.gocb_ref.clone(),
+                time_allowed_to_live_ms: 0,
+                dat_set: self.dat_set.clone(),
+                go_id: Some(self.go_id.clone()),
+                t: UtcTime::default(),
+                st_num: 0,
+                sq_num: 0,
+                simulation: self.simulation,
+                conf_rev: self.conf_rev,
+                nds_com: false,
+                num_dat_set_entries: 2,
+                all_data: vec![Data::Boolean(false), Data::quality(0)],
+            },
+        })
+    }
+
+    /// The instants of the state changes within `duration` after the
+    /// start (ns, sorted).
+    pub fn changes(&self, duration: u64) -> Vec<u64> {
+        let mut at: Vec<u64> = match self.change_every {
+            Some(every) if every > 0 => (1..)
+                .map(|k| k * every)
+                .take_while(|t| *t < duration)
+                .collect(),
+            _ => self.change_at.clone(),
+        };
+        at.retain(|t| *t > 0 && *t < duration);
+        at.sort_unstable();
+        at.dedup();
+        at
+    }
 }
 
 /// Whole milliseconds of `ns`, at least 1.
@@ -86,21 +160,6 @@ fn ms(ns: u64, flag: &str) -> anyhow::Result<u32> {
     u32::try_from(ns / 1_000_000).with_context(|| format!("{flag} is too long"))
 }
 
-/// The instants of the state changes, after the start (ns, sorted).
-fn changes(args: &Args) -> Vec<u64> {
-    let mut at: Vec<u64> = match args.change_every {
-        Some(every) if every > 0 => (1..)
-            .map(|k| k * every)
-            .take_while(|t| *t < args.duration)
-            .collect(),
-        _ => args.change_at.clone(),
-    };
-    at.retain(|t| *t > 0 && *t < args.duration);
-    at.sort_unstable();
-    at.dedup();
-    at
-}
-
 pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
     crate::outputs::claim_files(
         "goose pcap",
@@ -108,18 +167,8 @@ pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
         &[],
         args.force.force,
     )?;
-    let scheme = Scheme {
-        min_ms: ms(args.min_time, "--min-time")?,
-        max_ms: ms(args.max_time, "--max-time")?,
-        burst: args.burst,
-        tal_factor: args.tal_factor,
-    };
-    if let Some(p) = scheme.problem() {
-        bail!("the retransmission scheme: {p}");
-    }
-    let appid = crate::sv::streams::parse_appid(&args.appid)
-        .map_err(anyhow::Error::msg)
-        .context("--appid")?;
+    let scheme = args.block.scheme()?;
+    let mut frame = args.block.frame()?;
     let start = crate::sv::pcap::parse_start_time(&args.start_time)?;
     let format =
         args.format
@@ -127,34 +176,13 @@ pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
                 Some("pcapng") => CaptureFormat::PcapNg,
                 _ => CaptureFormat::Pcap,
             });
-    let mut frame = GooseFrame {
-        dst: args.dst_mac,
-        src: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
-        vlans: args.vlan.into_iter().collect(),
-        appid,
-        reserved1: if args.simulation {
-            hoptrace_sv::goose::RESERVED1_SIMULATION
-        } else {
-            0
-        },
-        reserved2: 0,
-        pdu: GoosePdu {
-            gocb_ref: args.gocb_ref.clone(),
-            time_allowed_to_live_ms: 0,
-            dat_set: args.dat_set.clone(),
-            go_id: Some(args.go_id.clone()),
-            t: UtcTime::default(),
-            st_num: 0,
-            sq_num: 0,
-            simulation: args.simulation,
-            conf_rev: args.conf_rev,
-            nds_com: false,
-            num_dat_set_entries: 2,
-            all_data: vec![Data::Boolean(false), Data::quality(0)],
-        },
-    };
     let mut schedule = Schedule::new(scheme, start);
-    let mut pending = changes(&args).into_iter().map(|t| start + t).peekable();
+    let mut pending = args
+        .block
+        .changes(args.duration)
+        .into_iter()
+        .map(|t| start + t)
+        .peekable();
     let mut trip = false;
     let mut writer = CaptureWriter::create(&args.output, format)?;
     let mut bytes = Vec::with_capacity(160);
@@ -184,7 +212,7 @@ pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
     writer.finish()?;
     eprintln!(
         "wrote {n} GOOSE messages of {} ({} state changes after the first) to {}",
-        args.gocb_ref,
+        args.block.gocb_ref,
         frame.pdu.st_num.saturating_sub(1),
         args.output.display()
     );

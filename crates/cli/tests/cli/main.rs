@@ -33,6 +33,7 @@ mod privileged {
     mod endpoints_rx;
     mod endpoints_sv;
     mod explain_cli;
+    mod goose_wire;
     mod kvm_cli;
     mod lab_output;
     mod lab_topologies;
