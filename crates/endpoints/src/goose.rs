@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hoptrace_os::PacketSocket;
-use hoptrace_sv::goose::schedule::{Schedule, Scheme};
+use hoptrace_sv::goose::schedule::{Message, Schedule, Scheme};
 use hoptrace_sv::goose::tracker::{GooseCounters, GooseObservation, GooseTracker};
 use hoptrace_sv::goose::{decode, encode_into, Data, GooseFrame, UtcTime, ETHERTYPE_GOOSE};
 
@@ -66,6 +66,55 @@ pub struct PublishReport {
     pub send_errors: u64,
 }
 
+/// A trip publisher's messages in order: the schedule of `scheme` from
+/// `start_ns`, the trip flipping at each of `changes_ns` (absolute, sorted),
+/// until `end_ns`. Shared by `publish` and the capture writer.
+pub struct TripMessages {
+    schedule: Schedule,
+    changes: std::iter::Peekable<std::vec::IntoIter<u64>>,
+    trip: bool,
+    end_ns: u64,
+}
+
+impl TripMessages {
+    pub fn new(scheme: Scheme, start_ns: u64, changes_ns: Vec<u64>, end_ns: u64) -> Self {
+        TripMessages {
+            schedule: Schedule::new(scheme, start_ns),
+            changes: changes_ns.into_iter().peekable(),
+            trip: false,
+            end_ns,
+        }
+    }
+
+    /// When the next message is due (a change due by then applied first),
+    /// or None past the end.
+    pub fn next_due(&mut self) -> Option<u64> {
+        if let Some(&c) = self.changes.peek() {
+            if c <= self.schedule.due_ns() {
+                self.schedule.change(c);
+                self.trip = !self.trip;
+                self.changes.next();
+            }
+        }
+        (self.schedule.due_ns() < self.end_ns).then(|| self.schedule.due_ns())
+    }
+
+    /// The due message, written into `frame` (counters, TAL, `t`, the
+    /// trip as `all_data[0]`).
+    pub fn take(&mut self, frame: &mut GooseFrame) -> Message {
+        let m = self.schedule.take_due();
+        let p = &mut frame.pdu;
+        p.st_num = m.st_num;
+        p.sq_num = m.sq_num;
+        p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
+        p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
+        if let Some(d) = p.all_data.first_mut() {
+            *d = Data::Boolean(self.trip);
+        }
+        m
+    }
+}
+
 /// Publish until `cfg.duration_ns` has passed (or `stop`).
 pub fn publish(cfg: &PublishConfig, stop: &AtomicBool) -> Result<PublishReport> {
     let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_GOOSE)?;
@@ -77,33 +126,19 @@ pub fn publish(cfg: &PublishConfig, stop: &AtomicBool) -> Result<PublishReport> 
     }
     let start = timestamping::realtime_ns().max(0) as u64 + 1_000_000;
     let end = start + cfg.duration_ns;
-    let mut schedule = Schedule::new(cfg.scheme, start);
-    let mut changes = cfg.changes_ns.iter().map(|c| start + c).peekable();
-    let mut trip = false;
+    let changes = cfg.changes_ns.iter().map(|c| start + c).collect();
+    let mut messages = TripMessages::new(cfg.scheme, start, changes, end);
     let mut bytes = Vec::with_capacity(192);
     let mut report = PublishReport::default();
     while !stop.load(Ordering::Relaxed) {
-        if let Some(&c) = changes.peek() {
-            if c <= schedule.due_ns() {
-                schedule.change(c);
-                trip = !trip;
-                changes.next();
-            }
-        }
-        if schedule.due_ns() >= end {
+        let Some(due) = messages.next_due() else {
             break;
-        }
-        let wait = schedule.due_ns() as i64 - timestamping::realtime_ns();
+        };
+        let wait = due as i64 - timestamping::realtime_ns();
         if wait > 0 {
             std::thread::sleep(Duration::from_nanos(wait as u64));
         }
-        let m = schedule.take_due();
-        let p = &mut frame.pdu;
-        p.st_num = m.st_num;
-        p.sq_num = m.sq_num;
-        p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
-        p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
-        p.all_data[0] = Data::Boolean(trip);
+        let m = messages.take(&mut frame);
         encode_into(&frame, &mut bytes)?;
         let before = timestamping::realtime_ns();
         match sock.send(&bytes) {

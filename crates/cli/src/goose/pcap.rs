@@ -12,8 +12,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use hoptrace_endpoints::goose::TripMessages;
 use hoptrace_pcap::{CaptureFormat, CaptureWriter};
-use hoptrace_sv::goose::schedule::{Schedule, Scheme};
+use hoptrace_sv::goose::schedule::Scheme;
 use hoptrace_sv::goose::{encode_into, Data, GooseFrame, GoosePdu, UtcTime};
 use hoptrace_sv::{MacAddr, VlanTag};
 use hoptrace_units::arg;
@@ -176,35 +177,17 @@ pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
                 Some("pcapng") => CaptureFormat::PcapNg,
                 _ => CaptureFormat::Pcap,
             });
-    let mut schedule = Schedule::new(scheme, start);
-    let mut pending = args
+    let changes = args
         .block
         .changes(args.duration)
-        .into_iter()
+        .iter()
         .map(|t| start + t)
-        .peekable();
-    let mut trip = false;
+        .collect();
+    let mut messages = TripMessages::new(scheme, start, changes, start + args.duration);
     let mut writer = CaptureWriter::create(&args.output, format)?;
     let mut bytes = Vec::with_capacity(160);
-    let end = start + args.duration;
-    loop {
-        if let Some(&c) = pending.peek() {
-            if c <= schedule.due_ns() {
-                schedule.change(c);
-                trip = !trip;
-                pending.next();
-            }
-        }
-        if schedule.due_ns() >= end {
-            break;
-        }
-        let m = schedule.take_due();
-        let p = &mut frame.pdu;
-        p.st_num = m.st_num;
-        p.sq_num = m.sq_num;
-        p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
-        p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
-        p.all_data[0] = Data::Boolean(trip);
+    while messages.next_due().is_some() {
+        let m = messages.take(&mut frame);
         encode_into(&frame, &mut bytes)?;
         writer.write(m.at_ns, &bytes)?;
     }

@@ -34,22 +34,27 @@ fn expected() -> Vec<(u64, u32, u32, u32, bool, u64)> {
     out
 }
 
+/// `hoptrace goose pcap -o OUT` of 3 s with changes at 1 s and 1.5 s,
+/// from [`START_S`]; more arguments are added by the caller.
+fn goose_pcap(out: &std::path::Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["goose", "pcap", "-o"]).arg(out).args([
+        "--duration",
+        "3s",
+        "--change-at",
+        "1s",
+        "1.5s",
+        "--start-time",
+        &START_S.to_string(),
+    ]);
+    c
+}
+
 #[test]
 fn goose_pcap_follows_the_retransmission_scheme_and_tshark_reads_every_field() {
     let dir = ScratchDir::new("goose-pcap");
     let pcap = dir.0.join("g.pcap");
-    let o = Command::new(BIN)
-        .args(["goose", "pcap", "-o"])
-        .arg(&pcap)
-        .args([
-            "--duration",
-            "3s",
-            "--change-at",
-            "1s",
-            "1.5s",
-            "--start-time",
-            &START_S.to_string(),
-        ])
+    let o = goose_pcap(&pcap)
         .args([
             "--gocb-ref",
             "IED1/LLN0$GO$trip",
@@ -133,20 +138,7 @@ fn goose_pcap_follows_the_retransmission_scheme_and_tshark_reads_every_field() {
 fn goose_dump_counts_the_sequence_and_names_a_malformed_frame_without_blaming_its_neighbour() {
     let dir = ScratchDir::new("goose-dump");
     let good = dir.0.join("g.pcap");
-    let o = Command::new(BIN)
-        .args(["goose", "pcap", "-o"])
-        .arg(&good)
-        .args([
-            "--duration",
-            "3s",
-            "--change-at",
-            "1s",
-            "1.5s",
-            "--start-time",
-            &START_S.to_string(),
-        ])
-        .output()
-        .unwrap();
+    let o = goose_pcap(&good).output().unwrap();
     assert!(o.status.success());
     let dump = |file: &std::path::Path| {
         Command::new(BIN)
