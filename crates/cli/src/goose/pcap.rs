@@ -171,12 +171,7 @@ pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
     let scheme = args.block.scheme()?;
     let mut frame = args.block.frame()?;
     let start = crate::sv::pcap::parse_start_time(&args.start_time)?;
-    let format =
-        args.format
-            .unwrap_or_else(|| match args.output.extension().and_then(|e| e.to_str()) {
-                Some("pcapng") => CaptureFormat::PcapNg,
-                _ => CaptureFormat::Pcap,
-            });
+    let format = crate::sv::pcap::capture_format(args.format, &args.output);
     let changes = args
         .block
         .changes(args.duration)

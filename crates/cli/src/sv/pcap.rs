@@ -117,6 +117,14 @@ const CONFIGURED_STREAMS: [&str; 2] = ["scl", "config"];
 /// numbered streams (svID prefix and width, smpRate) conflict with them.
 const NOT_NUMBERED: [&str; 3] = ["scl", "svid", "config"];
 
+/// The format given, else the output's extension's (`.pcapng`), else pcap.
+pub fn capture_format(given: Option<CaptureFormat>, output: &std::path::Path) -> CaptureFormat {
+    given.unwrap_or_else(|| match output.extension().and_then(|e| e.to_str()) {
+        Some("pcapng") => CaptureFormat::PcapNg,
+        _ => CaptureFormat::Pcap,
+    })
+}
+
 /// `now` or Unix seconds with up to 9 decimals -> ns since the epoch.
 pub fn parse_start_time(s: &str) -> anyhow::Result<u64> {
     if s == "now" {
@@ -151,12 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &inputs,
         args.force.force,
     )?;
-    let format =
-        args.format
-            .unwrap_or_else(|| match args.output.extension().and_then(|e| e.to_str()) {
-                Some("pcapng") => CaptureFormat::PcapNg,
-                _ => CaptureFormat::Pcap,
-            });
+    let format = capture_format(args.format, &args.output);
     let frequency_hz = args.frequency.map_or(
         if args.rate == 4800 { 60.0 } else { 50.0 },
         Rate::per_second_f64,
