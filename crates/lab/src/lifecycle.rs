@@ -238,8 +238,18 @@ fn spawn_forwarder(st: &LabState, env: &Env, args: &[&str]) -> Result<Daemon> {
     spawn_daemon(&ns, &env.exe, &full, &log, "tap-forwarder")
 }
 
-/// Start `program args` in namespace `ns` as a session leader (it outlives
-/// the `hoptrace lab up` that started it), output to `log`.
+/// Start `program args` in namespace `ns` in a process group of its own
+/// (it outlives the `hoptrace lab up` that started it), output to `log`.
+///
+/// Not a new session: with `kernel.sched_autogroup_enabled = 1` (the
+/// default of most distributions) the scheduler shares the CPU between
+/// sessions first and by `nice` only within one. A daemon in a session of
+/// its own would compete at full weight with every process of the caller's
+/// session, a `nice -n 19` background job included (a clean-clone CI run
+/// saw two such busy loops hold the tap reader runnable for 245 ms). In the
+/// caller's session the lab's processes rank by `nice` as the user expects.
+/// A hangup of the caller's terminal does not reach a process group that is
+/// not in the foreground, and SIGHUP is ignored besides.
 pub fn spawn_daemon(
     ns: &str,
     program: &Path,
@@ -256,10 +266,12 @@ pub fn spawn_daemon(
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
-    // SAFETY: setsid is async-signal-safe.
+    cmd.process_group(0);
+    // SAFETY: signal(2) is async-signal-safe; an ignored disposition
+    // survives exec.
     unsafe {
         cmd.pre_exec(|| {
-            libc::setsid();
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
             Ok(())
         });
     }

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hoptrace_netns::{require_privileges, Netns};
 
@@ -92,6 +92,57 @@ fn stop((mut c, rest): (Child, std::thread::JoinHandle<String>)) {
         .find_map(|l| l.strip_suffix(" packets dropped by kernel"))
         .and_then(|n| n.trim().parse::<u64>().ok());
     assert_eq!(dropped, Some(0), "tcpdump must capture every frame: {rest}");
+}
+
+/// Records in a pcap file tcpdump is writing (`-U`: whole records as they
+/// come); a record cut at the end is not counted.
+fn pcap_frames(file: &Path) -> u64 {
+    let bytes = std::fs::read(file).unwrap_or_default();
+    let (mut at, mut n) = (24, 0);
+    while let Some(header) = bytes.get(at..at + 16) {
+        let caplen = u32::from_le_bytes(header[8..12].try_into().unwrap()) as usize;
+        if at + 16 + caplen > bytes.len() {
+            break;
+        }
+        at += 16 + caplen;
+        n += 1;
+    }
+    n
+}
+
+/// Waits (up to 60 s) until `file` holds at least `want` frames.
+fn wait_for_frames(file: &Path, want: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n = pcap_frames(file);
+        if n >= want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {n} of {want} frames in {} after 60 s",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (up to 60 s) until `file` has not grown for a second.
+fn wait_until_still(file: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut last, mut since) = (pcap_frames(file), Instant::now());
+    while since.elapsed() < Duration::from_secs(1) {
+        assert!(
+            Instant::now() < deadline,
+            "{} still growing",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let n = pcap_frames(file);
+        if n != last {
+            (last, since) = (n, Instant::now());
+        }
+    }
 }
 
 /// Frames per svID in a capture, decoded by tshark.
@@ -238,7 +289,10 @@ fn capture_a_port_going_down(dir: &TempDir) -> (PathBuf, PathBuf, BTreeMap<Strin
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The port goes down once B has seen traffic (0.25 s of both streams),
+    // so the gap is inside B's capture however long the publisher takes
+    // to start on a busy host.
+    wait_for_frames(&b_pcap, 2_000, "B before the port goes down");
     m.ip(&["link", "set", "dev", "mv1", "down"]).unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     m.ip(&["link", "set", "dev", "mv1", "up"]).unwrap();
@@ -249,7 +303,11 @@ fn capture_a_port_going_down(dir: &TempDir) -> (PathBuf, PathBuf, BTreeMap<Strin
         "publisher: {pub_out}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::thread::sleep(Duration::from_millis(1000));
+    // tcpdump reads its ring behind the wire; a SIGINT drops what it has
+    // not read yet (uncounted by "dropped by kernel"). Stop it once A holds
+    // everything sent and B has stopped growing.
+    wait_for_frames(&a_pcap, 2 * SAMPLES, "A after the publisher ended");
+    wait_until_still(&b_pcap);
     stop(ta);
     stop(tb);
 
