@@ -222,3 +222,47 @@ fn a_late_hop_joins_its_own_timeline_not_a_new_one() {
     );
     assert_eq!(of_100[0].epoch, 0);
 }
+
+#[test]
+fn a_hop_lagging_most_of_a_wrap_after_the_wrap_joins_its_packet_not_the_next_epochs() {
+    use TracePoint::*;
+    let mut t = DeviceTable::default();
+    t.insert(1, 2, dev("veth0", false));
+    t.insert(1, 3, dev("tap0", true));
+    let reasons = DropReasons::from_pairs(&[(2, "SKB_DROP_REASON_NOT_SPECIFIED")]);
+    // 4000/s for 1.5 s with a 2 s linger: each sample is forwarded 2500
+    // samples (0.625 s) after its ingress, so from the wrap on the
+    // reference is past half of the next wrap when the forward of the
+    // previous epoch's sample comes.
+    let mut a = Assembler::new(Profile::Hypervisor, t, reasons, 4000, 2_000_000_000);
+    let (n, lag) = (6000u64, 2500u64);
+    let ts = |k: u64| 1_000 + k * 250_000;
+    let mut out = Vec::new();
+    for k in 0..n + lag {
+        if k < n {
+            out.extend(a.push(ev(NetifReceiveSkb, ts(k), 10_000 + k, 2, (k % 4000) as u16)));
+        }
+        if k >= lag {
+            let j = k - lag;
+            out.extend(a.push(ev(
+                NetDevStartXmit,
+                ts(k) + 10,
+                90_000 + j,
+                3,
+                (j % 4000) as u16,
+            )));
+        }
+    }
+    out.extend(a.expire(true));
+    assert_eq!(a.counters.duplicates, 0);
+    assert_eq!(out.len(), n as usize, "one timeline per sample");
+    let complete = out
+        .iter()
+        .filter(|t| t.hops.iter().flatten().count() == 2)
+        .count();
+    assert_eq!(complete, n as usize, "every sample has rx and fwd");
+    for t in &out {
+        let (rx, fwd) = (t.hops[0].unwrap(), t.hops[1].unwrap());
+        assert_eq!(fwd - rx, lag * 250_000 + 10, "{t:?}");
+    }
+}
