@@ -203,7 +203,7 @@ mod tests {
     /// `hoptrace sv publish FLAGS` with `toml`.
     fn publish(flags: &str, toml: Option<&str>) -> sv::publish::Args {
         match configured(&format!("sv publish {flags}"), toml) {
-            Command::Sv(sv::Command::Publish(a)) => a,
+            Command::Sv(sv::Command::Publish(a)) => *a,
             other => unreachable!("{other:?}"),
         }
     }
@@ -211,7 +211,7 @@ mod tests {
     /// `hoptrace sv subscribe FLAGS` with `toml`.
     fn subscribe(flags: &str, toml: Option<&str>) -> sv::subscribe::Args {
         match configured(&format!("sv subscribe {flags}"), toml) {
-            Command::Sv(sv::Command::Subscribe(a)) => a,
+            Command::Sv(sv::Command::Subscribe(a)) => *a,
             other => unreachable!("{other:?}"),
         }
     }

@@ -30,6 +30,7 @@ mod lab;
 mod outputs;
 mod ping;
 mod reflect;
+mod relay;
 mod report;
 mod sv;
 mod term;
@@ -54,6 +55,9 @@ enum Command {
     /// IEC 61850-8-1 GOOSE: generate captures on the retransmission scheme, decode.
     #[command(subcommand)]
     Goose(goose::Command),
+    /// A protection relay for the lab: SV in, instantaneous overcurrent,
+    /// a GOOSE trip out, each trip timed from the sample to the wire.
+    Relay(Box<relay::Args>),
     /// Answer hoptrace `ping` frames on an interface (L2 round-trip reflector).
     Reflect(reflect::Args),
     /// L2 round-trip latency test against a `hoptrace reflect` peer.
@@ -117,11 +121,11 @@ impl Command {
             Command::Ping(a) => Command::Ping(with_config_file(a, given)?),
             Command::Reflect(a) => Command::Reflect(with_config_file(a, given)?),
             Command::Sv(sv::Command::Publish(a)) => {
-                Command::Sv(sv::Command::Publish(with_config_file(a, given)?))
+                Command::Sv(sv::Command::Publish(Box::new(with_config_file(*a, given)?)))
             }
-            Command::Sv(sv::Command::Subscribe(a)) => {
-                Command::Sv(sv::Command::Subscribe(with_config_file(a, given)?))
-            }
+            Command::Sv(sv::Command::Subscribe(a)) => Command::Sv(sv::Command::Subscribe(
+                Box::new(with_config_file(*a, given)?),
+            )),
             other => other,
         })
     }
@@ -132,6 +136,7 @@ fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
     match command.with_config_file(given)? {
         Command::Sv(c) => sv::run(c),
         Command::Goose(c) => goose::run(c),
+        Command::Relay(a) => relay::run(*a),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),
@@ -272,6 +277,20 @@ mod tests {
         {
             got.push(("goose pcap --duration", u128::from(a.duration)));
         }
+        if let Command::Relay(a) = parse(&[
+            "relay",
+            "--iface",
+            "x",
+            "--pickup",
+            "500A",
+            "--reset",
+            text,
+            "--duration",
+            text,
+        ]) {
+            got.push(("relay --reset", u128::from(a.reset)));
+            got.push(("relay --duration", a.duration.unwrap().as_nanos()));
+        }
         if let Command::Ping(a) = parse(&["ping", "--interval", text, "--max-latency", text]) {
             got.push(("ping --interval", a.interval.as_nanos()));
             got.push(("ping --max-latency", a.max_latency.unwrap().as_nanos()));
@@ -297,7 +316,7 @@ mod tests {
             ("1 min 05 s", 65_000_000_000),
         ] {
             let got = durations_from(text);
-            assert_eq!(got.len(), 17, "every command was parsed: {got:?}");
+            assert_eq!(got.len(), 19, "every command was parsed: {got:?}");
             for (flag, value) in got {
                 assert_eq!(value, ns, "{flag} {text}");
             }

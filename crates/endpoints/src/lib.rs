@@ -10,6 +10,9 @@
 //! * [`pacing`]: absolute-deadline pacing with `clock_nanosleep`.
 //! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
 //! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
+//! * [`goose`]: IEC 61850-8-1 GOOSE publisher and subscriber; [`relay`]:
+//!   the lab's protection relay (SV in, overcurrent, GOOSE trip out, the
+//!   loop timed per trip).
 //! * [`recording`] / [`e2e_join`] / [`sample_join`]: recordings of the
 //!   endpoints and their joins by sample identity ([`sample_key`]).
 //! * [`sched`]: `--cpu` / `--fifo`.
@@ -23,6 +26,7 @@ pub mod pacing;
 pub mod ping;
 pub mod publisher;
 pub mod recording;
+pub mod relay;
 pub mod replay;
 pub mod ring;
 pub mod rx;

@@ -22,7 +22,7 @@ use crate::encode::encode_into;
 use crate::error::EncodeError;
 use crate::frame::{MacAddr, OwnedAsdu, OwnedSvFrame, VlanTag};
 use crate::identity::StreamId;
-use crate::le::LeWaveform;
+use crate::le::{CurrentFault, LeWaveform};
 use crate::spec::StreamSpec;
 
 /// Description of the streams to generate.
@@ -54,6 +54,8 @@ pub struct StreamPlan {
     /// Gap between the frames of consecutive streams within one instant.
     pub stream_spacing_ns: u64,
     pub waveform: LeWaveform,
+    /// Faults stepped into every stream's currents (sample numbers from 0).
+    pub faults: Vec<CurrentFault>,
     /// Streams configured one by one: when not empty, stream `i` is
     /// `configured[i]` (svID, APPID, destination, VLAN, confRev, datSet,
     /// smpSynch, optional fields, simulation, security) and the numbered
@@ -81,6 +83,7 @@ impl Default for StreamPlan {
             start_ns: 0,
             stream_spacing_ns: 1_000,
             waveform: LeWaveform::default(),
+            faults: Vec::new(),
             configured: Vec::new(),
         }
     }
@@ -279,7 +282,7 @@ impl StreamPlan {
             .map(|n| {
                 let mut a = template.clone();
                 a.smp_cnt = (n % self.rate as u64) as u16;
-                a.set_le_values(&self.waveform.values(n, self.rate));
+                a.set_le_values(&self.waveform.values_with_faults(n, self.rate, &self.faults));
                 a
             })
             .collect();

@@ -19,7 +19,10 @@
 //! Encode (minimal BER lengths, byte-exact round trip):
 //! - [`encode`]`(&`[`OwnedSvFrame`]`) -> Result<Vec<u8>, `[`EncodeError`]`>`,
 //!   [`encode_into`] (reuses a buffer). [`OwnedAsdu::set_le_values`].
-//! - [`LeWaveform`]: three-phase sine 9-2LE values (1 mA/LSB, 10 mV/LSB).
+//! - [`LeWaveform`]: three-phase sine 9-2LE values (1 mA/LSB, 10 mV/LSB);
+//!   [`CurrentFault`] steps its currents at a known sample.
+//! - [`protection::Overcurrent`]: the lab relay's function (instantaneous
+//!   overcurrent on one channel), a [`protection::Decision`] per sample.
 //! - [`generate::StreamPlan`]: N streams x rate x K ASDUs -> paced frames
 //!   ([`generate::StreamPlan::frames`], [`generate::StreamPlan::frame_time_ns`],
 //!   [`generate::StreamPlan::encode_frame_into`]).
@@ -80,6 +83,7 @@ mod header;
 mod identity;
 mod le;
 pub mod presence;
+pub mod protection;
 mod spec;
 mod tracker;
 mod verify;
@@ -92,7 +96,7 @@ pub use frame::{
     ETHERTYPE_SV, LE_SEQ_DATA_LEN, TPID_8021AD, TPID_8021Q,
 };
 pub use identity::{SampleId, StreamId};
-pub use le::{LeWaveform, CURRENT_A_PER_LSB, VOLTAGE_V_PER_LSB};
+pub use le::{CurrentFault, LeWaveform, CURRENT_A_PER_LSB, VOLTAGE_V_PER_LSB};
 pub use presence::StreamPresence;
 pub use spec::{
     AsduFields, SmpMod, SpecError, SpecWarning, StreamSpec, DAT_SET_MAX_LEN, MAX_ASDUS_PER_FRAME,

@@ -107,6 +107,8 @@ pub struct Args {
     /// Quality word of every value.
     #[arg(long, default_value_t = 0)]
     pub quality: u32,
+    #[command(flatten)]
+    pub fault: crate::sv::fault::FaultArgs,
 }
 
 /// The flags that configure streams from a file, whose streams carry their
@@ -216,6 +218,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => vec![base],
     };
     for plan in &mut plans {
+        plan.faults = args.fault.faults(plan.rate, 0)?;
+        for line in crate::sv::fault::describe(&plan.faults, plan.rate) {
+            eprintln!("{line}");
+        }
         plan.samples = args
             .samples
             .or(args

@@ -88,13 +88,15 @@ pub struct Args {
     /// frames as they are: no generated streams, no sample count).
     #[arg(long, conflicts_with_all = [
         "streams", "asdu", "vlan", "refrtm", "scl", "svid", "svid_prefix",
-        "frequency", "duration", "samples", "first_sample", "late",
+        "frequency", "duration", "samples", "first_sample", "late", "fault",
     ])]
     pub replay: Option<PathBuf>,
     /// With --replay: play the capture this many times (smpCnt continues
     /// across loops).
     #[arg(long = "loop", default_value_t = 1, requires = REPLAY_FROM_FLAG_OR_FILE)]
     pub loop_count: u32,
+    #[command(flatten)]
+    pub fault: crate::sv::fault::FaultArgs,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -187,7 +189,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         hoptrace_endpoints::pacing::LatePolicy::Slip
     };
     let mut cfgs = Vec::new();
-    for plan in plans {
+    for mut plan in plans {
+        plan.faults = args.fault.faults(plan.rate, args.first_sample)?;
         let samples = match (args.samples, args.duration) {
             (Some(n), _) => Some(n),
             (None, Some(d)) => Some(Rate::per_second(plan.rate).events_in(d)),
@@ -225,6 +228,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             cfg.clock.name(),
             if busy_margin_ns > 0 { ", busy-wait margin" } else { "" }
         );
+        for line in crate::sv::fault::describe(&cfg.plan.faults, cfg.plan.rate) {
+            eprintln!("  {line}");
+        }
     }
     // The recording's smpCnt wrap, when every stream has the same.
     let rates: std::collections::BTreeSet<u32> = cfgs.iter().map(|c| c.plan.rate).collect();

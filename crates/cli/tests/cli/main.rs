@@ -40,6 +40,7 @@ mod privileged {
     mod lab_vm;
     mod metrics_sv;
     mod metrics_trace;
+    mod relay_wire;
     mod soak_retention;
     mod sv_dump_live;
 }

@@ -4,9 +4,10 @@
 //! (bridge `br0` with ports `mv0`, `mv1`) -- namespace `an-s*` (subscriber
 //! side, veth `sv0`). tcpdump captures on `pv0` (A, publisher side) and on
 //! `sv0` (B, subscriber side) while `hoptrace sv publish` sends 2 streams x
-//! 4000/s x 6 s. In the middle of the run the bridge port `mv1` is taken
-//! down for 2.5 s, so B misses (on an idle machine) more than a full smpCnt
-//! wrap (4000) of samples per stream while A sees everything. A is captured
+//! 4000/s. Once B has captured traffic the bridge port `mv1` is taken down
+//! for 2.5 s, so B misses more than a full smpCnt wrap (4000) of samples
+//! per stream while A sees everything; the publisher is stopped once B has
+//! captured 0.5 s more (every step waits on the captures, not on time). A is captured
 //! with nanosecond stamps and converted to pcapng (editcap), B is a
 //! microsecond pcap: mixed formats and resolutions.
 //!
@@ -31,8 +32,6 @@ use crate::analysis_common;
 use crate::capture_common;
 
 use analysis_common::{TempDir, BIN};
-
-const SAMPLES: u64 = 24_000;
 
 fn ns(tag: &str) -> Netns {
     Netns::create(&format!("an-{tag}{}", std::process::id() % 100_000)).unwrap()
@@ -284,18 +283,26 @@ fn capture_a_port_going_down(dir: &TempDir) -> (PathBuf, PathBuf, BTreeMap<Strin
             "pv0",
         ])
         .args(["--streams", "2", "--rate", "4000", "--asdu", "1"])
-        .args(["--samples", &SAMPLES.to_string()])
+        .args(["--duration", "120s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // The port goes down once B has seen traffic (0.25 s of both streams),
-    // so the gap is inside B's capture however long the publisher takes
-    // to start on a busy host.
+    // Every step waits for what B captured, never for a time: the port goes
+    // down once B has seen traffic (0.25 s of both streams), comes up
+    // 2.5 s later (more than a wrap of both streams), and the publisher is
+    // stopped once B has captured another 0.5 s, so the gap is inside B's
+    // capture however the host schedules the test, tcpdump and the
+    // publisher.
     wait_for_frames(&b_pcap, 2_000, "B before the port goes down");
     m.ip(&["link", "set", "dev", "mv1", "down"]).unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     m.ip(&["link", "set", "dev", "mv1", "up"]).unwrap();
+    let at_up = pcap_frames(&b_pcap);
+    wait_for_frames(&b_pcap, at_up + 4_000, "B after the port came up");
+    let _ = Command::new("kill")
+        .args(["-INT", &publisher.id().to_string()])
+        .status();
     let out = publisher.wait_with_output().unwrap();
     let pub_out = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -303,14 +310,6 @@ fn capture_a_port_going_down(dir: &TempDir) -> (PathBuf, PathBuf, BTreeMap<Strin
         "publisher: {pub_out}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // tcpdump reads its ring behind the wire; a SIGINT drops what it has
-    // not read yet (uncounted by "dropped by kernel"). Stop it once A holds
-    // everything sent and B has stopped growing.
-    wait_for_frames(&a_pcap, 2 * SAMPLES, "A after the publisher ended");
-    wait_until_still(&b_pcap);
-    stop(ta);
-    stop(tb);
-
     // The publisher's own count per stream ("  SVID: N frames").
     let published: BTreeMap<String, u64> = pub_out
         .lines()
@@ -320,7 +319,17 @@ fn capture_a_port_going_down(dir: &TempDir) -> (PathBuf, PathBuf, BTreeMap<Strin
         })
         .collect();
     assert_eq!(published.len(), 2, "{pub_out}");
-    assert!(published.values().all(|&n| n == SAMPLES), "{pub_out}");
+    // tcpdump reads its ring behind the wire; a SIGINT drops what it has
+    // not read yet (uncounted by "dropped by kernel"). Stop it once A holds
+    // everything sent and B has stopped growing.
+    wait_for_frames(
+        &a_pcap,
+        published.values().sum(),
+        "A after the publisher ended",
+    );
+    wait_until_still(&b_pcap);
+    stop(ta);
+    stop(tb);
     (a_pcap, b_pcap, published)
 }
 
