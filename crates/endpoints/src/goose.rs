@@ -103,16 +103,22 @@ impl TripMessages {
     /// trip as `all_data[0]`).
     pub fn take(&mut self, frame: &mut GooseFrame) -> Message {
         let m = self.schedule.take_due();
-        let p = &mut frame.pdu;
-        p.st_num = m.st_num;
-        p.sq_num = m.sq_num;
-        p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
-        p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
-        if let Some(d) = p.all_data.first_mut() {
+        write_message(frame, &m);
+        if let Some(d) = frame.pdu.all_data.first_mut() {
             *d = Data::Boolean(self.trip);
         }
         m
     }
+}
+
+/// Message `m`'s counters, TAL and `t` (the last change, on CLOCK_REALTIME)
+/// into `frame`.
+pub fn write_message(frame: &mut GooseFrame, m: &Message) {
+    let p = &mut frame.pdu;
+    p.st_num = m.st_num;
+    p.sq_num = m.sq_num;
+    p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
+    p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
 }
 
 /// Publish until `cfg.duration_ns` has passed (or `stop`).

@@ -33,7 +33,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use hoptrace_os::PacketSocket;
 use hoptrace_sv::goose::schedule::{Schedule, Scheme};
-use hoptrace_sv::goose::{encode_into, Data, GooseFrame, UtcTime, ETHERTYPE_GOOSE};
+use hoptrace_sv::goose::{encode_into, Data, GooseFrame, ETHERTYPE_GOOSE};
 use hoptrace_sv::protection::{Decision, Overcurrent, OvercurrentCounters};
 use hoptrace_sv::{SampleTracker, ETHERTYPE_SV};
 
@@ -119,11 +119,7 @@ impl Goose {
     /// Send the due message; its send index and the time read before it.
     fn send_due(&mut self, report: &mut RelayReport) -> Result<(u32, i64)> {
         let m = self.schedule.take_due();
-        let p = &mut self.frame.pdu;
-        p.st_num = m.st_num;
-        p.sq_num = m.sq_num;
-        p.time_allowed_to_live_ms = m.time_allowed_to_live_ms;
-        p.t = UtcTime::from_unix_ns(m.changed_ns, 0x0A);
+        crate::goose::write_message(&mut self.frame, &m);
         encode_into(&self.frame, &mut self.bytes)?;
         let before = timestamping::realtime_ns();
         let id = self.sends;

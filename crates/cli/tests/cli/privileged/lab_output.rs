@@ -100,7 +100,7 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
         .unwrap();
     // The reader stays in the caller's session (a process group of its
     // own): with scheduler autogroups, a session of its own would compete
-    // at full weight with this session's `nice 19` background jobs.
+    // at full weight with the `nice 19` background jobs of the test's process session.
     // SAFETY: getsid has no memory effects.
     let (reader_sid, our_sid) = unsafe { (libc::getsid(pid as i32), libc::getsid(0)) };
     assert_eq!(reader_sid, our_sid, "the tap reader's session");
