@@ -179,7 +179,9 @@ pub trait SessionSink {
     /// A ring buffer record as received, before it is decoded (every
     /// record, whether it decodes or not; `--dump-events` keeps them).
     fn raw_record(&mut self, _data: &[u8]) {}
-    fn event(&mut self, event: HopEvent);
+    /// One hop event (borrowed: the record stage decodes into storage it
+    /// reuses).
+    fn event(&mut self, event: &HopEvent);
     /// Called about every `tick`; return false to stop.
     fn tick(&mut self, lost: &LostCounts) -> bool;
     /// The in-kernel histograms, summed over the CPUs: before every `tick`

@@ -31,7 +31,7 @@ impl RecordStage {
             Record::Compact(_) => self.compact += 1,
         }
         if let Some(e) = self.identities.resolve(r) {
-            sink.event(e)
+            sink.event(&e)
         }
     }
 

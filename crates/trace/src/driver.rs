@@ -101,43 +101,45 @@ fn configured(p: &mut hoptrace_sv::StreamPresence, id: &PacketIdentity) -> bool 
 impl Run<'_> {
     /// Select, project, count and record finished timelines (from the
     /// session's events, and once more for those left at exit).
-    pub(crate) fn take_timelines(&mut self, tls: Vec<Timeline>) {
-        let mut taken = Vec::with_capacity(tls.len());
-        for mut t in tls {
-            if !self.opts.streams.is_empty() && !self.opts.streams.contains(&t.stream) {
-                continue;
+    pub(crate) fn take_timelines(&mut self, mut tls: Vec<Timeline>) {
+        // Selected and projected where they are (a timeline is a few
+        // hundred bytes: moved only when one before it is left out).
+        let (opts, select, presence) = (self.opts, &self.select, &mut self.summary.presence);
+        tls.retain_mut(|t| {
+            if !opts.streams.is_empty() && !opts.streams.iter().any(|s| t.stream == *s) {
+                return false;
             }
-            if let Some(p) = self.summary.presence.as_mut() {
+            if let Some(p) = presence.as_mut() {
                 if !configured(p, &t.identity) {
-                    continue;
+                    return false;
                 }
             }
-            if self.select.len() != t.hops.len() {
-                t.hops = self.select.iter().map(|&i| t.hops[i]).collect();
+            if select.len() != t.hops.len() {
+                t.hops = select.iter().map(|&i| t.hops[i]).collect();
                 if !t.who.is_empty() {
-                    t.who = self.select.iter().map(|&i| t.who[i]).collect();
+                    t.who = select.iter().map(|&i| t.who[i]).collect();
                 }
             }
-            taken.push(t);
-        }
-        self.explain(&taken);
+            true
+        });
+        self.explain(&tls);
         let copy_hop = copy_hop(&self.hops);
-        for t in taken {
-            let pairs = self.stats.add(&t);
+        for t in &tls {
+            let pairs = self.stats.add(t);
             if let Some(m) = self.metrics.as_mut() {
-                m.timeline(&t, pairs);
+                m.timeline(t, &pairs, &self.stats);
             }
             if let Some(w) = self.writer.as_mut() {
-                if let Err(e) = append_row(w, &t, copy_hop) {
+                if let Err(e) = append_row(w, t, copy_hop) {
                     self.write_err
                         .get_or_insert(anyhow::Error::from(e).context("writing the recording"));
                 }
             }
-            self.count += 1;
-            self.summary.timeline_count += 1;
-            if self.opts.keep_timelines {
-                self.summary.timelines.push(t);
-            }
+        }
+        self.count += tls.len() as u64;
+        self.summary.timeline_count += tls.len() as u64;
+        if self.opts.keep_timelines {
+            self.summary.timelines.extend(tls);
         }
     }
 
@@ -347,7 +349,7 @@ impl SessionSink for Run<'_> {
         }
     }
 
-    fn event(&mut self, e: HopEvent) {
+    fn event(&mut self, e: &HopEvent) {
         if let Some((devices, reasons)) = &self.ks_names {
             // --kernel-stats: only a drop sends a record
             self.summary.events += 1;
@@ -366,7 +368,7 @@ impl SessionSink for Run<'_> {
         }
         // An unknown device: the host's devices are scanned again (the
         // dump keeps the new table, for the replay to install it here).
-        if self.assembler.refresh_devices_for(&e) {
+        if self.assembler.refresh_devices_for(e) {
             if let Some(d) = self.dump.as_mut() {
                 d.devices(self.assembler.devices());
             }

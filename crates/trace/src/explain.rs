@@ -70,12 +70,12 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
     };
     ExplainedStage {
         packet: PacketKey {
-            stream: t.stream.clone(),
+            stream: t.stream.to_string(),
             app_id,
             smp_cnt,
             epoch: app_id.map(|_| t.epoch),
             seq: t.seq,
-            dest: t.dest.clone(),
+            dest: t.dest.as_deref().map(str::to_string),
         },
         stage,
         start_ns: a as i64,
@@ -281,15 +281,15 @@ mod tests {
             },
             stream: "s".into(),
             dest: None,
-            hops: vec![Some(0), Some(100), None, Some(5000), Some(4000)],
+            hops: vec![Some(0), Some(100), None, Some(5000), Some(4000)].into(),
             status: PacketStatus::Ok,
             drop_reason: None,
             drop_hop: None,
             epoch: 0,
             seq: 1,
             last_cpu: 0,
-            last_comm: String::new(),
-            who: vec![who(0), who(1), None, who(1), who(0)],
+            last_comm: Default::default(),
+            who: vec![who(0), who(1), None, who(1), who(0)].into(),
         };
         let hops = ["a", "b", "c", "d", "e"];
         let stages = hoptrace_probes::catalogue::stages(&hops);

@@ -13,6 +13,7 @@ use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::trace::TraceMetrics;
 use hoptrace_record::{DoctorSummary, ExplainedStage};
 
+use crate::stats::{StagePairs, Stats, MAX_STAGES};
 use crate::timeline::Timeline;
 use hoptrace_probes::lost::LostCounts;
 
@@ -61,13 +62,14 @@ impl Metrics {
 
     /// One finished timeline (after selection and projection), with its
     /// stages as the statistics counted them ([`crate::stats::Stats::add`]).
-    pub fn timeline(&mut self, t: &Timeline, pairs: Vec<(std::sync::Arc<str>, u64, u64)>) {
-        let stages: Vec<(std::sync::Arc<str>, u64)> = pairs
-            .into_iter()
-            .filter(|(_, a, b)| b >= a)
-            .map(|(name, a, b)| (name, b - a))
-            .collect();
-        self.m.timeline(&t.stream, t.status.as_str(), &stages);
+    pub fn timeline(&mut self, t: &Timeline, pairs: &StagePairs, stats: &Stats) {
+        let mut stages = [("", 0u64); MAX_STAGES];
+        let mut n = 0;
+        for &(i, a, b) in pairs.iter().filter(|(_, a, b)| b >= a) {
+            stages[n] = (&**stats.stage_name(i), b - a);
+            n += 1;
+        }
+        self.m.timeline(&t.stream, t.status.as_str(), &stages[..n]);
     }
 
     pub fn lost(&mut self, lost: &LostCounts) {

@@ -89,7 +89,7 @@ pub(crate) fn print_summary(
         print_all_streams(
             out,
             stats,
-            &stats.total,
+            &stats.whole_run(),
             &format!("whole run, t={}", format_duration(elapsed)),
             lost,
             false,

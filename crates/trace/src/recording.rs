@@ -16,7 +16,7 @@ use hoptrace_record::{
     RecordingWriter, StampSource,
 };
 
-use crate::timeline::Timeline;
+use crate::timeline::{Timeline, MAX_HOPS};
 
 /// What a tracing run's recording describes of itself.
 #[derive(Debug, Clone)]
@@ -81,7 +81,11 @@ pub fn append_row(
     let consumer_tid = copy_hop
         .and_then(|i| t.who.get(i).copied().flatten())
         .map(|w| i64::from(w.tid));
-    let hops_ns: Vec<Option<i64>> = t.hops.iter().map(|h| h.map(|v| v as i64)).collect();
+    let mut hops_ns = [None; MAX_HOPS];
+    for (ns, h) in hops_ns.iter_mut().zip(t.hops.iter()) {
+        *ns = h.map(|v| v as i64);
+    }
+    let hops_ns = &hops_ns[..t.hops.len()];
     let (app_id, smp_cnt) = match &t.identity {
         PacketIdentity::Sv {
             app_id, smp_cnt, ..
@@ -100,7 +104,7 @@ pub fn append_row(
         status: t.status,
         drop_reason: t.drop_reason.as_deref(),
         drop_hop: t.drop_hop.as_deref(),
-        hops: &hops_ns,
+        hops: hops_ns,
         extra: &[Some(t.last_cpu as i64), consumer_tid],
     })
 }

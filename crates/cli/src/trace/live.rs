@@ -360,7 +360,7 @@ mod tests {
             identity: PacketIdentity::Ping { seq, reply: false },
             stream: "MU01".into(),
             dest: Some("tap0".into()),
-            hops,
+            hops: hops.into(),
             status,
             drop_reason: (status == PacketStatus::Dropped)
                 .then(|| "SKB_DROP_REASON_FULL_RING".into()),
@@ -369,7 +369,7 @@ mod tests {
             seq,
             last_cpu: 1,
             last_comm: "qemu".into(),
-            who: Vec::new(),
+            who: Default::default(),
         }
     }
 

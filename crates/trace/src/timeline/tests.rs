@@ -64,10 +64,10 @@ fn cloned_frame_gives_one_timeline_per_tap() {
         ev(SkbCopyDatagramIovec, 50, 101, 0, 5),
         ev(KfreeSkb, 60, 102, 4, 5),
     ] {
-        out.extend(a.push(e));
+        out.extend(a.push(&e));
     }
     assert!(out.is_empty(), "nothing expires before the linger time");
-    out.extend(a.push(ev(NetifReceiveSkb, 5000, 200, 2, 6)));
+    out.extend(a.push(&ev(NetifReceiveSkb, 5000, 200, 2, 6)));
     assert_eq!(out.len(), 2);
     let t0 = &out[0];
     assert_eq!(t0.dest.as_deref(), Some("tap0"));
@@ -112,7 +112,7 @@ fn linger_longer_than_a_wrap_keeps_the_same_smpcnt_of_two_wraps_apart() {
             ev(NetDevXmit, t0 + 20, skb, 3, smp),
             ev(SkbCopyDatagramIovec, t0 + 30, skb, 0, smp),
         ] {
-            out.extend(a.push(e));
+            out.extend(a.push(&e));
         }
     }
     assert!(out.is_empty(), "all still lingering");
@@ -139,8 +139,8 @@ fn linger_longer_than_a_wrap_keeps_the_same_smpcnt_of_two_wraps_apart() {
 fn the_last_packet_is_reported_when_the_clock_passes_its_linger() {
     use TracePoint::*;
     let mut a = assembler();
-    assert!(a.push(ev(NetifReceiveSkb, 10, 100, 2, 5)).is_empty());
-    assert!(a.push(ev(NetDevStartXmit, 20, 100, 3, 5)).is_empty());
+    assert!(a.push(&ev(NetifReceiveSkb, 10, 100, 2, 5)).is_empty());
+    assert!(a.push(&ev(NetDevStartXmit, 20, 100, 3, 5)).is_empty());
     assert!(a.advance_to(900).is_empty(), "within its linger");
     // (scans are a quarter linger apart: 900, then 1150 at the earliest)
     let out = a.advance_to(1200);
@@ -178,7 +178,7 @@ fn a_hop_lagging_its_ingress_by_more_than_half_a_wrap_stays_in_its_epoch() {
     let mut a = assembler();
     // Ingress of epoch 4 is at smpCnt 3935; the reader copies sample
     // 1183 of that epoch 0.69 s (2752 samples) late.
-    a.epochs.insert(b"s".to_vec(), (3935, 4));
+    a.streams.set_epoch_state(b"s", (3935, 4));
     assert_eq!(a.epoch(b"s", 1183, false), 4, "a late copy is no wrap");
     assert_eq!(
         a.epoch(b"s", 3936, true),
@@ -204,9 +204,9 @@ fn a_late_hop_joins_its_own_timeline_not_a_new_one() {
     let mut out = Vec::new();
     for n in 0..3600u64 {
         let ts = 1_000 + n * 250_000;
-        out.extend(a.push(ev(NetifReceiveSkb, ts, 10_000 + n, 2, (n % 4000) as u16)));
+        out.extend(a.push(&ev(NetifReceiveSkb, ts, 10_000 + n, 2, (n % 4000) as u16)));
         if n == 2900 {
-            out.extend(a.push(ev(NetDevStartXmit, ts + 10, 99_999, 3, 100)));
+            out.extend(a.push(&ev(NetDevStartXmit, ts + 10, 99_999, 3, 100)));
         }
     }
     out.extend(a.expire(true));
@@ -240,11 +240,17 @@ fn a_hop_lagging_most_of_a_wrap_after_the_wrap_joins_its_packet_not_the_next_epo
     let mut out = Vec::new();
     for k in 0..n + lag {
         if k < n {
-            out.extend(a.push(ev(NetifReceiveSkb, ts(k), 10_000 + k, 2, (k % 4000) as u16)));
+            out.extend(a.push(&ev(
+                NetifReceiveSkb,
+                ts(k),
+                10_000 + k,
+                2,
+                (k % 4000) as u16,
+            )));
         }
         if k >= lag {
             let j = k - lag;
-            out.extend(a.push(ev(
+            out.extend(a.push(&ev(
                 NetDevStartXmit,
                 ts(k) + 10,
                 90_000 + j,
@@ -265,4 +271,31 @@ fn a_hop_lagging_most_of_a_wrap_after_the_wrap_joins_its_packet_not_the_next_epo
         let (rx, fwd) = (t.hops[0].unwrap(), t.hops[1].unwrap());
         assert_eq!(fwd - rx, lag * 250_000 + 10, "{t:?}");
     }
+}
+
+/// A packet leaves the table at its expiry and its slot holds the next
+/// packet: the slab stays at the packets in flight, whatever the run's
+/// length.
+#[test]
+fn expired_packets_leave_the_table_and_their_slots_are_reused() {
+    use TracePoint::*;
+    let mut a = assembler();
+    let mut out = Vec::new();
+    for n in 0..100u64 {
+        // one frame every 500 ns, linger 1000 ns: about two in flight
+        let ts = n * 500;
+        out.extend(a.push(&ev(NetifReceiveSkb, ts, 100 + n, 2, n as u16)));
+        out.extend(a.push(&ev(NetDevStartXmit, ts + 10, 1000 + n, 3, n as u16)));
+        assert!(
+            a.packets.len() <= 4,
+            "{} packets in flight",
+            a.packets.len()
+        );
+    }
+    out.extend(a.expire(true));
+    assert_eq!(a.packets.len(), 0);
+    assert!(a.packets.slots() <= 4, "{} slots", a.packets.slots());
+    let seqs: Vec<u64> = out.iter().map(|t| t.seq).collect();
+    assert_eq!(seqs, (0..100).collect::<Vec<u64>>(), "in first hop order");
+    assert!(out.iter().all(|t| t.hops.iter().flatten().count() == 2));
 }

@@ -40,7 +40,7 @@ fn replay(path: &Path, record: Option<&Path>) -> anyhow::Result<(ReplayOutcome, 
 fn per_stream(o: &ReplayOutcome) -> BTreeMap<String, (usize, usize)> {
     let mut m = BTreeMap::new();
     for t in &o.summary.timelines {
-        let e = m.entry(t.stream.clone()).or_insert((0, 0));
+        let e = m.entry(t.stream.to_string()).or_insert((0, 0));
         e.0 += 1;
         e.1 += usize::from(t.status == PacketStatus::Ok);
     }

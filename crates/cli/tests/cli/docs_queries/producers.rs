@@ -301,9 +301,9 @@ fn timeline(s: u64, n: u64) -> Timeline {
             sv_id: stream(s).into_bytes().into(),
             smp_cnt: (n % RATE) as u16,
         },
-        stream: stream(s),
+        stream: stream(s).into(),
         dest: Some("tap0".into()),
-        hops,
+        hops: hops.into(),
         status: PacketStatus::Ok,
         drop_reason: None,
         drop_hop: None,
@@ -311,7 +311,7 @@ fn timeline(s: u64, n: u64) -> Timeline {
         seq: n,
         last_cpu: 1,
         last_comm: "qemu-system-x86".into(),
-        who: vec![who(0), who(0), who(VMM_TID), who(VMM_TID), who(0)],
+        who: vec![who(0), who(0), who(VMM_TID), who(VMM_TID), who(0)].into(),
     }
 }
 
@@ -319,12 +319,12 @@ fn explanation(t: &Timeline, parts: &[(&str, &str, i64)]) -> ExplainedStage {
     let (start, end) = (t.hops[1].unwrap() as i64, t.hops[3].unwrap() as i64);
     ExplainedStage {
         packet: hoptrace_record::PacketKey {
-            stream: t.stream.clone(),
+            stream: t.stream.to_string(),
             app_id: Some(0x4000),
             smp_cnt: Some((t.seq % RATE) as u16),
             epoch: Some(t.epoch),
             seq: t.seq,
-            dest: t.dest.clone(),
+            dest: t.dest.as_deref().map(str::to_string),
         },
         stage: "fwd..consumer_copy".into(),
         start_ns: start,

@@ -20,7 +20,7 @@ fn counts(s: &TraceSummary) -> (BTreeMap<String, usize>, BTreeMap<(usize, usize)
     let mut streams = BTreeMap::new();
     let mut stages = BTreeMap::new();
     for t in &s.timelines {
-        *streams.entry(t.stream.clone()).or_default() += 1;
+        *streams.entry(t.stream.to_string()).or_default() += 1;
         for a in 0..t.hops.len() {
             for b in a + 1..t.hops.len() {
                 if t.hops[a].is_some() && t.hops[b].is_some() {
