@@ -22,7 +22,7 @@ use hoptrace_sv::protection::{Channel, Overcurrent};
 use hoptrace_units::{arg, format_duration_ns};
 use serde_json::json;
 
-use crate::goose::pcap::BlockArgs;
+use crate::goose::block::{Block, BlockArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -92,6 +92,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         u32::try_from(reset_samples.max(1)).context("--reset is too long")?,
     )
     .map_err(anyhow::Error::msg)?;
+    let Block { frame, scheme } = args.block.resolve()?;
+    let gocb_ref = frame.pdu.gocb_ref.clone();
     let cfg = RelayConfig {
         sv_iface: args.iface.clone(),
         goose_iface: args
@@ -101,8 +103,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         sv_id: args.svid.clone(),
         wrap: args.rate,
         function,
-        frame: args.block.frame()?,
-        scheme: args.block.scheme()?,
+        frame,
+        scheme,
         duration: args.duration,
     };
     let stop = hoptrace_os::stop_flag()?;
@@ -112,7 +114,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             args.iface,
             args.channel.name(),
             args.pickup,
-            args.block.gocb_ref,
+            gocb_ref,
             args.goose_iface.as_deref().unwrap_or(&args.iface)
         )
     })?;
@@ -125,7 +127,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(path) = &args.json {
         let v = json!({
             "sv_id": r.sv_id, "channel": args.channel.name(), "pickup_a": args.pickup,
-            "gocb_ref": args.block.gocb_ref, "changes": r.changes,
+            "gocb_ref": gocb_ref, "changes": r.changes,
             "counters": {
                 "frames": r.frames, "other_stream_frames": r.other_stream_frames,
                 "malformed": r.malformed, "samples": r.function.samples,

@@ -31,7 +31,9 @@ pub enum Exit {
     GateFailed = 3,
     /// 4: the streams are not the configured ones (`--expect-streams` of
     /// `sv subscribe`, `trace` and `report`: missing, unexpected, another
-    /// rate or field).
+    /// rate or field; `--expect-blocks` of `goose subscribe` and `goose
+    /// dump`: a GOOSE control block missing, unexpected or differing from
+    /// the SCL file).
     StreamsDiffer = 4,
     /// 5: the result covers only part of the input: events were lost
     /// (`trace`, `kvm`), frames were malformed or the capture was cut

@@ -6,18 +6,18 @@
 //!    required; confRev defaults to 1 with a warning; smpMod to
 //!    SmpPerPeriod) and its SmvOpts;
 //! 2. the DataSet its `datSet` names, in the same LN0;
-//! 3. exactly one SMV address for it ([`SmvIndex::lookup`]), read by
-//!    [`read_address`];
+//! 3. exactly one SMV address for it ([`find_address`], which reads it
+//!    with `read_address`);
 //! 4. [`StreamSpec::validate`], each error placed on the element or
 //!    attribute its value came from.
 
 use hoptrace_sv::{AsduFields, SmpMod, SpecError, SpecWarning, StreamSpec};
 use roxmltree::Node;
 
-use crate::address::{element_at, read_address, SmvAddress, SmvIndex};
-use crate::control::{dataset_info, datasets, DataSetInfo, FoundCb};
+use crate::address::{find_address, Address, AddressIndex};
+use crate::control::{dataset_info, find_dataset, DataSetInfo, FoundCb};
 use crate::error::Problem;
-use crate::xml::{attr, SclDoc};
+use crate::xml::{attr, parse_bool, SclDoc};
 use crate::SclStream;
 
 /// The SampledValueControl attributes, parsed.
@@ -36,13 +36,14 @@ struct CbAttributes {
 pub fn build_stream(
     scl: &SclDoc<'_>,
     found: &FoundCb<'_, '_>,
-    smvs: &SmvIndex<'_, '_>,
+    smvs: &AddressIndex<'_, '_>,
     nominal_frequency_hz: u16,
     warnings: &mut Vec<Problem>,
 ) -> Result<SclStream, Vec<Problem>> {
     let mut problems = Vec::new();
     let attrs = read_attributes(scl, found, &mut problems, warnings);
-    let dataset = find_dataset(scl, found, &mut problems);
+    let dataset =
+        find_dataset(scl, found, &mut problems).map(|d| d.map(|node| dataset_info(scl, node)));
     let address = find_address(scl, found, smvs, &mut problems);
     let (Some(attrs), Some(dataset), Some(address)) = (attrs, dataset, address) else {
         return Err(problems);
@@ -121,18 +122,13 @@ fn stream(
     found: &FoundCb<'_, '_>,
     spec: StreamSpec,
     dataset: Option<DataSetInfo>,
-    address: &SmvAddress<'_, '_>,
+    address: &Address<'_, '_>,
 ) -> SclStream {
-    let smv = address
-        .mac_node
-        .ancestors()
-        .find(|n| scl.is(*n, "SMV"))
-        .unwrap_or(address.mac_node);
     SclStream {
         spec,
         control_block: found.cb.clone(),
         location: scl.location(found.node.range().start),
-        smv_location: scl.location(smv.range().start),
+        smv_location: scl.location(address.element.range().start),
         subnetwork: address.subnetwork.clone(),
         dataset,
     }
@@ -147,14 +143,6 @@ pub fn is_unicast(found: &FoundCb<'_, '_>) -> Result<bool, String> {
         Some(v) => parse_bool(v)
             .map(|m| !m)
             .map_err(|m| format!("multicast {m}")),
-    }
-}
-
-fn parse_bool(v: &str) -> Result<bool, String> {
-    match v.trim() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(format!("`{v}` is not a boolean: use true or false")),
     }
 }
 
@@ -314,82 +302,4 @@ fn read_smv_opts(
         smp_rate: flag("sampleRate"),
     };
     (fields, flag("security"))
-}
-
-fn find_dataset(
-    scl: &SclDoc<'_>,
-    found: &FoundCb<'_, '_>,
-    problems: &mut Vec<Problem>,
-) -> Option<Option<DataSetInfo>> {
-    let Some(name) = attr(found.node, "datSet") else {
-        return Some(None);
-    };
-    if let Some(ds) = datasets(scl, found.ln0).find(|d| attr(*d, "name") == Some(name)) {
-        return Some(Some(dataset_info(scl, ds)));
-    }
-    let names: Vec<&str> = datasets(scl, found.ln0)
-        .filter_map(|d| attr(d, "name"))
-        .collect();
-    let have = if names.is_empty() {
-        "this LN0 has no DataSet".to_string()
-    } else {
-        format!("this LN0 has {}", names.join(", "))
-    };
-    problems.push(scl.problem(
-        found.node,
-        Some("datSet"),
-        Some(&found.cb),
-        format!("datSet `{name}` names no DataSet of its LN0 ({have})"),
-    ));
-    None
-}
-
-fn find_address<'a, 'input>(
-    scl: &'a SclDoc<'input>,
-    found: &FoundCb<'a, 'input>,
-    smvs: &SmvIndex<'a, 'input>,
-    problems: &mut Vec<Problem>,
-) -> Option<SmvAddress<'a, 'input>> {
-    let entries = smvs.lookup(&found.cb, &found.access_points);
-    match entries.as_slice() {
-        [] => {
-            let elsewhere = smvs.under_other_access_points(&found.cb);
-            let hint = match elsewhere.first() {
-                Some(n) => format!(
-                    "; {} is under ConnectedAP apName=\"{}\", not one of this server's access points ({})",
-                    element_at(scl, *n),
-                    n.parent().and_then(|p| attr(p, "apName")).unwrap_or(""),
-                    found.access_points.join(", ")
-                ),
-                None => String::new(),
-            };
-            problems.push(scl.problem(
-                found.node,
-                None,
-                Some(&found.cb),
-                format!(
-                    "no SMV address: add <SMV ldInst=\"{}\" cbName=\"{}\"> with MAC-Address and APPID under Communication/SubNetwork/ConnectedAP iedName=\"{}\" apName=\"{}\"{hint}",
-                    found.cb.ld_inst, found.cb.name, found.cb.ied, found.cb.access_point
-                ),
-            ));
-            None
-        }
-        [one] => read_address(scl, *one, &found.cb)
-            .map_err(|p| problems.extend(p))
-            .ok(),
-        [first, rest @ ..] => {
-            for other in rest {
-                problems.push(scl.problem(
-                    *other,
-                    None,
-                    Some(&found.cb),
-                    format!(
-                        "a second SMV address for this control block (the first is {}): keep one",
-                        element_at(scl, *first)
-                    ),
-                ));
-            }
-            None
-        }
-    }
 }

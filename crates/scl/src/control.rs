@@ -1,4 +1,4 @@
-//! The IED section: where the sampled value control blocks are.
+//! The IED section: where the control blocks are.
 //!
 //! ```xml
 //! <IED name="MU01"><AccessPoint name="AP1"><Server>
@@ -9,21 +9,24 @@
 //!           confRev="1" smpRate="80" nofASDU="1" smpMod="SmpPerPeriod" multicast="true">
 //!         <SmvOpts refreshTime="false" sampleSynchronized="true" dataSet="false" security="false" sampleRate="false"/>
 //!       </SampledValueControl>
+//!       <GSEControl name="GoTrip" appID="REL01Trip" datSet="Trip" confRev="3" type="GOOSE"/>
 //! ```
 //!
-//! A control block lives in the LN0 of a logical device of an access
-//! point's server, and its `datSet` names a DataSet of that same LN0.
+//! A control block (`SampledValueControl` or `GSEControl`, by its
+//! [`CbKind`]) lives in the LN0 of a logical device of an access point's
+//! server, and its `datSet` names a DataSet of that same LN0.
 //! An access point may instead have `<ServerAt apName="AP1"/>`: it reaches
 //! the server of AP1 over another network (a process bus port, typically),
-//! so the SMV address of a control block of AP1's server may be filed under
-//! that access point: [`FoundCb::access_points`] lists both.
+//! so the SMV or GSE address of a control block of AP1's server may be
+//! filed under that access point: [`FoundCb::access_points`] lists both.
 
 use roxmltree::Node;
 
-use crate::select::CbRef;
+use crate::error::Problem;
+use crate::select::{CbKind, CbRef};
 use crate::xml::{attr, SclDoc};
 
-/// One sampled value control block and its surroundings.
+/// One control block and its surroundings.
 pub struct FoundCb<'a, 'input> {
     pub cb: CbRef,
     pub node: Node<'a, 'input>,
@@ -40,9 +43,11 @@ pub fn ied_names<'a>(scl: &'a SclDoc<'_>) -> Vec<&'a str> {
         .collect()
 }
 
-/// Every SampledValueControl of the IEDs `wants_ied` accepts, in document order.
+/// Every control block of `kind` of the IEDs `wants_ied` accepts, in
+/// document order.
 pub fn find_control_blocks<'a, 'input>(
     scl: &'a SclDoc<'input>,
+    kind: CbKind,
     wants_ied: impl Fn(&str) -> bool,
 ) -> Vec<FoundCb<'a, 'input>> {
     let mut found = Vec::new();
@@ -68,9 +73,10 @@ pub fn find_control_blocks<'a, 'input>(
                     let ld_name = attr(ld, "ldName")
                         .map_or_else(|| format!("{ied_name}{ld_inst}"), str::to_string);
                     for ln0 in scl.children(ld, "LN0") {
-                        for node in scl.children(ln0, "SampledValueControl") {
+                        for node in scl.children(ln0, kind.element()) {
                             found.push(FoundCb {
                                 cb: CbRef {
+                                    kind,
                                     ied: ied_name.to_string(),
                                     access_point: ap_name.to_string(),
                                     ld_inst: ld_inst.to_string(),
@@ -90,11 +96,13 @@ pub fn find_control_blocks<'a, 'input>(
     found
 }
 
-/// A DataSet as the stream's seqData is built from it.
+/// A DataSet as a stream's seqData or a GOOSE message's allData is built
+/// from it.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct DataSetInfo {
     pub name: String,
-    /// One entry per FCDA, in order: `MU/TCTR1.Amp [MX]`, `MU/TVTR1.Vol.instMag.i [MX]`.
+    /// One entry per FCDA, in order: `MU/TCTR1.Amp [MX]`, `MU/TVTR1.Vol.instMag.i [MX]`
+    /// (the count is GOOSE's numDatSetEntries).
     pub members: Vec<String>,
 }
 
@@ -131,4 +139,34 @@ pub fn dataset_info(scl: &SclDoc<'_>, dataset: Node<'_, '_>) -> DataSetInfo {
         name: attr(dataset, "name").unwrap_or("").to_string(),
         members,
     }
+}
+
+/// The DataSet the control block's `datSet` names, in its LN0: `Some(None)`
+/// without `datSet`, `None` (a problem added) when it names no DataSet.
+pub fn find_dataset<'a, 'input>(
+    scl: &'a SclDoc<'input>,
+    found: &FoundCb<'a, 'input>,
+    problems: &mut Vec<Problem>,
+) -> Option<Option<Node<'a, 'input>>> {
+    let Some(name) = attr(found.node, "datSet") else {
+        return Some(None);
+    };
+    if let Some(ds) = datasets(scl, found.ln0).find(|d| attr(*d, "name") == Some(name)) {
+        return Some(Some(ds));
+    }
+    let names: Vec<&str> = datasets(scl, found.ln0)
+        .filter_map(|d| attr(d, "name"))
+        .collect();
+    let have = if names.is_empty() {
+        "this LN0 has no DataSet".to_string()
+    } else {
+        format!("this LN0 has {}", names.join(", "))
+    };
+    problems.push(scl.problem(
+        found.node,
+        Some("datSet"),
+        Some(&found.cb),
+        format!("datSet `{name}` names no DataSet of its LN0 ({have})"),
+    ));
+    None
 }

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::select::CbRef;
+use crate::select::{CbKind, CbRef};
 
 /// A place in the file: `file:line:column` (1-based; columns count characters).
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -62,15 +62,18 @@ pub enum SclError {
         "{location}: the root element is <{found}>, not <SCL>: not an SCL file (.scd, .cid, .icd)"
     )]
     NotScl { location: Location, found: String },
-    /// `--ied` or `--svcb` names something the file does not have.
+    /// `--ied`, `--svcb` or `--gocb` names something the file does not
+    /// have, or the file has no control block of the kinds read.
     #[error("{file}: {message}")]
     Selection { file: String, message: String },
-    /// Selected control blocks that cannot be turned into streams.
+    /// Selected control blocks that cannot be read.
     #[error("{}", Invalid(.problems))]
     Invalid {
         problems: Vec<Problem>,
-        /// The selected control blocks that were understood.
+        /// The selected sampled value control blocks that were understood.
         understood: Vec<crate::SclStream>,
+        /// The selected GOOSE control blocks that were understood.
+        understood_goose: Vec<crate::SclGooseBlock>,
         warnings: Vec<Problem>,
     },
 }
@@ -80,9 +83,21 @@ struct Invalid<'a>(&'a [Problem]);
 impl fmt::Display for Invalid<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0.len();
+        let kinds: Vec<Option<CbKind>> = self
+            .0
+            .iter()
+            .map(|p| p.control_block.as_ref().map(|c| c.kind))
+            .collect();
+        let what = if kinds.iter().all(|k| *k == Some(CbKind::SampledValues)) {
+            "sampled value control blocks"
+        } else if kinds.iter().all(|k| *k == Some(CbKind::Goose)) {
+            "GOOSE control blocks"
+        } else {
+            "control blocks"
+        };
         write!(
             f,
-            "{n} problem{} in the selected sampled value control blocks:",
+            "{n} problem{} in the selected {what}:",
             if n == 1 { "" } else { "s" }
         )?;
         for p in self.0 {

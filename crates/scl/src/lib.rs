@@ -1,6 +1,6 @@
-//! `hoptrace-scl`: the Sampled Values streams an IEC 61850-6 SCL file
-//! (`.scd` for a substation, `.cid`/`.icd` for one device) defines, as
-//! [`hoptrace_sv::StreamSpec`]s.
+//! `hoptrace-scl`: the Sampled Values streams and GOOSE control blocks an
+//! IEC 61850-6 SCL file (`.scd` for a substation, `.cid`/`.icd` for one
+//! device) defines, as [`hoptrace_sv::StreamSpec`]s and [`SclGooseBlock`]s.
 //!
 //! In a substation nobody numbers streams `0..N`: each one is a
 //! `SampledValueControl` of a merging unit, and the relays that subscribe
@@ -8,25 +8,31 @@
 //! reads the file sends or expects exactly what the relays do: the svID,
 //! confRev, datSet and rate of the control block, and the destination MAC,
 //! APPID and VLAN of its `SMV` address in the Communication section.
+//! Likewise a relay's trips are a `GSEControl` (gocbRef, goID, datSet,
+//! confRev) with a `GSE` address (destination, APPID, VLAN and the
+//! retransmission times), which its subscribers were configured from.
 //!
 //! How the file is read:
 //! 1. XML with [`roxmltree`] (a read-only tree that keeps the byte position
 //!    of every element and attribute, for file:line:column errors); the SCL
 //!    namespace is the root's, elements of other namespaces are skipped
 //!    ([`xml`] explains why).
-//! 2. Every `SMV` of the Communication section, by (IED, access point, LD,
-//!    control block) ([`address`]).
-//! 3. Every `SampledValueControl` in an `LN0` of the selected IEDs
-//!    ([`control`]), narrowed by `--svcb` ([`Selection`]).
-//! 4. Each selected control block with its DataSet and its one SMV address
-//!    into a `StreamSpec`, validated against 9-2 (`build.rs`).
+//! 2. Every `SMV` (and, for GOOSE, `GSE`) of the Communication section,
+//!    by (IED, access point, LD, control block) ([`address`]).
+//! 3. Every `SampledValueControl` (and `GSEControl`) in an `LN0` of the
+//!    selected IEDs ([`control`]), narrowed by `--svcb` and `--gocb`
+//!    ([`Selection`]). [`ReadOptions::services`] says which kinds are read.
+//! 4. Each selected control block with its DataSet and its one address
+//!    into a `StreamSpec`, validated against 9-2 (`build.rs`), or into an
+//!    [`SclGooseBlock`], checked against 8-1 ([`goose`]; the types of its
+//!    DataSet's members from DataTypeTemplates, [`types`]).
 //!
-//! A selected control block that cannot become a stream is an error naming
-//! the file, line, column, element and control block ([`Problem`]); the
+//! A selected control block that cannot be read is an error naming the
+//! file, line, column, element and control block ([`Problem`]); the
 //! control blocks that were understood are returned with the errors
-//! ([`SclError::Invalid`]), so nothing is lost. Everything not needed for
-//! a stream (the Substation section, DataTypeTemplates, GOOSE, reports,
-//! IP addresses) is not read: see `docs/scl.md`.
+//! ([`SclError::Invalid`]), so nothing is lost. Everything else (the
+//! Substation section, reports, IP addresses) is not read: see
+//! `docs/scl.md`.
 //!
 //! ```
 //! use hoptrace_scl::{read_str, ReadOptions};
@@ -48,7 +54,10 @@ pub mod address;
 mod build;
 pub mod control;
 mod error;
+pub mod goose;
+mod goose_time;
 mod select;
+pub mod types;
 pub mod xml;
 
 use std::collections::HashMap;
@@ -59,7 +68,30 @@ use xml::attr;
 
 pub use control::DataSetInfo;
 pub use error::{Location, Problem, SclError};
-pub use select::{CbRef, Selection};
+pub use goose::{RetransmissionTime, SclGooseBlock};
+pub use select::{CbKind, CbRef, Selection};
+pub use types::MemberType;
+
+/// Which control blocks a caller reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Services {
+    /// `SampledValueControl`s only (a file without one is an error).
+    #[default]
+    SampledValues,
+    /// `GSEControl`s only (a file without one is an error).
+    Goose,
+    /// Both (a file with neither is an error).
+    SampledValuesAndGoose,
+}
+
+impl Services {
+    pub fn sampled_values(self) -> bool {
+        self != Services::Goose
+    }
+    pub fn goose(self) -> bool {
+        self != Services::SampledValues
+    }
+}
 
 /// What to read and how to interpret rates.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +99,7 @@ pub struct ReadOptions {
     pub selection: Selection,
     /// Power system frequency for `smpMod="SmpPerPeriod"` (SCL does not say it).
     pub nominal_frequency_hz: u16,
+    pub services: Services,
 }
 
 impl Default for ReadOptions {
@@ -74,6 +107,7 @@ impl Default for ReadOptions {
         ReadOptions {
             selection: Selection::all(),
             nominal_frequency_hz: 50,
+            services: Services::default(),
         }
     }
 }
@@ -93,13 +127,16 @@ pub struct SclStream {
     pub dataset: Option<DataSetInfo>,
 }
 
-/// The selected streams of one file.
+/// The selected streams and GOOSE control blocks of one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SclStreams {
     pub file: String,
     /// `2003`, `2007B`, `2007B4`... from the root's version attributes.
     pub edition: String,
+    /// The SV streams (empty unless [`Services::sampled_values`]).
     pub streams: Vec<SclStream>,
+    /// The GOOSE control blocks (empty unless [`Services::goose`]).
+    pub goose: Vec<SclGooseBlock>,
     /// Accepted, but worth a look (e.g. a MAC outside the SV range).
     pub warnings: Vec<Problem>,
 }
@@ -147,36 +184,34 @@ pub fn read_str(text: &str, file: &str, options: &ReadOptions) -> Result<SclStre
         ));
     }
     let selection = &options.selection;
+    let services = options.services;
     check_ied_names(&scl, selection)?;
-    let smvs = address::SmvIndex::new(&scl, &mut warnings);
-    let found = control::find_control_blocks(&scl, |ied| selection.wants_ied(ied));
-    check_svcb_names(&scl, selection, &found)?;
-    let mut streams = Vec::new();
-    let mut problems = Vec::new();
-    for cb in found.iter().filter(|f| selection.wants(&f.cb)) {
-        match build::is_unicast(cb) {
-            Err(m) => problems.push(scl.problem(cb.node, Some("multicast"), Some(&cb.cb), m)),
-            Ok(true) => unicast(&scl, cb, selection, &mut problems, &mut warnings),
-            Ok(false) => {
-                match build::build_stream(
-                    &scl,
-                    cb,
-                    &smvs,
-                    options.nominal_frequency_hz,
-                    &mut warnings,
-                ) {
-                    Ok(s) => streams.push(s),
-                    Err(p) => problems.extend(p),
-                }
-            }
+    let find = |kind, wanted: bool| {
+        if wanted {
+            control::find_control_blocks(&scl, kind, |ied| selection.wants_ied(ied))
+        } else {
+            Vec::new()
         }
-    }
-    problems.extend(duplicate_keys(&streams));
-    warnings.extend(orphan_smvs(&scl, &smvs, &found, selection));
+    };
+    let sv_found = find(CbKind::SampledValues, services.sampled_values());
+    let goose_found = find(CbKind::Goose, services.goose());
+    check_names(&scl, selection, services, &sv_found, &goose_found)?;
+    let mut problems = Vec::new();
+    let streams = if services.sampled_values() {
+        read_streams(&scl, &sv_found, options, &mut problems, &mut warnings)
+    } else {
+        Vec::new()
+    };
+    let goose = if services.goose() {
+        goose::read_blocks(&scl, &goose_found, selection, &mut problems, &mut warnings)
+    } else {
+        Vec::new()
+    };
     if !problems.is_empty() {
         return Err(SclError::Invalid {
             problems,
             understood: streams,
+            understood_goose: goose,
             warnings,
         });
     }
@@ -184,8 +219,38 @@ pub fn read_str(text: &str, file: &str, options: &ReadOptions) -> Result<SclStre
         file: file.to_string(),
         edition: edition(&scl),
         streams,
+        goose,
         warnings,
     })
+}
+
+/// The selected SV streams of `found` (every `SampledValueControl` of the
+/// selected IEDs); problems and warnings added.
+fn read_streams(
+    scl: &xml::SclDoc<'_>,
+    found: &[control::FoundCb<'_, '_>],
+    options: &ReadOptions,
+    problems: &mut Vec<Problem>,
+    warnings: &mut Vec<Problem>,
+) -> Vec<SclStream> {
+    let selection = &options.selection;
+    let smvs = address::AddressIndex::new(scl, CbKind::SampledValues, warnings);
+    let mut streams = Vec::new();
+    for cb in found.iter().filter(|f| selection.wants(&f.cb)) {
+        match build::is_unicast(cb) {
+            Err(m) => problems.push(scl.problem(cb.node, Some("multicast"), Some(&cb.cb), m)),
+            Ok(true) => unicast(scl, cb, selection, problems, warnings),
+            Ok(false) => {
+                match build::build_stream(scl, cb, &smvs, options.nominal_frequency_hz, warnings) {
+                    Ok(s) => streams.push(s),
+                    Err(p) => problems.extend(p),
+                }
+            }
+        }
+    }
+    problems.extend(duplicate_keys(&streams));
+    warnings.extend(address::orphans(scl, &smvs, found, selection));
+    streams
 }
 
 fn edition(scl: &xml::SclDoc<'_>) -> String {
@@ -225,39 +290,67 @@ fn check_ied_names(scl: &xml::SclDoc<'_>, selection: &Selection) -> Result<(), S
     })
 }
 
-fn check_svcb_names(
+/// Every `--svcb` and `--gocb` name selects something, and there is
+/// something of the kinds read.
+fn check_names(
     scl: &xml::SclDoc<'_>,
     selection: &Selection,
-    found: &[control::FoundCb<'_, '_>],
+    services: Services,
+    sv_found: &[control::FoundCb<'_, '_>],
+    goose_found: &[control::FoundCb<'_, '_>],
 ) -> Result<(), SclError> {
-    let cbs: Vec<CbRef> = found.iter().map(|f| f.cb.clone()).collect();
-    let unmatched: Vec<&str> = selection.unmatched(&cbs).collect();
     let scope = if selection.ieds.is_empty() {
         "the file".to_string()
     } else {
         format!("IED {}", selection.ieds.join(", "))
     };
-    let have = if cbs.is_empty() {
-        "no SampledValueControl".to_string()
-    } else {
-        cbs.iter()
-            .map(|c| format!("{} {}", c.ied, c.ld_qualified()))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let refs = |found: &[control::FoundCb<'_, '_>]| -> Vec<CbRef> {
+        found.iter().map(|f| f.cb.clone()).collect()
     };
-    let message = if !unmatched.is_empty() {
-        format!(
-            "--svcb {} selects nothing; {scope} has {have}",
+    let (sv, goose) = (refs(sv_found), refs(goose_found));
+    let mut kinds = Vec::new();
+    if services.sampled_values() {
+        kinds.push((CbKind::SampledValues, &sv));
+    }
+    if services.goose() {
+        kinds.push((CbKind::Goose, &goose));
+    }
+    let fail = |message: String| {
+        Err(SclError::Selection {
+            file: scl.file.clone(),
+            message,
+        })
+    };
+    for (kind, cbs) in &kinds {
+        let unmatched: Vec<&str> = selection.unmatched(*kind, cbs).collect();
+        if unmatched.is_empty() {
+            continue;
+        }
+        let have = if cbs.is_empty() {
+            format!("no {}", kind.element())
+        } else {
+            cbs.iter()
+                .map(|c| format!("{} {}", c.ied, c.ld_qualified()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return fail(format!(
+            "{} {} selects nothing; {scope} has {have}",
+            kind.flag(),
             unmatched.join(", ")
-        )
-    } else if cbs.is_empty() {
-        format!("{scope} has no SampledValueControl (no SV stream to read)")
-    } else {
+        ));
+    }
+    if kinds.iter().any(|(_, cbs)| !cbs.is_empty()) {
         return Ok(());
-    };
-    Err(SclError::Selection {
-        file: scl.file.clone(),
-        message,
+    }
+    fail(match services {
+        Services::SampledValues => {
+            format!("{scope} has no SampledValueControl (no SV stream to read)")
+        }
+        Services::Goose => format!("{scope} has no GSEControl (no GOOSE control block to read)"),
+        Services::SampledValuesAndGoose => format!(
+            "{scope} has no SampledValueControl and no GSEControl (no SV stream or GOOSE control block to read)"
+        ),
     })
 }
 
@@ -307,33 +400,4 @@ fn duplicate_keys(streams: &[SclStream]) -> Vec<Problem> {
         }
     }
     problems
-}
-
-/// SMV addresses of selected IEDs that name no control block.
-fn orphan_smvs(
-    scl: &xml::SclDoc<'_>,
-    smvs: &address::SmvIndex<'_, '_>,
-    found: &[control::FoundCb<'_, '_>],
-    selection: &Selection,
-) -> Vec<Problem> {
-    smvs.all
-        .iter()
-        .filter(|((ied, _, _, _), _)| selection.wants_ied(ied))
-        .filter(|((ied, ap, ld, cb), _)| {
-            !found.iter().any(|f| {
-                &f.cb.ied == ied
-                    && &f.cb.ld_inst == ld
-                    && &f.cb.name == cb
-                    && f.access_points.contains(&ap.as_str())
-            })
-        })
-        .map(|(_, node)| {
-            scl.problem(
-                *node,
-                None,
-                None,
-                "names no SampledValueControl of that IED, access point and LD: ignored".into(),
-            )
-        })
-        .collect()
 }

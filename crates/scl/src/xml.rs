@@ -190,6 +190,16 @@ pub fn text<'a>(node: Node<'a, '_>) -> &'a str {
     node.text().unwrap_or("").trim()
 }
 
+/// An `xs:boolean`: `true`/`1` or `false`/`0`; `Err` is the message to
+/// place on the attribute.
+pub fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.trim() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("`{v}` is not a boolean: use true or false")),
+    }
+}
+
 /// Attribute `name` without a namespace prefix (SCL attributes are
 /// unqualified; `xsi:type` is not `type`).
 pub fn attr<'a>(node: Node<'a, '_>, name: &str) -> Option<&'a str> {

@@ -8,12 +8,15 @@
 //! failure before it) and its values. A frame that is not GOOSE is
 //! skipped and counted; a malformed one is reported with its frame
 //! number, byte offset and field, and attributed to no control block.
-//! At the end, per control block, the counts.
+//! At the end, per control block, the counts. With `--scl FILE`, the
+//! file's GOOSE control blocks are expected, as `goose subscribe --scl`
+//! does ([`super::scl::Report`]).
 //!
 //! Exit status (docs/exit-codes.md): 0 when every GOOSE frame decoded, 5
 //! (partial) when one was malformed or the capture is cut (everything
-//! before is printed and counted), 1 when the capture cannot be read, 2
-//! for a usage error.
+//! before is printed and counted), else 4 with `--expect-blocks` when the
+//! blocks are not the file's; 1 when the capture or the SCL file cannot be
+//! read, 2 for a usage error.
 
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -22,9 +25,11 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use hoptrace_pcap::CaptureReader;
-use hoptrace_sv::goose::tracker::{GooseKind, GooseTracker};
+use hoptrace_sv::goose::tracker::{GooseCounters, GooseKind, GooseTracker};
 use hoptrace_sv::goose::{decode, Data, GooseFrame};
 use serde_json::json;
+
+use super::scl::{exit_status, verdict_json, verdict_text, GooseSclArgs, Report};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -33,6 +38,22 @@ pub struct Args {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub scl: GooseSclArgs,
+    /// With --scl: exit with status 4 when the control blocks of the
+    /// capture are not exactly the file's (one missing, one unexpected, or
+    /// a message whose confRev, datSet, goID, APPID or destination differs).
+    #[arg(long, requires = "scl", visible_alias = "expect-streams")]
+    pub expect_blocks: bool,
+}
+
+/// The counts of one control block, as the summaries print them.
+pub fn counts(c: &GooseCounters) -> String {
+    format!(
+        "{} messages, {} state changes, {} retransmissions, {} retransmissions lost, {} changes missed, {} duplicates, {} out of order, {} stNum backwards, {} TAL expired, {} TAL 0",
+        c.received, c.state_changes, c.retransmissions, c.lost_retransmissions, c.missed_changes,
+        c.duplicates, c.out_of_order, c.st_num_backwards, c.tal_expired, c.zero_tal
+    )
 }
 
 /// A value as the dump shows it.
@@ -81,6 +102,7 @@ struct Dumper<W: Write> {
     frames: u64,
     malformed: u64,
     not_goose: u64,
+    report: Option<Report>,
 }
 
 impl<W: Write> Dumper<W> {
@@ -113,9 +135,10 @@ impl<W: Write> Dumper<W> {
             p.time_allowed_to_live_ms,
             time_ns,
         );
+        let verdict = self.report.as_mut().map(|r| r.expectations.observe(f));
         let values: Vec<String> = p.all_data.iter().map(show).collect();
         if self.json {
-            let v = json!({
+            let mut v = json!({
                 "frame": n, "time_ns": time_ns, "gocb_ref": p.gocb_ref, "go_id": p.go_id,
                 "dat_set": p.dat_set, "appid": f.appid, "st_num": p.st_num, "sq_num": p.sq_num,
                 "tal_ms": p.time_allowed_to_live_ms, "t_ns": p.t.to_unix_ns(), "conf_rev": p.conf_rev,
@@ -124,6 +147,9 @@ impl<W: Write> Dumper<W> {
                 "missed_changes": o.missed_changes, "tal_exceeded_by_ns": o.tal_exceeded_by_ns,
                 "values": values,
             });
+            if let (Some(v), Some(m)) = (v.as_object_mut(), verdict.as_ref()) {
+                v.extend(verdict_json(m).as_object().cloned().unwrap_or_default());
+            }
             return writeln!(self.out, "{v}");
         }
         let mut notes = Vec::new();
@@ -141,7 +167,7 @@ impl<W: Write> Dumper<W> {
         }
         writeln!(
             self.out,
-            "frame {n} {} {} stNum {} sqNum {} TAL {} ms {}{} values {}",
+            "frame {n} {} {} stNum {} sqNum {} TAL {} ms {}{} values {}{}",
             hoptrace_units::format_instant(time_ns as i64, "REALTIME", None),
             p.gocb_ref,
             p.st_num,
@@ -153,12 +179,16 @@ impl<W: Write> Dumper<W> {
             } else {
                 format!(" ({})", notes.join(", "))
             },
-            values.join(" ")
+            values.join(" "),
+            verdict_text(verdict.as_ref())
         )
     }
 
     fn summary(&mut self) -> std::io::Result<()> {
         let w = &mut self.out;
+        if let (Some(rep), true) = (&self.report, self.json) {
+            writeln!(w, "{}", rep.json())?;
+        }
         writeln!(
             w,
             "summary: {} frames, {} GOOSE control block(s), {} malformed, {} not GOOSE",
@@ -168,19 +198,24 @@ impl<W: Write> Dumper<W> {
             self.not_goose
         )?;
         for (name, t) in &self.blocks {
-            let c = t.counters();
-            writeln!(
-                w,
-                "  {name}: {} messages, {} state changes, {} retransmissions, {} retransmissions lost, {} changes missed, {} duplicates, {} out of order, {} stNum backwards, {} TAL expired, {} TAL 0",
-                c.received, c.state_changes, c.retransmissions, c.lost_retransmissions, c.missed_changes,
-                c.duplicates, c.out_of_order, c.st_num_backwards, c.tal_expired, c.zero_tal
-            )?;
+            let note = self
+                .report
+                .as_ref()
+                .map_or(String::new(), |r| r.block_note(name));
+            writeln!(w, "  {name}: {}{note}", counts(&t.counters()))?;
+        }
+        for line in self.report.iter().flat_map(Report::lines) {
+            writeln!(w, "{line}")?;
         }
         Ok(())
     }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let report = match &args.scl.scl {
+        Some(path) => Some(Report::new(path, &args.scl)?),
+        None => None,
+    };
     let mut reader = CaptureReader::open(&args.file)
         .with_context(|| format!("cannot read {} as a capture", args.file.display()))?;
     let stdout = std::io::stdout();
@@ -191,6 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         frames: 0,
         malformed: 0,
         not_goose: 0,
+        report,
     };
     let mut cut = None;
     while let Some(p) = reader.next_packet() {
@@ -210,8 +246,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             d.frames
         );
     }
-    if cut.is_some() || d.malformed > 0 {
-        return Ok(hoptrace_os::Exit::Partial.into());
-    }
-    Ok(ExitCode::SUCCESS)
+    exit_status(
+        "goose dump",
+        cut.is_some() || d.malformed > 0,
+        args.expect_blocks,
+        d.report.as_ref(),
+    )
 }

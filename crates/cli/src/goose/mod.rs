@@ -6,23 +6,28 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod block;
 pub mod dump;
 pub mod pcap;
 pub mod publish;
+pub mod scl;
 pub mod subscribe;
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Write a GOOSE capture (pcap or pcapng): one control block's messages
-    /// on the standard retransmission scheme, with state changes.
+    /// (from the flags or `--scl FILE`) on the standard retransmission
+    /// scheme, with state changes.
     Pcap(Box<pcap::Args>),
     /// Decode GOOSE frames from a capture, one line per message, and what
-    /// a subscriber makes of each control block's sequence.
+    /// a subscriber makes of each control block's sequence (with `--scl`:
+    /// against the file's control blocks).
     Dump(dump::Args),
-    /// Publish one control block on an interface, on the retransmission
-    /// scheme, with its state changes.
+    /// Publish one control block (from the flags or `--scl FILE`) on an
+    /// interface, on the retransmission scheme, with its state changes.
     Publish(Box<publish::Args>),
-    /// Follow every GOOSE control block heard on an interface.
+    /// Follow every GOOSE control block heard on an interface (with
+    /// `--scl`: against the file's control blocks).
     Subscribe(subscribe::Args),
 }
 

@@ -1,12 +1,13 @@
-//! `hoptrace goose publish`: one control block on an interface, on the
-//! retransmission scheme (`hoptrace_endpoints::goose::publish`), with its
-//! state changes; at the end, what was sent and how late.
+//! `hoptrace goose publish`: one control block (from the flags or an SCL
+//! file, [`super::block`]) on an interface, on the retransmission scheme
+//! (`hoptrace_endpoints::goose::publish`), with its state changes; at the
+//! end, what was sent and how late.
 
 use std::process::ExitCode;
 
 use hoptrace_units::{arg, format_duration_ns};
 
-use super::pcap::BlockArgs;
+use super::block::{Block, BlockArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -21,10 +22,12 @@ pub struct Args {
 }
 
 pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
+    let Block { frame, scheme } = args.block.resolve()?;
+    let gocb_ref = frame.pdu.gocb_ref.clone();
     let cfg = hoptrace_endpoints::goose::PublishConfig {
         iface: args.iface.clone(),
-        frame: args.block.frame()?,
-        scheme: args.block.scheme()?,
+        frame,
+        scheme,
         changes_ns: args.block.changes(args.duration),
         duration_ns: args.duration,
     };
@@ -37,7 +40,7 @@ pub fn run(args: Box<Args>) -> anyhow::Result<ExitCode> {
     println!(
         "sent {} GOOSE messages of {} on {} (stNum 1..{}), {} with the kernel's TX stamp; {} send errors",
         r.sent.len(),
-        args.block.gocb_ref,
+        gocb_ref,
         args.iface,
         last.map_or(0, |s| s.st_num),
         stamped,

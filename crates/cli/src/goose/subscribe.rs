@@ -3,7 +3,17 @@
 //! message (or `--json`), then per control block its counts (state
 //! changes, retransmissions, retransmissions lost, changes missed,
 //! duplicates, out of order, stNum backwards, TAL expired, TAL 0).
-//! Exit 5 (partial) when a frame was malformed.
+//!
+//! With `--scl FILE`, the file's GOOSE control blocks are expected
+//! ([`super::scl::Report`]): each message is checked against its block's
+//! configuration (confRev, datSet, goID, APPID, destination), and the
+//! summary says per expected block received or missing, its configuration
+//! mismatches, and which blocks heard are unexpected.
+//!
+//! Exit status (docs/exit-codes.md): 5 (partial) when a frame was
+//! malformed; else, with `--expect-blocks`, 4 (streams differ) when an
+//! expected block is missing, a block heard is unexpected or a message
+//! differs from the file; 0 otherwise.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,6 +21,8 @@ use std::time::Duration;
 
 use hoptrace_units::arg;
 use serde_json::json;
+
+use super::scl::{exit_status, verdict_json, verdict_text, GooseSclArgs, Report};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -26,9 +38,20 @@ pub struct Args {
     /// Say nothing per message (the counts at the end only).
     #[arg(long, conflicts_with = "json")]
     pub quiet: bool,
+    #[command(flatten)]
+    pub scl: GooseSclArgs,
+    /// With --scl: exit with status 4 when the control blocks heard are not
+    /// exactly the file's (one missing, one unexpected, or a message whose
+    /// confRev, datSet, goID, APPID or destination differs).
+    #[arg(long, requires = "scl", visible_alias = "expect-streams")]
+    pub expect_blocks: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut report = match &args.scl.scl {
+        Some(path) => Some(Report::new(path, &args.scl)?),
+        None => None,
+    };
     let stop = hoptrace_os::stop_flag()?;
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
@@ -40,28 +63,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         |h| {
             let p = &h.frame.pdu;
             let o = &h.observation;
+            let verdict = report.as_mut().map(|r| r.expectations.observe(&h.frame));
             if args.json {
-                let v = json!({
+                let mut v = json!({
                     "rx_ns": h.rx_ns, "gocb_ref": p.gocb_ref, "st_num": p.st_num, "sq_num": p.sq_num,
                     "tal_ms": p.time_allowed_to_live_ms, "t_ns": p.t.to_unix_ns(),
                     "kind": format!("{:?}", o.kind), "lost_retransmissions": o.lost_retransmissions,
                     "missed_changes": o.missed_changes, "tal_exceeded_by_ns": o.tal_exceeded_by_ns,
                 });
+                if let (Some(v), Some(m)) = (v.as_object_mut(), verdict.as_ref()) {
+                    v.extend(verdict_json(m).as_object().cloned().unwrap_or_default());
+                }
                 let _ = writeln!(out, "{v}");
             } else if !args.quiet {
                 let _ = writeln!(
                     out,
-                    "{} {} stNum {} sqNum {} TAL {} ms {:?}",
+                    "{} {} stNum {} sqNum {} TAL {} ms {:?}{}",
                     hoptrace_units::format_instant(h.rx_ns, "REALTIME", None),
                     p.gocb_ref,
                     p.st_num,
                     p.sq_num,
                     p.time_allowed_to_live_ms,
-                    o.kind
+                    o.kind,
+                    verdict_text(verdict.as_ref())
                 );
             }
         },
     )?;
+    if let (Some(rep), true) = (&report, args.json) {
+        writeln!(out, "{}", rep.json())?;
+    }
     writeln!(
         out,
         "summary: {} frames, {} control block(s), {} malformed",
@@ -72,14 +103,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for (name, c) in &r.blocks {
         writeln!(
             out,
-            "  {name}: {} messages, {} state changes, {} retransmissions, {} retransmissions lost, {} changes missed, {} duplicates, {} out of order, {} stNum backwards, {} TAL expired, {} TAL 0",
-            c.received, c.state_changes, c.retransmissions, c.lost_retransmissions, c.missed_changes,
-            c.duplicates, c.out_of_order, c.st_num_backwards, c.tal_expired, c.zero_tal
+            "  {name}: {}{}",
+            super::dump::counts(c),
+            report
+                .as_ref()
+                .map_or(String::new(), |rep| rep.block_note(name))
         )?;
     }
-    out.flush()?;
-    if r.malformed > 0 {
-        return Ok(hoptrace_os::Exit::Partial.into());
+    for line in report.iter().flat_map(Report::lines) {
+        writeln!(out, "{line}")?;
     }
-    Ok(ExitCode::SUCCESS)
+    out.flush()?;
+    exit_status(
+        "goose subscribe",
+        r.malformed > 0,
+        args.expect_blocks,
+        report.as_ref(),
+    )
 }

@@ -148,6 +148,7 @@ pub fn read_scl(
     let options = ReadOptions {
         selection,
         nominal_frequency_hz: frequency,
+        ..ReadOptions::default()
     };
     match hoptrace_scl::read_file(path, &options) {
         Ok(read) => {
@@ -186,6 +187,7 @@ pub fn resolve(
         let selection = Selection {
             ieds: scl.ied.clone(),
             svcbs: scl.svcb.clone(),
+            ..Selection::default()
         };
         let (labels, specs) = read_scl(path, selection, frequency.unwrap_or(50))?
             .into_iter()
@@ -213,6 +215,7 @@ pub fn resolve(
         let selection = Selection {
             ieds: s.ied.clone(),
             svcbs: s.svcb.clone(),
+            ..Selection::default()
         };
         (labels, specs) = read_scl(
             &scl_path,

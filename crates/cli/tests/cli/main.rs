@@ -14,6 +14,7 @@ mod doctor_cli;
 mod endpoints_common;
 mod exit_codes_cli;
 mod goose_cli;
+mod goose_scl;
 mod lab_common;
 mod metrics_common;
 mod outputs_cli;

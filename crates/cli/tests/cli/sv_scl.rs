@@ -1,5 +1,6 @@
-//! `hoptrace sv scl`: the listing of an SCL file's streams, its exit status
-//! and its JSON, on the fixtures of `hoptrace-scl`.
+//! `hoptrace sv scl`: the listing of an SCL file's streams and GOOSE
+//! control blocks, its exit status and its JSON, on the fixtures of
+//! `hoptrace-scl`.
 
 use std::process::{Command, Output};
 
@@ -141,4 +142,61 @@ fn json_has_every_field_whole_and_problems_with_positions() {
     assert_eq!(p["element"], "<P type=\"VLAN-ID\">");
     assert_eq!(p["svcb"], "MSVCB01");
     assert_eq!(v["streams"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn goose_control_blocks_are_listed_in_their_own_section_with_their_times_and_in_json() {
+    let o = hoptrace(&[&fixture("relay.cid")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("IED/LD/GOCB"), "no SV table: {out}");
+    assert_eq!(
+        lines[1],
+        "REL01/PROT/GoTrip    REL01Trip          0x1021  01:0c:cd:01:00:21  5 p6    3    4/500 ms     Trip(2)"
+    );
+    assert!(lines[2].contains("2*/1000* ms  Status(3)"), "{}", lines[2]);
+    assert!(lines[3].starts_with("REL01/CTRL/GoTrip    REL01Interlock     0x3FFF"));
+    assert!(
+        lines[4].starts_with("3 GOOSE control block(s) from ")
+            && lines[4].ends_with("relay.cid (SCL 2007B4)")
+    );
+    assert_eq!(
+        stderr(&o).lines().count(),
+        4,
+        "appID, MinTime, MaxTime defaults and the GSSE block: {}",
+        stderr(&o)
+    );
+    let o = hoptrace(&[&fixture("station.scd")]);
+    let out = stdout(&o);
+    let goose: Vec<&str> = out.lines().skip_while(|l| !l.is_empty()).collect();
+    assert_eq!(goose[0], "", "a blank line after the SV streams");
+    assert!(goose[1].starts_with("IED/LD/GOCB"));
+    assert_eq!(
+        goose[2],
+        "MU01/MU/GoCB01  MU01GO  0x0001  01:0c:cd:01:00:01  -     1    10/2000 ms  PhsMeas1(8)"
+    );
+    let o = hoptrace(&[&fixture("relay.cid"), "--gocb", "GoTrip", "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["streams"].as_array().unwrap().len(), 0);
+    let g = &v["goose"];
+    assert_eq!(g.as_array().unwrap().len(), 2);
+    assert_eq!(g[0]["gocb_ref"], "REL01PROT/LLN0$GO$GoTrip");
+    assert_eq!(g[0]["go_id"], "REL01Trip");
+    assert_eq!(g[0]["dat_set"], "REL01PROT/LLN0$Trip");
+    assert_eq!(g[0]["appid"], 0x1021);
+    assert_eq!(g[0]["vlan"]["id"], 5);
+    assert_eq!(g[0]["min_time"]["ms"], 4);
+    assert_eq!(g[0]["max_time"]["from_file"], true);
+    assert_eq!(g[0]["num_dat_set_entries"], 2);
+    assert_eq!(g[0]["dataset"]["types"][0], "BOOLEAN");
+    assert_eq!(g[1]["gocb_ref"], "REL01Control/LLN0$GO$GoTrip");
+    let o = hoptrace(&[&fixture("relay.cid"), "--gocb", "GoNone"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("--gocb GoNone selects nothing; the file has REL01 PROT/LLN0.GoTrip"),
+        "{}",
+        stderr(&o)
+    );
 }

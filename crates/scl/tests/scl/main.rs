@@ -6,4 +6,6 @@
 
 mod common;
 mod errors;
+mod goose;
+mod goose_errors;
 mod streams;

@@ -33,12 +33,15 @@
 //! When a publisher sends, and with which `stNum`, `sqNum` and
 //! `timeAllowedtoLive`: [`schedule`]. What a subscriber makes of them
 //! (retransmissions, losses, missed changes, supervision): [`tracker`].
+//! What one configured with the expected control blocks checks besides:
+//! [`expect`].
 
 mod ber;
 mod data;
 mod decode;
 mod encode;
 mod error;
+pub mod expect;
 pub mod schedule;
 pub mod tracker;
 

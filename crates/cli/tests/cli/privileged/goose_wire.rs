@@ -57,3 +57,73 @@ fn every_goose_message_published_on_the_scheme_is_heard_once_in_order() {
     );
     assert!(heard.contains("0 malformed"), "{heard}");
 }
+
+/// `relay.cid` of `hoptrace-scl`, the file both ends are configured from.
+fn relay_cid() -> String {
+    format!(
+        "{}/../scl/tests/fixtures/relay.cid",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn a_block_published_from_its_scl_file_is_received_as_configured_and_the_others_are_missing() {
+    if !require_privileges(
+        "a_block_published_from_its_scl_file_is_received_as_configured_and_the_others_are_missing",
+    ) {
+        return;
+    }
+    let p = pair("gsc");
+    let cid = relay_cid();
+    let one = format!(
+        "goose subscribe --iface vb --duration 6s --quiet --expect-blocks --scl {cid} --gocb PROT/LLN0.GoTrip"
+    );
+    let all =
+        format!("goose subscribe --iface vb --duration 6s --quiet --expect-blocks --scl {cid}");
+    let sub_one = start(&p.b, &args(&one));
+    let sub_all = start(&p.b, &args(&all));
+    sub_one.wait_for("listening for GOOSE on vb", Duration::from_secs(10));
+    sub_all.wait_for("listening for GOOSE on vb", Duration::from_secs(10));
+    let publ = start(
+        &p.a,
+        &args(&format!(
+            "goose publish --iface va --duration 2s --change-at 1s --scl {cid} --gocb PROT/LLN0.GoTrip"
+        )),
+    );
+    let (st, out) = publ.finish(Duration::from_secs(30));
+    assert!(st.success(), "{out}");
+    // the file's block, every value from it (stderr says which)
+    assert!(out.contains("REL01PROT/LLN0$GO$GoTrip"), "{out}");
+    let (st, heard) = sub_one.finish(Duration::from_secs(30));
+    assert!(
+        st.success(),
+        "one block expected, received as configured: {heard}"
+    );
+    assert!(
+        heard.contains(
+            "1 expected: 1 received, 0 missing, 0 unexpected, 0 configuration mismatches"
+        ),
+        "{heard}"
+    );
+    let (st, heard) = sub_all.finish(Duration::from_secs(30));
+    assert_eq!(
+        st.code(),
+        Some(4),
+        "the file's other blocks were not sent: {heard}"
+    );
+    let missing: Vec<&str> = heard
+        .lines()
+        .filter(|l| l.ends_with("missing: no message received"))
+        .collect();
+    assert!(!missing.is_empty(), "{heard}");
+    assert!(
+        missing
+            .iter()
+            .all(|l| !l.contains("REL01PROT/LLN0$GO$GoTrip ")),
+        "the sent block is not missing: {heard}"
+    );
+    assert!(
+        heard.contains("0 unexpected, 0 configuration mismatches"),
+        "{heard}"
+    );
+}

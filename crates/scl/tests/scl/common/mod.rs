@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use hoptrace_scl::{read_file, ReadOptions, SclError, SclStreams, Selection};
+use hoptrace_scl::{read_file, ReadOptions, SclError, SclStreams, Selection, Services};
 
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -17,6 +17,7 @@ pub fn read(name: &str, ieds: &[&str], svcbs: &[&str]) -> Result<SclStreams, Scl
         selection: Selection {
             ieds: ieds.iter().map(|s| s.to_string()).collect(),
             svcbs: svcbs.iter().map(|s| s.to_string()).collect(),
+            ..Selection::default()
         },
         ..ReadOptions::default()
     };
@@ -68,4 +69,17 @@ pub fn expect_problem(name: &str, needle: &str, element: &str, message: &str) ->
     let place = at(&format!("broken/{name}"), needle);
     assert_eq!(text, format!("{place}: {element} of {CB1}: {message}"));
     understood
+}
+
+/// Reading GOOSE control blocks of `ieds` named `gocbs` (empty: all).
+pub fn goose_options(ieds: &[&str], gocbs: &[&str]) -> ReadOptions {
+    ReadOptions {
+        selection: Selection {
+            ieds: ieds.iter().map(|s| s.to_string()).collect(),
+            gocbs: gocbs.iter().map(|s| s.to_string()).collect(),
+            ..Selection::default()
+        },
+        services: Services::Goose,
+        ..ReadOptions::default()
+    }
 }
