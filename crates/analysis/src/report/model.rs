@@ -82,8 +82,14 @@ impl Provenance {
                 100.0 * self.bytes_skipped as f64 / t as f64
             ),
         };
+        let figures = match &self.rollups {
+            Some(r) if r.intervals_used > 0 => {
+                "their rows are in the figures only through the rollups, see below"
+            }
+            _ => "their rows are in no figure",
+        };
         Some(format!(
-            "read {} of {} segments ({} rows, {}); skipped {cut} unreadable segment{} ({}{share}; their rows are in no figure)",
+            "read {} of {} segments ({} rows, {}); skipped {cut} unreadable segment{} ({}{share}; {figures})",
             self.segments,
             self.segments + cut,
             self.rows_read,
