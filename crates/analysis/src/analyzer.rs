@@ -11,6 +11,14 @@
 //! counted as `missing` for that stage. The excluded rows are counted and
 //! take part in nothing else, so every figure sees the same packets.
 //! Per-stage "all streams" aggregates are merged at the end (lossless).
+//!
+//! With a rollup plan (src/rollups.rs: the recording's rollups of the
+//! intervals whose raw rows are gone), a raw value whose interval the plan
+//! covers for its stream and stage is left out (counted in
+//! `replaced_raw`): the rollup counts it, with the values that are gone. A
+//! stage value's interval is that of its first hop's time, a row's (its
+//! status, sequence and pacing) that of its first stamped hop: as the
+//! writer cut them.
 
 use schemars::JsonSchema;
 use std::collections::BTreeMap;
@@ -145,6 +153,10 @@ pub struct StageAcc {
     pub missing: u64,
     /// Latencies below minus the stage's alignment bound.
     pub beyond_bound: u64,
+    /// Interval starts (sorted) whose values come from rollups.
+    pub replaced: Vec<i64>,
+    /// Raw values left out because a rollup of their interval is used.
+    pub replaced_raw: u64,
 }
 
 pub struct StreamAcc {
@@ -156,6 +168,12 @@ pub struct StreamAcc {
     pub pacing: LatencyStats,
     last_first_hop: Option<i64>,
     pub stages: Vec<StageAcc>,
+    /// Interval starts (sorted) whose rows' counts come from rollups.
+    pub replaced: Vec<i64>,
+    /// Raw rows whose counts were left out for a rollup.
+    pub replaced_rows: u64,
+    /// The rollups' packet counts of this stream.
+    pub rollup_packets: Option<hoptrace_record::rollup::PacketCounts>,
 }
 
 pub struct Analyzer {
@@ -168,6 +186,20 @@ pub struct Analyzer {
     origin_ns: Option<i64>,
     pub first_time_ns: Option<i64>,
     pub last_time_ns: Option<i64>,
+    /// The rollups used in place of raw rows that are gone (None: none).
+    pub rollups: Option<crate::rollups::RollupPlan>,
+}
+
+/// Whether time `t` falls in one of the `replaced` intervals (sorted
+/// starts, `interval_ns` long).
+#[inline]
+fn is_replaced(replaced: &[i64], interval_ns: i64, t: Option<i64>) -> bool {
+    !replaced.is_empty()
+        && t.is_some_and(|t| {
+            replaced
+                .binary_search(&hoptrace_record::rollup::interval_start(t, interval_ns))
+                .is_ok()
+        })
 }
 
 /// The Int64 timestamp column of each hop, in hop order.
@@ -206,6 +238,9 @@ struct RowIdentity<'a> {
     smp_cnt: Option<u16>,
     epoch: Option<u32>,
     seq: u64,
+    /// Its time (first stamped hop) and the rollup interval length.
+    time: Option<i64>,
+    interval_ns: i64,
 }
 
 /// Whether a row falls outside the report's window: among the first
@@ -249,9 +284,17 @@ fn record_stages(
     for (si, stage) in stages.iter().enumerate() {
         let sa = &mut acc.stages[si];
         let (Some(ta), Some(tb)) = (times[stage.from], times[stage.to]) else {
-            sa.missing += 1;
+            if is_replaced(&sa.replaced, row.interval_ns, row.time) {
+                sa.replaced_raw += 1;
+            } else {
+                sa.missing += 1;
+            }
             continue;
         };
+        if is_replaced(&sa.replaced, row.interval_ns, Some(ta)) {
+            sa.replaced_raw += 1;
+            continue;
+        }
         let v = tb - ta;
         if stage.alignment_bound_ns.is_some_and(|b| v < -b) {
             sa.beyond_bound += 1;
@@ -344,10 +387,22 @@ impl Analyzer {
             origin_ns: None,
             first_time_ns: None,
             last_time_ns: None,
+            rollups: None,
         })
     }
 
-    fn new_stream(&self, name: &str) -> StreamAcc {
+    /// The rollup interval length (1 without rollups).
+    fn interval_ns(&self) -> i64 {
+        self.rollups.as_ref().map_or(1, |p| p.interval_ns)
+    }
+
+    pub(crate) fn new_stream(&self, name: &str) -> StreamAcc {
+        let replaced = |stage: Option<&str>| {
+            self.rollups
+                .as_ref()
+                .map(|p| p.replaced(name, stage))
+                .unwrap_or_default()
+        };
         StreamAcc {
             name: name.to_string(),
             rows: 0,
@@ -356,18 +411,21 @@ impl Analyzer {
             status: BTreeMap::new(),
             pacing: LatencyStats::new(&[]),
             last_first_hop: None,
-            stages: self
-                .stages
-                .iter()
-                .map(|_| StageAcc {
+            stages: (0..self.stages.len())
+                .map(|si| StageAcc {
                     stats: LatencyStats::new(&self.config.thresholds),
                     envelope: Envelope::new(self.config.envelope_buckets),
                     spike_times: Vec::new(),
                     spike_times_dropped: 0,
                     missing: 0,
                     beyond_bound: 0,
+                    replaced: replaced(Some(&self.stages[si].name)),
+                    replaced_raw: 0,
                 })
                 .collect(),
+            replaced: replaced(None),
+            replaced_rows: 0,
+            rollup_packets: None,
         }
     }
 
@@ -414,6 +472,7 @@ impl Analyzer {
         let mut key_cache: Vec<Option<usize>> = vec![None; streams.dict_len()];
         let mut name_cache = NameCache::default();
         let mut status_counts: Vec<Vec<(&str, u64)>> = Vec::new();
+        let interval_ns = self.interval_ns();
         for row in 0..n {
             self.rows_total += 1;
             let name = streams.get(row);
@@ -463,12 +522,16 @@ impl Analyzer {
                 self.last_time_ns = Some(self.last_time_ns.map_or(t, |x| x.max(t)));
             }
             let seq_v = seq.value(row);
-            acc.sequence.observe(seq_v);
-            let st = status.as_ref().map(|s| s.get(row)).unwrap_or("ok");
-            count_status(&mut status_counts, ai, st);
-            if let Some(t0) = times[0] {
-                if let Some(prev) = acc.last_first_hop.replace(t0) {
-                    acc.pacing.record(t0 - prev);
+            if is_replaced(&acc.replaced, interval_ns, first_time) {
+                acc.replaced_rows += 1;
+            } else {
+                acc.sequence.observe(seq_v);
+                let st = status.as_ref().map(|s| s.get(row)).unwrap_or("ok");
+                count_status(&mut status_counts, ai, st);
+                if let Some(t0) = times[0] {
+                    if let Some(prev) = acc.last_first_hop.replace(t0) {
+                        acc.pacing.record(t0 - prev);
+                    }
                 }
             }
             let row = RowIdentity {
@@ -480,6 +543,8 @@ impl Analyzer {
                     .as_ref()
                     .and_then(|c| (!c.is_null(row)).then(|| c.value(row))),
                 seq: seq_v,
+                time: first_time,
+                interval_ns,
             };
             record_stages(&self.stages, &times, &row, threshold, acc, &mut self.top);
         }

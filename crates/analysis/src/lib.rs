@@ -8,6 +8,7 @@
 //! - [`timeline`]: min/max envelope of latency over time;
 //! - [`spikes`]: top-N table and periodic-stall detection;
 //! - [`analyzer`]: one streaming pass over Arrow batches;
+//! - [`rollups`]: the recording's rollups where its raw rows are gone;
 //! - [`report`]: the report model and its views (terminal, Markdown, JSON, HTML, exports);
 //! - [`compare`]: one row per recording (the comparison table);
 //! - [`correlate`]: join SV captures (pcap/pcapng) by sample identity into a recording.
@@ -20,6 +21,7 @@ pub mod correlate;
 mod fine;
 pub mod load;
 pub mod report;
+pub mod rollups;
 pub mod sequence;
 pub mod spikes;
 pub mod stats;

@@ -68,6 +68,7 @@ pub fn provenance_of(path: &Path, reader: &RecordingReader) -> Provenance {
                     "the subscriber's guest",
                 )
             }),
+        rollups: None,
     }
 }
 
@@ -84,6 +85,14 @@ pub fn analyze_recording(path: &Path, config: Config) -> anyhow::Result<(Analyze
     let hops = hops_of(reader.meta());
     let mut analyzer =
         Analyzer::new(config, hops).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let w = &analyzer.config.window;
+    let windowed = w.skip_warmup > 0 || w.from_ns.is_some() || w.to_ns.is_some();
+    analyzer.rollups = crate::rollups::RollupPlan::of(path, &reader)
+        .with_context(|| format!("reading the rollups of {}", path.display()))?
+        .map(|p| match windowed {
+            true => p.unused("a window (--skip-warmup, --from, --to) counts rows from the first packet, which rollups cannot place: the figures cover the raw rows"),
+            false => p,
+        });
     let mut columns: Vec<&str> = vec!["stream", "smp_cnt", "epoch", "seq", "status"];
     let hop_cols = reader.meta().hop_columns();
     columns.extend(hop_cols.iter().copied());
@@ -112,7 +121,9 @@ pub fn analyze_recording(path: &Path, config: Config) -> anyhow::Result<(Analyze
         drop(rx);
         result
     })?;
+    crate::rollups::add_rollups(path, &mut analyzer)?;
     analyzer.finish();
-    let prov = provenance_of(path, &reader);
+    let mut prov = provenance_of(path, &reader);
+    prov.rollups = analyzer.rollups.as_ref().map(|p| p.read.clone());
     Ok((analyzer, prov))
 }

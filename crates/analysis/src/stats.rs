@@ -20,7 +20,19 @@
 //!   bucket width, i.e. < 0.1 % of the value (|reported - exact| <= exact/1000 + 1ns).
 //! - a percentile is flagged "not meaningful" when n < 10 / (1 - p).
 //! - a 1 us linear histogram (0..[`LINEAR_BINS`] us) with an overflow count and
-//!   a negative count, exact (not derived from the HDR buckets).
+//!   a negative count, exact (not derived from the HDR buckets);
+//! - the exact sum of the values (`i128`): the mean is `sum / count`,
+//!   correctly rounded.
+//!
+//! [`LatencyStats::merge_rollup`] adds a recording's rollup of an interval
+//! whose raw rows are gone (`hoptrace_record::rollup`): count, min, max (with
+//! their packets), sum and negatives stay exact, the variance merges by
+//! Chan's formula from the rollup's exact sums, the histograms add bucket
+//! by bucket (the rollup's buckets are these), the exact values are dropped
+//! (percentiles then come from the histogram, with the bound above), and the
+//! threshold counts of the rollup come from its buckets: a value in the
+//! bucket that holds a threshold counts as above it when the bucket's
+//! highest value is. The linear view holds the raw values only.
 
 use hdrhistogram::Histogram;
 use schemars::JsonSchema;
@@ -101,6 +113,11 @@ pub struct LatencyStats {
     negative: Histogram<u64>,
     linear: Vec<u64>,
     linear_overflow: u64,
+    /// Sum of all values (exact: the mean is `sum / count`).
+    sum: i128,
+    /// Values and pieces added from rollups ([`Self::merge_rollup`]).
+    rollup_values: u64,
+    rollup_pieces: u64,
 }
 
 impl LatencyStats {
@@ -126,6 +143,9 @@ impl LatencyStats {
             negative: new_histogram(),
             linear: vec![0; LINEAR_BINS],
             linear_overflow: 0,
+            sum: 0,
+            rollup_values: 0,
+            rollup_pieces: 0,
         }
     }
 
@@ -144,6 +164,7 @@ impl LatencyStats {
 
     fn record_maybe_with(&mut self, value: i64, who: impl FnOnce() -> Option<PacketRef>) {
         self.count += 1;
+        self.sum += value as i128;
         let x = value as f64;
         let delta = x - self.mean;
         self.mean += delta / self.count as f64;
@@ -209,6 +230,9 @@ impl LatencyStats {
         self.mean += delta * n2 / n;
         self.m2 += other.m2 + delta * delta * n1 * n2 / n;
         self.count += other.count;
+        self.sum += other.sum;
+        self.rollup_values += other.rollup_values;
+        self.rollup_pieces += other.rollup_pieces;
         if other.max > self.max {
             self.max = other.max;
             self.max_ref = other.max_ref.clone();
@@ -261,20 +285,53 @@ impl LatencyStats {
         if let Some(v) = &self.exact {
             return v.iter().filter(|x| **x > t).count() as u64;
         }
-        if t < 0 {
-            let neg_above: u64 = self
-                .negative
-                .iter_recorded()
-                .filter(|b| (b.value_iterated_to() as i64) < -t)
-                .map(|b| b.count_at_value())
-                .sum();
-            return neg_above + self.positive.len();
+        above_in_buckets(&self.positive, &self.negative, t)
+    }
+
+    /// Add the rollup `r` of stream `stream`'s values of one interval (see
+    /// the module docs).
+    pub fn merge_rollup(&mut self, r: &hoptrace_record::rollup::LatencyRollup, stream: &str) {
+        self.rollup_pieces += 1;
+        let (Some(mean2), Some(max), Some(min)) = (r.mean(), r.max, r.min) else {
+            return;
+        };
+        let (n1, n2) = (self.count as f64, r.count as f64);
+        let delta = mean2 - self.mean;
+        self.mean += delta * n2 / (n1 + n2);
+        self.m2 += r.sq_deviations() + delta * delta * n1 * n2 / (n1 + n2);
+        let packet = |e: &hoptrace_record::rollup::Extreme| PacketRef {
+            stream: stream.to_string(),
+            smp_cnt: e.smp_cnt,
+            epoch: e.epoch,
+            seq: e.seq,
+            time_ns: e.time_ns,
+        };
+        let earlier = |r: &Option<PacketRef>, t: i64| r.as_ref().is_some_and(|p| t < p.time_ns);
+        if self.count == 0
+            || max.value_ns > self.max
+            || (max.value_ns == self.max && earlier(&self.max_ref, max.time_ns))
+        {
+            self.max = max.value_ns;
+            self.max_ref = Some(packet(&max));
         }
-        self.positive
-            .iter_recorded()
-            .filter(|b| b.value_iterated_to() as i64 > t)
-            .map(|b| b.count_at_value())
-            .sum()
+        if self.count == 0
+            || min.value_ns < self.min
+            || (min.value_ns == self.min && earlier(&self.min_ref, min.time_ns))
+        {
+            self.min = min.value_ns;
+            self.min_ref = Some(packet(&min));
+        }
+        self.count += r.count;
+        self.sum += r.sum_ns;
+        self.negatives += r.negative;
+        for (i, t) in self.thresholds.iter().enumerate() {
+            self.above[i] += above_in_buckets(&r.hist, &r.neg_hist, *t);
+        }
+        self.fine.flush_into(&mut self.positive);
+        let _ = self.positive.add(&r.hist);
+        let _ = self.negative.add(&r.neg_hist);
+        self.exact = None;
+        self.rollup_values += r.count;
     }
 
     pub fn count(&self) -> u64 {
@@ -292,8 +349,13 @@ impl LatencyStats {
     pub fn min_ref(&self) -> Option<&PacketRef> {
         self.min_ref.as_ref()
     }
+    /// The exact mean (`sum / count`, correctly rounded).
     pub fn mean(&self) -> Option<f64> {
-        (self.count > 0).then_some(self.mean)
+        hoptrace_record::rollup::exact_mean(self.sum, self.count)
+    }
+    /// Values and pieces that came from rollups (0 without).
+    pub fn from_rollups(&self) -> (u64, u64) {
+        (self.rollup_values, self.rollup_pieces)
     }
     /// Population standard deviation (divisor n); 0 for one value.
     pub fn stddev(&self) -> Option<f64> {
@@ -421,6 +483,25 @@ impl LatencyStats {
             .map(|p| self.percentile_sorted(*p))
             .collect()
     }
+}
+
+/// Values above `t` in a histogram of non-negative values and one of
+/// negative magnitudes, by bucket: a bucket counts whole, as above `t` when
+/// its highest equivalent value is.
+fn above_in_buckets(positive: &Histogram<u64>, negative: &Histogram<u64>, t: i64) -> u64 {
+    if t < 0 {
+        let neg_above: u64 = negative
+            .iter_recorded()
+            .filter(|b| (b.value_iterated_to() as i64) < -t)
+            .map(|b| b.count_at_value())
+            .sum();
+        return neg_above + positive.len();
+    }
+    positive
+        .iter_recorded()
+        .filter(|b| b.value_iterated_to() as i64 > t)
+        .map(|b| b.count_at_value())
+        .sum()
 }
 
 fn new_histogram() -> Histogram<u64> {

@@ -307,6 +307,7 @@ ring_blocks = 16
 metrics = "9464"
 retain = "7d"
 max_disk = "1GiB"
+rollup_retain = "30d"
 expect_streams = true
 cpu = 3
 fifo = 80
@@ -315,13 +316,13 @@ fifo = 80
     /// Every setting of the `[subscribe]` table, as flags.
     const SUBSCRIBE_FLAGS: &str = "--iface flag1 --stream C --duration 1s --count 5 \
         --record flag-rec --reference other --rate 4000 --rx-mode recvmmsg --ring-blocks 8 \
-        --metrics 9000 --retain 1d --max-disk 1MiB --expect-streams --cpu 0-1 --fifo 1";
+        --metrics 9000 --retain 1d --max-disk 1MiB --rollup-retain 2d --expect-streams --cpu 0-1 --fifo 1";
 
     #[test]
     fn subscribe_settings_come_from_the_flag_else_the_file_else_the_default() {
         let show = |a: &sv::subscribe::Args| {
             format!(
-                "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {:?} {:?} {:?} {:?} {} {:?} {:?}",
+                "{:?} {:?} {:?} {:?} {:?} {:?} {} {} {:?} {:?} {:?} {:?} {:?} {} {:?} {:?}",
                 a.iface,
                 a.stream,
                 a.duration,
@@ -334,6 +335,7 @@ fifo = 80
                 a.metrics,
                 a.retain,
                 a.max_disk,
+                a.rollup_retain,
                 a.expect_streams,
                 a.realtime.cpu.as_ref().map(|c| c.to_string()),
                 a.realtime.fifo,
@@ -341,15 +343,15 @@ fifo = 80
         };
         assert_eq!(
             show(&subscribe("", None)),
-            "None [] None None None None 4000 recvmmsg None None None None false None None"
+            "None [] None None None None 4000 recvmmsg None None None None None false None None"
         );
         assert_eq!(
             show(&subscribe("", Some(SUBSCRIBE_TABLE))),
-            r#"Some("file1") ["A", "B"] Some(10s) Some(50) Some("file-rec") Some("pub-rec") 4800 ring Some(16) Some("9464") Some(604800s) Some(1073741824) true Some("3") Some(80)"#
+            r#"Some("file1") ["A", "B"] Some(10s) Some(50) Some("file-rec") Some("pub-rec") 4800 ring Some(16) Some("9464") Some(604800s) Some(1073741824) Some(2592000s) true Some("3") Some(80)"#
         );
         assert_eq!(
             show(&subscribe(SUBSCRIBE_FLAGS, Some(SUBSCRIBE_TABLE))),
-            r#"Some("flag1") ["C"] Some(1s) Some(5) Some("flag-rec") Some("other") 4000 recvmmsg Some(8) Some("9000") Some(86400s) Some(1048576) true Some("0,1") Some(1)"#
+            r#"Some("flag1") ["C"] Some(1s) Some(5) Some("flag-rec") Some("other") 4000 recvmmsg Some(8) Some("9000") Some(86400s) Some(1048576) Some(172800s) true Some("0,1") Some(1)"#
         );
     }
 

@@ -170,6 +170,9 @@ pub struct SubscribeSection {
     /// `--max-disk`: keep the recording under this size ("20GiB").
     #[serde(default, deserialize_with = "option_size")]
     pub max_disk: Option<u64>,
+    /// `--rollup-retain`: delete the recording's rollups older than this ("400d").
+    #[serde(default, deserialize_with = "option_duration")]
+    pub rollup_retain: Option<Duration>,
     /// `--expect-streams`: exit non-zero when the configured streams are
     /// not exactly what was received.
     pub expect_streams: Option<bool>,

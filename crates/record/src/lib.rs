@@ -114,6 +114,7 @@ pub mod output;
 pub mod reader;
 pub mod resume;
 pub mod retention;
+pub mod rollup;
 pub mod row;
 pub mod typed;
 pub mod writer;
@@ -126,8 +127,8 @@ pub use explanations::{
 pub use meta::{
     cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, split_stage_name,
     stage_name, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn,
-    HopAlignment, HopColumn, HostFacts, RecordingMeta, StampSource, FORMAT, FORMAT_VERSION,
-    META_KEY, STAGE_SEPARATOR,
+    HopAlignment, HopColumn, HostFacts, RecordingMeta, RollupInfo, StampSource, FORMAT,
+    FORMAT_VERSION, META_KEY, STAGE_SEPARATOR,
 };
 pub use output::{claim_output_dir, claim_output_file, ClaimedOutput, OutputError};
 pub use reader::{

@@ -318,6 +318,22 @@ pub struct RecordingMeta {
     /// absent on bare metal and in recordings made before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hypervisor: Option<String>,
+    /// The recording's rollups (`rollups/`, filled by the writer): their
+    /// interval and table version; absent in recordings made without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollup: Option<RollupInfo>,
+}
+
+/// Where a recording's rollups are and how they are cut
+/// (docs/recording-schema.md, "Rollups").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollupInfo {
+    /// The folder of the rollup files, relative to the recording.
+    pub dir: String,
+    /// The interval length (ns); intervals are aligned to its multiples.
+    pub interval_ns: i64,
+    /// Version of the rollup table's columns.
+    pub schema_version: u32,
 }
 
 /// The compact result of `hoptrace doctor` kept in a recording: how many
@@ -413,6 +429,7 @@ impl RecordingMeta {
             extra: empty_object(),
             doctor: None,
             hypervisor: hypervisor(),
+            rollup: None,
         }
     }
 

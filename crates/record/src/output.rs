@@ -160,7 +160,9 @@ pub fn describe_contents(dir: &Path) -> Result<Option<String>, OutputError> {
     };
     let segments = names.iter().filter(|n| is_segment(n)).count();
     if segments > 0 {
-        let others = names.len() - segments;
+        // The rollups' folder is the recording's own.
+        let rollups = names.iter().any(|n| n == crate::rollup::ROLLUP_DIR);
+        let others = names.len() - segments - usize::from(rollups);
         let others = match others {
             0 => String::new(),
             1 => ", 1 other file".to_string(),

@@ -14,6 +14,10 @@
 //! modification time (when they were closed). A deleted file is gone with
 //! all its rows: the reader opens what is left (the segments it finds),
 //! and the writer counts what it deleted.
+//!
+//! Rollups (`rollups/`, [`crate::rollup`]) are not among these files: they
+//! outlive the raw rows by design and have their own age limit,
+//! [`Retention::rollup_max_age`] (`--rollup-retain`, 400 days by default).
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -30,12 +34,31 @@ pub const EXPLANATIONS_AGE_FACTOR: u32 = 4;
 pub struct Retention {
     pub max_age: Option<Duration>,
     pub max_bytes: Option<u64>,
+    /// `--rollup-retain`: the age limit of the rollup files (they are
+    /// outside the two limits above; absent: [`crate::rollup::DEFAULT_ROLLUP_RETAIN`]).
+    pub rollup_max_age: Option<Duration>,
 }
 
 impl Retention {
     /// `--retain`, `--max-disk` as a retention (None when neither is given).
     pub fn from_limits(max_age: Option<Duration>, max_bytes: Option<u64>) -> Option<Self> {
-        (max_age.is_some() || max_bytes.is_some()).then_some(Retention { max_age, max_bytes })
+        Self::with_rollups(max_age, max_bytes, None)
+    }
+
+    /// `--retain`, `--max-disk`, `--rollup-retain` as a retention (None
+    /// when none is given).
+    pub fn with_rollups(
+        max_age: Option<Duration>,
+        max_bytes: Option<u64>,
+        rollup_max_age: Option<Duration>,
+    ) -> Option<Self> {
+        (max_age.is_some() || max_bytes.is_some() || rollup_max_age.is_some()).then_some(
+            Retention {
+                max_age,
+                max_bytes,
+                rollup_max_age,
+            },
+        )
     }
 }
 
@@ -253,7 +276,7 @@ mod tests {
         ];
         let r = Retention {
             max_age: Some(10 * MIN),
-            max_bytes: None,
+            ..Default::default()
         };
         assert_eq!(
             names(&files, plan(&files, &r, now())),
@@ -275,8 +298,8 @@ mod tests {
             file("explain/explain-000002.parquet", 1, 30),
         ];
         let r = |max| Retention {
-            max_age: None,
             max_bytes: Some(max),
+            ..Default::default()
         };
         assert!(plan(&files, &r(360), now()).is_empty());
         assert_eq!(
@@ -309,8 +332,8 @@ mod tests {
         let p = prune(
             dir.path(),
             &Retention {
-                max_age: None,
                 max_bytes: Some(500),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -388,8 +411,8 @@ mod tests {
         let p = prune(
             dir.path(),
             &Retention {
-                max_age: None,
                 max_bytes: Some(200),
+                ..Default::default()
             },
         )
         .unwrap();

@@ -14,6 +14,11 @@
 //!
 //! Strings are dictionary-encoded by Parquet, pages are zstd-compressed, and
 //! page statistics are on.
+//!
+//! Every appended row also goes into the recording's rollups
+//! ([`crate::rollup`]): the pieces of the intervals that ended are written
+//! to `rollups/` each time a segment closes, and every piece on close, so
+//! every producer that writes through this writer has rollups.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -31,6 +36,7 @@ use crate::buffer::RowBuffer;
 use crate::error::{io_err, pq_err, RecordError, Result};
 use crate::meta::{RecordingMeta, FORMAT, FORMAT_VERSION, META_KEY};
 use crate::retention::{prune, Pruned, Retention};
+use crate::rollup::{RollupSink, DEFAULT_INTERVAL, ROLLUP_DIR, ROLLUP_SCHEMA_VERSION};
 use crate::row::{recording_schema, PacketRow, PacketRowRef, FIXED_COLUMNS};
 
 /// Suffix of the open segment.
@@ -109,6 +115,8 @@ pub struct RecordingWriter {
     /// `--retain`/`--max-disk`: pruned after each closed segment.
     retention: Option<Retention>,
     pruned: Pruned,
+    /// The rollups of the appended rows (`rollups/`).
+    rollup: RollupSink,
 }
 
 /// CLOCK_REALTIME now, in ns.
@@ -148,6 +156,13 @@ impl RecordingWriter {
                 old.display()
             )));
         }
+        if let Some(old) = crate::rollup::rollup_files(&dir)?.first() {
+            return Err(RecordError::Invalid(format!(
+                "{} already holds a recording's rollups ({}); choose a new directory",
+                dir.display(),
+                old.display()
+            )));
+        }
         Self::start(dir, meta, policy, 1)
     }
 
@@ -173,11 +188,17 @@ impl RecordingWriter {
     /// the caller).
     fn start(
         dir: PathBuf,
-        meta: RecordingMeta,
+        mut meta: RecordingMeta,
         policy: RotatePolicy,
         first_segment: u64,
     ) -> Result<Self> {
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let rollup = RollupSink::new(&dir, &meta, DEFAULT_INTERVAL)?;
+        meta.rollup = Some(crate::meta::RollupInfo {
+            dir: ROLLUP_DIR.into(),
+            interval_ns: DEFAULT_INTERVAL.as_nanos() as i64,
+            schema_version: ROLLUP_SCHEMA_VERSION,
+        });
         let schema = recording_schema(&meta);
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(
@@ -221,6 +242,7 @@ impl RecordingWriter {
             closed: false,
             retention: None,
             pruned: Pruned::default(),
+            rollup,
         };
         w.open_segment()?;
         Ok(w)
@@ -240,6 +262,7 @@ impl RecordingWriter {
         self.buffer.push(&row)?;
         if let Some(seg) = &mut self.segment {
             seg.rows += 1;
+            self.rollup.observe(&row, seg.number);
         }
         self.peak_buffered_rows = self.peak_buffered_rows.max(self.buffer.rows());
         self.peak_buffered_bytes = self.peak_buffered_bytes.max(self.buffer.approx_bytes());
@@ -316,6 +339,7 @@ impl RecordingWriter {
             } else {
                 self.finish_segment()?;
             }
+            self.rollup.close()?;
         }
         Ok(CloseSummary {
             segments: self.segments_closed,
@@ -325,9 +349,36 @@ impl RecordingWriter {
     }
 
     /// Keep the directory within `r` (checked after each closed segment;
-    /// see [`crate::retention`]).
+    /// see [`crate::retention`]); its `rollup_max_age` bounds the rollups.
     pub fn set_retention(&mut self, r: Retention) {
         self.retention = Some(r);
+        if let Some(age) = r.rollup_max_age {
+            self.rollup.set_retain(age);
+        }
+    }
+
+    /// Cut the rollups into intervals of `interval` (default 1 min)
+    /// instead: only before the first row.
+    pub fn set_rollup_interval(&mut self, interval: std::time::Duration) -> Result<()> {
+        if self.rows_appended() > 0 || interval.is_zero() {
+            return Err(RecordError::Invalid(
+                "the rollup interval is set before the first row, and is not zero".into(),
+            ));
+        }
+        let interval_ns = interval.as_nanos().min(i64::MAX as u128) as i64;
+        self.rollup = RollupSink::new(&self.dir, &self.meta, interval)?;
+        if let Some(age) = self.retention.and_then(|r| r.rollup_max_age) {
+            self.rollup.set_retain(age);
+        }
+        if let Some(info) = self.meta.rollup.as_mut() {
+            info.interval_ns = interval_ns;
+        }
+        Ok(())
+    }
+
+    /// What the rollup retention (`--rollup-retain`) deleted so far.
+    pub fn rollups_pruned(&self) -> Pruned {
+        self.rollup.pruned()
     }
 
     /// What the retention deleted so far.
@@ -469,7 +520,7 @@ impl RecordingWriter {
         if let Some(r) = self.retention {
             self.pruned += prune(&self.dir, &r)?;
         }
-        Ok(())
+        self.rollup.segment_closed()
     }
 }
 

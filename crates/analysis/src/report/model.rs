@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::analyzer::{Analyzer, Hop, Stage};
+pub use crate::rollups::{FromRollups, RollupsRead};
 use crate::sequence::SequenceCounts;
 use crate::spikes::{PeriodicStall, Spike};
 use crate::stats::{LatencyStats, PacketRef, Percentile};
@@ -53,6 +54,8 @@ pub struct Provenance {
     /// recording host, or a chain's subscriber, ran under QEMU TCG): said
     /// wherever the figures are shown.
     pub emulation: Option<String>,
+    /// The recording's rollups, null when it has none (docs/report.md, "Rollups").
+    pub rollups: Option<RollupsRead>,
 }
 
 impl Provenance {
@@ -79,8 +82,14 @@ impl Provenance {
                 100.0 * self.bytes_skipped as f64 / t as f64
             ),
         };
+        let figures = match &self.rollups {
+            Some(r) if r.intervals_used > 0 => {
+                "their rows are in the figures only through the rollups, see below"
+            }
+            _ => "their rows are in no figure",
+        };
         Some(format!(
-            "read {} of {} segments ({} rows, {}); skipped {cut} unreadable segment{} ({}{share}; their rows are in no figure)",
+            "read {} of {} segments ({} rows, {}); skipped {cut} unreadable segment{} ({}{share}; {figures})",
             self.segments,
             self.segments + cut,
             self.rows_read,
@@ -123,6 +132,9 @@ pub struct StatsSummary {
     pub above: Vec<Above>,
     /// true when every percentile is exact (no HDR quantization).
     pub exact: bool,
+    /// Values from rollups of intervals whose raw rows are gone; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_rollups: Option<FromRollups>,
 }
 
 impl StatsSummary {
@@ -154,6 +166,14 @@ impl StatsSummary {
                 })
                 .collect(),
             exact: s.is_exact(),
+            from_rollups: match s.from_rollups() {
+                (0, 0) => None,
+                (values, pieces) => Some(FromRollups {
+                    values,
+                    pieces,
+                    above_by_bucket: values > 0,
+                }),
+            },
         }
     }
 
@@ -313,7 +333,10 @@ impl RunReport {
                 name: s.name.clone(),
                 rows: s.rows,
                 excluded: s.excluded,
-                sequence: s.sequence.counts(),
+                sequence: crate::rollups::with_rollups(
+                    s.sequence.counts(),
+                    s.rollup_packets.as_ref(),
+                ),
                 status: s.status.clone(),
                 pacing: StatsSummary::from_stats(&s.pacing),
                 stages: s
@@ -373,6 +396,7 @@ pub fn evaluate_gate(analyzers: &[&Analyzer], max_latency_ns: i64, explicit_stag
     let mut worst: Option<(i64, PacketRef)> = None;
     let mut over = 0u64;
     let mut count = 0u64;
+    let mut max_seen: Option<i64> = None;
     let mut names = Vec::new();
     for a in analyzers {
         let gated: Vec<usize> = if explicit_stages {
@@ -394,6 +418,7 @@ pub fn evaluate_gate(analyzers: &[&Analyzer], max_latency_ns: i64, explicit_stag
             }
             count += s.count();
             over += s.above().first().map_or(0, |x| x.1);
+            max_seen = max_seen.max(s.max());
             if let (Some(m), Some(r)) = (s.max(), s.max_ref()) {
                 if worst.as_ref().is_none_or(|w| m > w.0) {
                     worst = Some((m, r.clone()));
@@ -401,7 +426,9 @@ pub fn evaluate_gate(analyzers: &[&Analyzer], max_latency_ns: i64, explicit_stag
             }
         }
     }
-    let passed = count > 0 && over == 0;
+    // Exact also where rollups stand for raw rows: their max is exact,
+    // their count above the bound by bucket.
+    let passed = count > 0 && max_seen.is_some_and(|m| m <= max_latency_ns);
     let reason = if count == 0 {
         "no packet was measured on the gated stages: nothing proves the bound".to_string()
     } else if passed {

@@ -276,6 +276,9 @@ fn run_meta(run: &RunReport, summary: bool) -> Vec<String> {
     if let Some(t) = p.partial_text() {
         meta.push(format!("WARNING partial data: {t}"));
     }
+    if let Some(t) = p.rollups_text() {
+        meta.push(t);
+    }
     for c in &p.cut_segments {
         meta.push(format!("WARNING cut segment skipped: {c}"));
     }

@@ -5,4 +5,5 @@
 //! after every other test ran in parallel.
 
 mod report_html_chromium;
+mod rollups;
 mod stats_exact;

@@ -88,6 +88,11 @@ pub struct Args {
     /// (20GiB), deleting the oldest segments first.
     #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub max_disk: Option<u64>,
+    /// With --record: delete the recording's rollups (per-minute figures
+    /// that outlive --retain and --max-disk) once older than this
+    /// [default: 400d].
+    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
+    pub rollup_retain: Option<Duration>,
     #[command(flatten)]
     pub scl: crate::sv::streams::SclArgs,
     /// With configured streams (--scl, or `[scl]` in the config file): the
@@ -134,6 +139,7 @@ impl FromConfigFile for Args {
         given.overlay_option("metrics", &mut self.metrics, t.metrics);
         given.overlay_option("retain", &mut self.retain, t.retain);
         given.overlay_option("max_disk", &mut self.max_disk, t.max_disk);
+        given.overlay_option("rollup_retain", &mut self.rollup_retain, t.rollup_retain);
         given.overlay("expect_streams", &mut self.expect_streams, t.expect_streams);
         given.overlay("resume", &mut self.resume, t.resume);
         self.realtime.overlay(t.cpu, t.fifo);
@@ -149,7 +155,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.config.config.as_deref(),
     ];
     claim_recording(&args, &inputs)?;
-    let retention = hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk);
+    let retention = hoptrace_record::retention::Retention::with_rollups(
+        args.retain,
+        args.max_disk,
+        args.rollup_retain,
+    );
     let metrics_addr = args
         .metrics
         .as_deref()
@@ -184,7 +194,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let keep_for_join = reference.is_some();
     anyhow::ensure!(
         retention.is_none() || record.is_some(),
-        "--retain/--max-disk bound a recording: give --record DIR (or `record` in the config file)"
+        "--retain/--max-disk/--rollup-retain bound a recording: give --record DIR (or `record` in the config file)"
     );
     let report = subscriber::subscribe(
         &cfg,

@@ -141,6 +141,11 @@ pub struct Args {
     /// (20GiB), deleting the oldest segments first.
     #[arg(long, value_name = "SIZE", value_parser = arg::size, requires = "record")]
     max_disk: Option<u64>,
+    /// With --record: delete the recording's rollups (per-minute figures
+    /// that outlive --retain and --max-disk) once older than this
+    /// [default: 400d].
+    #[arg(long, value_name = "AGE", value_parser = arg::duration, requires = "record")]
+    rollup_retain: Option<Duration>,
     /// Run the tracer's own work (reading the ring buffers, assembling
     /// timelines, explanations, recording, metrics) only on these CPUs,
     /// e.g. `0` or `0-1,4`: the housekeeping CPUs, away from the CPUs of
@@ -322,7 +327,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         explain_lines: args.explain_lines,
         per_stream: args.per_stream,
         metrics: args.metrics,
-        retention: hoptrace_record::retention::Retention::from_limits(args.retain, args.max_disk),
+        retention: hoptrace_record::retention::Retention::with_rollups(
+            args.retain,
+            args.max_disk,
+            args.rollup_retain,
+        ),
         configured,
         dump_events: args.dump_events,
     };

@@ -7,7 +7,9 @@
 //! Recording: stream S1, seq 0..2999 in three segments of 1000 rows; b - a
 //! is 20 us, except seq 1500 (second segment): 60 ms. The cut copy has its
 //! second and third segments truncated to half their size, so a report
-//! reads a third of the data and the 60 ms sample is not in it.
+//! reads a third of the data and the 60 ms sample is not in it; it has no
+//! rollups (as a recording made before them), but in the last test, where
+//! its rollups stand for the unreadable segments.
 
 use std::path::{Path, PathBuf};
 
@@ -34,8 +36,15 @@ fn packets() -> Vec<Pkt> {
         .collect()
 }
 
-/// The whole recording and its cut copy, in `d`.
+/// The whole recording and its cut copy (without its rollups), in `d`.
 fn recordings(d: &Path) -> (PathBuf, PathBuf) {
+    let (whole, cut) = recordings_with_rollups(d);
+    std::fs::remove_dir_all(cut.join(hoptrace_record::rollup::ROLLUP_DIR)).unwrap();
+    (whole, cut)
+}
+
+/// The whole recording and its cut copy, in `d`.
+fn recordings_with_rollups(d: &Path) -> (PathBuf, PathBuf) {
     let policy = RotatePolicy {
         max_rows: 1000,
         ..RotatePolicy::default()
@@ -146,4 +155,32 @@ fn cut_segments_are_said_on_stderr_with_what_was_read_and_what_was_skipped() {
     let o = hoptrace(&["compare", cut.to_str().unwrap(), cut.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
     assert!(stderr(&o).contains("read 1 of 3 segments"), "{}", show(&o));
+}
+
+#[test]
+fn the_rollups_of_a_cut_recording_stand_for_its_unreadable_segments_and_the_gate_sees_their_max() {
+    let d = TempDir::new("partial-rollups");
+    let (_, cut) = recordings_with_rollups(d.path());
+    let cut = cut.to_str().unwrap();
+    // The 60 ms sample is in a cut segment, and in the rollups.
+    let o = hoptrace(&["report", cut, "--max-latency", "50ms"]);
+    assert_eq!(o.status.code(), Some(GATE_FAILED), "{}", show(&o));
+    assert!(
+        stdout(&o).contains("stand for raw rows that are gone"),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        stdout(&o).contains("only through the rollups"),
+        "{}",
+        show(&o)
+    );
+    let js = d.path().join("r.json");
+    let (_, rep) = run_json(&["report", cut], &js, 0);
+    let stats = &rep["runs"][0]["streams"][0]["stages"][0]["stats"];
+    assert_eq!(stats["count"], 3000, "{stats}");
+    assert_eq!(stats["max_ns"], 60_000_000, "{stats}");
+    assert_eq!(stats["max_packet"]["seq"], 1500, "{stats}");
+    assert_eq!(stats["from_rollups"]["values"], 3000, "{stats}");
+    assert_eq!(rep["partial_data"], true);
 }

@@ -134,6 +134,32 @@ assert sum(r[2] for r in culprits) == total, culprits
 assert int(by_part.sum()) == total, by_part
 "#;
 
+/// After the "Rollups" block: every row with a stamp is in the packet
+/// counts, and each stream's and stage's count, max and exact mean from
+/// the rollups are the raw rows' (DuckDB on the segments).
+const ROLLUP_CHECKS: &str = r#"
+import sys
+rows = int(sys.argv[1])
+counted = duckdb.sql("select coalesce(sum(count), 0) from 'rec/rollups/*.parquet' where stage is null").fetchall()[0][0]
+assert 0 < counted <= rows, (counted, rows)
+assert len(pieces) > 0
+for stream, stage, n, max_ns, mean_ns in week:
+    a, b = stage.split("..")
+    raw = duckdb.execute(f"select count(*), max(t_{b} - t_{a}), avg(t_{b} - t_{a}) from 'rec/*.parquet' where stream = ? and t_{a} is not null and t_{b} is not null", [stream]).fetchall()[0]
+    assert (n, max_ns) == raw[:2], (stream, stage, n, max_ns, raw)
+    assert (mean_ns is None) == (raw[2] is None), (stream, stage, mean_ns, raw)
+    assert mean_ns is None or abs(float(mean_ns) - raw[2]) <= 1e-6 * max(1.0, abs(raw[2])), (stream, stage, mean_ns, raw)
+assert len(hist) == len(pieces[pieces["stage"].notna()]), (len(hist), len(pieces))
+"#;
+
+fn rollups() -> String {
+    block(
+        "recording-schema.md",
+        "## Rollups (`rollups/rollup-NNNNNN.parquet`)",
+        "python",
+    )
+}
+
 fn reading() -> String {
     block("recording-schema.md", "## Reading", "python")
 }
@@ -215,6 +241,16 @@ fn the_documented_queries_read_every_producers_recording_as_one_table_with_duckd
         &explanation_args(&r),
     ) {
         failed.push(format!("trace explanations: {e}"));
+    }
+    for m in &r.made {
+        let args = [m.rows.to_string()];
+        if let Err(e) = python(&m.home, &rollups(), ROLLUP_CHECKS, &args) {
+            failed.push(format!(
+                "{} rollups ({}): {e}",
+                m.producer,
+                m.rec().display()
+            ));
+        }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
     // `hoptrace report` finds them in their folder.
