@@ -198,7 +198,7 @@ fn join(
     );
     if !c.unaligned_streams.is_empty() {
         println!(
-            "streams not in the publisher recording (or more than 0.5 s away from it at their first sample): {}",
+            "streams not in the publisher recording (or none of their first 4000 samples left within 0.99 s before it was received): {}",
             c.unaligned_streams.join(" ")
         );
     }

@@ -32,8 +32,8 @@ pub struct JoinCounts {
     pub matched: u64,
     /// Publisher epoch minus subscriber epoch, per stream (sorted by name).
     pub epoch_offsets: Vec<(String, i64)>,
-    /// Streams whose first received row had no publisher row within 0.5 s
-    /// (none of their rows is matched).
+    /// Streams none of whose first received rows had a publisher row to
+    /// pair with (`sample_join`: none of their rows is matched).
     pub unaligned_streams: Vec<String>,
 }
 

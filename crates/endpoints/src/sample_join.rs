@@ -9,25 +9,41 @@
 //! them); the subscriber numbers them from the first sample *it* saw, so the
 //! two differ by a constant per stream (0 when the subscriber started first,
 //! as in a lab run; not 0 when it started after the publisher wrapped).
-//! That constant is found once per stream, from the stream's first received
-//! sample: among the publisher samples with the same smpCnt, the one whose
-//! `t_tx` is closest to the sample's receive time (this assumes one-way
-//! latency plus clock offset under half a wrap, 0.5 s, for that one sample).
-//! Every sample is then joined on the exact identity, so later samples join
-//! correctly whatever their latency (a frame held 0.7 s in a queue shows as
-//! 0.7 s, not as a neighbour's sample one wrap away), and samples the
-//! publisher recording lacks are unmatched. A stream whose first sample has
-//! no publisher sample within 0.5 s stays unaligned: all its samples are
-//! unmatched and it is listed by [`PublisherIndex::offsets`].
+//! That constant is found once per stream, from the stream's first
+//! received sample that has a publisher sample to pair with: among the
+//! publisher samples with the same smpCnt, the one that left last at or
+//! before the sample's receive time (a latency at or above
+//! -[`CLOCK_SLACK_NS`], the two hosts' clocks may differ by that much),
+//! if it left less than [`ALIGN_WINDOW_NS`] before. Causal, not "closest":
+//! a first sample held 0.7 s pairs with its own publisher sample, not with
+//! its namesake of the next wrap 0.3 s later. A sample with no such
+//! publisher sample (a first frame held longer than the window, as an Open
+//! vSwitch upcall under load can) is unmatched and the next one tries,
+//! up to [`ALIGN_ATTEMPTS`] samples. Every sample from the alignment on is
+//! joined on the exact identity, so later samples join correctly whatever
+//! their latency, and samples the publisher recording lacks are unmatched.
+//! A stream none of whose first [`ALIGN_ATTEMPTS`] samples align stays
+//! unaligned: all its samples are unmatched and it is listed by
+//! [`PublisherIndex::offsets`].
 
 use std::collections::HashMap;
 
 use anyhow::Result;
 use hoptrace_record::RecordingReader;
 
-/// Furthest a stream's first received sample may be from its publisher
-/// sample to align the stream: half a wrap (smpCnt wraps once a second).
-const ALIGN_WINDOW_NS: i64 = 500_000_000;
+/// Longest latency at which a received sample aligns its stream: just
+/// under a wrap (smpCnt wraps once a second), so the publisher sample one
+/// wrap earlier never pairs.
+pub const ALIGN_WINDOW_NS: i64 = 990_000_000;
+
+/// How far the subscriber's clock may be behind the publisher's for a
+/// sample to pair (a latency down to minus this): 10 ms, far above what
+/// PTP or NTP leave between two hosts, far below a wrap.
+pub const CLOCK_SLACK_NS: i64 = 10_000_000;
+
+/// Received samples of a stream tried for its alignment before the stream
+/// is called unaligned (a second at 4000/s).
+pub const ALIGN_ATTEMPTS: u32 = 4000;
 
 /// The publisher's TX stamps by identity, and the per-stream epoch offsets
 /// found so far.
@@ -39,6 +55,8 @@ pub struct PublisherIndex {
     by_cnt: HashMap<String, HashMap<u16, Vec<(i64, u32)>>>,
     /// stream -> publisher epoch minus subscriber epoch (None: not aligned).
     offsets: HashMap<String, Option<i64>>,
+    /// stream -> samples tried for its alignment so far, while unaligned.
+    attempts: HashMap<String, u32>,
 }
 
 impl PublisherIndex {
@@ -79,32 +97,62 @@ impl PublisherIndex {
 
     /// The publisher's `t_tx` of a sample received at `t_rx` with the
     /// subscriber's `epoch`, or None when it has no publisher row (or its
-    /// stream could not be aligned). The first sample of each stream fixes
-    /// that stream's epoch offset.
+    /// stream is not aligned yet, or could not be). The first sample of
+    /// each stream that pairs fixes that stream's epoch offset (see the
+    /// module comment).
     pub fn lookup(&mut self, stream: &str, epoch: u32, smp_cnt: u16, t_rx: i64) -> Option<i64> {
         let off = match self.offsets.get(stream) {
             Some(o) => *o,
-            None => {
-                let o = self
-                    .by_cnt
-                    .get(stream)
-                    .and_then(|m| m.get(&smp_cnt))
-                    .and_then(|v| v.iter().min_by_key(|(t, _)| (t_rx - t).abs()))
-                    .filter(|(t, _)| (t_rx - t).abs() < ALIGN_WINDOW_NS)
-                    .map(|&(_, ep)| i64::from(ep) - i64::from(epoch));
-                self.offsets.insert(stream.to_string(), o);
-                o
-            }
+            None => self.align(stream, epoch, smp_cnt, t_rx)?,
         }?;
         let ep = u32::try_from(i64::from(epoch) + off).ok()?;
         self.exact.get(stream)?.get(&(ep, smp_cnt)).copied()
     }
 
+    /// Try to align `stream` on this sample: `Some(offset)` once aligned
+    /// (or `Some(None)` once it gave up), `None` while still trying.
+    fn align(&mut self, stream: &str, epoch: u32, smp_cnt: u16, t_rx: i64) -> Option<Option<i64>> {
+        let paired = self
+            .by_cnt
+            .get(stream)
+            .and_then(|m| m.get(&smp_cnt))
+            .and_then(|v| {
+                v.iter()
+                    .filter(|(t, _)| {
+                        let latency = t_rx - t;
+                        (-CLOCK_SLACK_NS..ALIGN_WINDOW_NS).contains(&latency)
+                    })
+                    .min_by_key(|(t, _)| t_rx - t)
+            })
+            .map(|&(_, ep)| i64::from(ep) - i64::from(epoch));
+        if let Some(o) = paired {
+            self.offsets.insert(stream.to_string(), Some(o));
+            self.attempts.remove(stream);
+            return Some(Some(o));
+        }
+        let tried = self.attempts.entry(stream.to_string()).or_insert(0);
+        *tried += 1;
+        if *tried >= ALIGN_ATTEMPTS || !self.by_cnt.contains_key(stream) {
+            self.attempts.remove(stream);
+            self.offsets.insert(stream.to_string(), None);
+            return Some(None);
+        }
+        None
+    }
+
+    /// The `t_tx` of the publisher's sample (`epoch`, `smp_cnt`), in the
+    /// publisher's own numbering (no alignment).
+    pub fn tx(&self, stream: &str, epoch: u32, smp_cnt: u16) -> Option<i64> {
+        self.exact.get(stream)?.get(&(epoch, smp_cnt)).copied()
+    }
+
     /// Per stream seen by [`lookup`](Self::lookup), sorted by name: the
     /// aligned ones with their offset (publisher epoch minus subscriber
-    /// epoch), and the ones that could not be aligned.
+    /// epoch), and the ones that could not be aligned (also those still
+    /// trying when the samples ran out).
     pub fn offsets(&self) -> (Vec<(String, i64)>, Vec<String>) {
         let mut offs: Vec<(&String, &Option<i64>)> = self.offsets.iter().collect();
+        offs.extend(self.attempts.keys().map(|k| (k, &None)));
         offs.sort();
         let mut aligned = Vec::new();
         let mut unaligned = Vec::new();
@@ -148,5 +196,109 @@ mod tests {
         assert_eq!(idx.offsets(), (vec![("S".into(), 2)], vec!["X".into()]));
         assert_eq!(format_offsets(&idx.offsets().0), "S:+2");
         assert_eq!(format_offsets(&[]), "none");
+    }
+
+    /// A publisher of stream "S" sending sample n at n x 250 us, 3 wraps.
+    fn index() -> PublisherIndex {
+        let mut idx = PublisherIndex::default();
+        for n in 0..12_000u64 {
+            idx.insert(
+                "S",
+                (n / 4000) as u32,
+                (n % 4000) as u16,
+                n as i64 * 250_000,
+            );
+        }
+        idx
+    }
+
+    #[test]
+    fn a_first_sample_held_most_of_a_wrap_pairs_with_its_own_publisher_sample() {
+        let mut idx = index();
+        // sample 4100 (subscriber epoch 0) held 700 ms: the namesake one
+        // wrap later left 300 ms after it was received.
+        let t = idx.lookup("S", 0, 100, 4100 * 250_000 + 700_000_000);
+        assert_eq!(t, Some(4100 * 250_000));
+        assert_eq!(idx.offsets().0, [("S".to_string(), 1)]);
+        assert_eq!(
+            idx.lookup("S", 0, 101, 4101 * 250_000 + 50_000),
+            Some(4101 * 250_000)
+        );
+    }
+
+    #[test]
+    fn samples_with_nothing_to_pair_stay_unmatched_and_a_later_one_aligns_the_stream() {
+        // The publisher's recording lacks samples 0..10 of every wrap (a
+        // segment cut, say); the subscriber's first ten are those.
+        let mut idx = PublisherIndex::default();
+        for n in (0..12_000u64).filter(|n| n % 4000 >= 10) {
+            idx.insert(
+                "S",
+                (n / 4000) as u32,
+                (n % 4000) as u16,
+                n as i64 * 250_000,
+            );
+        }
+        let mut matched = Vec::new();
+        for n in 4000..4100u64 {
+            let t_rx = n as i64 * 250_000 + 100_000;
+            matched.push(idx.lookup("S", 0, (n % 4000) as u16, t_rx));
+        }
+        assert!(
+            matched[..10].iter().all(|m| m.is_none()),
+            "nothing to pair with"
+        );
+        for (k, m) in matched[10..].iter().enumerate() {
+            assert_eq!(
+                *m,
+                Some((4010 + k as i64) * 250_000),
+                "aligned from sample 4010"
+            );
+        }
+        assert_eq!(idx.offsets(), (vec![("S".to_string(), 1)], vec![]));
+    }
+
+    #[test]
+    fn a_stream_that_never_pairs_is_unaligned_after_its_attempts_and_one_never_published_at_once() {
+        let mut idx = index();
+        for k in 0..ALIGN_ATTEMPTS {
+            // every sample received 2 s after it left
+            let n = 4000 + u64::from(k) % 4000;
+            assert_eq!(
+                idx.lookup(
+                    "S",
+                    0,
+                    (n % 4000) as u16,
+                    n as i64 * 250_000 + 2_000_000_000
+                ),
+                None
+            );
+        }
+        // given up: even a sample that would pair is not joined now
+        assert_eq!(idx.lookup("S", 0, 5, 4005 * 250_000), None);
+        assert_eq!(idx.lookup("OTHER", 0, 5, 0), None);
+        assert_eq!(
+            idx.offsets(),
+            (vec![], vec!["OTHER".to_string(), "S".to_string()])
+        );
+    }
+
+    #[test]
+    fn a_subscriber_clock_slightly_behind_still_pairs_and_one_far_behind_does_not() {
+        let mut idx = index();
+        // received 2 ms "before" it left: clocks 2 ms apart
+        assert_eq!(
+            idx.lookup("S", 0, 7, 4007 * 250_000 - 2_000_000),
+            Some(4007 * 250_000)
+        );
+        let mut idx = index();
+        // 50 ms before: not this sample; and no other within the window
+        // pairs (the one a wrap earlier left 0.95 s before: it pairs)
+        let t = idx.lookup("S", 0, 7, 4007 * 250_000 - 50_000_000);
+        assert_eq!(
+            t,
+            Some(7 * 250_000),
+            "the causal candidate is the previous wrap's"
+        );
     }
 }

@@ -269,7 +269,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         if !j.unknown_streams.is_empty() {
             println!(
-                "streams not in the reference (or more than 0.5 s away from it at their first sample): {}",
+                "streams not in the reference (or none of their first 4000 samples left within 0.99 s before it was received): {}",
                 j.unknown_streams.join(" ")
             );
         }
