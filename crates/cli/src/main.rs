@@ -32,6 +32,7 @@ mod ping;
 mod reflect;
 mod relay;
 mod report;
+mod sample_to_trip;
 mod sv;
 mod term;
 mod trace;
@@ -58,6 +59,9 @@ enum Command {
     /// A protection relay for the lab: SV in, instantaneous overcurrent,
     /// a GOOSE trip out, each trip timed from the sample to the wire.
     Relay(Box<relay::Args>),
+    /// Each fault's loop from its first sample leaving the publisher to the
+    /// relay's trip heard on the wire, in stages that add up to it.
+    SampleToTrip(sample_to_trip::Args),
     /// Answer hoptrace `ping` frames on an interface (L2 round-trip reflector).
     Reflect(reflect::Args),
     /// L2 round-trip latency test against a `hoptrace reflect` peer.
@@ -137,6 +141,7 @@ fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
         Command::Sv(c) => sv::run(c),
         Command::Goose(c) => goose::run(c),
         Command::Relay(a) => relay::run(*a),
+        Command::SampleToTrip(a) => sample_to_trip::run(a),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
         Command::Trace(a) => trace::run(a),

@@ -127,7 +127,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(path) = &args.json {
         let v = json!({
             "sv_id": r.sv_id, "channel": args.channel.name(), "pickup_a": args.pickup,
-            "gocb_ref": gocb_ref, "changes": r.changes,
+            "rate": args.rate, "gocb_ref": gocb_ref, "changes": r.changes,
             "counters": {
                 "frames": r.frames, "other_stream_frames": r.other_stream_frames,
                 "malformed": r.malformed, "samples": r.function.samples,

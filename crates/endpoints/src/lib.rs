@@ -32,6 +32,7 @@ pub mod ring;
 pub mod rx;
 pub mod sample_join;
 pub mod sample_key;
+pub mod sample_to_trip;
 pub mod sched;
 pub mod stats;
 pub mod stream_config;

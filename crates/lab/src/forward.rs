@@ -11,6 +11,16 @@
 //! subscriber listens. The cost of the user-space hop (wake-up, copy) is part
 //! of the measured path, as QEMU's is on a real host.
 //!
+//! The way back, as a VM's NIC sends: a second thread reads the GOOSE
+//! frames (EtherType 0x88B8, VLAN-tagged or not) that arrive on the veth
+//! from the consumer namespace (`PACKET_IGNORE_OUTGOING`: not the frames
+//! the forwarder itself sends there) and writes each, VLAN tag restored,
+//! into the tap's character device, where the kernel receives it as the
+//! tap's frame and the bridge, OVS or macvlan forwards it towards the
+//! publisher. Only GOOSE goes back: the trips of a relay in the consumer
+//! (`lab run --faults`), not the consumer's IPv6 chatter, which would reach
+//! the publisher's wire and the tracer's ingress.
+//!
 //! The macvtap char device normally appears as `/dev/tap<ifindex>` (udev);
 //! when no udev creates it, the forwarder makes the node itself from
 //! `/sys/class/net/<macvtap>/macvtap/tap<ifindex>/dev` in the lab's run
@@ -78,10 +88,86 @@ pub fn open_source(src: &Source) -> Result<OwnedFd> {
     }
 }
 
-/// Forward frames from `src` to interface `out` until killed (or `max_frames`).
+/// EtherType of GOOSE, the frames carried back ([`return_goose`]).
+const ETHERTYPE_GOOSE: u16 = 0x88B8;
+
+/// The frame's EtherType after at most two VLAN tags.
+fn inner_ethertype(frame: &[u8]) -> Option<u16> {
+    let mut at = 12;
+    for _ in 0..3 {
+        let t = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
+        if t != 0x8100 && t != 0x88A8 {
+            return Some(t);
+        }
+        at += 4;
+    }
+    None
+}
+
+/// The way back: every GOOSE frame arriving on `out` (from the consumer)
+/// is written into the tap's character device `tap`, until the process
+/// ends. Errors are said once per kind and counted, never fatal to the
+/// inbound direction.
+fn return_goose(tap: OwnedFd, out: String) {
+    let sock = match packet::receiver(&out) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("forwarder: no way back from {out}: {e:#}");
+            return;
+        }
+    };
+    if let Err(e) = sock.report_vlan_tags() {
+        eprintln!(
+            "forwarder: VLAN tags of {out} not reported ({e}): tagged GOOSE goes back untagged"
+        );
+    }
+    eprintln!("forwarder: GOOSE from {out} -> the tap ready");
+    let mut buf = vec![0u8; 65536];
+    let (mut back, mut failed) = (0u64, 0u64);
+    loop {
+        let r = match sock.recv(&mut buf, None) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("forwarder: reading {out}: {e}; the way back stops after {back} frames");
+                return;
+            }
+        };
+        let frame = r.wire_frame(&buf);
+        if inner_ethertype(&frame) != Some(ETHERTYPE_GOOSE) {
+            continue;
+        }
+        // SAFETY: frame is valid for its length; tap is an open fd.
+        let n = unsafe {
+            libc::write(
+                tap.as_raw_fd(),
+                frame.as_ptr() as *const libc::c_void,
+                frame.len(),
+            )
+        };
+        if n < 0 {
+            failed += 1;
+            if failed == 1 {
+                let e = std::io::Error::last_os_error();
+                eprintln!(
+                    "forwarder: writing a GOOSE frame into the tap: {e} (counted from now on)"
+                );
+            }
+        } else {
+            back += 1;
+        }
+    }
+}
+
+/// Forward frames from `src` to interface `out` until killed (or
+/// `max_frames`), and GOOSE frames from `out` back into `src`.
 pub fn run(src: &Source, out: &str, max_frames: Option<u64>) -> Result<u64> {
     let fd = open_source(src)?;
     let sock = packet::sender(out)?;
+    let back = fd.try_clone().context("a second descriptor of the tap")?;
+    let out_name = out.to_string();
+    std::thread::spawn(move || return_goose(back, out_name));
     let mut buf = vec![0u8; 65536];
     let mut n_frames = 0u64;
     eprintln!("forwarder: {src:?} -> {out} ready");
@@ -112,5 +198,46 @@ pub fn run(src: &Source, out: &str, max_frames: Option<u64>) -> Result<u64> {
             eprintln!("forwarder: {e:#}");
         }
         n_frames += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(tags: &[u16], ethertype: u16) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        for t in tags {
+            f.extend_from_slice(&t.to_be_bytes());
+            f.extend_from_slice(&[0, 5]);
+        }
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.resize(60, 0);
+        f
+    }
+
+    #[test]
+    fn goose_is_recognised_behind_zero_one_or_two_vlan_tags_and_nothing_else_is() {
+        assert_eq!(inner_ethertype(&frame(&[], 0x88B8)), Some(ETHERTYPE_GOOSE));
+        assert_eq!(
+            inner_ethertype(&frame(&[0x8100], 0x88B8)),
+            Some(ETHERTYPE_GOOSE)
+        );
+        assert_eq!(
+            inner_ethertype(&frame(&[0x88A8, 0x8100], 0x88B8)),
+            Some(ETHERTYPE_GOOSE)
+        );
+        assert_eq!(inner_ethertype(&frame(&[0x8100], 0x88BA)), Some(0x88BA));
+        assert_eq!(inner_ethertype(&frame(&[], 0x86DD)), Some(0x86DD));
+        assert_eq!(
+            inner_ethertype(&[0u8; 13]),
+            None,
+            "cut before the EtherType"
+        );
+        assert_eq!(
+            inner_ethertype(&frame(&[0x8100, 0x8100, 0x8100], 0x88B8)),
+            None,
+            "three tags: not a frame the way back carries"
+        );
     }
 }

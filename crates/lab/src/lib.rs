@@ -22,6 +22,7 @@ pub mod nested;
 pub mod ovs;
 pub mod packet;
 pub mod placement;
+pub mod relay_run;
 pub mod run;
 pub mod state;
 pub mod teardown;

@@ -91,6 +91,9 @@ pub struct RunOptions {
     /// Put the tracer and the path's processes on different CPUs
     /// ([`crate::placement`]); false: leave both to the scheduler.
     pub pin: bool,
+    /// The relay scenario's faults (`--faults`, times after the first
+    /// sample; empty: no relay), see [`crate::relay_run`].
+    pub faults: Vec<Duration>,
 }
 
 /// What a run produced.
@@ -131,6 +134,9 @@ pub(crate) fn publish_args(opts: &RunOptions, pub_rec: &Path) -> Vec<String> {
         "--record".into(),
         pub_rec.to_string_lossy().into(),
     ]
+    .into_iter()
+    .chain(crate::relay_run::publisher_fault_args(opts))
+    .collect()
 }
 
 struct Teardown<'a>(&'a LabState);
@@ -493,6 +499,7 @@ fn sv_through_namespaces(
         format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),
     );
     let mut sub = spawn_in(&vm, exe, &sargs, &out.join("subscribe.log"))?;
+    let relay = crate::relay_run::RelayRun::start(st, opts, exe, out, res)?;
     std::thread::sleep(Duration::from_millis(1000));
     note(
         res,
@@ -505,6 +512,9 @@ fn sv_through_namespaces(
         stop,
     );
     let sc = wait_child(&mut sub, Duration::from_secs(1), stop);
+    if let Some(relay) = relay {
+        relay.finish(opts, exe, out, stop, res);
+    }
     for (what, code, log) in [
         ("sv publish", pc, "publish.log"),
         ("sv subscribe", sc, "subscribe.log"),

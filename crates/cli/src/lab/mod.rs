@@ -95,6 +95,13 @@ pub enum Command {
         /// Lab name for this run (1-6 characters a-z0-9).
         #[arg(long, default_value = "run")]
         name: String,
+        /// The relay scenario: the publisher steps a fault current into its
+        /// streams at each of these times after its first sample, a relay in
+        /// the consumer trips on it and its GOOSE trip comes back to the
+        /// publisher's wire; each fault's loop is cut into stages against
+        /// 3 ms (veth, bridge, macvtap, ovs).
+        #[arg(long, num_args = 1.., value_parser = arg::duration)]
+        faults: Vec<Duration>,
         #[command(flatten)]
         tracer: TracerArgs,
     },
@@ -198,8 +205,9 @@ fn code(c: i32) -> ExitCode {
 /// by clap id.
 const KVM_ONLY: [&str; 5] = ["io", "hlt", "cpuid", "mmio", "deliver"];
 /// The flags of `lab run` for a packet path only (its traffic and tracer).
-const PATH_ONLY: [&str; 7] = [
+const PATH_ONLY: [&str; 8] = [
     "streams",
+    "faults",
     "rate",
     "duration",
     "load",
@@ -271,9 +279,18 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
             force,
             name,
             tracer,
+            faults,
             ..
         } => run_path(
-            topology, streams, rate, duration, &load, out, force, name, tracer,
+            topology,
+            streams,
+            rate,
+            duration,
+            &load,
+            (out, force),
+            name,
+            tracer,
+            faults,
         ),
         Command::Compare {
             topologies,
@@ -408,12 +425,22 @@ fn run_path(
     rate: u32,
     duration: Duration,
     load: &str,
-    out: Option<PathBuf>,
-    force: ForceArg,
+    (out, force): (Option<PathBuf>, ForceArg),
     name: String,
     tracer: TracerArgs,
+    faults: Vec<Duration>,
 ) -> Result<ExitCode> {
     check_run_duration(duration).map_err(|e| usage(format!("{e:#}")))?;
+    if !faults.is_empty() {
+        hoptrace_lab::relay_run::check_topology(topology).map_err(|e| usage(format!("{e:#}")))?;
+        if let Some(late) = faults.iter().find(|f| **f >= duration) {
+            return Err(usage(format!(
+                "--faults {}: after the run's end (--duration {}): a fault is a time after the first sample, within the run",
+                hoptrace_units::format_duration(*late),
+                hoptrace_units::format_duration(duration)
+            )));
+        }
+    }
     let opts = RunOptions {
         topology,
         name,
@@ -424,6 +451,7 @@ fn run_path(
         out: out.unwrap_or_else(|| PathBuf::from(format!("hoptrace-lab-{topology}"))),
         explain: tracer.threshold(),
         pin: !tracer.no_pin,
+        faults,
     };
     crate::outputs::claim("lab run", &opts.out, &[], force.force)?;
     let stop = hoptrace_os::stop_flag()?;
@@ -487,6 +515,7 @@ fn compare(
             out: out.join(t.name()),
             explain: tracer.threshold(),
             pin: !tracer.no_pin,
+            faults: Vec::new(),
         };
         println!("== {t}: {}", t.path());
         match hoptrace_lab::run::run(&opts, &env, stop.clone()) {

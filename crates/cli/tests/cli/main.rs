@@ -37,6 +37,7 @@ mod privileged {
     mod goose_wire;
     mod kvm_cli;
     mod lab_output;
+    mod lab_relay;
     mod lab_topologies;
     mod lab_vm;
     mod metrics_sv;

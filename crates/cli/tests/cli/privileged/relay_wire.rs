@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::analysis_common::TempDir;
+use crate::analysis_common::{hoptrace, TempDir};
 use crate::endpoints_common::{args, pair, start};
 use hoptrace_netns::require_privileges;
 use hoptrace_sv::protection::{Channel, Decision, Overcurrent};
@@ -59,10 +59,12 @@ fn every_fault_is_tripped_on_its_first_sample_above_the_pickup_and_heard_as_a_go
     );
     let relay = start(&p.b, &args(&relay_args));
     relay.wait_for("relay ready", Duration::from_secs(10));
-    let publ = start(
-        &p.a,
-        &args("sv publish --iface va --streams 1 --rate 4000 --samples 12000 --fault 1s 2s --fault-length 100ms"),
+    let pub_rec = dir.path().join("pub");
+    let publish = format!(
+        "sv publish --iface va --streams 1 --rate 4000 --samples 12000 --fault 1s 2s --fault-length 100ms --record {}",
+        pub_rec.display()
     );
+    let publ = start(&p.a, &args(&publish));
     let (st, out) = publ.finish(Duration::from_secs(30));
     assert!(st.success(), "sv publish: {out}");
     let (st, relay_out) = relay.finish(Duration::from_secs(30));
@@ -131,4 +133,85 @@ fn every_fault_is_tripped_on_its_first_sample_above_the_pickup_and_heard_as_a_go
             && heard.contains("0 retransmissions lost, 0 changes missed"),
         "{heard}"
     );
+
+    assert_each_fault_loop(&dir, &pub_rec, &json, &heard, &want);
+}
+
+/// `sample-to-trip` over the run's three records: each fault's loop, from
+/// its first sample to its trip heard, on the trip's decided sample, in
+/// stages that add up to it.
+fn assert_each_fault_loop(
+    dir: &TempDir,
+    pub_rec: &std::path::Path,
+    json: &std::path::Path,
+    heard: &str,
+    want: &[(&str, u64)],
+) {
+    let heard_file = dir.path().join("heard.jsonl");
+    std::fs::write(&heard_file, heard).unwrap();
+    let loops_file = dir.path().join("loops.json");
+    let o = hoptrace(&[
+        "sample-to-trip",
+        "--publisher",
+        pub_rec.to_str().unwrap(),
+        "--relay",
+        json.to_str().unwrap(),
+        "--heard",
+        heard_file.to_str().unwrap(),
+        "--fault",
+        "1s",
+        "2s",
+        // identities here, not timing: a budget no loop can exceed
+        "--budget",
+        "60s",
+        "--json",
+        loops_file.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&loops_file).unwrap()).unwrap();
+    let loops = r["loops"].as_array().unwrap();
+    let trips: Vec<u64> = want.iter().filter(|c| c.0 == "trip").map(|c| c.1).collect();
+    assert_eq!(loops.len(), 2, "{text}");
+    for (l, (fault, decided)) in loops.iter().zip([4000u64, 8000].into_iter().zip(trips)) {
+        assert_eq!(l["fault_sample"], fault, "{l}");
+        assert_eq!(l["decided_sample"], decided, "{l}");
+        let sum: i64 = [
+            "waveform",
+            "sv_path",
+            "decision",
+            "goose_send",
+            "goose_path",
+        ]
+        .iter()
+        .map(|s| l["stages"][s].as_i64().unwrap())
+        .sum();
+        assert_eq!(sum, l["fault_to_trip_ns"].as_i64().unwrap(), "{l}");
+        for s in [
+            "waveform",
+            "sv_path",
+            "decision",
+            "goose_send",
+            "goose_path",
+        ] {
+            assert!(
+                l["stages"][s].as_i64().unwrap() >= 0,
+                "{s} before its start: {l}"
+            );
+        }
+    }
+    assert_eq!(
+        r["unplaced"]["faults_without_trip"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "{text}"
+    );
+    assert!(text.contains("sample to trip: 2 loops, 0 over"), "{text}");
 }
