@@ -12,8 +12,9 @@ use hoptrace_record::archive::{archive_recording, ArchiveOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Recording directories (their closed segments and explanation files
-    /// are placed; the open segment is left for the next run).
+    /// Recording directories (their closed segments, explanation files and
+    /// rollup files are placed; the open segment, and the newest rollup
+    /// file of an open recording, are left for the next run).
     #[arg(required = true, value_name = "REC")]
     pub recordings: Vec<PathBuf>,
     /// Root of the tree: `ROOT/<producer>/host=<host>/date=<YYYY-MM-DD>/`:
@@ -53,6 +54,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ""
             }
         );
+        if done.rollup_left_open {
+            println!(
+                "{}: its newest rollup file is left for the next run (the recording is still open and rewrites it)",
+                rec.display()
+            );
+        }
     }
     println!(
         "query: duckdb -c \"SELECT host, date, stream, count(*) FROM read_parquet('{}/sv-subscribe/*/*/*.parquet', hive_partitioning = true) GROUP BY ALL\"",

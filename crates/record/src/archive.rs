@@ -9,12 +9,17 @@
 //! ```text
 //! ROOT/<producer>/host=<host>/date=<YYYY-MM-DD>/<recording>-<start ns>-segment-000001.parquet
 //! ROOT/explanations/host=<host>/date=<YYYY-MM-DD>/<recording>-<closed ns>-explain-000001.parquet
+//! ROOT/rollups/host=<host>/date=<YYYY-MM-DD>/<recording>-<written ns>-rollup-000001.parquet
 //! ```
 //!
 //! - one table per producer (`sv-subscribe`, `trace`, `sv-publish`, ...):
 //!   their columns differ (each has its own hop columns); the explanation
 //!   files of every recording (`REC/explain/`, or beside the segments in
 //!   recordings made before that folder) are the table `explanations`;
+//! - the per-minute rollup files (`REC/rollups/`, [`crate::rollup`]) are the
+//!   table `rollups`, dated by the day each was last written; a recording
+//!   still open rewrites its newest rollup file, which is left for the
+//!   next run;
 //! - `host` is the recording's (its metadata), unless told otherwise (a
 //!   recording copied from another machine keeps the host that made it);
 //! - `date` is the UTC day the segment was opened (its metadata's
@@ -66,6 +71,9 @@ pub struct Archived {
     pub already: usize,
     /// Of the placed files, those copied (the tree is on another file system).
     pub copied: usize,
+    /// The newest rollup file, left because the recording is still open
+    /// (its writer rewrites that file each interval; the next run places it).
+    pub rollup_left_open: bool,
 }
 
 /// A partition directory name's value: no `/`, no `=` (Hive's separator),
@@ -203,7 +211,65 @@ pub fn archive_recording(dir: &Path, opts: &ArchiveOptions) -> Result<Archived> 
             std::fs::remove_file(&src).map_err(io_err(&src))?;
         }
     }
+    archive_rollups(dir, &name, opts, &mut host, &mut out)?;
     Ok(out)
+}
+
+/// Place the recording's rollup files (`REC/rollups/`) as the table
+/// `rollups`, dated by the day each was last written. A recording still
+/// open (a `.partial` segment) rewrites its newest rollup file each
+/// interval: that one is left for the next run, as the open segment is.
+fn archive_rollups(
+    dir: &Path,
+    name: &str,
+    opts: &ArchiveOptions,
+    host: &mut Option<String>,
+    out: &mut Archived,
+) -> Result<()> {
+    let mut files = crate::rollup::rollup_files(dir)?;
+    let open = std::fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .ends_with(".parquet.partial")
+        });
+    if open && files.pop().is_some() {
+        out.rollup_left_open = true;
+    }
+    for src in files {
+        let written = std::fs::metadata(&src)
+            .and_then(|m| m.modified())
+            .map_err(io_err(&src))?;
+        let ns = written
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        let h = host.get_or_insert_with(this_host).clone();
+        let file = src
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let target_dir = opts
+            .root
+            .join("rollups")
+            .join(format!("host={}", partition_value(&h)))
+            .join(format!("date={}", utc_date(ns)));
+        // the last write's time keeps apart the rollups of two recordings
+        // with one directory name; a closed rollup file keeps it
+        let target = target_dir.join(format!("{name}-{ns}-{file}"));
+        match place(&src, &target_dir, &target)? {
+            Placed::Already => out.already += 1,
+            how => {
+                out.copied += usize::from(how == Placed::Copied);
+                out.placed.push(target);
+            }
+        }
+        if opts.move_files {
+            std::fs::remove_file(&src).map_err(io_err(&src))?;
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -266,6 +332,46 @@ mod tests {
         }
         v.sort();
         v
+    }
+
+    #[test]
+    fn rollup_files_go_to_the_rollups_table_and_an_open_recordings_newest_waits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rec = tmp.path().join("rec");
+        let rollups = rec.join(crate::rollup::ROLLUP_DIR);
+        std::fs::create_dir_all(&rollups).unwrap();
+        std::fs::write(rollups.join("rollup-000001.parquet"), b"closed hour").unwrap();
+        std::fs::write(rollups.join("rollup-000002.parquet"), b"rewritten").unwrap();
+        std::fs::write(rec.join("segment-000001.parquet.partial"), b"open").unwrap();
+        let opts = ArchiveOptions {
+            root: tmp.path().join("tree"),
+            host: Some("relay1".into()),
+            move_files: false,
+        };
+        let a = archive_recording(&rec, &opts).unwrap();
+        assert!(a.rollup_left_open);
+        assert_eq!(a.placed.len(), 1, "{:?}", a.placed);
+        let placed = a.placed[0]
+            .strip_prefix(&opts.root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(placed.starts_with("rollups/host=relay1/date="), "{placed}");
+        assert!(
+            placed.starts_with("rollups/host=relay1/date=")
+                && placed.ends_with("-rollup-000001.parquet")
+                && placed.contains("/rec-"),
+            "{placed}"
+        );
+        // The recording closed: its newest rollup file is final now.
+        std::fs::remove_file(rec.join("segment-000001.parquet.partial")).unwrap();
+        let b = archive_recording(&rec, &opts).unwrap();
+        assert!(!b.rollup_left_open);
+        assert_eq!((b.already, b.placed.len()), (1, 1), "{:?}", b.placed);
+        assert!(b.placed[0]
+            .to_string_lossy()
+            .ends_with("-rollup-000002.parquet"));
+        assert_eq!(std::fs::read(&b.placed[0]).unwrap(), b"rewritten");
     }
 
     #[test]
@@ -339,7 +445,8 @@ mod tests {
             move_files: true,
         };
         let done = archive_recording(&rec, &opts).unwrap();
-        assert_eq!(done.placed.len(), 3, "{:?}", done.placed);
+        // the segment, two explanation files, the closed recording's rollups
+        assert_eq!(done.placed.len(), 4, "{:?}", done.placed);
         let placed = tree(&root);
         let tables: Vec<&str> = placed
             .iter()
@@ -347,7 +454,7 @@ mod tests {
             .collect();
         assert_eq!(
             tables,
-            ["explanations", "explanations", "trace"],
+            ["explanations", "explanations", "rollups", "trace"],
             "{placed:?}"
         );
         assert!(
@@ -356,8 +463,10 @@ mod tests {
         );
         assert!(placed[0].ends_with("-explain-000001.parquet"), "{placed:?}");
         assert!(placed[1].ends_with("-explain-000002.parquet"), "{placed:?}");
-        assert!(placed[2].ends_with("-segment-000001.parquet"), "{placed:?}");
+        assert!(placed[2].ends_with("-rollup-000001.parquet"), "{placed:?}");
+        assert!(placed[3].ends_with("-segment-000001.parquet"), "{placed:?}");
         // --move: nothing closed is left in the recording.
         assert!(closed_files(&rec).unwrap().is_empty(), "{:?}", tree(&rec));
+        assert!(crate::rollup::rollup_files(&rec).unwrap().is_empty());
     }
 }

@@ -71,7 +71,8 @@ fn recordings_of_two_hosts_in_one_partitioned_tree_are_queried_together_by_duckd
     for (rec, host) in [(&a, "relay1"), (&b, "relay2")] {
         let out = archive(rec, &root, host, &[]);
         assert!(out.status.success(), "{}", show(&out));
-        assert!(stdout(&out).contains("placed 1 file(s)"), "{}", show(&out));
+        // its segment and its rollup file
+        assert!(stdout(&out).contains("placed 2 file(s)"), "{}", show(&out));
     }
     let day_after = chrono_day();
     let rows = duckdb(&format!(
@@ -97,12 +98,22 @@ fn recordings_of_two_hosts_in_one_partitioned_tree_are_queried_together_by_duckd
         root.display()
     ));
     assert_eq!(stage, "relay1|20000\nrelay2|20000\n");
+    // The rollups are a table of the tree too: exact counts per host and
+    // stream, what stays once the segments' retention deleted them.
+    let rolled = duckdb(&format!(
+        "SELECT host, stream, sum(count) FROM read_parquet('{}/rollups/*/*/*.parquet', hive_partitioning = true) WHERE stage = 'rx..app' GROUP BY ALL ORDER BY ALL",
+        root.display()
+    ));
+    assert_eq!(
+        rolled,
+        "relay1|MU01|300\nrelay1|MU02|300\nrelay2|MU01|500\n"
+    );
 
     // Again: nothing placed twice.
     let again = archive(&a, &root, "relay1", &[]);
     assert!(
         stdout(&again)
-            .contains("placed 0 file(s) (0 copied, the others hard-linked), 1 already archived"),
+            .contains("placed 0 file(s) (0 copied, the others hard-linked), 2 already archived"),
         "{}",
         show(&again)
     );
