@@ -33,7 +33,7 @@
 //! `lost`. A position older than the window is taken as new (a duplicate
 //! that old counts as reordered and unique).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::meta::{default_stages, stage_name, ClockDomain, RecordingMeta};
 use crate::rollup::model::{interval_start, Extreme, LatencyRollup, PacketCounts};
@@ -110,31 +110,45 @@ struct Open<T> {
 
 /// The open pieces of one stage (or of the packet counts), by interval
 /// start then stream index, and the latest time seen.
+///
+/// Called for every row and stage, so no hashing and no tree: a row falls
+/// in one of the one or two intervals open at a time (the current minute,
+/// and the last one while its late rows still come), kept in start order
+/// in a short vector and searched from the newest; a stream's piece is the
+/// slot of its index.
 struct OpenIntervals<T> {
     watermark: Option<i64>,
-    by_interval: BTreeMap<i64, HashMap<usize, Open<T>>>,
+    by_interval: Vec<(i64, Vec<Option<Open<T>>>)>,
 }
 
 impl<T: Default> OpenIntervals<T> {
     fn new() -> Self {
         OpenIntervals {
             watermark: None,
-            by_interval: BTreeMap::new(),
+            by_interval: Vec::new(),
         }
     }
 
     /// The open piece of (interval of `t`, stream), created if needed.
     fn piece(&mut self, t: i64, interval_ns: i64, stream: usize, segment: u64) -> &mut T {
         self.watermark = Some(self.watermark.map_or(t, |w| w.max(t)));
-        let open = self
-            .by_interval
-            .entry(interval_start(t, interval_ns))
-            .or_default()
-            .entry(stream)
-            .or_insert_with(|| Open {
-                segments: (segment, segment),
-                body: T::default(),
-            });
+        let start = interval_start(t, interval_ns);
+        let at = match self.by_interval.iter().rposition(|(s, _)| *s <= start) {
+            Some(i) if self.by_interval[i].0 == start => i,
+            found => {
+                let i = found.map_or(0, |i| i + 1);
+                self.by_interval.insert(i, (start, Vec::new()));
+                i
+            }
+        };
+        let slots = &mut self.by_interval[at].1;
+        if slots.len() <= stream {
+            slots.resize_with(stream + 1, || None);
+        }
+        let open = slots[stream].get_or_insert_with(|| Open {
+            segments: (segment, segment),
+            body: T::default(),
+        });
         open.segments.1 = open.segments.1.max(segment);
         &mut open.body
     }
@@ -149,16 +163,15 @@ impl<T: Default> OpenIntervals<T> {
             // when s + interval_ns + grace <= watermark.
             (Some(g), Some(w)) => w.saturating_sub(g).saturating_sub(interval_ns) + 1,
         };
-        let later = match keep_from {
-            i64::MAX => BTreeMap::new(),
-            k => self.by_interval.split_off(&k),
-        };
-        let done = std::mem::replace(&mut self.by_interval, later);
+        let split = self.by_interval.partition_point(|(s, _)| *s < keep_from);
         let mut out = Vec::new();
-        for (start, pieces) in done {
-            let mut pieces: Vec<_> = pieces.into_iter().collect();
-            pieces.sort_by_key(|(s, _)| *s);
-            out.extend(pieces.into_iter().map(|(s, o)| (start, s, o)));
+        for (start, slots) in self.by_interval.drain(..split) {
+            out.extend(
+                slots
+                    .into_iter()
+                    .enumerate()
+                    .filter_map(|(stream, o)| o.map(|o| (start, stream, o))),
+            );
         }
         out
     }
@@ -241,7 +254,8 @@ pub struct RollupAccumulator {
     /// The clock of the row time (the first hop's).
     row_clock: ClockDomain,
     streams: Vec<String>,
-    index: HashMap<String, usize>,
+    /// Stream name -> index (foldhash: this runs for every row).
+    index: HashMap<String, usize, foldhash::fast::RandomState>,
     last_stream: Option<usize>,
     seq: Vec<SeqWindow>,
     latency: Vec<OpenIntervals<LatencyRollup>>,
@@ -259,7 +273,7 @@ impl RollupAccumulator {
             stages,
             row_clock: meta.hops.first().map_or(ClockDomain::Realtime, |h| h.clock),
             streams: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             last_stream: None,
             seq: Vec::new(),
             packets: OpenIntervals::new(),
