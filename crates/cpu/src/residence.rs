@@ -27,7 +27,13 @@ pub struct Segment {
 }
 
 /// A change of the task's CPU: (time, CPU it was on before if known, CPU after).
-fn moves(tid: u32, windows: &[&[CpuEvent]]) -> Vec<(u64, Option<u32>, u32)> {
+/// Where `tid` was put, in time order: (instant, the CPU it was on if
+/// known, the CPU it went to).
+pub type Moves = Vec<(u64, Option<u32>, u32)>;
+
+/// The moves of `tid` in `windows` (every event scanned: a batch of stages
+/// of one task computes them once, [`segments_of`]).
+pub fn moves(tid: u32, windows: &[&[CpuEvent]]) -> Moves {
     let mut v = Vec::new();
     for (cpu, events) in windows.iter().enumerate() {
         for e in events.iter() {
@@ -61,10 +67,22 @@ pub fn segments(
     tid: u32,
     windows: &[&[CpuEvent]],
 ) -> Vec<Segment> {
+    segments_of(start, end, end_cpu, &moves(tid, windows))
+}
+
+/// [`segments`] from the task's [`moves`] (in time order).
+pub fn segments_of(
+    start: u64,
+    end: u64,
+    end_cpu: u32,
+    moves: &[(u64, Option<u32>, u32)],
+) -> Vec<Segment> {
     let end = end.max(start);
-    let inside: Vec<(u64, Option<u32>, u32)> = moves(tid, windows)
-        .into_iter()
-        .filter(|m| m.0 > start && m.0 < end)
+    let from_at = moves.partition_point(|m| m.0 <= start);
+    let inside: Vec<(u64, Option<u32>, u32)> = moves[from_at..]
+        .iter()
+        .copied()
+        .take_while(|m| m.0 < end)
         .collect();
     let mut at = inside.first().and_then(|m| m.1).unwrap_or(end_cpu);
     let mut out: Vec<Segment> = Vec::new();

@@ -182,8 +182,13 @@ pub trait SessionSink {
     /// One hop event (borrowed: the record stage decodes into storage it
     /// reuses).
     fn event(&mut self, event: &HopEvent);
-    /// Called about every `tick`; return false to stop.
-    fn tick(&mut self, lost: &LostCounts) -> bool;
+    /// Called about every `tick`; return false to stop. `drained`: the
+    /// ring was read to its end just before, so every event up to now has
+    /// been handed over and the sink may take now as its clock (expire
+    /// packets idle since before it, stamp its dump); false while the
+    /// reader is behind its ring (the events before now are still coming):
+    /// only the periodic work (the per-second block, rotation).
+    fn tick(&mut self, lost: &LostCounts, drained: bool) -> bool;
     /// The in-kernel histograms, summed over the CPUs: before every `tick`
     /// and once more at the end of the session.
     fn kernel_hists(&mut self, _hists: KernelHists) {}

@@ -390,8 +390,9 @@ impl SessionSink for Run<'_> {
         }
     }
 
-    fn tick(&mut self, lost: &LostCounts) -> bool {
-        let now = self.clock.map(ClockDomain::now_ns);
+    fn tick(&mut self, lost: &LostCounts, drained: bool) -> bool {
+        // Behind the ring, now is no clock: events before it are unread.
+        let now = self.clock.filter(|_| drained).map(ClockDomain::now_ns);
         if let Some(d) = self.dump.as_mut() {
             if let Some(now) = now {
                 d.tick(now, lost);
