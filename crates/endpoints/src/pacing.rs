@@ -280,10 +280,10 @@ impl WakeLatency {
     /// Latencies of `sleeps` (ns each), summarised.
     pub fn from_samples(mut lat: Vec<i64>) -> WakeLatency {
         lat.sort_unstable();
+        // Nearest rank: the smallest value with at least q of them at or below.
         let at = |q: f64| {
-            lat.get(((lat.len() as f64 - 1.0) * q).ceil() as usize)
-                .copied()
-                .unwrap_or(0)
+            let rank = (lat.len() as f64 * q).ceil() as usize;
+            lat.get(rank.saturating_sub(1)).copied().unwrap_or(0)
         };
         WakeLatency {
             sleeps: lat.len() as u32,
@@ -445,7 +445,7 @@ mod tests {
         lat.reverse();
         let w = WakeLatency::from_samples(lat);
         assert_eq!(w.sleeps, 200);
-        assert_eq!(w.p50_ns, 101_000);
+        assert_eq!(w.p50_ns, 100_000);
         assert_eq!(w.p99_ns, 198_000);
         assert_eq!(w.max_ns, 200_000);
         assert_eq!(w.margin_ns(250_000), 208_000);

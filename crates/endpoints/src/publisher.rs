@@ -92,7 +92,7 @@ pub struct PublishReport {
     pub stamp_source: StampSource,
     pub clock: PaceClock,
     pub setup: PacingSetup,
-    /// Frames per second of the pacer (for the setup's CPU share).
+    /// Time between instants, ns (for the setup's CPU share).
     pub period_ns: i64,
     /// TAI minus REALTIME, whole seconds as the kernel has it, ns.
     pub tai_offset_ns: i64,
