@@ -1,36 +1,40 @@
 #!/usr/bin/env bash
-# Publisher pacing: `hoptrace sv publish` (8 streams x 4000/s) against
-# `tcpreplay` replaying the `hoptrace sv pcap` capture of the same streams,
-# on this machine, in the same run (and `hoptrace sv publish --replay` of
-# that capture as a third sender). Every sender sends on veth `va` in a
-# namespace; `hoptrace sv subscribe --record` receives on the peer `vb` and
-# records the kernel RX stamp of every frame (on veth it is taken in the
-# sender's xmit, i.e. at departure), so all three are measured the same way.
+# Publisher pacing, side by side in one run: `hoptrace sv publish` sleeping
+# to each instant (`--pacing sleep`), `hoptrace sv publish` with the
+# calibrated sleep-then-spin pacing (`--pacing spin`), `tcpreplay`, and
+# `hoptrace sv publish --replay`, all sending the same 8 streams x 4000/s
+# (`hoptrace sv pcap` writes the capture tcpreplay and --replay send) on
+# veth `va` in a namespace, every sender pinned to CPU 0; once on a quiet
+# CPU 1 and once with a busy loop pinned to CPU 1. `hoptrace sv subscribe
+# --record` receives on the peer `vb` and records the kernel RX stamp of
+# every frame (on veth it is taken in the sender's xmit, i.e. at
+# departure), so every sender is measured the same way.
 #
-# Metric: the capture's schedule says when
-# frame k is due, s_k = k_instant * 250 us + stream * 1 us. The pacing error
-# of a frame is its actual send time minus its scheduled time; a late frame
-# counts as late, a compressed (catch-up) gap counts as early. Measured from
-# the receive side without a common time origin, this is the inter-departure
-# deviation d_k = (t_k - t_{k-1}) - (s_k - s_{k-1}) over consecutive frames
-# in schedule order: a stall shows once, as the late frame; a catch-up burst
-# shows as every compressed gap. Reported as |d| p50/p99/p99.9/max per
-# sender, and the ratios tcpreplay / hoptrace at p99 and max (> 1: hoptrace
-# paces better). For information also: the offset from the capture's grid
-# anchored at the first frame (max, includes the publisher's schedule slip
-# after late instants) and the publisher's own TX-stamp pacing error.
+# Metrics, from the receive side (no common time origin needed), with the
+# capture's schedule s_k = k_instant * 250 us + stream * 1 us:
+# - grid error: t_k - s_k minus the smallest such offset of the run (the
+#   schedule placed as early as every frame allows): p50/p99/max. A sender
+#   that runs slow, or slips, accumulates it.
+# - inter-departure |d|: d_k = (t_k - t_{k-1}) - (s_k - s_{k-1}) over
+#   consecutive frames in schedule order: p99 (a stall shows once, as the
+#   late frame; a catch-up burst as every compressed gap).
+# For the two hoptrace publish runs also their own report (`--json`):
+# TX stamp minus the TAI-grid instant, p50/p99/max, late instants, slip.
 #
-# Usage: bench/publisher_pacing.sh [DURATION]   (root; default 5s)
+# Usage: setsid bench/publisher_pacing.sh [DURATION]   (root; default 5s)
+# (setsid: a session of its own, so an autogroup of its own at nice 0.)
 set -euo pipefail
 DURATION=${1:-5s}
 BIN=${HOPTRACE_BIN:-$(dirname "$0")/../target/release/hoptrace}
 [ -x "$BIN" ] || { echo "build first: cargo build --release -p hoptrace (or set HOPTRACE_BIN)"; exit 1; }
 command -v tcpreplay >/dev/null || { echo "tcpreplay missing: scripts/setup.sh"; exit 1; }
+[ "$(nproc)" -ge 2 ] || { echo "needs 2 CPUs (sender on CPU 0, busy loop on CPU 1)"; exit 1; }
 NA=ep-bpa$$; NB=ep-bpb$$
 WORK=$(mktemp -d)
-SUBPID=
+SUBPID=; BUSYPID=
 cleanup() {
   [ -n "$SUBPID" ] && kill "$SUBPID" 2>/dev/null || true
+  [ -n "$BUSYPID" ] && kill "$BUSYPID" 2>/dev/null || true
   ip netns del $NA 2>/dev/null || true; ip netns del $NB 2>/dev/null || true; rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -48,50 +52,64 @@ receive() { # $1 = recording dir; starts the subscriber, waits until ready
   for _ in $(seq 100); do grep -q "ready on" "$1.err" 2>/dev/null && return; sleep 0.1; done
   echo "subscriber not ready"; cat "$1.err"; exit 1
 }
-finish() { sleep 0.5; kill -INT "$SUBPID"; wait "$SUBPID" || true; SUBPID=; grep -E "^total|kernel drops" "$1.out" | sed "s|^|  $(basename "$1") subscriber: |"; }
+finish() { sleep 0.5; kill -INT "$SUBPID"; wait "$SUBPID" || true; SUBPID=; grep -E "kernel drops" "$1.out" | sed "s|^|  $(basename "$1") subscriber: |" || true; }
 
-receive "$WORK/hoptrace"
-ip netns exec $NA "$BIN" sv publish --iface va --streams 8 --rate 4000 --duration "$DURATION" > "$WORK/pub.out" 2>&1
-finish "$WORK/hoptrace"
-receive "$WORK/tcpreplay"
-ip netns exec $NA tcpreplay -q -i va "$WORK/plan.pcap" > "$WORK/tcpreplay.log" 2>&1
-finish "$WORK/tcpreplay"
-receive "$WORK/replay"
-ip netns exec $NA "$BIN" sv publish --iface va --replay "$WORK/plan.pcap" > "$WORK/replay-pub.out" 2>&1
-finish "$WORK/replay"
+senders() { # $1 = condition (quiet|busy)
+  local c=$1
+  receive "$WORK/$c-sleep"
+  ip netns exec $NA taskset -c 0 "$BIN" sv publish --iface va --streams 8 --rate 4000 --duration "$DURATION" \
+     --pacing sleep --json > "$WORK/$c-sleep.json" 2> "$WORK/$c-sleep.log"
+  finish "$WORK/$c-sleep"
+  receive "$WORK/$c-spin"
+  ip netns exec $NA taskset -c 0 "$BIN" sv publish --iface va --streams 8 --rate 4000 --duration "$DURATION" \
+     --pacing spin --json > "$WORK/$c-spin.json" 2> "$WORK/$c-spin.log"
+  finish "$WORK/$c-spin"
+  receive "$WORK/$c-tcpreplay"
+  ip netns exec $NA taskset -c 0 tcpreplay -q -i va "$WORK/plan.pcap" > "$WORK/$c-tcpreplay.log" 2>&1
+  finish "$WORK/$c-tcpreplay"
+  receive "$WORK/$c-replay"
+  ip netns exec $NA taskset -c 0 "$BIN" sv publish --iface va --replay "$WORK/plan.pcap" > "$WORK/$c-replay.log" 2>&1
+  finish "$WORK/$c-replay"
+}
 
+senders quiet
+taskset -c 1 sh -c 'while :; do :; done' & BUSYPID=$!
+senders busy
+kill "$BUSYPID"; BUSYPID=
+
+grep -h "wake margin" "$WORK"/*-spin.log | sed 's/^/hoptrace spin: /' || true
 python3 - "$WORK" <<'PY'
-import sys, glob, duckdb
+import sys, glob, json, duckdb
 w = sys.argv[1]
-res = {}
-for name in ("hoptrace", "tcpreplay", "replay"):
-    files = glob.glob(f"{w}/{name}/*.parquet")
-    if not files:
-        print(f"{name}: no recording"); sys.exit(1)
-    # Schedule of the capture: instant k = seq (1 ASDU/frame), stream i at
-    # +i us (StreamPlan's stream spacing); stream index from the svID.
-    q = f"""
-    with f as (select stream, seq - min(seq) over (partition by stream) as k, t_rx,
-                      cast(regexp_extract(stream, '([0-9]+)$', 1) as bigint) as i
-               from read_parquet({files!r}) where status = 'ok' and t_rx is not null),
-         s as (select t_rx, k * 250000 + i * 1000 as s from f),
-         d as (select t_rx, t_rx - s as off,
-                      (t_rx - lag(t_rx) over (order by s)) - (s - lag(s) over (order by s)) as d
-               from s)
-    select count(*) n,
-           quantile_cont(abs(d), 0.5) p50, quantile_cont(abs(d), 0.99) p99,
-           quantile_cont(abs(d), 0.999) p999, max(abs(d)) mx,
-           max(off) - min(off) drift,
-           (max(t_rx) - min(t_rx)) / 1e9 secs
-    from d"""
-    n, p50, p99, p999, mx, drift, secs = duckdb.sql(q).fetchall()[0]
-    res[name] = (p99, mx)
-    print(f"{name:10s} frames {n:7d}  |inter-departure deviation| p50 {p50/1e3:7.1f} us  p99 {p99/1e3:8.1f} us  "
-          f"p99.9 {p999/1e3:8.1f} us  max {mx/1e3:9.1f} us  (sent in {secs:.2f} s; grid offset range {drift/1e3:9.1f} us)")
-h, t, r = res["hoptrace"], res["tcpreplay"], res["replay"]
-print(f"ratio tcpreplay/hoptrace publish: p99 {t[0]/max(h[0],1):.2f}  max {t[1]/max(h[1],1):.2f}")
-print(f"ratio tcpreplay/hoptrace --replay: p99 {t[0]/max(r[0],1):.2f}  max {t[1]/max(r[1],1):.2f}")
+us = lambda ns: f"{ns/1e3:.1f}"
+print("| CPU 1 | sender | frames | grid error p50 / p99 / max (us) | inter-departure p99 (us) | sent in (s) | own report: TX - instant p50 / p99 / max (us), late, slip |")
+print("|---|---|---|---|---|---|---|")
+for cond in ("quiet", "busy"):
+    for name, label in (("sleep", "hoptrace publish --pacing sleep"), ("spin", "hoptrace publish --pacing spin"),
+                        ("tcpreplay", "tcpreplay"), ("replay", "hoptrace publish --replay")):
+        files = glob.glob(f"{w}/{cond}-{name}/*.parquet")
+        if not files:
+            print(f"| {cond} | {label} | no recording | | | | |"); continue
+        q = f"""
+        with f as (select seq - min(seq) over (partition by stream) as k, t_rx,
+                          cast(regexp_extract(stream, '([0-9]+)$', 1) as bigint) as i
+                   from read_parquet({files!r}) where status = 'ok' and t_rx is not null),
+             s as (select t_rx, k * 250000 + i * 1000 as s from f),
+             d as (select t_rx - s as off,
+                          (t_rx - lag(t_rx) over (order by s)) - (s - lag(s) over (order by s)) as d
+                   from s),
+             e as (select off - min(off) over () as err, d from d)
+        select count(*), quantile_cont(err, 0.5), quantile_cont(err, 0.99), max(err),
+               quantile_cont(abs(d), 0.99), (select (max(t_rx) - min(t_rx)) / 1e9 from s)
+        from e"""
+        n, e50, e99, emax, d99, secs = duckdb.sql(q).fetchall()[0]
+        own = ""
+        try:
+            p = json.load(open(f"{w}/{cond}-{name}.json"))["pacers"][0]["pacing"]
+            e = p["error_ns"]
+            own = f"{us(e['p50'])} / {us(e['p99'])} / {us(e['max'])}, {p['late_instants']}, {us(p['slip_ns'])} us"
+        except (OSError, KeyError, IndexError, ValueError):
+            pass
+        print(f"| {cond} | {label} | {n} | {us(e50)} / {us(e99)} / {us(emax)} | {us(d99)} | {secs:.2f} | {own} |")
 PY
-echo "hoptrace publish, own summary:"; grep -E "pacing|late" "$WORK/pub.out"
-echo "hoptrace --replay, own summary:"; grep -E "pacing|late" "$WORK/replay-pub.out"
-echo "tcpreplay:"; grep -iE "Actual|Rated" "$WORK/tcpreplay.log" || true
+for c in quiet busy; do echo "tcpreplay ($c):"; grep -iE "Actual|Rated" "$WORK/$c-tcpreplay.log" || true; done

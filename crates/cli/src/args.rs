@@ -100,7 +100,7 @@ impl ConfigArgs {
 }
 
 /// The flags on the command line of the command that runs, by clap id
-/// (the field's name: `busy_wait` for `--busy-wait`).
+/// (the field's name: `wake_margin` for `--wake-margin`).
 #[derive(Debug, Default, Clone)]
 pub struct GivenFlags(BTreeSet<String>);
 
@@ -227,7 +227,7 @@ samples = 100
 refrtm = true
 record = "file-rec"
 svid_prefix = "FILE"
-busy_wait = "20us"
+wake_margin = "20us"
 loop = 4
 cpu = "2-3"
 fifo = 10
@@ -235,7 +235,7 @@ fifo = 10
 
     /// Every setting of the `[publish]` table, as flags.
     const PUBLISH_FLAGS: &str = "--iface flag0 --streams 5 --rate 4000 --asdu 1 --vlan 7 \
-        --samples 9 --refrtm --record flag-rec --svid-prefix FLAG --busy-wait 0 --loop 2 \
+        --samples 9 --refrtm --record flag-rec --svid-prefix FLAG --wake-margin 0 --loop 2 \
         --cpu 1 --fifo 20";
 
     #[test]
@@ -252,7 +252,7 @@ fifo = 10
                 a.refrtm,
                 a.record,
                 a.svid_prefix,
-                a.busy_wait,
+                a.wake_margin,
                 a.loop_count,
                 a.realtime.cpu.as_ref().map(|c| c.to_string()),
                 a.realtime.fifo,
@@ -261,16 +261,16 @@ fifo = 10
         let none = publish("", None);
         assert_eq!(
             show(&none),
-            r#"None 1 4000 1 None None false None HOPTRACE_SV 0ns 1 None None"#
+            r#"None 1 4000 1 None None false None HOPTRACE_SV None 1 None None"#
         );
         let file = publish("", Some(PUBLISH_TABLE));
         assert_eq!(
             show(&file),
-            r#"Some("file0") 3 4800 2 Some((100, 5)) Some(100) true Some("file-rec") FILE 20µs 4 Some("2,3") Some(10)"#
+            r#"Some("file0") 3 4800 2 Some((100, 5)) Some(100) true Some("file-rec") FILE Some(20µs) 4 Some("2,3") Some(10)"#
         );
         assert_eq!(
             show(&publish(PUBLISH_FLAGS, Some(PUBLISH_TABLE))),
-            r#"Some("flag0") 5 4000 1 Some((7, 4)) Some(9) true Some("flag-rec") FLAG 0ns 2 Some("1") Some(20)"#
+            r#"Some("flag0") 5 4000 1 Some((7, 4)) Some(9) true Some("flag-rec") FLAG Some(0ns) 2 Some("1") Some(20)"#
         );
         // A flag given at its default value still wins over the file.
         assert_eq!(publish("--rate 4000", Some(PUBLISH_TABLE)).rate, 4000);

@@ -19,7 +19,7 @@
 //! vlan = "100:4"
 //! samples = 40000
 //! refrtm = true
-//! busy_wait = "20us"
+//! wake_margin = "20us"
 //!
 //! [subscribe]
 //! iface = "veth1"
@@ -142,8 +142,12 @@ pub struct PublishSection {
     pub replay: Option<String>,
     #[serde(rename = "loop")]
     pub loop_count: Option<u32>,
-    #[serde(default, deserialize_with = "option_duration")]
-    pub busy_wait: Option<Duration>,
+    /// `--pacing`: `spin` or `sleep`.
+    pub pacing: Option<String>,
+    /// `--wake-margin` (also read as `busy_wait`).
+    #[serde(default, alias = "busy_wait", deserialize_with = "option_duration")]
+    pub wake_margin: Option<Duration>,
+    pub txtime: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -234,7 +238,7 @@ mod tests {
         assert_eq!(c.ping.linger, Some(Duration::from_millis(1500)));
         assert_eq!(c.ping.size, Some(1024));
         assert_eq!(c.publish.rate, Some(4800));
-        assert_eq!(c.publish.busy_wait, Some(Duration::from_micros(20)));
+        assert_eq!(c.publish.wake_margin, Some(Duration::from_micros(20)));
         assert_eq!(c.subscribe.rate, Some(4000));
         assert_eq!(c.subscribe.duration, Some(Duration::from_secs(600)));
         assert_eq!(c.subscribe.retain, Some(Duration::from_secs(7 * 86400)));

@@ -119,8 +119,13 @@ mod tests {
             dir.path().join("e2e"),
         );
         // Two streams, 3 wraps each (12000 samples).
-        let mut rec =
-            publisher_recorder(Some(&p), Some(RATE as u32), StampSource::Software).unwrap();
+        let mut rec = publisher_recorder(
+            Some(&p),
+            Some(RATE as u32),
+            StampSource::Software,
+            &serde_json::Value::Null,
+        )
+        .unwrap();
         for n in 0..3 * RATE {
             for st in 0..2 {
                 rec.push(&SentSample {

@@ -7,7 +7,9 @@
 //!   has a PTP clock, else software), TX stamps from the error queue.
 //! * [`rx`] / [`ring`]: receive through a TPACKET_V3 mmap ring or batched
 //!   `recvmmsg`, with the kernel stamp of each frame.
-//! * [`pacing`]: absolute-deadline pacing with `clock_nanosleep`.
+//! * [`pacing`]: absolute-deadline pacing on a TAI-second grid with
+//!   `clock_nanosleep` and a calibrated spin; [`pacing_report`]: how
+//!   closely the frames kept it; [`txtime`]: `--txtime` launch times.
 //! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
 //! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
 //! * [`goose`]: IEC 61850-8-1 GOOSE publisher and subscriber; [`relay`]:
@@ -23,6 +25,7 @@ pub mod e2e_join;
 pub mod expect;
 pub mod goose;
 pub mod pacing;
+pub mod pacing_report;
 pub mod ping;
 pub mod publisher;
 pub mod recording;
@@ -38,3 +41,4 @@ pub mod stats;
 pub mod stream_config;
 pub mod subscriber;
 pub mod timestamping;
+pub mod txtime;

@@ -1,17 +1,26 @@
 //! SV publisher: N streams paced on absolute deadlines, one `sendmmsg` per
 //! instant, TX stamps from the error queue.
 //!
+//! The grid: on CLOCK_TAI the frame carrying smpCnt 0 of every second is
+//! due at the top of the TAI second ([`crate::pacing::tai_grid`]), as a
+//! PPS-locked merging unit samples; the run starts at the first grid
+//! instant of its first sample at least `start_delay` from now (up to a
+//! second later from sample 0).
+//!
 //! Mechanism, per instant `k` (see [`crate::pacing`]):
 //! 1. before sleeping, the frames of instant `k` of every stream are encoded
 //!    from the codec's [`StreamPlan`] (frame `k` carries samples
 //!    `k*K .. k*K+K-1`, smpCnt = sample mod rate);
-//! 2. the pacer sleeps until the deadline (CLOCK_TAI, `clock_nanosleep`
-//!    TIMER_ABSTIME); with `--refrtm` the ASDUs' refrTm is patched with the
-//!    CLOCK_REALTIME time right before the send;
-//! 3. all streams' frames go out in one `sendmmsg(2)`;
+//! 2. the pacer sleeps until the wake margin before the deadline
+//!    (`clock_nanosleep` TIMER_ABSTIME) and spins to it
+//!    ([`PacingSetup`]); with `--refrtm` the ASDUs' refrTm is patched with
+//!    the CLOCK_REALTIME time right before the send;
+//! 3. all streams' frames go out in one `sendmmsg(2)` (with `--txtime`
+//!    a lead time ahead, each with its launch time: [`crate::txtime`]);
 //! 4. the error queue is drained: each TX stamp (T0, `t_tx`, the kernel's
 //!    software stamp in the driver's xmit, CLOCK_REALTIME) is matched to its
-//!    frame by `OPT_ID`, which numbers sent frames from 0 in send order.
+//!    frame by `OPT_ID`, which numbers sent frames from 0 in send order;
+//!    each stamped frame goes into the [`PacingReport`].
 //!
 //! The schedule is kept in TAI and converted to REALTIME with the kernel's
 //! whole-second TAI offset, so pacing error = `t_tx - t_sched` compares two
@@ -26,9 +35,9 @@ use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
 use hoptrace_sv::generate::StreamPlan;
 
-use crate::pacing::{offset_to_realtime, PaceClock, Pacer};
+use crate::pacing::{offset_to_realtime, tai_grid, PaceClock, Pacer, PacingSetup};
+use crate::pacing_report::PacingReport;
 use crate::sample_key::SampleKey;
-use crate::stats::SignedHistogram;
 use crate::timestamping::{self, stamp_of};
 
 /// Placeholder refrTm written at encode time and patched before sending.
@@ -54,8 +63,8 @@ pub struct PublishConfig {
     /// Stop after this many samples per stream (`None`: until stopped).
     pub samples: Option<u64>,
     pub refrtm: bool,
-    /// Spin for the last `busy_margin_ns` before each deadline.
-    pub busy_margin_ns: i64,
+    /// How to wait for each instant.
+    pub pacing: PacingSetup,
     pub clock: PaceClock,
     /// Time to wait before the first instant (lets subscribers settle).
     pub start_delay_ns: i64,
@@ -75,18 +84,25 @@ pub struct PublishReport {
     pub late: u64,
     pub skipped: u64,
     pub slip_ns: i64,
-    /// Actual minus scheduled, ns (TX stamp when available, else app time).
-    pub pacing_error: SignedHistogram,
+    /// Per stream: departure minus scheduled instant, inter-departure
+    /// jitter (departure = TX stamp when in CLOCK_REALTIME, else app time).
+    pub pacing: PacingReport,
     pub pacing_from_tx_stamps: bool,
     pub tx_stamps: u64,
     pub stamp_source: StampSource,
     pub clock: PaceClock,
+    pub setup: PacingSetup,
+    /// Time between instants, ns (for the setup's CPU share).
+    pub period_ns: i64,
+    /// TAI minus REALTIME, whole seconds as the kernel has it, ns.
+    pub tai_offset_ns: i64,
 }
 
-/// Frames waiting for their TX stamp, indexed by OPT_ID.
+/// Frames waiting for their TX stamp, indexed by OPT_ID: (stream index,
+/// samples, stamp).
 struct PendingTx {
     first_id: u64,
-    frames: VecDeque<(Vec<SentSample>, Option<i64>)>,
+    frames: VecDeque<(usize, Vec<SentSample>, Option<i64>)>,
 }
 
 impl PendingTx {
@@ -98,21 +114,22 @@ impl PendingTx {
             full += 1 << 32;
         }
         if let Some(slot) = self.frames.get_mut((full - self.first_id) as usize) {
-            slot.1 = Some(t);
+            slot.2 = Some(t);
         }
     }
-    /// Hand out frames that got their stamp (or are too old to get one).
-    fn flush(&mut self, keep: usize, out: &mut impl FnMut(SentSample)) {
-        while let Some((_, t)) = self.frames.front() {
+    /// Hand out frames that got their stamp (or are too old to get one):
+    /// `out(stream, samples with their t_tx)`.
+    fn flush(&mut self, keep: usize, out: &mut impl FnMut(usize, Vec<SentSample>)) {
+        while let Some((_, _, t)) = self.frames.front() {
             if t.is_none() && self.frames.len() <= keep {
                 break;
             }
-            let (samples, t) = self.frames.pop_front().unwrap();
+            let (stream, mut samples, t) = self.frames.pop_front().unwrap();
             self.first_id += 1;
-            for mut s in samples {
+            for s in &mut samples {
                 s.t_tx = t;
-                out(s);
             }
+            out(stream, samples);
         }
     }
 }
@@ -175,19 +192,20 @@ fn check_mtu(iface: &str, plan: &StreamPlan, frame: u64) -> Result<()> {
 }
 
 /// Publish until the plan's samples are sent or `stop` is set. `on_ready`
-/// is told the TX stamp source once the socket is set up (before the first
-/// frame; an error stops the run); `on_sample` receives every sent sample
-/// (with its TX stamp) for the recording.
+/// is told the TX stamp source and the pacing (JSON, for the recording's
+/// metadata) once the socket is set up (before the first frame; an error
+/// stops the run); `on_sample` receives every sent sample (with its TX
+/// stamp) for the recording.
 ///
 /// The loop: the pacer's next frame index is encoded ahead of its deadline
-/// (`FrameEncoder`), the pacer sleeps to the deadline, the frames of
+/// (`FrameEncoder`), the pacer waits for the deadline, the frames of
 /// every stream go out in one batch (refrTm patched with the send time),
 /// and each sent frame waits in `PendingTx` for its TX stamp from the
-/// error queue before its samples are handed out.
+/// error queue before it is measured and its samples are handed out.
 pub fn publish(
     cfg: &PublishConfig,
     stop: &AtomicBool,
-    on_ready: impl FnOnce(StampSource) -> Result<()>,
+    on_ready: impl FnOnce(StampSource, &serde_json::Value) -> Result<()>,
     mut on_sample: impl FnMut(SentSample),
 ) -> Result<PublishReport> {
     let mut plan = cfg.plan.clone();
@@ -205,18 +223,28 @@ pub fn publish(
     sock.set_send_buffer(4 << 20);
     sock.set_recv_buffer(16 << 20);
     let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING TX stamps")?;
-    on_ready(source)?;
+    let txtime = cfg.pacing.txtime_qdisc.is_some();
+    if txtime {
+        crate::txtime::enable(sock.raw_fd())
+            .with_context(|| format!("--txtime: setting SO_TXTIME on {}", cfg.iface))?;
+    }
     let k = plan.asdu_per_frame as u64;
     let frames_total = cfg.samples.map(|n| n.div_ceil(k));
     let to_rt = offset_to_realtime(cfg.clock);
-    let origin = timestamping::now_ns(cfg.clock.id()) + cfg.start_delay_ns.max(0);
+    let earliest = timestamping::now_ns(cfg.clock.id()) + cfg.start_delay_ns.max(0);
+    let (origin, phase) = match cfg.clock {
+        PaceClock::Tai => tai_grid(earliest, first_frame, k as u32, plan.rate),
+        PaceClock::Monotonic => (earliest, 0),
+    };
     let mut pacer = Pacer::new(
         cfg.clock,
         origin,
         1_000_000_000u128 * k as u128,
         plan.rate as u128,
-        cfg.busy_margin_ns,
+        cfg.pacing.spin_ns(),
     )
+    .with_phase(phase)
+    .with_lead(cfg.pacing.lead_ns())
     .with_limit(frames_total)
     .with_policy(cfg.late_policy);
     let mut enc = FrameEncoder::new(&plan, first_frame, cfg.refrtm);
@@ -227,28 +255,33 @@ pub fn publish(
         late: 0,
         skipped: 0,
         slip_ns: 0,
-        pacing_error: SignedHistogram::default(),
+        pacing: PacingReport::new(&enc.sv_ids),
         pacing_from_tx_stamps: true,
         tx_stamps: 0,
         stamp_source: source,
         clock: cfg.clock,
+        setup: cfg.pacing.clone(),
+        period_ns: (1_000_000_000 * k as i64) / plan.rate.max(1) as i64,
+        tai_offset_ns: -to_rt,
     };
+    on_ready(source, &report.pacing_meta(pacer.deadline(0) + to_rt))?;
     let mut pending = PendingTx {
         first_id: 0,
         frames: VecDeque::new(),
     };
     let mut pacing_source_tx = true;
-    let mut emit = |s: SentSample, report: &mut PublishReport| {
-        match s.t_tx {
-            Some(t) if source == StampSource::Software => {
-                report.pacing_error.record(t - s.t_sched);
-            }
-            _ => {
-                pacing_source_tx = false;
-                report.pacing_error.record(s.t_app - s.t_sched);
-            }
+    let mut emit = |stream: usize, samples: Vec<SentSample>, report: &mut PublishReport| {
+        if let Some(s) = samples.first() {
+            let sent = match s.t_tx {
+                Some(t) if source == StampSource::Software => t,
+                _ => {
+                    pacing_source_tx = false;
+                    s.t_app
+                }
+            };
+            report.pacing.record(stream, s.t_sched, sent);
         }
-        on_sample(s);
+        samples.into_iter().for_each(&mut on_sample);
     };
     while !stop.load(Ordering::Relaxed) {
         let next = pacer.next_index();
@@ -260,28 +293,36 @@ pub fn publish(
         enc.encode(tick.index)?;
         let t_sched = tick.deadline_ns + to_rt;
         let t_app = timestamping::realtime_ns();
-        enc.patch_refrtm(t_app);
-        let sent = sock
-            .send_batch(&enc.frames())
-            .with_context(|| format!("sending SV frames on {}", cfg.iface))?;
+        enc.patch_refrtm(if txtime { t_sched } else { t_app });
+        let frames = enc.frames();
+        let sent = if txtime {
+            crate::txtime::send_batch_at(sock.raw_fd(), &frames, tick.deadline_ns)
+        } else {
+            sock.send_batch(&frames)
+        }
+        .with_context(|| format!("sending SV frames on {}", cfg.iface))?;
         for s in 0..sent {
             report.frames_per_stream[s] += 1;
             pending
                 .frames
-                .push_back((enc.samples(s, tick.index, t_sched, t_app), None));
+                .push_back((s, enc.samples(s, tick.index, t_sched, t_app), None));
         }
         take_tx_stamps(&sock, source, &mut pending, &mut report);
-        pending.flush(4096, &mut |s| emit(s, &mut report));
+        pending.flush(4096, &mut |s, f| emit(s, f, &mut report));
     }
     // Give the last stamps a moment to arrive, then flush everything.
     std::thread::sleep(std::time::Duration::from_millis(20));
     take_tx_stamps(&sock, source, &mut pending, &mut report);
-    pending.flush(0, &mut |s| emit(s, &mut report));
+    pending.flush(0, &mut |s, f| emit(s, f, &mut report));
     report.pacing_from_tx_stamps = pacing_source_tx;
     report.instants = pacer.stats.sent;
     report.late = pacer.stats.late;
     report.skipped = pacer.stats.skipped;
     report.slip_ns = pacer.stats.slip_ns;
+    report.pacing.instants = report.instants;
+    report.pacing.late = report.late;
+    report.pacing.skipped = report.skipped;
+    report.pacing.slip_ns = report.slip_ns;
     Ok(report)
 }
 
@@ -402,7 +443,7 @@ impl<'p> FrameEncoder<'p> {
 pub fn publish_all(
     cfgs: &[PublishConfig],
     stop: &AtomicBool,
-    on_ready: &(dyn Fn(StampSource) -> Result<()> + Sync),
+    on_ready: &(dyn Fn(StampSource, &serde_json::Value) -> Result<()> + Sync),
     on_sample: &(dyn Fn(SentSample) + Sync),
 ) -> Result<Vec<PublishReport>> {
     if let [cfg] = cfgs {
@@ -432,6 +473,23 @@ pub fn publish_all(
 }
 
 impl PublishReport {
+    /// The pacing of the run as the recording's metadata keeps it (under
+    /// `extra.pacing`): the grid, the setup, the first instant.
+    pub fn pacing_meta(&self, first_instant_rt: i64) -> serde_json::Value {
+        let grid = match self.clock {
+            PaceClock::Tai => "smpCnt 0 of every second is scheduled at the top of the TAI second (PPS-locked merging unit); t_sched is that grid in CLOCK_REALTIME, moved by the slip of late instants",
+            PaceClock::Monotonic => "instants from the start of the run on CLOCK_MONOTONIC",
+        };
+        serde_json::json!({
+            "clock": self.clock.name(),
+            "grid": grid,
+            "tai_offset_s": self.tai_offset_ns / 1_000_000_000,
+            "first_instant_realtime_ns": first_instant_rt,
+            "period_ns": self.period_ns,
+            "setup": self.setup.json(),
+        })
+    }
+
     /// Human summary printed at the end of a run.
     pub fn summary(&self) -> String {
         let mut s = String::new();
@@ -450,15 +508,38 @@ impl PublishReport {
             s.push_str(&format!("  {id}: {n} frames\n"));
         }
         s.push_str(&format!(
-            "pacing error ({} minus scheduled): {}\n",
-            if self.pacing_from_tx_stamps {
-                "TX stamp"
-            } else {
-                "application send time"
-            },
-            self.pacing_error.summary()
+            "pacing: {}\n",
+            self.setup.describe(self.period_ns)
         ));
+        s.push_str(&self.pacing.text(self.departure_name()));
         s
+    }
+
+    /// What the pacing report measures departures with.
+    fn departure_name(&self) -> &'static str {
+        if self.pacing_from_tx_stamps {
+            "TX stamp"
+        } else {
+            "application send time"
+        }
+    }
+
+    /// The summary as JSON (`sv publish --json`).
+    pub fn json(&self) -> serde_json::Value {
+        let mut pacing = self.pacing.json();
+        pacing["departure"] = serde_json::json!(self.departure_name());
+        serde_json::json!({
+            "clock": self.clock.name(),
+            "tai_offset_s": self.tai_offset_ns / 1_000_000_000,
+            "period_ns": self.period_ns,
+            "stamp_source": self.stamp_source.to_string(),
+            "tx_stamps": self.tx_stamps,
+            "streams": self.sv_ids.iter().zip(&self.frames_per_stream)
+                .map(|(id, n)| serde_json::json!({"sv_id": id, "frames": n}))
+                .collect::<Vec<_>>(),
+            "setup": self.setup.json(),
+            "pacing": pacing,
+        })
     }
 }
 
@@ -486,6 +567,7 @@ mod tests {
         };
         for seq in 0..3 {
             p.frames.push_back((
+                0,
                 vec![SentSample {
                     key: SampleKey {
                         stream: "s".into(),
@@ -505,11 +587,11 @@ mod tests {
         p.stamp(1, 100);
         p.stamp(0, 50);
         let mut out = Vec::new();
-        p.flush(10, &mut |s| out.push(s));
+        p.flush(10, &mut |_, f| out.extend(f));
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].t_tx, Some(50));
         assert_eq!(out[1].t_tx, Some(100));
-        p.flush(0, &mut |s| out.push(s));
+        p.flush(0, &mut |_, f| out.extend(f));
         assert_eq!(out[2].t_tx, None);
     }
 }

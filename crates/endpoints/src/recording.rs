@@ -36,11 +36,13 @@ pub struct PublisherRecorder {
 /// Open the publisher's recording in `dir` (no-op when `None`). The `tx`
 /// hop's clock domain and source are those of the TX stamps in use:
 /// software CLOCK_REALTIME on every interface without a PHC, the NIC's PHC
-/// (TAI when PTP-disciplined) with hardware stamps.
+/// (TAI when PTP-disciplined) with hardware stamps. `pacing` (the grid and
+/// how instants are waited for) is kept as the metadata's `extra.pacing`.
 pub fn publisher_recorder(
     dir: Option<&Path>,
     rate: Option<u32>,
     source: StampSource,
+    pacing: &serde_json::Value,
 ) -> Result<PublisherRecorder> {
     let writer = match dir {
         None => None,
@@ -56,9 +58,10 @@ pub fn publisher_recorder(
             )];
             let mut meta = RecordingMeta::for_this_host("sv-publish", hops);
             meta.rate = rate;
+            meta.extra = serde_json::json!({ "pacing": pacing });
             meta.extra_columns = vec![ExtraColumn::new(
                 "t_sched",
-                "scheduled send time of the instant, ns CLOCK_REALTIME (paced on CLOCK_TAI, converted with the kernel TAI offset)",
+                "scheduled send time of the instant, ns CLOCK_REALTIME (paced on CLOCK_TAI, smpCnt 0 at the top of the TAI second, converted with the kernel TAI offset)",
             )];
             Some(
                 RecordingWriter::create(d, meta, RotatePolicy::default())
@@ -97,6 +100,17 @@ impl PublisherRecorder {
         }
         Ok(())
     }
+}
+
+/// File of a publisher recording holding the pacing report of the run
+/// (`sv publish --json`'s `pacing` per pacer), written after the run.
+pub const PACING_REPORT_FILE: &str = "pacing.json";
+
+/// Write the run's pacing `report` next to the segments of `dir`.
+pub fn write_pacing_report(dir: &Path, report: &serde_json::Value) -> Result<()> {
+    let path = dir.join(PACING_REPORT_FILE);
+    let text = serde_json::to_string_pretty(report)?;
+    std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))
 }
 
 /// An optional recording of received samples.
@@ -307,7 +321,13 @@ mod tests {
     /// A publisher recording of one stream, 3 wraps at 4000/s, sample `n`
     /// sent at `base + n * 250 us`.
     fn reference(dir: &Path, base: i64) {
-        let mut rec = publisher_recorder(Some(dir), Some(4000), StampSource::Software).unwrap();
+        let mut rec = publisher_recorder(
+            Some(dir),
+            Some(4000),
+            StampSource::Software,
+            &serde_json::Value::Null,
+        )
+        .unwrap();
         for n in 0..12_000u64 {
             let t = base + n as i64 * 250_000;
             rec.push(&SentSample {

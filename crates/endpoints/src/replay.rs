@@ -150,7 +150,7 @@ fn mean_group_gap(frames: &[CapturedFrame]) -> i64 {
 pub fn replay(
     cfg: &ReplayConfig,
     stop: &AtomicBool,
-    on_ready: impl FnOnce(StampSource) -> Result<()>,
+    on_ready: impl FnOnce(StampSource, &serde_json::Value) -> Result<()>,
     mut on_sample: impl FnMut(SentSample),
 ) -> Result<ReplayReport> {
     let frames = read_capture(&cfg.capture)?;
@@ -158,7 +158,14 @@ pub fn replay(
     sock.set_send_buffer(4 << 20);
     sock.set_recv_buffer(16 << 20);
     let source = timestamping::enable(&sock, true)?;
-    on_ready(source)?;
+    on_ready(
+        source,
+        &serde_json::json!({
+            "clock": "TAI",
+            "grid": "the capture's relative timing from the start of the run",
+            "setup": {"mode": if cfg.busy_margin_ns > 0 { "spin" } else { "sleep" }, "wake_margin_ns": cfg.busy_margin_ns},
+        }),
+    )?;
     // Samples per stream in the capture (for continuous smpCnt).
     let mut per_stream: HashMap<Vec<u8>, u64> = HashMap::new();
     for f in &frames {

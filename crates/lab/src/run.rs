@@ -118,11 +118,16 @@ pub struct RunResult {
 }
 
 /// `sv publish` on the publisher's eth0 as the run asks, recording into
-/// `pub_rec` (every topology, the guest's included).
+/// `pub_rec` (every topology, the guest's included). Paced by sleeping
+/// (`--pacing sleep`): spinning to each instant takes a CPU of its own,
+/// and the lab's CPUs go to the tracer and the path ([`crate::placement`]);
+/// a spinning publisher beside them would be what the run measures.
 pub(crate) fn publish_args(opts: &RunOptions, pub_rec: &Path) -> Vec<String> {
     vec![
         "sv".into(),
         "publish".into(),
+        "--pacing".into(),
+        "sleep".into(),
         "--iface".into(),
         "eth0".into(),
         "--streams".into(),

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use hoptrace_endpoints::config::ConfigFile;
-use hoptrace_endpoints::{pacing::PaceClock, publisher, recording, replay};
+use hoptrace_endpoints::pacing::{self, PaceClock, PacingSetup};
+use hoptrace_endpoints::{publisher, recording, replay};
 use hoptrace_record::StampSource;
 use hoptrace_sv::VlanTag;
 use hoptrace_units::{arg, format_rate, Rate};
@@ -81,14 +82,32 @@ pub struct Args {
     /// svID prefix of the numbered streams.
     #[arg(long, default_value = "HOPTRACE_SV", conflicts_with_all = ["scl", "svid"])]
     pub svid_prefix: String,
-    /// Spin this long before each deadline, e.g. 20us (0: sleep only).
-    #[arg(long, default_value = "0", value_parser = arg::duration)]
-    pub busy_wait: Duration,
+    /// How to wait for each instant: `sleep` sleeps to the instant (the
+    /// host's wake-up latency lands in every frame); `spin` sleeps
+    /// (clock_nanosleep TIMER_ABSTIME) until the wake margin before it,
+    /// then spins to it (a CPU busy margin/period of the time: give it a
+    /// CPU of its own with --cpu).
+    #[arg(long, default_value = "sleep", value_parser = ["spin", "sleep"])]
+    pub pacing: String,
+    /// With --pacing spin: the margin to spin over, e.g. 50us; default:
+    /// measured at start (p99 wake-up latency of 200 sleeps + 10 us, at
+    /// most one period).
+    #[arg(long, alias = "busy-wait", value_parser = arg::duration)]
+    pub wake_margin: Option<Duration>,
+    /// Hand each instant's frames to the kernel ahead of time with their
+    /// launch time (SO_TXTIME, CLOCK_TAI): needs an ETF qdisc, or taprio
+    /// in txtime-assist mode, on the interface; refused otherwise.
+    #[arg(long)]
+    pub txtime: bool,
+    /// Print the summary as JSON on stdout (the pacing report per pacer).
+    #[arg(long)]
+    pub json: bool,
     /// Replay this pcap/pcapng capture with its relative timing (its
     /// frames as they are: no generated streams, no sample count).
     #[arg(long, conflicts_with_all = [
         "streams", "asdu", "vlan", "refrtm", "scl", "svid", "svid_prefix",
         "frequency", "duration", "samples", "first_sample", "late", "fault",
+        "txtime", "json",
     ])]
     pub replay: Option<PathBuf>,
     /// With --replay: play the capture this many times (smpCnt continues
@@ -128,7 +147,9 @@ impl FromConfigFile for Args {
         given.overlay("refrtm", &mut self.refrtm, t.refrtm);
         given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
         given.overlay("svid_prefix", &mut self.svid_prefix, t.svid_prefix);
-        given.overlay("busy_wait", &mut self.busy_wait, t.busy_wait);
+        given.overlay("pacing", &mut self.pacing, t.pacing);
+        given.overlay_option("wake_margin", &mut self.wake_margin, t.wake_margin);
+        given.overlay("txtime", &mut self.txtime, t.txtime);
         given.overlay_option("replay", &mut self.replay, t.replay.map(PathBuf::from));
         given.overlay("loop_count", &mut self.loop_count, t.loop_count);
         self.realtime.overlay(t.cpu, t.fifo);
@@ -157,28 +178,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let rate = args.rate;
     let stop = hoptrace_os::stop_flag()?;
     args.realtime.apply()?;
-    let busy_margin_ns = i64::try_from(args.busy_wait.as_nanos()).unwrap_or(i64::MAX);
 
     if let Some(capture) = args.replay.clone() {
+        // Frame groups of a capture are rarely closer than 250 us.
+        let setup = pacing_setup(&args, &iface, 250_000)?;
         let cfg = replay::ReplayConfig {
             iface,
             capture,
             loops: args.loop_count,
             rate,
-            busy_margin_ns,
+            busy_margin_ns: setup.spin_ns(),
         };
         eprintln!(
-            "replaying {} on {} ({} loop(s)), pacing on CLOCK_{} with clock_nanosleep TIMER_ABSTIME",
+            "replaying {} on {} ({} loop(s)), pacing on CLOCK_{}: {}",
             cfg.capture.display(),
             cfg.iface,
             cfg.loops,
-            PaceClock::Tai.name()
+            PaceClock::Tai.name(),
+            setup.describe(250_000)
         );
         return send_recorded(
             args.record.as_deref(),
             Some(rate),
             |ready, sample| replay::replay(&cfg, &stop, ready, sample),
-            replay::ReplayReport::summary,
+            |r: &replay::ReplayReport| (r.summary(), serde_json::Value::Null),
+            false,
         );
     }
 
@@ -188,6 +212,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         hoptrace_endpoints::pacing::LatePolicy::Slip
     };
+    let shortest_period = plans
+        .iter()
+        .map(|p| 1_000_000_000 * p.asdu_per_frame as i64 / p.rate.max(1) as i64)
+        .min()
+        .unwrap_or(250_000);
+    let setup = pacing_setup(&args, &iface, shortest_period)?;
     let mut cfgs = Vec::new();
     for mut plan in plans {
         plan.faults = args.fault.faults(plan.rate, args.first_sample)?;
@@ -203,7 +233,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             plan,
             samples,
             refrtm: args.refrtm,
-            busy_margin_ns,
+            pacing: setup.clone(),
             clock: PaceClock::Tai,
             start_delay_ns: 10_000_000,
             first_sample: args.first_sample,
@@ -219,14 +249,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
     }
     for cfg in &cfgs {
+        let period = 1_000_000_000 * cfg.plan.asdu_per_frame as i64 / cfg.plan.rate as i64;
         eprintln!(
-            "publishing {} stream(s) x {} ({} ASDU/frame) on {}, pacing on CLOCK_{} (clock_nanosleep TIMER_ABSTIME{}), TX stamps from the error queue (SO_TIMESTAMPING)",
+            "publishing {} stream(s) x {} ({} ASDU/frame) on {}, pacing on CLOCK_{} with smpCnt 0 at the top of every TAI second ({}), TX stamps from the error queue (SO_TIMESTAMPING)",
             cfg.plan.streams,
             format_rate(Rate::per_second(cfg.plan.rate)),
             cfg.plan.asdu_per_frame,
             cfg.iface,
             cfg.clock.name(),
-            if busy_margin_ns > 0 { ", busy-wait margin" } else { "" }
+            cfg.pacing.describe(period)
         );
         for line in crate::sv::fault::describe(&cfg.plan.faults, cfg.plan.rate) {
             eprintln!("  {line}");
@@ -243,12 +274,51 @@ pub fn run(args: Args) -> Result<ExitCode> {
         record_rate,
         |ready, sample| publisher::publish_all(&cfgs, &stop, ready, sample),
         |reports: &Vec<publisher::PublishReport>| {
-            reports
+            let json = serde_json::json!({
+                "pacers": reports.iter().map(publisher::PublishReport::json).collect::<Vec<_>>(),
+            });
+            let text = reports
                 .iter()
                 .map(publisher::PublishReport::summary)
-                .collect()
+                .collect();
+            (text, json)
         },
+        args.json,
     )
+}
+
+/// How to wait for the instants: `--pacing`, `--wake-margin` (else measured
+/// on this thread, after `--cpu`/`--fifo`), `--txtime` (refused unless the
+/// qdisc of `iface` honours launch times). The margin is at most
+/// `period_ns`.
+fn pacing_setup(args: &Args, iface: &str, period_ns: i64) -> Result<PacingSetup> {
+    let spin = match args.pacing.as_str() {
+        "spin" => true,
+        "sleep" => false,
+        other => anyhow::bail!("pacing = {other:?}: `spin` or `sleep`"),
+    };
+    let txtime_qdisc = if args.txtime {
+        Some(hoptrace_endpoints::txtime::check_qdiscs(iface)?)
+    } else {
+        None
+    };
+    let mut setup = PacingSetup {
+        spin: spin && txtime_qdisc.is_none(),
+        txtime_qdisc,
+        ..PacingSetup::sleep_only()
+    };
+    if !spin && setup.txtime_qdisc.is_none() {
+        return Ok(setup);
+    }
+    match args.wake_margin {
+        Some(m) => setup.wake_margin_ns = i64::try_from(m.as_nanos()).unwrap_or(i64::MAX),
+        None => {
+            let c = pacing::calibrate_wake_latency(PaceClock::Tai, 200, 100_000);
+            setup.wake_margin_ns = c.margin_ns(period_ns);
+            setup.calibration = Some(c);
+        }
+    }
+    Ok(setup)
 }
 
 /// The plans to publish: one of numbered streams, or one per frame rate of
@@ -286,25 +356,28 @@ fn stream_plans(
 
 /// Send with `send` (the generator's `publisher::publish_all` or
 /// `replay::replay`, given the two callbacks), recording every sent sample
-/// into `record` once the TX stamp source is known; then close the
-/// recording and print the summary. The callbacks may be called from
-/// several publishing threads: the recorder is behind a mutex, and opened
-/// by the first thread ready (the others wait for it).
+/// into `record` once the TX stamp source and the pacing are known; then
+/// close the recording and print the summary (`summary` gives its text
+/// and JSON; the JSON is printed with `json`, and kept in the recording as
+/// `pacing.json` when not null). The callbacks may be called from several
+/// publishing threads: the recorder is behind a mutex, and opened by the
+/// first thread ready (the others wait for it).
 fn send_recorded<R>(
     record: Option<&std::path::Path>,
     rate: Option<u32>,
     send: impl FnOnce(
-        &(dyn Fn(StampSource) -> Result<()> + Sync),
+        &(dyn Fn(StampSource, &serde_json::Value) -> Result<()> + Sync),
         &(dyn Fn(publisher::SentSample) + Sync),
     ) -> Result<R>,
-    summary: impl Fn(&R) -> String,
+    summary: impl Fn(&R) -> (String, serde_json::Value),
+    json: bool,
 ) -> Result<ExitCode> {
     let rec: Mutex<Option<recording::PublisherRecorder>> = Mutex::new(None);
     let report = send(
-        &|src| {
+        &|src, pacing| {
             let mut r = rec.lock().unwrap_or_else(|e| e.into_inner());
             if r.is_none() {
-                *r = Some(recording::publisher_recorder(record, rate, src)?);
+                *r = Some(recording::publisher_recorder(record, rate, src, pacing)?);
             }
             Ok(())
         },
@@ -317,6 +390,14 @@ fn send_recorded<R>(
     if let Some(r) = rec.into_inner().unwrap_or_else(|e| e.into_inner()) {
         r.finish()?;
     }
-    print!("{}", summary(&report));
+    let (text, value) = summary(&report);
+    if let Some(dir) = record.filter(|_| !value.is_null()) {
+        recording::write_pacing_report(dir, &value)?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print!("{text}");
+    }
     Ok(ExitCode::SUCCESS)
 }

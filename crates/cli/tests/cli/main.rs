@@ -30,6 +30,7 @@ mod units_cli;
 mod workspace_rules;
 mod privileged {
     mod correlate;
+    mod endpoints_pacing;
     mod endpoints_ping;
     mod endpoints_rx;
     mod endpoints_sv;

@@ -233,7 +233,13 @@ fn key(s: u64, n: u64) -> hoptrace_endpoints::sample_key::SampleKey {
 }
 
 fn publisher(dir: &Path) -> u64 {
-    let mut rec = publisher_recorder(Some(dir), Some(RATE as u32), StampSource::Software).unwrap();
+    let mut rec = publisher_recorder(
+        Some(dir),
+        Some(RATE as u32),
+        StampSource::Software,
+        &serde_json::Value::Null,
+    )
+    .unwrap();
     for n in 0..SAMPLES {
         for s in 0..STREAMS {
             let t = sent_at(s, n);
