@@ -19,6 +19,9 @@ APT_PACKAGES=(
   curl systemd util-linux
   # virtual switching and the QEMU guest
   openvswitch-switch qemu-system-x86 busybox-static cpio kmod
+  # users' VMs: `hoptrace vm show` drives libvirt through virsh; its test
+  # starts its own libvirtd (no systemd)
+  libvirt-daemon-system libvirt-clients
   # the kvm lab copies perf into its L1 guest (perf kvm stat, side by side)
   linux-perf
   # reference latency tools and the HTML report check; bpftrace runs
