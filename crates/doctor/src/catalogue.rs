@@ -235,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_covers_every_severity_and_both_scopes() {
+    fn the_catalogue_covers_every_severity_and_every_scope() {
         let cat = catalogue();
         for s in Severity::ALL {
             assert!(cat.iter().any(|c| c.severity == s), "no {s:?} check");
