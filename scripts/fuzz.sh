@@ -17,7 +17,7 @@ fi
 export RUSTC_BOOTSTRAP=1
 # Keep the fuzz build apart from the workspace's target directory.
 export CARGO_TARGET_DIR="${HOPTRACE_FUZZ_TARGET_DIR:-$PWD/target}"
-for target in decode_frame decode_goose read_capture read_scl kvm_format read_dump; do
+for target in decode_frame decode_goose read_capture read_scl kvm_format read_dump read_domain; do
   echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
   mkdir -p "corpus/$target"
   seeds=()
@@ -26,6 +26,10 @@ for target in decode_frame decode_goose read_capture read_scl kvm_format read_du
     # Start from the test fixtures (valid and broken SCL) and SCL's tokens.
     seeds=(../crates/scl/tests/fixtures)
     flags=(-dict=dicts/scl.dict)
+  fi
+  if [ "$target" = read_domain ]; then
+    # Start from the domain fixtures (a vanilla and a real-time guest).
+    seeds=(../crates/vm/tests/fixtures)
   fi
   if [ "$target" = kvm_format ]; then
     # Start from the real kvm format files.

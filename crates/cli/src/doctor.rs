@@ -13,8 +13,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use hoptrace_doctor::cpulist::CpuSet;
 use hoptrace_doctor::render::{catalogue_markdown, catalogue_text, junit, table};
-use hoptrace_doctor::{DoctorSummary, Kernel, Live, Offline, Options, Report, Root};
+use hoptrace_doctor::{DoctorSummary, DomainInput, Kernel, Live, Offline, Options, Report, Root};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -60,6 +61,42 @@ pub struct Args {
     /// A process on the path: QEMU (its vCPU and vhost threads) or the subscriber.
     #[arg(long = "pid")]
     pids: Vec<u32>,
+    /// Audit a libvirt domain XML instead of the host: `virsh dumpxml
+    /// NAME` output or a template (`-` reads standard input). Runs the
+    /// domain checks only, offline, in milliseconds.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ifaces", "pids"])]
+    domain_xml: Option<PathBuf>,
+    /// With --domain-xml: the host CPUs set aside for real-time work on the
+    /// host the domain is meant for (e.g. 1-7); default: the CPUs this host
+    /// (or --root) isolates.
+    #[arg(long, value_name = "LIST", requires = "domain_xml", value_parser = parse_cpu_list)]
+    isolated: Option<CpuSet>,
+}
+
+/// `--isolated`: a kernel CPU list (`1-7`, `2,4-5`).
+fn parse_cpu_list(s: &str) -> Result<CpuSet, String> {
+    let set = CpuSet::parse_list(s, None).map_err(|e| format!("`{s}`: {e}"))?;
+    if set.is_empty() {
+        return Err(format!("`{s}` names no CPU"));
+    }
+    Ok(set)
+}
+
+/// The domain of `--domain-xml`: read and parsed, or why not.
+fn read_domain(path: &Path) -> Result<DomainInput> {
+    let (bytes, source) = if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+            .context("--domain-xml -: reading standard input")?;
+        (buf, "standard input".to_string())
+    } else {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("--domain-xml {}", path.display()))?;
+        (bytes, path.display().to_string())
+    };
+    let domain =
+        hoptrace_vm::parse(&bytes).map_err(|e| anyhow::anyhow!("--domain-xml {source}: {e}"))?;
+    Ok(DomainInput { source, domain })
 }
 
 /// `--interval`: a duration from 10 ms to 10 min. The one place the flag
@@ -103,6 +140,17 @@ pub fn run_checks(root: Option<&Path>, opts: &Options) -> Result<Report> {
     Ok(hoptrace_doctor::run(&root, kernel, opts)?)
 }
 
+/// The domain checks on `opts.domain`; the host RT CPUs from
+/// `opts.isolated`, else from `root` (this host by default).
+fn audit_domain(root: Option<&Path>, opts: &Options) -> Result<Report> {
+    let root = match root {
+        None => Root::host(),
+        Some(d) if !d.is_dir() => bail!("--root {}: not a directory", d.display()),
+        Some(d) => Root::new(d),
+    };
+    Ok(hoptrace_doctor::audit_domain(&root, opts)?)
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.list_checks {
         print!(
@@ -116,13 +164,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     crate::outputs::claim_files("doctor", &[args.junit.as_deref()], &[], args.force)?;
+    let domain = args.domain_xml.as_deref().map(read_domain).transpose()?;
     let opts = Options {
         interval: args.interval,
         ifaces: args.ifaces,
         netns: args.netns,
         pids: args.pids,
+        domain,
+        isolated: args.isolated,
     };
-    let report = run_checks(args.root.as_deref(), &opts)?;
+    let report = if opts.domain.is_some() {
+        audit_domain(args.root.as_deref(), &opts)?
+    } else {
+        run_checks(args.root.as_deref(), &opts)?
+    };
     if args.json {
         println!("{}", report.to_json());
     } else {

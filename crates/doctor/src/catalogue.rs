@@ -103,6 +103,8 @@ pub enum Scope {
     Host,
     /// Runs only with `--iface` or `--pid`.
     Path,
+    /// Runs only on a libvirt domain (`--domain-xml`).
+    Domain,
 }
 
 /// One row of the catalogue.
@@ -190,6 +192,8 @@ pub fn catalogue() -> Vec<Check> {
     v.extend(crate::checks::memory::checks());
     v.extend(crate::checks::platform::checks());
     v.extend(crate::checks::path::checks());
+    v.extend(crate::checks::domain_cpu::checks());
+    v.extend(crate::checks::domain_devices::checks());
     v
 }
 
@@ -231,12 +235,13 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_covers_every_severity_and_both_scopes() {
+    fn the_catalogue_covers_every_severity_and_every_scope() {
         let cat = catalogue();
         for s in Severity::ALL {
             assert!(cat.iter().any(|c| c.severity == s), "no {s:?} check");
         }
         assert!(cat.iter().any(|c| c.scope == Scope::Path));
+        assert!(cat.iter().any(|c| c.scope == Scope::Domain));
         assert!(cat.iter().any(|c| c.disputed.is_some()));
         assert_eq!(find("kernel.preempt_rt").unwrap().severity, Severity::Fatal);
     }

@@ -33,6 +33,20 @@ pub struct Options {
     pub netns: Option<String>,
     /// Processes on the path: QEMU (vCPU and vhost threads) or a subscriber.
     pub pids: Vec<u32>,
+    /// A libvirt domain to audit (the domain checks).
+    pub domain: Option<DomainInput>,
+    /// The host's RT CPUs as declared (`--isolated`), instead of those the
+    /// audited root isolates: a domain template is audited for the host it
+    /// is meant for.
+    pub isolated: Option<CpuSet>,
+}
+
+/// The domain the domain checks audit, and where it came from.
+#[derive(Debug, Clone)]
+pub struct DomainInput {
+    /// The file (or `virsh dumpxml NAME`) it was read from.
+    pub source: String,
+    pub domain: hoptrace_vm::Domain,
 }
 
 impl Default for Options {
@@ -42,6 +56,8 @@ impl Default for Options {
             ifaces: Vec::new(),
             netns: None,
             pids: Vec::new(),
+            domain: None,
+            isolated: None,
         }
     }
 }
@@ -72,6 +88,17 @@ pub const STAT_STEPS: u32 = 10;
 pub type StatSample = BTreeMap<Option<u32>, CpuTimes>;
 
 impl Samples {
+    /// Nothing sampled: the domain audit measures nothing.
+    pub fn none() -> Samples {
+        let none = || Unreadable::new("/proc", "not sampled: a domain audit measures nothing");
+        Samples {
+            interval: Duration::ZERO,
+            interrupts: Err(none()),
+            stat: Err(none()),
+            stat_steps: Vec::new(),
+        }
+    }
+
     /// Read both files, let the interval pass ([`Kernel::wait`], in
     /// [`STAT_STEPS`] steps with `/proc/stat` read after each), read again.
     pub fn take(root: &Root, kernel: &dyn Kernel, interval: Duration) -> Samples {
@@ -201,6 +228,21 @@ impl<'a> Ctx<'a> {
             .get_or_init(|| self.read_isolation())
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The host's RT CPUs for the domain checks: `--isolated` when given,
+    /// else the audited root's, with where they came from.
+    pub fn host_rt_cpus(&self) -> Result<(CpuSet, String), Unreadable> {
+        if let Some(set) = &self.opts.isolated {
+            return Ok((set.clone(), format!("--isolated {set}")));
+        }
+        let iso = self.isolation()?;
+        let from = if iso.sources.is_empty() {
+            "this host isolates none".to_string()
+        } else {
+            iso.sources.join(", ")
+        };
+        Ok((iso.rt.clone(), from))
     }
 
     /// Online CPUs that are not RT CPUs.

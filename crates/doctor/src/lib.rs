@@ -43,7 +43,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use catalogue::{catalogue, Check, Outcome, Scope, Severity, Status};
-pub use context::{Ctx, Options, Samples};
+pub use context::{Ctx, DomainInput, Options, Samples};
 pub use hoptrace_record::DoctorSummary;
 pub use kernel::{Coalescing, Kernel, Live, NicInfo, Offline};
 pub use report::{summary_from_json, CheckResult, Report};
@@ -134,7 +134,7 @@ pub fn run(root: &Root, kernel: &dyn Kernel, opts: &Options) -> Result<Report, D
     let ctx = Ctx::new(root, kernel, opts, samples);
     let results: Vec<CheckResult> = catalogue()
         .iter()
-        .filter(|c| c.scope == Scope::Host || opts.has_path())
+        .filter(|c| c.scope == Scope::Host || (c.scope == Scope::Path && opts.has_path()))
         .map(|c| CheckResult::new(c, (c.run)(&ctx)))
         .collect();
     let scope = scope_text(opts);
@@ -156,6 +156,40 @@ pub fn run(root: &Root, kernel: &dyn Kernel, opts: &Options) -> Result<Report, D
             .unwrap_or_else(|e| e.to_string()),
         root: root.dir().display().to_string(),
         interval_ms: opts.interval.as_millis() as u64,
+        checks: results,
+        summary,
+    })
+}
+
+/// A domain audit: the domain checks only, on `opts.domain`, with the host
+/// RT CPUs of `opts.isolated` or else of `root`. Nothing is sampled or
+/// waited for: a template in CI is audited in milliseconds.
+pub fn audit_domain(root: &Root, opts: &Options) -> Result<Report, DoctorError> {
+    let Some(input) = &opts.domain else {
+        return Err(DoctorError(
+            "a domain audit needs a domain (--domain-xml FILE)".into(),
+        ));
+    };
+    let ctx = Ctx::new(root, &Offline, opts, Samples::none());
+    let results: Vec<CheckResult> = catalogue()
+        .iter()
+        .filter(|c| c.scope == Scope::Domain)
+        .map(|c| CheckResult::new(c, (c.run)(&ctx)))
+        .collect();
+    let name = if input.domain.name.is_empty() {
+        "(unnamed)"
+    } else {
+        &input.domain.name
+    };
+    let scope = format!("domain {name} ({})", input.source);
+    let summary = report::summarize(&results, &scope, realtime_now_ns());
+    Ok(Report {
+        tool: "hoptrace doctor",
+        version: env!("CARGO_PKG_VERSION"),
+        host: scope.clone(),
+        kernel: "(not read: domain audit)".into(),
+        root: root.dir().display().to_string(),
+        interval_ms: 0,
         checks: results,
         summary,
     })

@@ -46,21 +46,37 @@ fn status_tag(s: Status) -> String {
 /// The terminal table, `width` columns wide.
 pub fn table(report: &Report, verbose: bool, width: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{}",
-        fit(
-            &format!(
-                "hoptrace doctor: host {}, root {}, {} checks, counters measured over {:.1} s",
-                report.host,
-                report.root,
-                report.checks.len(),
-                report.interval_ms as f64 / 1000.0
-            ),
-            width
-        )
-    );
-    let _ = writeln!(out, "{}", fit(&format!("kernel: {}", report.kernel), width));
+    if report.checks.iter().all(|c| c.scope == Scope::Domain) {
+        // A domain audit: no host was measured.
+        let _ = writeln!(
+            out,
+            "{}",
+            fit(
+                &format!(
+                    "hoptrace doctor: {}, {} checks",
+                    report.summary.scope,
+                    report.checks.len()
+                ),
+                width
+            )
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "{}",
+            fit(
+                &format!(
+                    "hoptrace doctor: host {}, root {}, {} checks, counters measured over {:.1} s",
+                    report.host,
+                    report.root,
+                    report.checks.len(),
+                    report.interval_ms as f64 / 1000.0
+                ),
+                width
+            )
+        );
+        let _ = writeln!(out, "{}", fit(&format!("kernel: {}", report.kernel), width));
+    }
     let idw = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(10);
     for sev in Severity::ALL {
         let mut group: Vec<&CheckResult> =
@@ -210,6 +226,7 @@ fn scope_name(s: Scope) -> &'static str {
     match s {
         Scope::Host => "host",
         Scope::Path => "path",
+        Scope::Domain => "dom",
     }
 }
 
@@ -243,6 +260,7 @@ pub fn catalogue_markdown() -> String {
     for (scope, title) in [
         (Scope::Host, "Host checks"),
         (Scope::Path, "Path checks (with `--iface` or `--pid`)"),
+        (Scope::Domain, "Domain checks (with `--domain-xml`)"),
     ] {
         let _ = writeln!(out, "### {title}\n");
         out.push_str("| id | check | severity | source of truth | expected | fix |\n");

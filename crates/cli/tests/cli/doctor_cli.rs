@@ -272,3 +272,86 @@ fn piped_without_columns_the_table_keeps_whole_lines() {
     // The empty root's paths make lines longer than any old cut (100).
     assert!(t.lines().any(|l| l.chars().count() > 100), "{t}");
 }
+
+fn domain_fixture(name: &str) -> String {
+    format!("{}/../vm/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn a_domain_xml_is_audited_offline_with_json_junit_and_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("domain.xml");
+    let vanilla = domain_fixture("rhel9rt-vanilla.xml");
+    let o = hoptrace(&[
+        "doctor",
+        "--domain-xml",
+        &vanilla,
+        "--isolated",
+        "1-7",
+        "--json",
+        "--strict",
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "high checks fail --strict");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let checks = r["checks"].as_array().unwrap();
+    assert!(
+        checks.iter().all(|c| c["scope"] == "domain"),
+        "domain checks only"
+    );
+    assert_eq!(status(&r, "domain.vcpu_pinned"), "fail");
+    assert_eq!(status(&r, "domain.hugepages"), "pass");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(xml.matches("<testcase").count(), checks.len());
+    let o = hoptrace(&[
+        "doctor",
+        "--domain-xml",
+        &domain_fixture("rhel9rt-rt.xml"),
+        "--isolated",
+        "1-7",
+        "--strict",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("WARN     domain.usb"), "{table}");
+}
+
+#[test]
+fn a_domain_xml_that_is_not_xml_or_not_a_domain_is_refused_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "vcpupin 0 1\n").unwrap();
+    let network = dir.path().join("net.xml");
+    std::fs::write(&network, "<network><name>default</name></network>\n").unwrap();
+    for (file, says) in [
+        (text.to_str().unwrap(), "not XML: line 1, column 1"),
+        (
+            network.to_str().unwrap(),
+            "not a libvirt domain: the root element is <network>",
+        ),
+        ("/nonexistent/d.xml", "No such file or directory"),
+    ] {
+        let o = hoptrace(&["doctor", "--domain-xml", file]);
+        assert_eq!(o.status.code(), Some(1), "{file}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("--domain-xml {file}: {says}")),
+            "{err}"
+        );
+        assert!(o.stdout.is_empty(), "nothing printed for a refused input");
+    }
+    let o = hoptrace(&[
+        "doctor",
+        "--domain-xml",
+        &domain_fixture("rhel9rt-rt.xml"),
+        "--iface",
+        "lo",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "a domain audit has no path");
+}

@@ -74,6 +74,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
                 "hoptrace-bpf-build",
                 "hoptrace-kernel-abi",
                 "hoptrace-netns",
+                "hoptrace-vm",
             ],
             vec![],
         ),

@@ -3,6 +3,8 @@
 //! areas live here.
 
 pub mod cpu;
+pub mod domain_cpu;
+pub mod domain_devices;
 pub mod housekeeping;
 pub mod irq;
 pub mod kernel;

@@ -4,6 +4,7 @@
 //! the `privileged/` folder): `scripts/test.sh` runs them one at a time,
 //! after every other test ran in parallel.
 
+mod domain_checks;
 mod fixture;
 mod host_checks;
 mod measured_and_platform_checks;

@@ -1,0 +1,15 @@
+//! `hoptrace-vm`: users' VMs, the ones libvirt starts.
+//!
+//! - [`domain`] is a libvirt domain as a typed model (CPU tuning, memory,
+//!   CPU model, features, timers, devices) and [`domain_xml`] reads one from
+//!   untrusted bytes (`virsh dumpxml`, a template): pure, no I/O. The
+//!   doctor's domain audit (`hoptrace doctor --domain-xml`) checks it.
+//! - [`cpuset`] is libvirt's CPU-list syntax (`1-4,^3`).
+
+pub mod cpuset;
+pub mod domain;
+pub mod domain_xml;
+
+pub use cpuset::Cpus;
+pub use domain::Domain;
+pub use domain_xml::{parse, DomainError};
