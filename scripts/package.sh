@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO_DEB_VERSION=3.8.0
-CARGO_GENERATE_RPM_VERSION=0.20.0
+CARGO_GENERATE_RPM_VERSION=0.21.1
 what=${1:-all}
 case "$what" in deb|rpm|all) ;; *) echo "usage: $0 [deb|rpm|all]" >&2; exit 2;; esac
 

@@ -26,9 +26,17 @@ fn main() {
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=HOPTRACE_GIT_COMMIT={commit}");
+    // the branch's ref file, or, while the branch is only in packed-refs
+    // (its file appears at its next commit), the directory it will be in
     let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
     if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        watched.push(branch);
+        let has_file = git(&["rev-parse", "--git-path", &branch])
+            .is_some_and(|p| std::path::Path::new(&p).exists());
+        watched.push(if has_file {
+            branch
+        } else {
+            "refs/heads".to_string()
+        });
     }
     for name in watched {
         if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
