@@ -7,7 +7,7 @@
 //! management is off (this host's PID 1 is not systemd; the tasks that start
 //! services are skipped), so nothing is started.
 
-use crate::packaging::{packages, root, stdout_of};
+use crate::packaging::{deb_package, root, stdout_of};
 
 use std::path::Path;
 use std::process::Command;
@@ -54,7 +54,7 @@ mod privileged {
             if self.made_etc {
                 let _ = std::fs::remove_dir(etc);
             }
-            let deb = packages().deb.file_name().unwrap().to_owned();
+            let deb = deb_package().file_name().unwrap().to_owned();
             let _ = std::fs::remove_file(Path::new("/var/cache").join(deb));
         }
     }
@@ -94,7 +94,6 @@ mod privileged {
             !etc.join("station.scd").exists(),
             "/etc/hoptrace/station.scd exists: not replacing it"
         );
-        let p = packages();
         let instance = format!("ansible{}", std::process::id());
         let _cleanup = Cleanup {
             instance: instance.clone(),
@@ -111,7 +110,7 @@ mod privileged {
         let scl = root().join("crates/scl/tests/fixtures/station.scd");
         let vars = serde_json::json!({
             "hoptrace_hosts": "localhost",
-            "hoptrace_package_file": p.deb,
+            "hoptrace_package_file": deb_package(),
             "hoptrace_scl_file": scl,
             "hoptrace_scl_ieds": ["MU01"],
             "hoptrace_manage_services": false,

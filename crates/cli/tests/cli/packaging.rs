@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hoptrace");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -27,15 +27,12 @@ pub(crate) fn root() -> PathBuf {
         .unwrap()
 }
 
-pub(crate) struct Packages {
-    pub(crate) deb: PathBuf,
-    rpm: PathBuf,
-}
-
-/// `scripts/package.sh all` on the binary under test, once per process.
-pub(crate) fn packages() -> &'static Packages {
-    static BUILT: OnceLock<Packages> = OnceLock::new();
-    BUILT.get_or_init(|| {
+/// `scripts/package.sh KIND` (deb or rpm) on the binary under test; one at
+/// a time (both rewrite target/release/packaging), each once per process.
+fn package(kind: &str, built: &'static OnceLock<PathBuf>, file: String) -> &'static Path {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    built.get_or_init(|| {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let packaged = root().join("target/release/hoptrace");
         assert_eq!(
             Path::new(BIN).canonicalize().unwrap(),
@@ -43,24 +40,39 @@ pub(crate) fn packages() -> &'static Packages {
             "the packages hold target/release/hoptrace: run these tests with --release"
         );
         let out = Command::new(root().join("scripts/package.sh"))
-            .arg("all")
+            .arg(kind)
             .env("HOPTRACE_PACKAGE_NO_BUILD", "1")
             .current_dir(root())
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "scripts/package.sh all:\n{}\n{}",
+            "scripts/package.sh {kind}:\n{}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        Packages {
-            deb: root().join(format!("target/debian/hoptrace_{VERSION}-1_amd64.deb")),
-            rpm: root().join(format!(
-                "target/generate-rpm/hoptrace-{VERSION}-1.x86_64.rpm"
-            )),
-        }
+        root().join(file)
     })
+}
+
+/// The .deb, built once per process.
+pub(crate) fn deb_package() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    package(
+        "deb",
+        &BUILT,
+        format!("target/debian/hoptrace_{VERSION}-1_amd64.deb"),
+    )
+}
+
+/// The RPM, built once per process.
+fn rpm_package() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    package(
+        "rpm",
+        &BUILT,
+        format!("target/generate-rpm/hoptrace-{VERSION}-1.x86_64.rpm"),
+    )
 }
 
 pub(crate) fn stdout_of(cmd: &mut Command) -> String {
@@ -153,15 +165,15 @@ fn deb_files(deb: &Path) -> BTreeSet<String> {
 
 #[test]
 fn the_deb_holds_the_binary_every_unit_a_man_page_per_command_completions_and_docs() {
-    let p = packages();
-    let got = deb_files(&p.deb);
+    let deb = deb_package();
+    let got = deb_files(deb);
     let want = expected_deb_files();
     let missing: Vec<_> = want.difference(&got).collect();
     let extra: Vec<_> = got.difference(&want).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
         "{}: missing {missing:?}, not expected {extra:?}",
-        p.deb.display()
+        deb.display()
     );
     assert!(got.contains("/usr/share/man/man1/hoptrace-trace.1.gz"));
     assert!(got.contains("/usr/share/man/man1/hoptrace-sv-publish.1.gz"));
@@ -169,8 +181,8 @@ fn the_deb_holds_the_binary_every_unit_a_man_page_per_command_completions_and_do
 
 #[test]
 fn the_deb_depends_on_what_the_binary_links_and_has_the_workspace_version() {
-    let p = packages();
-    let field = |f: &str| stdout_of(Command::new("dpkg-deb").args(["-f"]).arg(&p.deb).arg(f));
+    let deb = deb_package();
+    let field = |f: &str| stdout_of(Command::new("dpkg-deb").args(["-f"]).arg(deb).arg(f));
     assert_eq!(field("Version").trim(), format!("{VERSION}-1"));
     // dpkg-shlibdeps on the binary: the C library and the shared libraries
     // libbpf needs (libelf, zlib), nothing the binary does not link.
@@ -202,8 +214,8 @@ fn the_deb_depends_on_what_the_binary_links_and_has_the_workspace_version() {
 
 #[test]
 fn the_rpm_lists_the_same_files_as_the_deb() {
-    let p = packages();
-    let rpm: BTreeSet<String> = stdout_of(Command::new("rpm").arg("-qpl").arg(&p.rpm))
+    let rpm_file = rpm_package();
+    let rpm: BTreeSet<String> = stdout_of(Command::new("rpm").arg("-qpl").arg(rpm_file))
         .lines()
         .map(|l| {
             l.replace("/usr/lib/systemd/system/", "/lib/systemd/system/")
@@ -217,9 +229,9 @@ fn the_rpm_lists_the_same_files_as_the_deb() {
                 )
         })
         .collect();
-    let deb = deb_files(&p.deb);
+    let deb = deb_files(deb_package());
     assert_eq!(rpm, deb);
-    let info = stdout_of(Command::new("rpm").arg("-qpi").arg(&p.rpm));
+    let info = stdout_of(Command::new("rpm").arg("-qpi").arg(rpm_file));
     assert!(
         info.contains("Apache-2.0") && info.contains(VERSION),
         "{info}"
@@ -242,10 +254,9 @@ fn lintian_tags(report: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_tag_lintian_gives_the_deb_is_explained_in_docs_packaging() {
-    let p = packages();
     let out = Command::new("lintian")
-        .args(["--no-tag-display-limit", "--info"])
-        .arg(&p.deb)
+        .args(["--tag-display-limit", "0", "--info"])
+        .arg(deb_package())
         .output()
         .expect("lintian (scripts/setup.sh installs it)");
     let report = String::from_utf8_lossy(&out.stdout);
@@ -327,8 +338,8 @@ mod privileged {
             !installed(),
             "a hoptrace package is installed on this host: not replacing it"
         );
-        let p = packages();
-        let files = deb_files(&p.deb);
+        let deb = deb_package();
+        let files = deb_files(deb);
         let present: Vec<&String> = files.iter().filter(|f| Path::new(f).exists()).collect();
         assert!(
             present.is_empty(),
@@ -336,7 +347,7 @@ mod privileged {
         );
 
         let guard = Installed;
-        stdout_of(Command::new("dpkg").arg("-i").arg(&p.deb));
+        stdout_of(Command::new("dpkg").arg("-i").arg(deb));
         assert!(installed());
         let page = stdout_of(Command::new("man").args(["-w", "hoptrace-trace"]));
         assert_eq!(page.trim(), "/usr/share/man/man1/hoptrace-trace.1.gz");
