@@ -24,6 +24,10 @@ APT_PACKAGES=(
   # reference latency tools and the HTML report check; bpftrace runs
   # svtrace's method next to hoptrace (bench/svtrace_compare.sh)
   rt-tests chromium bpftrace
+  # the packages' tests (scripts/package.sh, docs/packaging.md): lintian on
+  # the .deb, rpm -qpl on the RPM, man -w on the installed pages, the
+  # Ansible role's playbook and ansible-lint (deploy/ansible)
+  lintian rpm man-db ansible ansible-lint
 )
 # pyiec61850-ng: libiec61850 (compiled, in the wheel) as a second SV stack for
 # the endpoint tests.

@@ -23,6 +23,7 @@ mod correlate;
 mod doc_commands;
 mod doctor;
 mod exit;
+mod generate;
 mod goose;
 mod join;
 mod kvm;
@@ -36,11 +37,12 @@ mod sample_to_trip;
 mod sv;
 mod term;
 mod trace;
+mod version;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "hoptrace",
-    version,
+    version = version::SHORT,
     about = "Where does my packet's time go between the wire and the application inside the VM?"
 )]
 struct Cli {
@@ -92,6 +94,9 @@ enum Command {
     /// Align a guest's clock with its host's: offset, drift and error bound.
     #[command(subcommand)]
     Clock(clock::Command),
+    /// Write the man pages and shell completions (for the packages).
+    #[command(hide = true)]
+    Generate(generate::Args),
 }
 
 /// Parse a command line (`argv[0]` first) as [`Cli`], with the flags that
@@ -154,11 +159,17 @@ fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
         Command::Doctor(a) => doctor::run(a),
         Command::Lab(c) => lab::run(c, given),
         Command::Clock(c) => clock::run(c),
+        Command::Generate(a) => generate::run(a, cli_command()),
     }
 }
 
 fn main() -> ExitCode {
-    let (command, given) = parse_command_line(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if version::is_long_version_request(&argv) {
+        print!("{}", version::long_text());
+        return ExitCode::SUCCESS;
+    }
+    let (command, given) = parse_command_line(argv).unwrap_or_else(|e| e.exit());
     match run(command, &given) {
         Ok(code) => code,
         // The reader of our output went away (`hoptrace sv dump ... | head`):
@@ -529,7 +540,7 @@ mod tests {
             "[default: 4000]",
             "ASDUs per frame (1..8); --scl streams have their own [default: 1]",
             "svID prefix of the numbered streams [default: HOPTRACE_SV]",
-            "(0: sleep only) [default: 0]",
+            "[default: sleep] [possible values: spin, sleep]",
             "[default: slip]",
             "(50 or 60) [default: 50]",
             "its APPID (0x4000 to 0x7FFF) [default: 0x4000]",

@@ -8,6 +8,12 @@
 //! autoload off) and attached, then dropped at once (links detach on drop).
 //! The result, success or the kernel's refusal with its errno, is what
 //! `--list-backends` and the start line of `hoptrace trace` print.
+//!
+//! Which backends the binary carries at all is read from the embedded BPF
+//! object itself ([`compiled_in`]): it is opened (parsed, not loaded: no
+//! privilege, no kernel involved) and the kind of each program's ELF section
+//! (`tp_btf/netif_receive_skb` is a `tp_btf` program) is listed, so
+//! `hoptrace --version` says what was compiled, not what a list claims.
 
 use std::mem::MaybeUninit;
 
@@ -101,4 +107,35 @@ pub fn probe_optional() -> Vec<Probe> {
             result: probe_one("probe_kprobe"),
         },
     ]
+}
+
+/// The kinds of BPF program in the embedded object, in the object's order,
+/// each once: the section prefix of every program (`tp_btf`, `raw_tp`,
+/// `fentry`, `kprobe`). The object is opened, not loaded.
+pub fn compiled_in() -> Result<Vec<String>, String> {
+    if std::env::var_os("HOPTRACE_BPF_DEBUG").is_none() {
+        libbpf_rs::set_print(None);
+    }
+    let mut storage = MaybeUninit::<OpenObject>::uninit();
+    let open = HopsSkelBuilder::default()
+        .open(&mut storage)
+        .map_err(|e| format!("opening the embedded BPF object: {}", errno_text(&e)))?;
+    let mut kinds: Vec<String> = Vec::new();
+    for prog in open.open_object().progs() {
+        let section = prog.section().to_string_lossy();
+        let kind = section.split('/').next().unwrap_or_default().to_string();
+        if !kind.is_empty() && !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    Ok(kinds)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_embedded_object_carries_the_tracepoint_backends_and_the_two_probes() {
+        let kinds = super::compiled_in().unwrap();
+        assert_eq!(kinds, ["tp_btf", "raw_tp", "fentry", "kprobe"]);
+    }
 }

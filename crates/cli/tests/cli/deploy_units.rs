@@ -41,7 +41,7 @@ fn the_units_verify_without_a_word_from_systemd() {
     for u in ["hoptrace-subscribe@.service", "hoptrace-trace@.service"] {
         let text = std::fs::read_to_string(unit(u)).unwrap();
         // The instance's files and the installed binary, as on a host.
-        let text = text.replace("/usr/local/bin/hoptrace", BIN).replace(
+        let text = text.replace("/usr/bin/hoptrace", BIN).replace(
             "EnvironmentFile=/etc/hoptrace/",
             "EnvironmentFile=-/etc/hoptrace/",
         );

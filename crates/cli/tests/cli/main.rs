@@ -5,6 +5,7 @@
 //! after every other test ran in parallel.
 
 mod analysis_common;
+mod ansible_role;
 mod archive_cli;
 mod capture_common;
 mod compare_cli;
@@ -18,6 +19,7 @@ mod goose_scl;
 mod lab_common;
 mod metrics_common;
 mod outputs_cli;
+mod packaging;
 mod readme_tour;
 mod report_cli;
 mod report_partial;

@@ -156,158 +156,160 @@ fn without_isolated_the_audited_hosts_rt_cpus_are_used_and_none_is_not_applicabl
 /// (check, text in rhel9rt-rt.xml, its replacement, expected status)
 type Change = (&'static str, &'static str, &'static str, Status);
 
+/// One line changed in the patched fixture, and what each check then says.
+const ONE_LINE_CHANGES: &[Change] = &[
+    (
+        "domain.vcpu_pinned",
+        "<vcpupin vcpu='3' cpuset='4'/>",
+        "",
+        Fail,
+    ),
+    (
+        "domain.vcpu_pinned",
+        "<vcpupin vcpu='3' cpuset='4'/>",
+        "<vcpupin vcpu='3' cpuset='4-5'/>",
+        Fail,
+    ),
+    (
+        "domain.vcpu_pinned",
+        "<vcpupin vcpu='3' cpuset='4'/>",
+        "<vcpupin vcpu='3' cpuset='4'/><vcpupin vcpu='4' cpuset='5'/>",
+        Fail,
+    ),
+    (
+        "domain.vcpu_isolated",
+        "<vcpupin vcpu='3' cpuset='4'/>",
+        "<vcpupin vcpu='3' cpuset='0'/>",
+        Fail,
+    ),
+    (
+        "domain.vcpu_exclusive",
+        "<vcpupin vcpu='3' cpuset='4'/>",
+        "<vcpupin vcpu='3' cpuset='3'/>",
+        Fail,
+    ),
+    ("domain.emulatorpin", "<emulatorpin cpuset='0'/>", "", Fail),
+    (
+        "domain.emulatorpin",
+        "<emulatorpin cpuset='0'/>",
+        "<emulatorpin cpuset='0-1'/>",
+        Fail,
+    ),
+    (
+        "domain.emulatorpin",
+        "<emulatorpin cpuset='0'/>",
+        "<emulatorpin cpuset='5'/>",
+        Fail,
+    ),
+    (
+        "domain.iothreadpin",
+        "<vcpu placement='static'>4</vcpu>",
+        "<vcpu placement='static'>4</vcpu><iothreads>1</iothreads>",
+        Fail,
+    ),
+    (
+        "domain.iothreadpin",
+        "<emulatorpin cpuset='0'/>",
+        "<emulatorpin cpuset='0'/><iothreadpin iothread='1' cpuset='0'/>",
+        NA,
+    ),
+    (
+        "domain.vcpusched",
+        "<vcpusched vcpus='0' scheduler='fifo' priority='1'/>",
+        "",
+        Warn,
+    ),
+    // The last vcpusched naming a vCPU wins, as in libvirt: only vCPU 0 is batch.
+    (
+        "domain.vcpusched",
+        "<vcpusched vcpus='0' scheduler='fifo' priority='1'/>",
+        "<vcpusched vcpus='0-3' scheduler='batch'/>",
+        Warn,
+    ),
+    ("domain.hugepages", "<page size='1' unit='G'/>", "", Pass),
+    ("domain.memory_locked", "<locked/>", "", Fail),
+    (
+        "domain.numatune",
+        "mode='strict' nodeset='0'",
+        "mode='preferred' nodeset='0'",
+        Fail,
+    ),
+    (
+        "domain.numatune",
+        "mode='strict' nodeset='0'",
+        "mode='strict' placement='auto'",
+        Warn,
+    ),
+    ("domain.memballoon", "<memballoon model='none'/>", "", Fail),
+    ("domain.watchdog", "action='none'", "", Fail),
+    (
+        "domain.watchdog",
+        "<watchdog model='itco' action='none'/>",
+        "",
+        Pass,
+    ),
+    ("domain.pmu", "<pmu state='off'/>", "<pmu/>", Fail),
+    ("domain.vmport", "<vmport state='off'/>", "", Fail),
+    (
+        "domain.cpu_tsc_deadline",
+        "policy='require' name='tsc-deadline'",
+        "policy='disable' name='tsc-deadline'",
+        Fail,
+    ),
+    (
+        "domain.cpu_tsc_deadline",
+        "<feature policy='require' name='tsc-deadline'/>",
+        "",
+        Warn,
+    ),
+    (
+        "domain.usb",
+        "<controller type='pci'",
+        "<controller type='usb' model='none'/><controller type='pci'",
+        Pass,
+    ),
+    (
+        "domain.usb",
+        "<input type='mouse' bus='ps2'/>",
+        "<input type='tablet' bus='usb'/>",
+        Fail,
+    ),
+    (
+        "domain.emulated_devices",
+        "<audio id='1' type='none'/>",
+        "<sound model='ich9'/>",
+        Fail,
+    ),
+    (
+        "domain.timers",
+        "<timer name='hpet' present='no'/>",
+        "",
+        Fail,
+    ),
+    (
+        "domain.timers",
+        "tickpolicy='catchup'",
+        "tickpolicy='merge'",
+        Fail,
+    ),
+    (
+        "domain.nic_vhost",
+        "<model type='virtio'/>",
+        "<model type='e1000e'/>",
+        Fail,
+    ),
+    (
+        "domain.nic_vhost",
+        "<model type='virtio'/>",
+        "<model type='virtio'/><driver name='qemu'/>",
+        Fail,
+    ),
+];
+
 #[test]
 fn each_domain_check_fails_or_warns_on_the_line_that_breaks_it() {
-    let cases: &[Change] = &[
-        (
-            "domain.vcpu_pinned",
-            "<vcpupin vcpu='3' cpuset='4'/>",
-            "",
-            Fail,
-        ),
-        (
-            "domain.vcpu_pinned",
-            "<vcpupin vcpu='3' cpuset='4'/>",
-            "<vcpupin vcpu='3' cpuset='4-5'/>",
-            Fail,
-        ),
-        (
-            "domain.vcpu_pinned",
-            "<vcpupin vcpu='3' cpuset='4'/>",
-            "<vcpupin vcpu='3' cpuset='4'/><vcpupin vcpu='4' cpuset='5'/>",
-            Fail,
-        ),
-        (
-            "domain.vcpu_isolated",
-            "<vcpupin vcpu='3' cpuset='4'/>",
-            "<vcpupin vcpu='3' cpuset='0'/>",
-            Fail,
-        ),
-        (
-            "domain.vcpu_exclusive",
-            "<vcpupin vcpu='3' cpuset='4'/>",
-            "<vcpupin vcpu='3' cpuset='3'/>",
-            Fail,
-        ),
-        ("domain.emulatorpin", "<emulatorpin cpuset='0'/>", "", Fail),
-        (
-            "domain.emulatorpin",
-            "<emulatorpin cpuset='0'/>",
-            "<emulatorpin cpuset='0-1'/>",
-            Fail,
-        ),
-        (
-            "domain.emulatorpin",
-            "<emulatorpin cpuset='0'/>",
-            "<emulatorpin cpuset='5'/>",
-            Fail,
-        ),
-        (
-            "domain.iothreadpin",
-            "<vcpu placement='static'>4</vcpu>",
-            "<vcpu placement='static'>4</vcpu><iothreads>1</iothreads>",
-            Fail,
-        ),
-        (
-            "domain.iothreadpin",
-            "<emulatorpin cpuset='0'/>",
-            "<emulatorpin cpuset='0'/><iothreadpin iothread='1' cpuset='0'/>",
-            NA,
-        ),
-        (
-            "domain.vcpusched",
-            "<vcpusched vcpus='0' scheduler='fifo' priority='1'/>",
-            "",
-            Warn,
-        ),
-        // The last vcpusched naming a vCPU wins, as in libvirt: only vCPU 0 is batch.
-        (
-            "domain.vcpusched",
-            "<vcpusched vcpus='0' scheduler='fifo' priority='1'/>",
-            "<vcpusched vcpus='0-3' scheduler='batch'/>",
-            Warn,
-        ),
-        ("domain.hugepages", "<page size='1' unit='G'/>", "", Pass),
-        ("domain.memory_locked", "<locked/>", "", Fail),
-        (
-            "domain.numatune",
-            "mode='strict' nodeset='0'",
-            "mode='preferred' nodeset='0'",
-            Fail,
-        ),
-        (
-            "domain.numatune",
-            "mode='strict' nodeset='0'",
-            "mode='strict' placement='auto'",
-            Warn,
-        ),
-        ("domain.memballoon", "<memballoon model='none'/>", "", Fail),
-        ("domain.watchdog", "action='none'", "", Fail),
-        (
-            "domain.watchdog",
-            "<watchdog model='itco' action='none'/>",
-            "",
-            Pass,
-        ),
-        ("domain.pmu", "<pmu state='off'/>", "<pmu/>", Fail),
-        ("domain.vmport", "<vmport state='off'/>", "", Fail),
-        (
-            "domain.cpu_tsc_deadline",
-            "policy='require' name='tsc-deadline'",
-            "policy='disable' name='tsc-deadline'",
-            Fail,
-        ),
-        (
-            "domain.cpu_tsc_deadline",
-            "<feature policy='require' name='tsc-deadline'/>",
-            "",
-            Warn,
-        ),
-        (
-            "domain.usb",
-            "<controller type='pci'",
-            "<controller type='usb' model='none'/><controller type='pci'",
-            Pass,
-        ),
-        (
-            "domain.usb",
-            "<input type='mouse' bus='ps2'/>",
-            "<input type='tablet' bus='usb'/>",
-            Fail,
-        ),
-        (
-            "domain.emulated_devices",
-            "<audio id='1' type='none'/>",
-            "<sound model='ich9'/>",
-            Fail,
-        ),
-        (
-            "domain.timers",
-            "<timer name='hpet' present='no'/>",
-            "",
-            Fail,
-        ),
-        (
-            "domain.timers",
-            "tickpolicy='catchup'",
-            "tickpolicy='merge'",
-            Fail,
-        ),
-        (
-            "domain.nic_vhost",
-            "<model type='virtio'/>",
-            "<model type='e1000e'/>",
-            Fail,
-        ),
-        (
-            "domain.nic_vhost",
-            "<model type='virtio'/>",
-            "<model type='virtio'/><driver name='qemu'/>",
-            Fail,
-        ),
-    ];
     let base = fixture_text("rhel9rt-rt.xml");
-    for (id, from, to, want) in cases {
+    for (id, from, to, want) in ONE_LINE_CHANGES {
         assert_eq!(
             base.matches(from).count(),
             1,
