@@ -194,22 +194,18 @@ pub fn archive_recording(dir: &Path, opts: &ArchiveOptions) -> Result<Archived> 
                 ("explanations".to_string(), h, utc_date(ns), ns)
             }
         };
-        let target_dir = opts
-            .root
-            .join(table)
-            .join(format!("host={}", partition_value(&h)))
-            .join(format!("date={date}"));
-        let target = target_dir.join(format!("{name}-{stamp}-{file}"));
-        match place(&src, &target_dir, &target)? {
-            Placed::Already => out.already += 1,
-            how => {
-                out.copied += usize::from(how == Placed::Copied);
-                out.placed.push(target);
-            }
-        }
-        if opts.move_files {
-            std::fs::remove_file(&src).map_err(io_err(&src))?;
-        }
+        let partition = Partition {
+            table: &table,
+            host: &h,
+            date: &date,
+        };
+        place_in_partition(
+            &src,
+            &partition,
+            &format!("{name}-{stamp}-{file}"),
+            opts,
+            &mut out,
+        )?;
     }
     archive_rollups(dir, &name, opts, &mut host, &mut out)?;
     Ok(out)
@@ -250,24 +246,49 @@ fn archive_rollups(
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let target_dir = opts
-            .root
-            .join("rollups")
-            .join(format!("host={}", partition_value(&h)))
-            .join(format!("date={}", utc_date(ns)));
+        let partition = Partition {
+            table: "rollups",
+            host: &h,
+            date: &utc_date(ns),
+        };
         // the last write's time keeps apart the rollups of two recordings
         // with one directory name; a closed rollup file keeps it
-        let target = target_dir.join(format!("{name}-{ns}-{file}"));
-        match place(&src, &target_dir, &target)? {
-            Placed::Already => out.already += 1,
-            how => {
-                out.copied += usize::from(how == Placed::Copied);
-                out.placed.push(target);
-            }
+        place_in_partition(&src, &partition, &format!("{name}-{ns}-{file}"), opts, out)?;
+    }
+    Ok(())
+}
+
+/// Where in the tree a file goes: `ROOT/<table>/host=<host>/date=<date>/`.
+struct Partition<'a> {
+    table: &'a str,
+    host: &'a str,
+    date: &'a str,
+}
+
+/// Place `src` as `file_name` in its partition (counted in `out`), and
+/// delete the source with `--move`.
+fn place_in_partition(
+    src: &Path,
+    p: &Partition<'_>,
+    file_name: &str,
+    opts: &ArchiveOptions,
+    out: &mut Archived,
+) -> Result<()> {
+    let target_dir = opts
+        .root
+        .join(p.table)
+        .join(format!("host={}", partition_value(p.host)))
+        .join(format!("date={}", p.date));
+    let target = target_dir.join(file_name);
+    match place(src, &target_dir, &target)? {
+        Placed::Already => out.already += 1,
+        how => {
+            out.copied += usize::from(how == Placed::Copied);
+            out.placed.push(target);
         }
-        if opts.move_files {
-            std::fs::remove_file(&src).map_err(io_err(&src))?;
-        }
+    }
+    if opts.move_files {
+        std::fs::remove_file(src).map_err(io_err(src))?;
     }
     Ok(())
 }
