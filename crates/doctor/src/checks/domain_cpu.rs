@@ -8,7 +8,7 @@
 //! isolates ([`Ctx::host_rt_cpus`]). A vCPU's CPUs are its `vcpupin`, else
 //! `<vcpu cpuset=>`, else every host CPU (`None` below).
 //!
-//! What the Welotec/Red Hat 7-day test does (seed 001): one vCPU pinned to
+//! What the Welotec/Red Hat 7-day real-time test does: one vCPU pinned to
 //! each isolated CPU, the emulator on the housekeeping CPU 0, every vCPU
 //! SCHED_FIFO priority 1.
 
