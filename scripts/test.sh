@@ -75,6 +75,6 @@ fi
 
 # Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
 if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
-  scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-30}"
+  scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-20}"
 fi
 step "all tests passed"
