@@ -20,6 +20,7 @@ mod lab_common;
 mod metrics_common;
 mod outputs_cli;
 mod packaging;
+mod portable_binary;
 mod readme_tour;
 mod report_cli;
 mod report_partial;

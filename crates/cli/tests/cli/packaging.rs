@@ -184,8 +184,9 @@ fn the_deb_depends_on_what_the_binary_links_and_has_the_workspace_version() {
     let deb = deb_package();
     let field = |f: &str| stdout_of(Command::new("dpkg-deb").args(["-f"]).arg(deb).arg(f));
     assert_eq!(field("Version").trim(), format!("{VERSION}-1"));
-    // dpkg-shlibdeps on the binary: the C library and the shared libraries
-    // libbpf needs (libelf, zlib), nothing the binary does not link.
+    // dpkg-shlibdeps on the binary: the C library and whatever else the
+    // binary links dynamically (libelf and zlib are linked in: see
+    // portable_binary), nothing it does not link.
     let needed: BTreeSet<String> = stdout_of(Command::new("readelf").args(["-d", BIN]))
         .lines()
         .filter(|l| l.contains("(NEEDED)"))
