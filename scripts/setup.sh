@@ -28,6 +28,9 @@ APT_PACKAGES=(
   # the .deb, rpm -qpl on the RPM, man -w on the installed pages, the
   # Ansible role's playbook and ansible-lint (deploy/ansible)
   lintian rpm man-db ansible ansible-lint
+  # users' VMs: `hoptrace vm show` drives libvirt through virsh; its test
+  # starts a private libvirtd (docs/vms.md)
+  libvirt-daemon-system libvirt-clients
 )
 # pyiec61850-ng: libiec61850 (compiled, in the wheel) as a second SV stack for
 # the endpoint tests.

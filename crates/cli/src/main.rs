@@ -38,6 +38,7 @@ mod sv;
 mod term;
 mod trace;
 mod version;
+mod vm;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -88,6 +89,9 @@ enum Command {
     Kvm(kvm::Args),
     /// Is this host ready for real-time traffic, and the traced path set up as intended?
     Doctor(doctor::Args),
+    /// Users' VMs by name (libvirt domains): what a VM resolves to on this host.
+    #[command(subcommand)]
+    Vm(vm::Command),
     /// Network testbeds in namespaces: bridge, macvtap, XDP, OVS, QEMU.
     #[command(subcommand)]
     Lab(lab::Command),
@@ -157,6 +161,7 @@ fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
         Command::Join(a) => join::run(a),
         Command::Kvm(a) => kvm::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Vm(c) => vm::run(c),
         Command::Lab(c) => lab::run(c, given),
         Command::Clock(c) => clock::run(c),
         Command::Generate(a) => generate::run(a, cli_command()),

@@ -5,11 +5,20 @@
 //!   untrusted bytes (`virsh dumpxml`, a template): pure, no I/O. The
 //!   doctor's domain audit (`hoptrace doctor --domain-xml`) checks it.
 //! - [`cpuset`] is libvirt's CPU-list syntax (`1-4,^3`).
+//! - [`virsh`] talks to libvirt through `virsh` (XML, state, QMP);
+//!   [`host`] reads what the kernel says about a running VM's threads and
+//!   taps; [`resolved`] puts both together: a VM by name, as `hoptrace vm
+//!   show` prints it.
 
 pub mod cpuset;
 pub mod domain;
 pub mod domain_xml;
+pub mod host;
+pub mod resolved;
+pub mod virsh;
 
 pub use cpuset::Cpus;
 pub use domain::Domain;
 pub use domain_xml::{parse, DomainError};
+pub use resolved::{ResolveError, ResolvedVm};
+pub use virsh::{Virsh, VirshError, DEFAULT_URI};

@@ -49,4 +49,5 @@ mod privileged {
     mod relay_wire;
     mod soak_retention;
     mod sv_dump_live;
+    mod vm_libvirt;
 }

@@ -1,0 +1,275 @@
+//! `hoptrace vm show` on a domain that a real libvirtd runs.
+//!
+//! The test starts its own libvirtd (`libvirtd -d` with a configuration
+//! that moves its socket into a temporary directory, so a system libvirtd,
+//! if any, is left alone) and virtlogd (which libvirt's QEMU driver needs
+//! for the guest's log), creates a Linux bridge `ht-vmbr*` with a veth as
+//! its uplink, and creates a transient domain from
+//! crates/vm/tests/fixtures/libvirt-tcg-guest.xml (TCG, two vCPUs, vCPU 0
+//! pinned to CPU 1, one virtio NIC on the bridge). What `vm show --json`
+//! says is checked against libvirt's and the kernel's own answers: the tap
+//! from `virsh domiflist`, the vCPU thread ids from QMP `query-cpus-fast`
+//! (through `virsh qemu-monitor-command`), the pin from the thread's
+//! `Cpus_allowed_list`. A guard destroys the domain, stops both daemons,
+//! removes the bridge and the veth, and removes the `machine` cgroups
+//! libvirt created, also when an assertion fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::lab_common::{hoptrace, text};
+
+struct Libvirt {
+    dir: PathBuf,
+    uri: String,
+    domain: String,
+    bridge: String,
+    uplink: String,
+    cgroups_before: Vec<PathBuf>,
+}
+
+fn machine_cgroups() -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .map(|e| e.path().join("machine"))
+        .chain(std::iter::once(PathBuf::from("/sys/fs/cgroup/machine")))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(out.status.success(), "{cmd:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn wait_for(path: &Path, what: &str) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{what} did not appear: {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Libvirt {
+    fn start(tag: &str) -> Libvirt {
+        let pid = std::process::id();
+        let dir = std::env::temp_dir().join(format!("hoptrace-libvirt-{tag}-{pid}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sock")).unwrap();
+        let lv = Libvirt {
+            uri: format!(
+                "qemu:///system?socket={}",
+                dir.join("sock/libvirt-sock").display()
+            ),
+            domain: format!("ht-vm{tag}{pid}"),
+            bridge: format!("ht-vmbr{}", pid % 100_000),
+            uplink: format!("ht-vmup{}", pid % 100_000),
+            cgroups_before: machine_cgroups(),
+            dir,
+        };
+        std::fs::write(
+            lv.dir.join("libvirtd.conf"),
+            format!(
+                "unix_sock_dir = \"{}\"\nlisten_tls = 0\nlisten_tcp = 0\n",
+                lv.dir.join("sock").display()
+            ),
+        )
+        .unwrap();
+        // virtlogd's socket is libvirt's fixed /run/libvirt/virtlogd-sock:
+        // start one unless one already answers there.
+        if !Path::new("/run/libvirt/virtlogd-sock").exists() {
+            run(Command::new("virtlogd")
+                .args(["-d", "-p"])
+                .arg(lv.dir.join("virtlogd.pid")));
+        }
+        run(Command::new("libvirtd")
+            .args(["-d", "-f"])
+            .arg(lv.dir.join("libvirtd.conf"))
+            .arg("-p")
+            .arg(lv.dir.join("libvirtd.pid")));
+        wait_for(&lv.dir.join("sock/libvirt-sock"), "libvirtd's socket");
+        run(Command::new("ip").args(["link", "add", &lv.bridge, "type", "bridge"]));
+        run(Command::new("ip")
+            .args(["link", "add", &lv.uplink, "type", "veth", "peer", "name"])
+            .arg(format!("{}p", lv.uplink)));
+        run(Command::new("ip").args(["link", "set", &lv.uplink, "master", &lv.bridge]));
+        run(Command::new("ip").args(["link", "set", &lv.bridge, "up"]));
+        lv
+    }
+
+    fn virsh(&self, args: &[&str]) -> String {
+        run(Command::new("virsh").arg("-c").arg(&self.uri).args(args))
+    }
+
+    fn create_domain(&self, tap: &str) {
+        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../vm/tests/fixtures/libvirt-tcg-guest.xml");
+        let xml = std::fs::read_to_string(fixture)
+            .unwrap()
+            .replace("@NAME@", &self.domain)
+            .replace("@BRIDGE@", &self.bridge)
+            .replace("@TAP@", tap);
+        let file = self.dir.join("domain.xml");
+        std::fs::write(&file, xml).unwrap();
+        self.virsh(&["create", file.to_str().unwrap()]);
+    }
+}
+
+fn kill_pidfile(path: &Path) {
+    if let Some(pid) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+    {
+        // SAFETY: kill(2) with a pid read from the daemon's own pid file.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while Path::new(&format!("/proc/{pid}")).exists() && t0.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Libvirt {
+    fn drop(&mut self) {
+        let _ = Command::new("virsh")
+            .arg("-c")
+            .arg(&self.uri)
+            .args(["destroy", &self.domain])
+            .output();
+        kill_pidfile(&self.dir.join("libvirtd.pid"));
+        kill_pidfile(&self.dir.join("virtlogd.pid"));
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.uplink])
+            .output();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .output();
+        for cg in machine_cgroups() {
+            if !self.cgroups_before.contains(&cg) {
+                // Only libvirt's now-empty slice: rmdir refuses a non-empty one.
+                let _ = std::fs::remove_dir(&cg);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn vm_show_resolves_a_libvirt_domain_to_its_tap_bridge_and_the_vcpu_threads_qemu_reports() {
+    if !hoptrace_netns::require_privileges(
+        "vm_show_resolves_a_libvirt_domain_to_its_tap_bridge_and_the_vcpu_threads_qemu_reports",
+    ) {
+        return;
+    }
+    let lv = Libvirt::start("s");
+    let tap = format!("ht-vmtap{}", std::process::id() % 100_000);
+    lv.create_domain(&tap);
+
+    // libvirt's and QEMU's own answers, to check hoptrace's against.
+    let iflist = lv.virsh(&["domiflist", &lv.domain]);
+    assert!(iflist.contains(&tap), "virsh domiflist: {iflist}");
+    let qmp: serde_json::Value = serde_json::from_str(&lv.virsh(&[
+        "qemu-monitor-command",
+        &lv.domain,
+        r#"{"execute":"query-cpus-fast"}"#,
+    ]))
+    .unwrap();
+    let mut qmp_tids: Vec<(u64, u64)> = qmp["return"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["cpu-index"].as_u64().unwrap(),
+                c["thread-id"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    qmp_tids.sort();
+    assert_eq!(qmp_tids.len(), 2, "{qmp}");
+
+    let o = hoptrace(&["vm", "show", &lv.domain, "--connect", &lv.uri, "--json"]);
+    assert!(o.status.success(), "vm show --json: {}", text(&o));
+    let vm: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(vm["name"], lv.domain.as_str());
+    assert_eq!(vm["state"], "running");
+    assert_eq!(vm["hypervisor"], "qemu");
+    let nic = &vm["nics"][0];
+    assert_eq!(nic["tap"], tap.as_str(), "{nic}");
+    assert_eq!(nic["tap_present"], true, "{nic}");
+    assert_eq!(nic["bridge"]["bridge"], lv.bridge.as_str(), "{nic}");
+    assert_eq!(
+        nic["bridge"]["uplinks"],
+        serde_json::json!([lv.uplink]),
+        "{nic}"
+    );
+    let mut shown: Vec<(u64, u64)> = vm["vcpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["vcpu"].as_u64().unwrap(), t["tid"].as_u64().unwrap()))
+        .collect();
+    shown.sort();
+    assert_eq!(shown, qmp_tids, "vCPU thread ids as QMP gives them");
+    let pid = vm["qemu_pid"].as_u64().unwrap();
+    for (_, tid) in &qmp_tids {
+        assert!(
+            Path::new(&format!("/proc/{pid}/task/{tid}")).exists(),
+            "vCPU thread {tid} belongs to QEMU pid {pid}"
+        );
+    }
+    let vcpu0 = &vm["vcpus"][0];
+    assert_eq!(vcpu0["configured_cpus"], "1", "{vcpu0}");
+    assert_eq!(vcpu0["running_cpus"], "1", "vcpupin applied: {vcpu0}");
+    assert!(
+        vcpu0["comm"].as_str().unwrap().starts_with("CPU 0/"),
+        "{vcpu0}"
+    );
+    assert!(
+        !vm["emulator"].as_array().unwrap().is_empty(),
+        "the emulator's threads: {vm}"
+    );
+
+    // The text form says the same for a person.
+    let o = hoptrace(&["vm", "show", &lv.domain, "--connect", &lv.uri]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(&tap) && t.contains(&lv.bridge) && t.contains("TCG"),
+        "{t}"
+    );
+
+    // A name libvirt does not know: exit 1, and the domains it does know.
+    let o = hoptrace(&["vm", "show", "ht-no-such-vm", "--connect", &lv.uri]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("ht-no-such-vm") && t.contains(&lv.domain), "{t}");
+}
+
+#[test]
+fn vm_show_without_a_libvirt_at_the_uri_says_how_to_start_one() {
+    let o = hoptrace(&[
+        "vm",
+        "show",
+        "relay1",
+        "--connect",
+        "qemu:///system?socket=/nonexistent/hoptrace/libvirt-sock",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("libvirt does not answer")
+            && t.contains("libvirtd -d")
+            && t.contains("--connect"),
+        "{t}"
+    );
+}
