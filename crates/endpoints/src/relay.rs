@@ -138,6 +138,11 @@ impl Goose {
 pub fn run(cfg: RelayConfig, stop: &AtomicBool, on_ready: impl FnOnce()) -> Result<RelayReport> {
     let sv = PacketSocket::open_with_vlan_tags(&cfg.sv_iface, ETHERTYPE_SV)?;
     let _ = sv.set_promiscuous();
+    // As the subscriber's: samples wait here while the relay's thread is
+    // off its CPU (a 92 ms stall on a busy 2-CPU host is 368 samples, more
+    // than the default buffer holds); a sample lost here is a decision the
+    // relay could not make.
+    sv.set_recv_buffer(64 << 20);
     timestamping::enable(&sv, false).context("enabling SO_TIMESTAMPING RX stamps")?;
     let gsock = PacketSocket::open(&cfg.goose_iface, ETHERTYPE_GOOSE)?;
     timestamping::enable(&gsock, true).context("enabling SO_TIMESTAMPING TX stamps")?;

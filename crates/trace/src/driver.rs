@@ -256,6 +256,7 @@ impl Run<'_> {
             rate: self.opts.rate,
             command_line: self.opts.command_line.clone(),
             doctor: self.opts.doctor.clone(),
+            vm: self.opts.vm.clone(),
         });
         let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default())?;
         if let Some(r) = self.opts.retention {

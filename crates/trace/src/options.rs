@@ -64,6 +64,9 @@ pub struct TraceOptions {
     /// `--dump-events`: write every ring record as received, and a marker
     /// per tick, into this new file (src/dump.rs), for `--replay`.
     pub dump_events: Option<PathBuf>,
+    /// `--vm`: the VM the interfaces were resolved from (`hoptrace vm
+    /// show --json`), kept in the recording's metadata (`extra.vm`).
+    pub vm: Option<serde_json::Value>,
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when

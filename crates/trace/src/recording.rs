@@ -30,6 +30,8 @@ pub struct RecordingContext<'a> {
     pub rate: u32,
     pub command_line: Vec<String>,
     pub doctor: Option<DoctorSummary>,
+    /// The VM traced by name (`trace --vm`): what it resolved to.
+    pub vm: Option<serde_json::Value>,
 }
 
 /// The recording's metadata: one column per selected hop, described from
@@ -54,6 +56,9 @@ pub fn recording_meta(c: &RecordingContext) -> RecordingMeta {
     meta.command_line = c.command_line.clone();
     meta.rate = Some(c.rate);
     meta.doctor = c.doctor.clone();
+    if let Some(vm) = &c.vm {
+        meta.extra = serde_json::json!({ "vm": vm });
+    }
     meta.extra_columns = vec![
         ExtraColumn::new("cpu", "CPU of the last hop seen"),
         ExtraColumn::new(

@@ -92,6 +92,7 @@ fn replay_options(facts: &DumpFacts, base: &TraceOptions) -> Result<TraceOptions
         metrics: None,
         configured: vec![],
         dump_events: None,
+        vm: None,
         ..base.clone()
     })
 }

@@ -34,8 +34,16 @@ use crate::args::WITH_SCL;
     .multiple(true))]
 pub struct Args {
     /// Interfaces to trace (in --netns when given). Default: every device of --netns, or all.
-    #[arg(long = "iface")]
+    #[arg(long = "iface", conflicts_with = "vm")]
     ifaces: Vec<String>,
+    /// Trace the path of this libvirt domain: its taps, the bridges they
+    /// are ports of and those bridges' uplinks (`hoptrace vm show NAME`
+    /// lists them); the recording's metadata keeps what it resolved to.
+    #[arg(long, value_name = "NAME", conflicts_with = "netns")]
+    vm: Option<String>,
+    /// With --vm: the libvirt connection URI.
+    #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
+    connect: String,
     /// Path profile: which hops make a timeline.
     #[arg(long, default_value = "hypervisor")]
     profile: String,
@@ -167,7 +175,7 @@ pub struct Args {
     /// root. A cut dump replays every complete record, says how many bytes
     /// were cut and exits with status 5.
     #[arg(long, value_name = "FILE", conflicts_with_all = [
-        "ifaces", "netns", "profile", "hops", "streams", "filter", "live", "kernel_stats",
+        "ifaces", "vm", "netns", "profile", "hops", "streams", "filter", "live", "kernel_stats",
         "duration", "count", "linger", "rate", "explain", "metrics", "dump_events",
         "list_hops", "list_backends", "list_cpu_events", "frequency", "expect_streams",
     ])]
@@ -239,10 +247,41 @@ fn replay(dump: &std::path::Path, opts: &TraceOptions) -> anyhow::Result<ExitCod
     })
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `--vm NAME`: the devices of the VM's path, and the VM as resolved.
+fn vm_devices(name: &str, uri: &str) -> anyhow::Result<(Vec<String>, serde_json::Value)> {
+    let vm = hoptrace_vm::ResolvedVm::resolve(&hoptrace_vm::Virsh::new(uri), name)?;
+    let mut devices: Vec<String> = Vec::new();
+    for nic in vm.nics.iter().filter(|n| n.tap_present) {
+        let tap = nic.tap.iter();
+        let bridge = nic.bridge.bridge.iter();
+        for d in tap.chain(bridge).chain(&nic.bridge.uplinks) {
+            if !devices.contains(d) {
+                devices.push(d.clone());
+            }
+        }
+    }
+    if devices.is_empty() {
+        anyhow::bail!(
+            "VM {name} ({}) has no tap on this host to trace: `hoptrace vm show {name}` says what it resolved to",
+            vm.state
+        );
+    }
+    Ok((devices, serde_json::to_value(&vm)?))
+}
+
+pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     if print_a_list(&args)? {
         return Ok(ExitCode::SUCCESS);
     }
+    let vm = match &args.vm {
+        Some(name) => {
+            let (devices, vm) = vm_devices(name, &args.connect)?;
+            eprintln!("trace --vm {name}: tracing {}", devices.join(", "));
+            args.ifaces = devices;
+            Some(vm)
+        }
+        None => None,
+    };
     // First, so that every thread the tracer starts inherits the CPU set.
     if let Some(cpus) = &args.cpu {
         hoptrace_endpoints::sched::pin_to_cpus(cpus.cpus())?;
@@ -334,6 +373,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
         configured,
         dump_events: args.dump_events,
+        vm,
     };
     if let Some(dump) = &args.replay {
         return replay(dump, &opts);

@@ -373,6 +373,7 @@ fn tracer(dir: &Path) -> (u64, Explained) {
             .map(String::from)
             .collect(),
         doctor: None,
+        vm: None,
     });
     let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default()).unwrap();
     let mut x = ExplanationWriter::new(dir);

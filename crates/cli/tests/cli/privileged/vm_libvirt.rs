@@ -273,3 +273,174 @@ fn vm_show_without_a_libvirt_at_the_uri_says_how_to_start_one() {
         "{t}"
     );
 }
+
+/// A `hoptrace trace --plain ... --record DIR` child, stopped by SIGINT.
+struct Tracer {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Tracer {
+    fn start(args: &[&str], record: &Path) -> Tracer {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hoptrace"))
+            .args([
+                "trace",
+                "--plain",
+                "--no-doctor",
+                "--duration",
+                "60s",
+                "--record",
+            ])
+            .arg(record)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the tracer");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let tx2 = tx.clone();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx2.send(format!("stderr: {l}"));
+            }
+        });
+        Tracer { child, lines }
+    }
+
+    /// Wait for the tracer's "ready" (its probes attached).
+    fn wait_ready(&self, seen: &mut Vec<String>) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.trim_start().starts_with("ready") => return,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("the tracer was not ready: {}", seen.join("\n")),
+            }
+        }
+    }
+
+    /// SIGINT, then everything it printed.
+    fn stop(mut self) -> String {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = self.child.wait().unwrap();
+        let out: Vec<String> = self.lines.try_iter().collect();
+        let out = out.join("\n");
+        assert!(status.success(), "tracer: {status:?}\n{out}");
+        out
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Per stream and stage: the count of the stage and its rows missing a hop,
+/// from `hoptrace report DIR --json`.
+fn stage_counts(record: &Path) -> Vec<(String, String, u64, u64)> {
+    let json = record.with_extension("report.json");
+    let o = hoptrace(&[
+        "report",
+        record.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "report: {}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for run in v["runs"].as_array().unwrap() {
+        for s in run["streams"].as_array().unwrap() {
+            for st in s["stages"].as_array().unwrap() {
+                out.push((
+                    s["name"].as_str().unwrap().to_string(),
+                    st["stage"].as_str().unwrap().to_string(),
+                    st["stats"]["count"].as_u64().unwrap(),
+                    st["missing"].as_u64().unwrap(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand() {
+    if !hoptrace_netns::require_privileges(
+        "trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand",
+    ) {
+        return;
+    }
+    let lv = Libvirt::start("t");
+    let tap = format!("ht-vmtt{}", std::process::id() % 100_000);
+    lv.create_domain(&tap);
+    let by_vm = lv.dir.join("by-vm");
+    let by_hand = lv.dir.join("by-hand");
+    let a = Tracer::start(&["--vm", &lv.domain, "--connect", &lv.uri], &by_vm);
+    let b = Tracer::start(
+        &[
+            "--iface", &tap, "--iface", &lv.bridge, "--iface", &lv.uplink,
+        ],
+        &by_hand,
+    );
+    let (mut before_a, mut before_b) = (Vec::new(), Vec::new());
+    a.wait_ready(&mut before_a);
+    b.wait_ready(&mut before_b);
+    let publisher = format!("{}p", lv.uplink);
+    run(Command::new("ip").args(["link", "set", &publisher, "up"]));
+    run(Command::new("ip").args(["link", "set", &lv.uplink, "up"]));
+    let p = hoptrace(&[
+        "sv",
+        "publish",
+        "--iface",
+        &publisher,
+        "--rate",
+        "4000",
+        "--samples",
+        "2000",
+    ]);
+    assert!(p.status.success(), "publish: {}", text(&p));
+    // Every timeline ends within the linger (200 ms) of its last hop.
+    std::thread::sleep(Duration::from_secs(1));
+    let out_a = format!("{}\n{}", before_a.join("\n"), a.stop());
+    let out_b = format!("{}\n{}", before_b.join("\n"), b.stop());
+    assert!(
+        out_a.contains(&format!("tracing {tap}, {}, {}", lv.bridge, lv.uplink)),
+        "--vm names what it traces: {out_a}"
+    );
+
+    let (ca, cb) = (stage_counts(&by_vm), stage_counts(&by_hand));
+    assert!(!ca.is_empty(), "no stage in the --vm recording: {out_a}");
+    assert_eq!(
+        ca, cb,
+        "--vm and the same interfaces by hand\n{out_a}\n{out_b}"
+    );
+    let rx = ca
+        .iter()
+        .filter(|(_, stage, _, _)| stage.starts_with("rx.."))
+        .map(|(_, _, n, _)| *n)
+        .max()
+        .unwrap_or(0);
+    assert_eq!(
+        rx, 2000,
+        "every frame seen leaving the uplink's port: {ca:?}"
+    );
+
+    // The recording's metadata (each segment's Parquet key `hoptrace`).
+    let rec = hoptrace_record::reader::RecordingReader::open(&by_vm).unwrap();
+    let extra = &rec.meta().extra;
+    assert_eq!(extra["vm"]["name"], lv.domain.as_str(), "{extra}");
+    assert_eq!(extra["vm"]["nics"][0]["tap"], tap.as_str(), "{extra}");
+}
