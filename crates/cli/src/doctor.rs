@@ -66,10 +66,18 @@ pub struct Args {
     /// domain checks only, offline, in milliseconds.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["ifaces", "pids"])]
     domain_xml: Option<PathBuf>,
-    /// With --domain-xml: the host CPUs set aside for real-time work on the
-    /// host the domain is meant for (e.g. 1-7); default: the CPUs this host
-    /// (or --root) isolates.
-    #[arg(long, value_name = "LIST", requires = "domain_xml", value_parser = parse_cpu_list)]
+    /// Audit a running libvirt domain by name: the domain checks on its
+    /// live XML, and its threads as the kernel runs them against that XML
+    /// (the domain.live_* checks).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["ifaces", "pids", "domain_xml", "root"])]
+    vm: Option<String>,
+    /// With --vm: the libvirt connection URI.
+    #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
+    connect: String,
+    /// With --domain-xml or --vm: the host CPUs set aside for real-time
+    /// work on the host the domain is meant for (e.g. 1-7); default: the
+    /// CPUs this host (or --root) isolates.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
     isolated: Option<CpuSet>,
 }
 
@@ -96,7 +104,21 @@ fn read_domain(path: &Path) -> Result<DomainInput> {
     };
     let domain =
         hoptrace_vm::parse(&bytes).map_err(|e| anyhow::anyhow!("--domain-xml {source}: {e}"))?;
-    Ok(DomainInput { source, domain })
+    Ok(DomainInput {
+        source,
+        domain,
+        running: None,
+    })
+}
+
+/// The domain of `--vm`: its live XML and its threads, as `vm show` resolves them.
+fn resolve_vm(name: &str, uri: &str) -> Result<DomainInput> {
+    let vm = hoptrace_vm::ResolvedVm::resolve(&hoptrace_vm::Virsh::new(uri), name)?;
+    Ok(DomainInput {
+        source: format!("virsh -c {uri} dumpxml {name}"),
+        domain: vm.domain.clone(),
+        running: Some(vm),
+    })
 }
 
 /// `--interval`: a duration from 10 ms to 10 min. The one place the flag
@@ -164,7 +186,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     crate::outputs::claim_files("doctor", &[args.junit.as_deref()], &[], args.force)?;
-    let domain = args.domain_xml.as_deref().map(read_domain).transpose()?;
+    if args.isolated.is_some() && args.domain_xml.is_none() && args.vm.is_none() {
+        return Err(crate::exit::usage(
+            "--isolated declares the host's RT CPUs for a domain audit: give --domain-xml FILE or --vm NAME",
+        ));
+    }
+    let domain = match (&args.vm, &args.domain_xml) {
+        (Some(name), _) => Some(resolve_vm(name, &args.connect)?),
+        (None, Some(path)) => Some(read_domain(path)?),
+        (None, None) => None,
+    };
     let opts = Options {
         interval: args.interval,
         ifaces: args.ifaces,

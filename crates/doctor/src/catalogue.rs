@@ -194,6 +194,7 @@ pub fn catalogue() -> Vec<Check> {
     v.extend(crate::checks::path::checks());
     v.extend(crate::checks::domain_cpu::checks());
     v.extend(crate::checks::domain_devices::checks());
+    v.extend(crate::checks::domain_live::checks());
     v
 }
 

@@ -47,6 +47,9 @@ pub struct DomainInput {
     /// The file (or `virsh dumpxml NAME`) it was read from.
     pub source: String,
     pub domain: hoptrace_vm::Domain,
+    /// The domain as it runs (`--vm NAME`): its threads as the kernel
+    /// reports them, for the live checks; `None` for a file.
+    pub running: Option<hoptrace_vm::ResolvedVm>,
 }
 
 impl Default for Options {

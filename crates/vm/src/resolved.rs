@@ -80,6 +80,10 @@ pub struct ResolvedVm {
     pub numatune: Option<NumaMemory>,
     /// What could not be read, and why.
     pub notes: Vec<String>,
+    /// The live XML it was resolved from (for the domain audit; not in
+    /// `--json`, which `virsh dumpxml` gives).
+    #[serde(skip)]
+    pub domain: Domain,
 }
 
 /// Why a VM could not be resolved.
@@ -170,6 +174,7 @@ impl ResolvedVm {
             memory_backing: domain.memory_backing.clone(),
             numatune: domain.numatune.clone(),
             notes: Vec::new(),
+            domain: domain.clone(),
         };
         if vm.state == "running" {
             vm.resolve_threads(virsh, name, &domain)?;

@@ -5,6 +5,7 @@
 pub mod cpu;
 pub mod domain_cpu;
 pub mod domain_devices;
+pub mod domain_live;
 pub mod housekeeping;
 pub mod irq;
 pub mod kernel;

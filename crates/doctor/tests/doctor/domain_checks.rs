@@ -19,6 +19,7 @@ fn audit_on(xml: &str, root: &Root, isolated: Option<&str>) -> Report {
         domain: Some(DomainInput {
             source: "test.xml".into(),
             domain: hoptrace_vm::parse(xml.as_bytes()).expect("the fixture reads"),
+            running: None,
         }),
         isolated: isolated.map(|s| CpuSet::parse_list(s, None).unwrap()),
         ..Options::default()
@@ -69,6 +70,10 @@ fn the_vanilla_welotec_guest_fails_every_pinning_and_device_check_the_patch_fixe
             ("domain.emulated_devices", Fail),
             ("domain.timers", Pass),
             ("domain.nic_vhost", Pass),
+            // a file: nothing running to compare (--vm)
+            ("domain.live_vcpu_affinity", NA),
+            ("domain.live_vcpu_sched", NA),
+            ("domain.live_emulator_affinity", NA),
         ]
     );
     assert_eq!(r.summary.scope, "domain RHEL9-RT (test.xml)");
@@ -108,6 +113,10 @@ fn the_patched_welotec_guest_passes_all_but_the_usb_controller_libvirt_adds_back
             ("domain.emulated_devices", Pass),
             ("domain.timers", Pass),
             ("domain.nic_vhost", Pass),
+            // a file: nothing running to compare (--vm)
+            ("domain.live_vcpu_affinity", NA),
+            ("domain.live_vcpu_sched", NA),
+            ("domain.live_emulator_affinity", NA),
         ]
     );
     let iso = r

@@ -40,6 +40,31 @@ fn machine_cgroups() -> Vec<PathBuf> {
         .collect()
 }
 
+/// Let thread `tid`'s cpuset cgroup (v1 `cpuset` hierarchy, or v2) have
+/// every online CPU.
+fn widen_cpuset_of(tid: &str) {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let cgroups = std::fs::read_to_string(format!("/proc/{tid}/cgroup")).unwrap();
+    for line in cgroups.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+        let dir = if controllers.split(',').any(|c| c == "cpuset") {
+            format!("/sys/fs/cgroup/cpuset{path}")
+        } else if controllers.is_empty() {
+            format!("/sys/fs/cgroup{path}")
+        } else {
+            continue;
+        };
+        let file = Path::new(&dir).join("cpuset.cpus");
+        if file.exists() {
+            std::fs::write(&file, online.trim())
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            return;
+        }
+    }
+    panic!("no cpuset cgroup of thread {tid}: {cgroups}");
+}
+
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     assert!(out.status.success(), "{cmd:?}: {}", text(&out));
@@ -164,9 +189,9 @@ impl Drop for Libvirt {
 }
 
 #[test]
-fn vm_show_resolves_a_libvirt_domain_to_its_tap_bridge_and_the_vcpu_threads_qemu_reports() {
+fn vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin() {
     if !hoptrace_netns::require_privileges(
-        "vm_show_resolves_a_libvirt_domain_to_its_tap_bridge_and_the_vcpu_threads_qemu_reports",
+        "vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin",
     ) {
         return;
     }
@@ -253,6 +278,46 @@ fn vm_show_resolves_a_libvirt_domain_to_its_tap_bridge_and_the_vcpu_threads_qemu
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("ht-no-such-vm") && t.contains(&lv.domain), "{t}");
+
+    // doctor --vm: the running threads against the live XML. As libvirt
+    // started it, vCPU 0 runs where its vcpupin says; moved behind
+    // libvirt's back (taskset), the live check finds it and names it.
+    let live = |id: &str| -> serde_json::Value {
+        let o = hoptrace(&[
+            "doctor",
+            "--vm",
+            &lv.domain,
+            "--connect",
+            &lv.uri,
+            "--isolated",
+            "1",
+            "--json",
+        ]);
+        assert!(o.status.success(), "doctor --vm: {}", text(&o));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {r}"))
+            .clone()
+    };
+    let c = live("domain.live_vcpu_affinity");
+    assert_eq!(c["status"], "pass", "{c}");
+    assert_eq!(live("domain.live_vcpu_sched")["status"], "pass");
+    let tid0 = qmp_tids[0].1.to_string();
+    // libvirt holds the vCPU in a cpuset cgroup of its pin: widen that
+    // first (what a tuning daemon or an admin might do), then move it.
+    widen_cpuset_of(&tid0);
+    run(Command::new("taskset").args(["-pc", "0", &tid0]));
+    let c = live("domain.live_vcpu_affinity");
+    assert_eq!(c["status"], "fail", "{c}");
+    let found = c["found"].as_str().unwrap();
+    assert!(
+        found.contains(&format!("vCPU 0 (tid {tid0}): CPUs 0, configured 1")),
+        "{c}"
+    );
 }
 
 #[test]
