@@ -15,7 +15,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use hoptrace_doctor::cpulist::CpuSet;
 use hoptrace_doctor::render::{catalogue_markdown, catalogue_text, junit, table};
-use hoptrace_doctor::{DoctorSummary, DomainInput, Kernel, Live, Offline, Options, Report, Root};
+use hoptrace_doctor::{
+    DoctorSummary, DomainInput, Kernel, Live, Observation, Offline, Options, Report, Root,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -74,9 +76,16 @@ pub struct Args {
     /// With --vm: the libvirt connection URI.
     #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
     connect: String,
+    /// Watch the isolated CPUs this long (e.g. 10s) with the CPU flight
+    /// recorder and list everything that ran there: device IRQs (with
+    /// their affinity and the fix), softirqs, kernel threads, other tasks,
+    /// timer ticks (the isolation.observed check). Needs root.
+    #[arg(long, value_name = "DURATION", value_parser = parse_observe, conflicts_with_all = ["domain_xml", "vm", "root"])]
+    observe: Option<Duration>,
     /// With --domain-xml or --vm: the host CPUs set aside for real-time
-    /// work on the host the domain is meant for (e.g. 1-7); default: the
-    /// CPUs this host (or --root) isolates.
+    /// work on the host the domain is meant for (e.g. 1-7); with
+    /// --observe: the CPUs to watch. Default: the CPUs this host (or
+    /// --root) isolates.
     #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
     isolated: Option<CpuSet>,
 }
@@ -118,6 +127,48 @@ fn resolve_vm(name: &str, uri: &str) -> Result<DomainInput> {
         source: format!("virsh -c {uri} dumpxml {name}"),
         domain: vm.domain.clone(),
         running: Some(vm),
+    })
+}
+
+/// `--observe`: a duration from 100 ms to 1 hour.
+fn parse_observe(s: &str) -> Result<Duration, String> {
+    let d = hoptrace_units::arg::duration(s)?;
+    if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+        return Err(format!(
+            "--observe `{s}` is out of range: use 100ms to 1h (e.g. 10s)"
+        ));
+    }
+    Ok(d)
+}
+
+/// `--observe`: the flight recorder on the isolated CPUs (`--isolated`,
+/// else this host's) for `duration`.
+fn observe_isolated(isolated: Option<&CpuSet>, duration: Duration) -> Result<Observation> {
+    let cpus = match isolated {
+        Some(s) => s.clone(),
+        None => {
+            let (root, opts) = (Root::host(), Options::default());
+            let ctx =
+                hoptrace_doctor::Ctx::new(&root, &Live, &opts, hoptrace_doctor::Samples::none());
+            ctx.host_rt_cpus().map(|(s, _)| s).unwrap_or_default()
+        }
+    };
+    let list: Vec<u32> = cpus.iter().collect();
+    if list.is_empty() {
+        return Err(crate::exit::usage(
+            "--observe: this host isolates no CPU; name the CPUs to watch with --isolated LIST",
+        ));
+    }
+    eprintln!(
+        "doctor --observe: watching CPUs {cpus} for {}",
+        hoptrace_units::format_duration(duration)
+    );
+    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let per_cpu = hoptrace_cpu::observe::observe(&list, duration, &NEVER)?;
+    Ok(Observation {
+        cpus,
+        duration_ns: duration.as_nanos() as u64,
+        per_cpu,
     })
 }
 
@@ -186,11 +237,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     crate::outputs::claim_files("doctor", &[args.junit.as_deref()], &[], args.force)?;
-    if args.isolated.is_some() && args.domain_xml.is_none() && args.vm.is_none() {
+    if args.isolated.is_some()
+        && args.domain_xml.is_none()
+        && args.vm.is_none()
+        && args.observe.is_none()
+    {
         return Err(crate::exit::usage(
-            "--isolated declares the host's RT CPUs for a domain audit: give --domain-xml FILE or --vm NAME",
+            "--isolated declares the host's RT CPUs for a domain audit or the CPUs --observe watches: give --domain-xml FILE, --vm NAME or --observe DURATION",
         ));
     }
+    let observed = match args.observe {
+        Some(d) => Some(observe_isolated(args.isolated.as_ref(), d)?),
+        None => None,
+    };
     let domain = match (&args.vm, &args.domain_xml) {
         (Some(name), _) => Some(resolve_vm(name, &args.connect)?),
         (None, Some(path)) => Some(read_domain(path)?),
@@ -203,6 +262,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         pids: args.pids,
         domain,
         isolated: args.isolated,
+        observed,
     };
     let report = if opts.domain.is_some() {
         audit_domain(args.root.as_deref(), &opts)?

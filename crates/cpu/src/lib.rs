@@ -20,6 +20,7 @@ pub mod explain;
 pub mod flight;
 pub mod missed;
 pub mod names;
+pub mod observe;
 pub mod residence;
 
 hoptrace_kernel_abi::bpf_skeleton!("cpu.skel.rs");

@@ -105,6 +105,8 @@ pub enum Scope {
     Path,
     /// Runs only on a libvirt domain (`--domain-xml`).
     Domain,
+    /// Runs only with `--observe`: what ran on the isolated CPUs.
+    Observed,
 }
 
 /// One row of the catalogue.
@@ -191,6 +193,7 @@ pub fn catalogue() -> Vec<Check> {
     v.extend(crate::checks::irq::checks());
     v.extend(crate::checks::memory::checks());
     v.extend(crate::checks::platform::checks());
+    v.extend(crate::checks::observed::checks());
     v.extend(crate::checks::path::checks());
     v.extend(crate::checks::domain_cpu::checks());
     v.extend(crate::checks::domain_devices::checks());

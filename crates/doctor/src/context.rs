@@ -39,6 +39,18 @@ pub struct Options {
     /// audited root isolates: a domain template is audited for the host it
     /// is meant for.
     pub isolated: Option<CpuSet>,
+    /// `--observe`: what ran on the watched CPUs while they were watched
+    /// (the flight recorder's account, hoptrace_cpu::observe).
+    pub observed: Option<Observation>,
+}
+
+/// What `--observe` saw.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The CPUs watched, as declared (`--isolated`) or as the host isolates them.
+    pub cpus: CpuSet,
+    pub duration_ns: u64,
+    pub per_cpu: Vec<hoptrace_cpu::observe::ObservedCpu>,
 }
 
 /// The domain the domain checks audit, and where it came from.
@@ -61,6 +73,7 @@ impl Default for Options {
             pids: Vec::new(),
             domain: None,
             isolated: None,
+            observed: None,
         }
     }
 }

@@ -43,7 +43,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use catalogue::{catalogue, Check, Outcome, Scope, Severity, Status};
-pub use context::{Ctx, DomainInput, Options, Samples};
+pub use context::{Ctx, DomainInput, Observation, Options, Samples};
 pub use hoptrace_record::DoctorSummary;
 pub use kernel::{Coalescing, Kernel, Live, NicInfo, Offline};
 pub use report::{summary_from_json, CheckResult, Report};
@@ -134,7 +134,11 @@ pub fn run(root: &Root, kernel: &dyn Kernel, opts: &Options) -> Result<Report, D
     let ctx = Ctx::new(root, kernel, opts, samples);
     let results: Vec<CheckResult> = catalogue()
         .iter()
-        .filter(|c| c.scope == Scope::Host || (c.scope == Scope::Path && opts.has_path()))
+        .filter(|c| {
+            c.scope == Scope::Host
+                || (c.scope == Scope::Path && opts.has_path())
+                || (c.scope == Scope::Observed && opts.observed.is_some())
+        })
         .map(|c| CheckResult::new(c, (c.run)(&ctx)))
         .collect();
     let scope = scope_text(opts);

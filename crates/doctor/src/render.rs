@@ -227,6 +227,7 @@ fn scope_name(s: Scope) -> &'static str {
         Scope::Host => "host",
         Scope::Path => "path",
         Scope::Domain => "dom",
+        Scope::Observed => "obs",
     }
 }
 
@@ -260,7 +261,11 @@ pub fn catalogue_markdown() -> String {
     for (scope, title) in [
         (Scope::Host, "Host checks"),
         (Scope::Path, "Path checks (with `--iface` or `--pid`)"),
-        (Scope::Domain, "Domain checks (with `--domain-xml`)"),
+        (
+            Scope::Domain,
+            "Domain checks (with `--domain-xml` or `--vm`)",
+        ),
+        (Scope::Observed, "Observed isolation (with `--observe`)"),
     ] {
         let _ = writeln!(out, "### {title}\n");
         out.push_str("| id | check | severity | source of truth | expected | fix |\n");

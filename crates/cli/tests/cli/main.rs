@@ -33,6 +33,7 @@ mod units_cli;
 mod workspace_rules;
 mod privileged {
     mod correlate;
+    mod doctor_observe;
     mod endpoints_pacing;
     mod endpoints_ping;
     mod endpoints_rx;

@@ -10,6 +10,7 @@ pub mod housekeeping;
 pub mod irq;
 pub mod kernel;
 pub mod memory;
+pub mod observed;
 pub mod path;
 pub mod platform;
 
