@@ -35,8 +35,15 @@ pub struct Args {
     #[arg(long, value_parser = duration_arg)]
     duration: Option<Duration>,
     /// Only the VM whose vCPU threads belong to this process (QEMU's pid).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "vm")]
     pid: Option<u32>,
+    /// Only this libvirt domain's vCPUs (its QEMU process, resolved as
+    /// `hoptrace vm show NAME` does).
+    #[arg(long, value_name = "NAME")]
+    vm: Option<String>,
+    /// With --vm: the libvirt connection URI.
+    #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
+    connect: String,
     /// Live terminal view, redrawn every interval (default on a terminal); q quits.
     #[arg(long, conflicts_with_all = ["plain", "json"])]
     live: bool,
@@ -214,9 +221,28 @@ fn list_reasons() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn trace(args: Args) -> anyhow::Result<ExitCode> {
+/// `--vm NAME`: the QEMU process of a running KVM domain.
+fn vm_pid(name: &str, uri: &str) -> anyhow::Result<u32> {
+    let vm = hoptrace_vm::ResolvedVm::resolve(&hoptrace_vm::Virsh::new(uri), name)?;
+    if vm.hypervisor != "kvm" {
+        anyhow::bail!(
+            "VM {name} runs under QEMU's emulator (domain type '{}', TCG): it makes no VM exits; \
+             kvm counts the exits of KVM guests (domain type 'kvm')",
+            vm.hypervisor
+        );
+    }
+    vm.qemu_pid
+        .ok_or_else(|| anyhow::anyhow!("VM {name} is {}: no vCPU to follow", vm.state))
+}
+
+fn trace(mut args: Args) -> anyhow::Result<ExitCode> {
     if args.list_reasons {
         return list_reasons();
+    }
+    if let Some(name) = &args.vm {
+        let pid = vm_pid(name, &args.connect)?;
+        eprintln!("kvm --vm {name}: QEMU pid {pid}");
+        args.pid = Some(pid);
     }
     let tty = std::io::stdout().is_terminal();
     if args.live && !tty {

@@ -279,6 +279,21 @@ fn vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pi
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("ht-no-such-vm") && t.contains(&lv.domain), "{t}");
 
+    // kvm --vm: a TCG domain makes no VM exits, and kvm says so.
+    let o = hoptrace(&[
+        "kvm",
+        "--vm",
+        &lv.domain,
+        "--connect",
+        &lv.uri,
+        "--duration",
+        "1s",
+        "--plain",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("TCG") && t.contains("no VM exits"), "{t}");
+
     // doctor --vm: the running threads against the live XML. As libvirt
     // started it, vCPU 0 runs where its vcpupin says; moved behind
     // libvirt's back (taskset), the live check finds it and names it.
