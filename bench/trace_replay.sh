@@ -8,6 +8,8 @@
 #  2. synthetic dumps of 8 and 64 streams x 4000/s for SECONDS (64 x 4000/s
 #     is more than this host publishes; crates/trace/examples/synth_dump.rs,
 #     the records of the same path built from the ABI types);
+#     HOPTRACE_REPLAY_STREAMS="1 8 32 64" chooses the stream counts (the
+#     scaling table of docs/tracer-overhead.md);
 #  3. each dump replayed ROUNDS times by `hoptrace trace --replay`, pinned on
 #     CPU 0, recording off and on: records/s per core = records / (user +
 #     system CPU of the replay, every thread), the median of the rounds, and
@@ -21,7 +23,8 @@ set -eu
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
 rounds="${2:-3}"
-cargo build --release -q -p hoptrace -p hoptrace-trace --example synth_dump
+cargo build --release -q -p hoptrace --bin hoptrace
+cargo build --release -q -p hoptrace-trace --example synth_dump
 B="$PWD/target/release/hoptrace"
 S="$PWD/target/release/examples/synth_dump"
 lab=htrply
@@ -45,8 +48,10 @@ if [ "${HOPTRACE_REPLAY_NO_LIVE:-0}" != 1 ]; then
   echo "live dump: $(grep -E '^events [0-9]' "$work/live.txt" | head -1)"
   echo "           $(grep -E '^lost events' "$work/live.txt" | head -1)"
 fi
-"$S" "$work/synth-8.dump" 8 4000 "$secs" >/dev/null
-"$S" "$work/synth-64.dump" 64 4000 "$secs" >/dev/null
+streams="${HOPTRACE_REPLAY_STREAMS:-8 64}"
+for n in $streams; do
+  "$S" "$work/synth-$n.dump" "$n" 4000 "$secs" >/dev/null
+done
 
 # records/s per core and ns per record of one replay: $1 binary, $2 dump, $3 extra flags
 replay_once() {
@@ -60,7 +65,9 @@ label() { if [ "$1" = "$B" ]; then echo this; else echo baseline; fi; }
 bins="$B"
 [ -n "${HOPTRACE_REPLAY_BASELINE:-}" ] && bins="$HOPTRACE_REPLAY_BASELINE $B"
 printf '%-10s %-14s %-9s %10s %18s %14s\n' build dump recording records "records/s per core" "ns per record"
-for d in live-8 synth-8 synth-64; do
+dumps=live-8
+for n in $streams; do dumps="$dumps synth-$n"; done
+for d in $dumps; do
   [ -f "$work/$d.dump" ] || continue
   for mode in off on; do
     flags=""

@@ -12,8 +12,8 @@
 //! directory is fsynced. A SIGKILL therefore loses at most the open
 //! `.partial` segment (it has no footer); every renamed segment is complete.
 //!
-//! Strings are dictionary-encoded by Parquet, pages are zstd-compressed, and
-//! page statistics are on.
+//! Strings are dictionary-encoded by Parquet (the integer columns are not),
+//! pages are zstd-compressed, and page statistics are on.
 //!
 //! Every appended row also goes into the recording's rollups
 //! ([`crate::rollup`]): the pieces of the intervals that ended are written
@@ -210,13 +210,16 @@ impl RecordingWriter {
             .set_max_row_group_size(policy.row_group_rows)
             .set_created_by(format!("hoptrace-record {}", env!("CARGO_PKG_VERSION")));
         // Timestamps and sequence numbers are (nearly) unique: a dictionary
-        // only costs time there.
+        // only costs time there. The small integers (APPID, smpCnt, epoch)
+        // are not worth one either: each value's dictionary lookup (a hash
+        // and a probe) costs more than zstd spends on its plain bytes, runs
+        // of which it compresses as well.
         for col in meta
             .hops
             .iter()
             .map(|h| h.column.as_str())
             .chain(meta.extra_columns.iter().map(|c| c.column.as_str()))
-            .chain(["seq"])
+            .chain(["seq", "app_id", "smp_cnt", "epoch"])
         {
             props = props.set_column_dictionary_enabled(ColumnPath::from(col), false);
         }
