@@ -11,6 +11,7 @@ mod capture_common;
 mod compare_cli;
 mod deploy_units;
 mod docs_queries;
+mod docs_run;
 mod doctor_cli;
 mod endpoints_common;
 mod exit_codes_cli;
