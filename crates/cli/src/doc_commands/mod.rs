@@ -55,6 +55,8 @@ fn a_documented_line_is_cut_into_the_commands_it_runs() {
         ]
     );
     assert_eq!(c[1].place(), "x.md:3");
+    // Both commands of the sh block are of the block opened on line 1.
+    assert!(c.iter().all(|x| x.block == 1), "{c:?}");
     let piped = commands_in(
         "y.md",
         "```sh\nvirsh dumpxml r1 | hoptrace doctor --domain-xml -\n```\n",
