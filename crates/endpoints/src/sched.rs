@@ -78,6 +78,19 @@ pub fn apply(cpus: Option<&CpuList>, fifo: Option<i32>) -> Result<()> {
     Ok(())
 }
 
+/// The CPU the calling thread runs on (`None` where the kernel cannot say).
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu takes no argument and only returns a number.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).ok()
+}
+
+/// The calling thread's id (what the scheduler's events name it by).
+pub fn current_tid() -> u32 {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -91,17 +104,4 @@ mod tests {
             .to_string()
             .contains("--cpu"));
     }
-}
-
-/// The CPU the calling thread runs on (`None` where the kernel cannot say).
-pub fn current_cpu() -> Option<u32> {
-    // SAFETY: sched_getcpu takes no argument and only returns a number.
-    let c = unsafe { libc::sched_getcpu() };
-    u32::try_from(c).ok()
-}
-
-/// The calling thread's id (what the scheduler's events name it by).
-pub fn current_tid() -> u32 {
-    // SAFETY: gettid takes no argument and cannot fail.
-    unsafe { libc::gettid() as u32 }
 }
