@@ -186,6 +186,7 @@ mod tests {
                     kind: SampleKind::InOrder { gap: 0 },
                     t_rx: Some(t_rx),
                     t_app: t_rx + 20_000,
+                    cpu: None,
                     refr_tm: None,
                     malformed: false,
                     counters: Default::default(),

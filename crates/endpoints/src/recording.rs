@@ -151,6 +151,9 @@ pub fn subscriber_recorder(
             ];
             let mut meta = RecordingMeta::for_this_host("sv-subscribe", hops);
             meta.rate = Some(rate);
+            // The receiving thread (this one: the recording is opened on
+            // it), so that its waits can be told apart from other tasks'.
+            meta.extra = serde_json::json!({ "receiver_tid": crate::sched::current_tid() });
             meta.extra_columns = vec![ExtraColumn::new(
                 "refr_tm",
                 "refrTm of the ASDU (publisher send time with --refrtm), ns CLOCK_REALTIME; null when absent",

@@ -4,6 +4,10 @@
 //! the thread that sends or receives); `sched_setscheduler(0, SCHED_FIFO,
 //! PRIO)` needs root or CAP_SYS_NICE and a realtime budget (RT throttling
 //! or cgroup `cpu.rt_runtime_us` may refuse it).
+//!
+//! Also which CPU and which thread the caller is (`sched_getcpu`,
+//! `gettid`): the subscriber's `--explain` asks the CPU flight recorder
+//! about that thread on that CPU.
 
 use anyhow::{bail, Result};
 use hoptrace_units::CpuList;
@@ -72,6 +76,19 @@ pub fn apply(cpus: Option<&CpuList>, fifo: Option<i32>) -> Result<()> {
         eprintln!("running SCHED_FIFO priority {p}");
     }
     Ok(())
+}
+
+/// The CPU the calling thread runs on (`None` where the kernel cannot say).
+pub fn current_cpu() -> Option<u32> {
+    // SAFETY: sched_getcpu takes no argument and only returns a number.
+    let c = unsafe { libc::sched_getcpu() };
+    u32::try_from(c).ok()
+}
+
+/// The calling thread's id (what the scheduler's events name it by).
+pub fn current_tid() -> u32 {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { libc::gettid() as u32 }
 }
 
 #[cfg(test)]

@@ -67,6 +67,9 @@ pub struct ReceivedSample {
     pub kind: SampleKind,
     pub t_rx: Option<i64>,
     pub t_app: i64,
+    /// The CPU the receiving thread ran on when it took `t_app`
+    /// (`sched_getcpu`; `--explain` decomposes the stage there).
+    pub cpu: Option<u32>,
     pub refr_tm: Option<i64>,
     /// Not an SV frame we could decode (identity fields empty).
     pub malformed: bool,
@@ -354,6 +357,7 @@ fn handle_frame(
     };
     let decoded = hoptrace_sv::decode(data);
     let t_app = timestamping::realtime_ns();
+    let cpu = crate::sched::current_cpu();
     let frame = match decoded {
         Ok(fr) => fr,
         Err(_) => {
@@ -374,6 +378,7 @@ fn handle_frame(
                 kind: SampleKind::OutOfRange,
                 t_rx,
                 t_app,
+                cpu,
                 refr_tm: None,
                 malformed: true,
                 counters: StreamCounters::default(),
@@ -435,6 +440,7 @@ fn handle_frame(
             kind: obs.kind,
             t_rx,
             t_app,
+            cpu,
             refr_tm: refr,
             malformed: false,
             counters: st.counters(),

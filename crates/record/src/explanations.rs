@@ -105,7 +105,7 @@ pub struct ExplainedStage {
     pub packet: PacketKey,
     /// The stage, `FROM..TO`.
     pub stage: String,
-    /// Its first hop's stamp (CLOCK_TAI).
+    /// Its first hop's stamp, in the recording's clock (the segments').
     pub start_ns: i64,
     /// Its second hop's stamp.
     pub end_ns: i64,

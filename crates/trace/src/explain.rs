@@ -68,15 +68,29 @@ fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) 
         } => (Some(*app_id), Some(*smp_cnt)),
         _ => (None, None),
     };
+    let packet = PacketKey {
+        stream: t.stream.to_string(),
+        app_id,
+        smp_cnt,
+        epoch: app_id.map(|_| t.epoch),
+        seq: t.seq,
+        dest: t.dest.as_deref().map(str::to_string),
+    };
+    stage_row(packet, stage, a, b, e)
+}
+
+/// The recording's row of the stage `stage` of `packet` from `a` to `b`
+/// (the recorder's clock), explained as `e` (also for the endpoints' own
+/// stages: `sv subscribe --explain`).
+pub fn stage_row(
+    packet: PacketKey,
+    stage: String,
+    a: u64,
+    b: u64,
+    e: Explanation,
+) -> ExplainedStage {
     ExplainedStage {
-        packet: PacketKey {
-            stream: t.stream.to_string(),
-            app_id,
-            smp_cnt,
-            epoch: app_id.map(|_| t.epoch),
-            seq: t.seq,
-            dest: t.dest.as_deref().map(str::to_string),
-        },
+        packet,
         stage,
         start_ns: a as i64,
         end_ns: b as i64,
@@ -124,29 +138,35 @@ pub fn explanation_line(s: &ExplainedStage, line: &str) -> String {
     )
 }
 
+/// The CPU flight recorder loaded, attached and stamping in TAI, with its
+/// explainer (`HOPTRACE_EXPLAIN_SLOTS_LOG2` sizes its rings).
+pub fn start_explainer() -> Result<Explainer<'static>> {
+    // The skeleton borrows its open-object storage for its whole life;
+    // one small allocation per --explain run is left behind for it.
+    let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
+    let slots_log2 = match std::env::var("HOPTRACE_EXPLAIN_SLOTS_LOG2") {
+        Ok(v) => v
+            .parse()
+            .with_context(|| format!("HOPTRACE_EXPLAIN_SLOTS_LOG2=`{v}` is not a number"))?,
+        Err(_) => DEFAULT_SLOTS_LOG2,
+    };
+    let recorder = Recorder::start(
+        storage,
+        RecorderOptions {
+            tai: true,
+            slots_log2,
+        },
+    )
+    .context("starting the CPU flight recorder of --explain")?;
+    Ok(Explainer::new(recorder))
+}
+
 impl Explaining {
     /// Load and attach the flight recorder (before the hop probes, so that
     /// it already records when the first packet arrives).
     pub fn start(threshold_ns: u64) -> Result<Self> {
-        // The skeleton borrows its open-object storage for its whole life;
-        // one small allocation per --explain run is left behind for it.
-        let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
-        let slots_log2 = match std::env::var("HOPTRACE_EXPLAIN_SLOTS_LOG2") {
-            Ok(v) => v
-                .parse()
-                .with_context(|| format!("HOPTRACE_EXPLAIN_SLOTS_LOG2=`{v}` is not a number"))?,
-            Err(_) => DEFAULT_SLOTS_LOG2,
-        };
-        let recorder = Recorder::start(
-            storage,
-            RecorderOptions {
-                tai: true,
-                slots_log2,
-            },
-        )
-        .context("starting the CPU flight recorder of --explain")?;
         Ok(Explaining {
-            explainer: Explainer::new(recorder),
+            explainer: start_explainer()?,
             threshold_ns,
             writer: None,
             last_flush: Instant::now(),

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod dump;
+pub mod explain;
 pub mod fault;
 pub mod pcap;
 pub mod publish;

@@ -106,6 +106,13 @@ pub struct Args {
     /// wrong rate, a change of smpSynch).
     #[arg(long, requires = STREAMS_FROM_SCL_OR_FILE)]
     pub expect_streams: bool,
+    /// Explain every sample whose rx..app (T4 - T3) is longer than this
+    /// (e.g. 1ms): what ran on the receiving thread's CPU meanwhile (tasks,
+    /// IRQs, softirqs, NMI, steal, idle), from the CPU flight recorder of
+    /// `trace --explain` (root); up to 3 lines a second on stderr, every
+    /// one stored with --record (in its folder explain/).
+    #[arg(long, value_name = "THRESHOLD", value_parser = hoptrace_units::arg::duration_ns)]
+    pub explain: Option<u64>,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -187,6 +194,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let metrics = metrics_addr
         .map(|a| Metrics::start(a, &iface))
         .transpose()?;
+    // Before the receiver is pinned or made real-time: the explaining
+    // thread keeps the process's own placement.
+    let explaining = args
+        .explain
+        .map(|t| {
+            let tid = hoptrace_endpoints::sched::current_tid();
+            crate::sv::explain::SubscriberExplaining::start(t, tid, record.clone())
+        })
+        .transpose()?;
     args.realtime.apply()?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
@@ -227,6 +243,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             if let Some(m) = &metrics {
                 m.sample(&s);
             }
+            if let Some(x) = &explaining {
+                x.offer(&s);
+            }
             if keep_for_join && !s.malformed {
                 if let Some(t) = s.t_rx {
                     joined.push(recording::JoinKey {
@@ -248,6 +267,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(r) = rec.into_inner() {
         r.finish()?;
     }
+    if let Some(x) = explaining {
+        eprintln!("hoptrace sv subscribe: {}", x.finish()?);
+    }
     if let Some(m) = &metrics {
         m.sv.borrow_mut().kernel_drops(report.kernel_drops);
         m.configured(&report);
@@ -258,21 +280,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .as_ref()
         .is_some_and(|e| !e.problems().is_empty());
     if let Some(reference) = reference {
-        let j = recording::join_reference(&reference, &joined)?;
-        println!(
-            "end-to-end T3 - T0 (joined with {} on stream+epoch+smpCnt, publisher-subscriber epoch offsets {}): matched {} unmatched {} | {}",
-            reference.display(),
-            hoptrace_endpoints::sample_join::format_offsets(&j.epoch_offsets),
-            j.matched,
-            j.unmatched,
-            j.end_to_end.summary()
-        );
-        if !j.unknown_streams.is_empty() {
-            println!(
-                "streams not in the reference (or none of their first 4000 samples left within 0.99 s before it was received): {}",
-                j.unknown_streams.join(" ")
-            );
-        }
+        print_reference_join(&reference, &joined)?;
     }
     if args.expect_streams && streams_differ {
         let status = hoptrace_os::Exit::StreamsDiffer;
@@ -283,6 +291,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(status.into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The end-to-end join of the received samples with the publisher's
+/// recording `reference`, printed.
+fn print_reference_join(reference: &std::path::Path, joined: &[recording::JoinKey]) -> Result<()> {
+    let j = recording::join_reference(reference, joined)?;
+    println!(
+        "end-to-end T3 - T0 (joined with {} on stream+epoch+smpCnt, publisher-subscriber epoch offsets {}): matched {} unmatched {} | {}",
+        reference.display(),
+        hoptrace_endpoints::sample_join::format_offsets(&j.epoch_offsets),
+        j.matched,
+        j.unmatched,
+        j.end_to_end.summary()
+    );
+    if !j.unknown_streams.is_empty() {
+        println!(
+            "streams not in the reference (or none of their first 4000 samples left within 0.99 s before it was received): {}",
+            j.unknown_streams.join(" ")
+        );
+    }
+    Ok(())
 }
 
 /// The receive path of `--rx-mode` (flag or file), with `--ring-blocks`.

@@ -11,6 +11,7 @@ mod capture_common;
 mod compare_cli;
 mod deploy_units;
 mod docs_queries;
+mod docs_run;
 mod doctor_cli;
 mod endpoints_common;
 mod exit_codes_cli;
@@ -39,6 +40,7 @@ mod privileged {
     mod endpoints_rx;
     mod endpoints_sv;
     mod explain_cli;
+    mod explain_subscriber;
     mod goose_wire;
     mod kvm_cli;
     mod lab_output;

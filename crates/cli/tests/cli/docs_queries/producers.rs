@@ -274,6 +274,7 @@ fn subscriber(dir: &Path) -> u64 {
                 kind: SampleKind::InOrder { gap: 0 },
                 t_rx: Some(t_rx),
                 t_app: t_rx + 20_000,
+                cpu: None,
                 refr_tm: None,
                 malformed: false,
                 counters: StreamCounters::default(),

@@ -38,7 +38,7 @@ impl Drop for Lab {
     }
 }
 
-fn now_ns(clock: libc::clockid_t) -> u64 {
+pub(crate) fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -57,12 +57,25 @@ const GAP_NS: u64 = 2_000;
 /// its own clock except during `gaps`, and read `asleep` just before it
 /// slept again.
 #[derive(Clone)]
-struct Burst {
+pub(crate) struct Burst {
     woken: u64,
     spin_start: u64,
     spin_end: u64,
     asleep: u64,
     gaps: Vec<(u64, u64)>,
+}
+
+impl Burst {
+    /// The burst `ns` earlier (on CLOCK_REALTIME: TAI less the TAI offset).
+    pub(crate) fn earlier_by(&self, ns: u64) -> Burst {
+        Burst {
+            woken: self.woken - ns,
+            spin_start: self.spin_start - ns,
+            spin_end: self.spin_end - ns,
+            asleep: self.asleep - ns,
+            gaps: self.gaps.iter().map(|&(a, b)| (a - ns, b - ns)).collect(),
+        }
+    }
 }
 
 /// Sleep until `deadline_ns` on CLOCK_TAI (absolute, so the thread cannot
@@ -221,7 +234,8 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
                 .all(|f| f.parent() == Some(&rec.join("explain"))),
         "{files:?}"
     );
-    let (overlapping, hidden) = check_explanations(&all, &bursts, hog_end, &hog_name);
+    let (overlapping, hidden) =
+        check_explanations(&all, &bursts, hog_end, &hog_name, "..consumer_copy");
     eprintln!(
         "{} explanations, {overlapping} consumer stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
         all.len(),
@@ -241,7 +255,7 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
 
 /// The spinner: 4 ms bursts every 50 ms on the reader's CPU, at FIFO 50,
 /// each burst recorded with its own clock reads ([`Burst`]).
-struct Spinner {
+pub(crate) struct Spinner {
     stop: Arc<AtomicBool>,
     bursts: Arc<Mutex<Vec<Burst>>>,
     hog_tid: Arc<Mutex<i32>>,
@@ -249,7 +263,7 @@ struct Spinner {
 }
 
 impl Spinner {
-    fn start(reader_cpu: usize) -> Spinner {
+    pub(crate) fn start(reader_cpu: usize) -> Spinner {
         let stop = Arc::new(AtomicBool::new(false));
         let bursts: Arc<Mutex<Vec<Burst>>> = Arc::new(Mutex::new(Vec::with_capacity(1024)));
         let hog_tid = Arc::new(Mutex::new(0i32));
@@ -305,7 +319,7 @@ impl Spinner {
     }
 
     /// Stop it: its bursts and its thread id.
-    fn stop(self) -> (Vec<Burst>, i32) {
+    pub(crate) fn stop(self) -> (Vec<Burst>, i32) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap();
         let bursts = self.bursts.lock().unwrap().clone();
@@ -315,13 +329,15 @@ impl Spinner {
 }
 
 /// Every explanation against the spinner's own account (module comment):
-/// the number of consumer stages mostly inside a burst, and of those where
-/// the kernel hid the switch to the spinner.
-fn check_explanations(
+/// the number of stages named `..STAGE_END` (`..consumer_copy`, `rx..app`)
+/// mostly inside a burst, and of those where the kernel hid the switch to
+/// the spinner.
+pub(crate) fn check_explanations(
     all: &[hoptrace_record::ExplainedStage],
     bursts: &[Burst],
     hog_end: u64,
     hog_name: &str,
+    stage_end: &str,
 ) -> (usize, usize) {
     let mut overlapping = 0;
     // Stages where the kernel hid the switch to the spinner.
@@ -337,7 +353,7 @@ fn check_explanations(
             );
             continue;
         }
-        if !e.stage.ends_with("..consumer_copy")
+        if !e.stage.ends_with(stage_end)
             || !bursts.iter().any(|x| x.spin_start < b && a < x.spin_end)
         {
             continue;

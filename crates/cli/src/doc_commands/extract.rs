@@ -1,25 +1,45 @@
-//! Every `hoptrace` command line shown in the README and in `docs/` is
-//! accepted by the binary's own parser.
+//! The `hoptrace` command lines of the README and `docs/*.md`, as the
+//! shell would run them (shared by the parser test, `super`, and the test
+//! that runs them, `tests/cli/docs_run.rs`, which includes this file).
 //!
 //! The command lines are read from the shell code blocks of the Markdown
 //! files (fences without a language, `sh`, `bash`, `console`): a line is
 //! joined with its `\` continuations, cut into shell words (quotes kept
-//! together, `$VAR` and `$(...)` replaced by a value of the right shape),
-//! split at `|`, `&&`, `||`, `;`, `&` and cut at a redirection or a comment.
-//! Each piece that runs `hoptrace` (directly, after `sudo` or `ip netns exec
-//! NS`, or inside `hoptrace lab exec LAB NODE -- ...`) is parsed as `main`
-//! parses it: every subcommand, flag and value must exist and be valid, and
-//! every required argument be given. Lines of program output in a block
-//! (`hoptrace kvm: this kernel ...`) are recognised by a word ending in `:`
-//! and left out. The README tour itself also runs (tests/cli/readme_tour.rs).
+//! together, `$VAR` replaced by [`VAR`] and `$(...)` by a PID), split at
+//! `|`, `&&`, `||`, `;`, `&` and cut at a redirection or a comment. Each
+//! piece that runs `hoptrace` (directly, after `sudo` or `ip netns exec
+//! NS`, or inside `hoptrace lab exec LAB NODE -- ...`) is a command; the
+//! program a `|` feeds it from and the block it is in are kept (`virsh dumpxml relay1 | hoptrace
+//! doctor --domain-xml -`). Lines of program output in a block (`hoptrace
+//! kvm: this kernel ...`) are recognised by a word ending in `:` and left
+//! out.
 
 use std::path::{Path, PathBuf};
 
+/// What a shell variable (`$T`, `${T}`, `$!`) stands for in the commands:
+/// a directory (`$T/sub` is `/tmp/doc/sub`).
+pub const VAR: &str = "/tmp/doc";
+
 /// One command line of a document: where it is, and its words.
-#[derive(Debug)]
-struct DocCommand {
-    place: String,
-    words: Vec<String>,
+#[derive(Debug, Clone)]
+pub struct DocCommand {
+    /// The document's file name (`README.md`, `goose.md`).
+    pub file: String,
+    /// The line it starts on (1-based).
+    pub line: usize,
+    /// The line its code block starts on (the commands of a block run
+    /// top to bottom, in one directory).
+    pub block: usize,
+    pub words: Vec<String>,
+    /// The program whose output a `|` feeds into it (`virsh`).
+    pub piped_from: Option<String>,
+}
+
+impl DocCommand {
+    /// `goose.md:25`
+    pub fn place(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
 }
 
 /// Shell words of `line`, with variables and command substitutions
@@ -71,9 +91,11 @@ fn shell_words(line: &str) -> Option<Vec<String>> {
                         chars.next();
                     }
                 }
-                word.push_str("/tmp/doc");
+                word.push_str(VAR);
                 in_word = true;
             }
+            // A comment (its words may hold an unpaired quote: `bridge's`).
+            '#' if !in_word => break,
             c if c.is_whitespace() => {
                 if in_word {
                     words.push(std::mem::take(&mut word));
@@ -93,24 +115,31 @@ fn shell_words(line: &str) -> Option<Vec<String>> {
 }
 
 /// The pieces of a line that are commands: split at `|`, `&&`, `||`, `;`
-/// and `&`; each cut at a redirection or a comment.
-fn pieces(words: &[String]) -> Vec<Vec<String>> {
-    let mut out = vec![Vec::new()];
+/// and `&`; each cut at a redirection or a comment; with the first word of
+/// the piece a `|` feeds it from.
+fn pieces(words: &[String]) -> Vec<(Vec<String>, Option<String>)> {
+    let mut out: Vec<(Vec<String>, Option<String>)> = vec![(Vec::new(), None)];
     let mut cut = false;
     for w in words {
+        if w.starts_with('#') {
+            break;
+        }
         if ["|", "||", "&&", ";", "&"].contains(&w.as_str()) {
-            out.push(Vec::new());
+            let from = (w == "|")
+                .then(|| out.last().and_then(|p| p.0.first().cloned()))
+                .flatten();
+            out.push((Vec::new(), from));
             cut = false;
             continue;
         }
-        if w.starts_with('#') || w.starts_with('>') || w.starts_with("2>") || w.starts_with('<') {
+        if w.starts_with('>') || w.starts_with("2>") || w.starts_with('<') {
             cut = true;
         }
         if !cut {
-            out.last_mut().unwrap().push(w.clone());
+            out.last_mut().unwrap().0.push(w.clone());
         }
     }
-    out.retain(|p| !p.is_empty());
+    out.retain(|p| !p.0.is_empty());
     out
 }
 
@@ -144,14 +173,16 @@ fn hoptrace_commands(piece: &[String]) -> Vec<Vec<String>> {
 }
 
 /// The command lines of the shell blocks of `text` (`file` names them).
-fn commands_in(file: &str, text: &str) -> Vec<DocCommand> {
+pub fn commands_in(file: &str, text: &str) -> Vec<DocCommand> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut shell_block = None::<bool>;
+    let mut block = 0;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
         if let Some(lang) = line.strip_prefix("```") {
+            block = i + 1;
             shell_block = match shell_block {
                 Some(_) => None,
                 None => Some(["", "sh", "bash", "console"].contains(&lang.trim())),
@@ -174,11 +205,14 @@ fn commands_in(file: &str, text: &str) -> Vec<DocCommand> {
         let Some(words) = shell_words(&joined) else {
             continue;
         };
-        for piece in pieces(&words) {
+        for (piece, piped_from) in pieces(&words) {
             for words in hoptrace_commands(&piece) {
                 out.push(DocCommand {
-                    place: format!("{file}:{start}"),
+                    file: file.to_string(),
+                    line: start,
+                    block,
                     words,
+                    piped_from: piped_from.clone(),
                 });
             }
         }
@@ -186,7 +220,7 @@ fn commands_in(file: &str, text: &str) -> Vec<DocCommand> {
     out
 }
 
-fn documents() -> Vec<PathBuf> {
+pub fn documents() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut files = vec![root.join("README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
@@ -198,58 +232,4 @@ fn documents() -> Vec<PathBuf> {
     docs.sort();
     files.extend(docs);
     files
-}
-
-#[test]
-fn every_hoptrace_command_shown_in_the_readme_and_the_docs_is_accepted_by_the_parser() {
-    let mut checked = 0;
-    let mut refused = Vec::new();
-    for path in documents() {
-        let text = std::fs::read_to_string(&path).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        for c in commands_in(&name, &text) {
-            checked += 1;
-            if let Err(e) = crate::parse_command_line(&c.words) {
-                // `hoptrace --version` is answered by printing, not refused
-                if e.kind() == clap::error::ErrorKind::DisplayVersion {
-                    continue;
-                }
-                let first = e.to_string().lines().next().unwrap_or_default().to_string();
-                refused.push(format!("{}: `{}`: {first}", c.place, c.words.join(" ")));
-            }
-        }
-    }
-    assert!(
-        refused.is_empty(),
-        "{} of {checked} documented command lines are refused:\n{}",
-        refused.len(),
-        refused.join("\n")
-    );
-    // The README's tour and the docs' examples were found.
-    assert!(checked >= 60, "only {checked} command lines found");
-}
-
-#[test]
-fn a_documented_line_is_cut_into_the_commands_it_runs() {
-    let md = "```sh\nip netns exec ht-t-hyp hoptrace trace --iface in0 > $T/t.txt & tr=$!\n\
-              hoptrace lab exec demo vm -- hoptrace sv subscribe \\\n  --iface eth0 # note\n\
-              hoptrace kvm: this kernel has no kvm tracepoint\n```\n\
-              ```text\nhoptrace sv dump x\n```\n";
-    let c = commands_in("x.md", md);
-    let words: Vec<String> = c.iter().map(|c| c.words.join(" ")).collect();
-    assert_eq!(
-        words,
-        [
-            "hoptrace trace --iface in0",
-            "hoptrace lab exec demo vm -- hoptrace sv subscribe --iface eth0",
-            "hoptrace sv subscribe --iface eth0",
-        ]
-    );
-    assert_eq!(c[1].place, "x.md:3");
-    // A flag that does not exist is refused by the parser the test uses.
-    let bad: Vec<String> = ["hoptrace", "report", "r", "--no-such-flag"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    assert!(crate::parse_command_line(&bad).is_err());
 }
