@@ -62,6 +62,9 @@ const GOOSE_WIRE: &str =
     "privileged::goose_wire::every_goose_message_published_on_the_scheme_is_heard_once_in_order";
 const GOOSE_SCL_WIRE: &str = "privileged::goose_wire::a_block_published_from_its_scl_file_is_received_as_configured_and_the_others_are_missing";
 const RELAY_WIRE: &str = "privileged::relay_wire::every_fault_is_tripped_on_its_first_sample_above_the_pickup_and_heard_as_a_goose_state_change";
+const VM_LIBVIRT: &str = "privileged::vm_libvirt::vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin";
+const TRACE_VM: &str = "privileged::vm_libvirt::trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand";
+const OBSERVE: &str = "privileged::doctor_observe::observe_names_the_device_irq_and_the_task_that_ran_on_a_cpu_declared_isolated";
 const SCL_SUBSCRIBER: &str = "sv_scl_streams::privileged::a_subscriber_configured_from_the_scl_file_finds_every_stream_and_names_exactly_what_differs";
 
 /// (document, start of the command's words, where it runs). Words as the
@@ -74,6 +77,11 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
     ("README.md", "hoptrace clock estimate", Test(LAB_VM, &[])),
     ("README.md", "hoptrace lab run kvm", Test(KVM, &[])),
     ("doctor.md", "hoptrace doctor --netns", Test(TOUR, &[])),
+    ("doctor.md", "hoptrace doctor --vm", Test(VM_LIBVIRT, &[])),
+    ("doctor.md", "hoptrace doctor --observe", Test(OBSERVE, &[])),
+    ("vms.md", "hoptrace vm show", Test(VM_LIBVIRT, &[])),
+    ("vms.md", "hoptrace trace --vm", Test(TRACE_VM, &[])),
+    ("kvm.md", "hoptrace kvm --vm", Test(VM_LIBVIRT, &[])),
     (
         "doctor.md",
         "hoptrace doctor --iface enp3s0",
