@@ -146,6 +146,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         retention: None,
         configured: vec![],
         dump_events: None,
+        outbound: false,
     }
 }
 
