@@ -187,9 +187,13 @@ pub struct HopAlignment {
 /// each annotation hop from the boundary hop before it. `rx, fwd,
 /// tap_xmit (annotation), consumer_copy` gives `rx->fwd`, `fwd->tap_xmit`,
 /// `fwd->consumer_copy`. The end-to-end stage is the caller's.
+/// The stages of hops taken per direction, then the chains of one
+/// direction each, as `(first, last)` index pairs ([`stages_per_direction`]).
+pub type DirectionStages = (Vec<(usize, usize)>, Vec<(usize, usize)>);
+
 /// The default stages of `hops` ([`default_stages`]) taken per direction
 /// ([`stages_per_direction`]).
-pub fn direction_stages(hops: &[HopColumn]) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+pub fn direction_stages(hops: &[HopColumn]) -> DirectionStages {
     let annotation: Vec<bool> = hops.iter().map(|h| h.annotation).collect();
     let outbound: Vec<bool> = hops.iter().map(|h| h.outbound).collect();
     stages_per_direction(&annotation, &outbound)
@@ -200,10 +204,7 @@ pub fn direction_stages(hops: &[HopColumn]) -> (Vec<(usize, usize)>, Vec<(usize,
 /// direction is its own chain, and no stage runs from one chain into the
 /// next. Returns the stages and the chains as `(first, last)` index pairs
 /// (their end-to-end spans).
-pub fn stages_per_direction(
-    annotation: &[bool],
-    outbound: &[bool],
-) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
+pub fn stages_per_direction(annotation: &[bool], outbound: &[bool]) -> DirectionStages {
     let (mut stages, mut chains) = (Vec::new(), Vec::new());
     let n = annotation.len().min(outbound.len());
     let mut from = 0;

@@ -109,11 +109,15 @@ fn faults_are_refused_where_no_trip_could_come_back() {
     assert!(text(&o).contains("after the run's end"), "{}", text(&o));
 }
 
-/// The GOOSE rows of a tracer's recording (stream `goose ...`): stNum and
+/// A GOOSE row of a tracer's recording (stream `goose ...`): stNum and
 /// sqNum (from `seq`, stNum * 2^32 + sqNum), status and the stamps of the
-/// outbound hops; and the statuses of its SV rows.
+/// outbound hops (`tap_rx`, `uplink_fwd`, `uplink_xmit`).
+type GooseRow = ((u64, u64), String, [Option<i64>; 3]);
+
+/// The GOOSE rows of a tracer's recording, the statuses of its SV rows
+/// and its outbound hop columns.
 struct TracedRun {
-    goose: Vec<((u64, u64), String, [Option<i64>; 3])>,
+    goose: Vec<GooseRow>,
     sv_status: Vec<String>,
     outbound_columns: Vec<String>,
 }
