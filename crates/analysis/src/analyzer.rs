@@ -51,6 +51,10 @@ pub struct Hop {
     /// default stages go around it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub annotation: bool,
+    /// A hop of the outbound direction (the recording's hop metadata):
+    /// the default stages never run between the two directions.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub outbound: bool,
     /// The clock the stamps were taken in when they were mapped into
     /// `clock` (a chain recording: `guest TAI`), and the largest error
     /// bound of a mapped stamp.
@@ -366,11 +370,14 @@ impl Analyzer {
         };
         if config.stages.is_empty() {
             let annotation: Vec<bool> = hops.iter().map(|h| h.annotation).collect();
-            for (a, b) in hoptrace_record::default_stages(&annotation) {
+            let outbound: Vec<bool> = hops.iter().map(|h| h.outbound).collect();
+            let (pairs, chains) = hoptrace_record::stages_per_direction(&annotation, &outbound);
+            for (a, b) in pairs {
                 stages.push(mk(a, b));
             }
-            if hops.len() > 2 {
-                stages.push(mk(0, hops.len() - 1));
+            // end to end per direction (a chain of more than two hops)
+            for (a, b) in chains.into_iter().filter(|(a, b)| b - a > 1) {
+                stages.push(mk(a, b));
             }
         } else {
             for (a, b) in &config.stages {
@@ -711,6 +718,7 @@ mod tests {
             source: "bpf".into(),
             location: String::new(),
             annotation,
+            outbound: false,
             aligned_from: None,
             align_bound_ns: None,
         }

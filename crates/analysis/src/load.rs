@@ -21,6 +21,7 @@ pub fn hops_of(meta: &RecordingMeta) -> Vec<Hop> {
             source: json_name(&h.source),
             location: h.location.clone(),
             annotation: h.annotation,
+            outbound: h.outbound,
             aligned_from: h.aligned.as_ref().map(|a| a.from.clone()),
             align_bound_ns: h.aligned.as_ref().map(|a| a.bound_ns),
         })

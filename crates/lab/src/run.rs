@@ -325,6 +325,14 @@ fn start_tracer(
     if let Some(p) = placement {
         args.extend(["--cpu".into(), p.tracer_cpu.to_string()]);
     }
+    // The relay's GOOSE trips go back out through the bridge: the tracer
+    // follows them at the outbound hops (tap_rx, uplink_fwd, uplink_xmit)
+    // beside the inbound SV. Only on the bridge, the one path whose
+    // outbound hops a test checks (a macvtap's writer transmits on the
+    // macvtap instead of receiving on a tap: no tap_rx there).
+    if !opts.faults.is_empty() && opts.topology == Topology::Bridge {
+        args.push("--outbound".into());
+    }
     // The per-second blocks show the stages that went above 250 us.
     args.extend(["--threshold".into(), "250us".into(), "1ms".into()]);
     if let Some(t) = opts.explain {
@@ -357,7 +365,7 @@ fn start_tracer(
         format_duration_exact(opts.duration * 4 + margin),
     ]);
     match spawn_in(hyp, exe, &args, &out.join("trace.log")) {
-        Ok(c) => {
+        Ok(mut c) => {
             note(
                 res,
                 format!("tracer: hoptrace {} (in {hyp})", args.join(" ")),
@@ -369,7 +377,12 @@ fn start_tracer(
                 "the tracer's per-second blocks below show end_to_end only (every stage: trace.log and the summary)".into(),
             );
             let live = LogFollower::start_tracer(out.join("trace.log"), "trace | ");
-            std::thread::sleep(Duration::from_secs(1));
+            if !tracer_ready(&mut c, &out.join("trace.log")) {
+                note(
+                    res,
+                    "the tracer did not say ready within 60 s: the first frames may pass before its probes are attached".into(),
+                );
+            }
             (Some((c, live)), doctor)
         }
         Err(e) => {
@@ -380,6 +393,23 @@ fn start_tracer(
             (None, doctor)
         }
     }
+}
+
+/// Wait until the tracer's log has its `ready` line (every probe attached:
+/// the frames sent from then on are traced), at most 60 s, or until it
+/// ended. True when it said ready.
+fn tracer_ready(c: &mut Child, log: &Path) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if std::fs::read_to_string(log).is_ok_and(|t| t.lines().any(|l| l == "ready")) {
+            return true;
+        }
+        if !matches!(c.try_wait(), Ok(None)) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 /// The publisher's stream plan for this run.

@@ -62,6 +62,12 @@ const _: () = assert!(
     "a full record starts with the compact record's fields"
 );
 
+/// The catalogue's tap bit of a device mask is the C `DEV_MASK_TAP`.
+const _: () = assert!(
+    crate::catalogue::DEV_MASK_TAP == types::dev_mask_bits::DEV_MASK_TAP.0,
+    "catalogue::DEV_MASK_TAP differs from enum dev_mask_bits"
+);
+
 /// The catalogue's tracepoint ids are the C `enum tp_id`.
 const _: () = {
     use types::tp_id as C;
@@ -209,6 +215,17 @@ mod tests {
                 flow_hash: 0xdead_beef,
             }
         );
+        let goose = raw_event(types::pkt_kind::KIND_GOOSE.0);
+        assert_eq!(
+            decoded(&goose).identity,
+            PacketIdentity::Goose {
+                dst_mac: [1, 0x0c, 0xcd, 4, 0, 1],
+                src_mac: [2, 0, 0, 0, 0, 9],
+                app_id: 0x4000,
+                st_num: 12,
+                sq_num: 34,
+            }
+        );
         let other = raw_event(types::pkt_kind::KIND_OTHER.0);
         assert_eq!(
             decoded(&other).identity,
@@ -258,6 +275,7 @@ mod tests {
                 profile: crate::Profile::Hypervisor,
                 thresholds_ns: vec![1_000, 2_000, 3_000],
             }),
+            goose: true,
         };
         let types::hop_config {
             dev_filter_on,
@@ -274,6 +292,8 @@ mod tests {
             ks_quiet_rx_free,
             ks_nthresholds,
             dev_list_count,
+            want_goose,
+            pad: _,
             ks_thresholds,
             dev_list,
         } = through_bytes(&bpf_config::hop_config(&filters, 0xa5, true, 64));
@@ -285,6 +305,7 @@ mod tests {
         );
         assert_eq!(other_dst_mac, [2, 3, 4, 5, 6, 7, 0, 0]);
         assert_eq!((emit_mask, use_tai, track_set_mask), (0xa5, 1, 63));
+        assert_eq!(want_goose, 1);
         assert_eq!(
             (
                 kernel_stats,

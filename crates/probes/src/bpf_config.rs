@@ -74,6 +74,8 @@ pub(crate) fn hop_config(
         ks_quiet_rx_free: u32::from(ks.is_some_and(|k| k.quiet_rx_free())),
         ks_nthresholds,
         dev_list_count,
+        want_goose: u32::from(filters.goose),
+        pad: 0,
         ks_thresholds,
         dev_list,
     }
@@ -156,6 +158,7 @@ mod tests {
             devices,
             emit_mask: 0,
             other: None,
+            goose: false,
             kernel_stats: None,
         }
     }

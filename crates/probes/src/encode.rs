@@ -49,6 +49,10 @@ pub fn full_record(hop: &CompactHop, identity: &PacketIdentity) -> Vec<u8> {
         ping_kind: 0,
         pad: [0; 5],
         svid: [0; 64],
+        st_num: 0,
+        sq_num: 0,
+        src_mac: [0; 6],
+        pad2: [0; 2],
     };
     match identity {
         PacketIdentity::Sv {
@@ -71,6 +75,21 @@ pub fn full_record(hop: &CompactHop, identity: &PacketIdentity) -> Vec<u8> {
             e.dst_mac = *dst_mac;
             e.flow_hash = *flow_hash;
             e.ethertype = 0x88ba;
+        }
+        PacketIdentity::Goose {
+            dst_mac,
+            src_mac,
+            app_id,
+            st_num,
+            sq_num,
+        } => {
+            e.kind = types::pkt_kind::KIND_GOOSE.0 as u8;
+            e.dst_mac = *dst_mac;
+            e.src_mac = *src_mac;
+            e.app_id = *app_id;
+            e.st_num = *st_num;
+            e.sq_num = *sq_num;
+            e.ethertype = 0x88b8;
         }
         PacketIdentity::Ping { seq, reply } => {
             e.kind = types::pkt_kind::KIND_PING.0 as u8;

@@ -121,6 +121,15 @@ pub enum PacketIdentity {
     SvMalformed { dst_mac: [u8; 6], flow_hash: u32 },
     /// hoptrace ping: `reply` false for a request, true for a reply.
     Ping { seq: u64, reply: bool },
+    /// IEC 61850-8-1 GOOSE, outbound: its publisher (source MAC) and
+    /// control block (APPID) name the stream, stNum and sqNum the message.
+    Goose {
+        dst_mac: [u8; 6],
+        src_mac: [u8; 6],
+        app_id: u16,
+        st_num: u32,
+        sq_num: u32,
+    },
     Other {
         dst_mac: [u8; 6],
         ethertype: u16,
@@ -136,6 +145,9 @@ impl PacketIdentity {
             PacketIdentity::SvMalformed { dst_mac, .. } => {
                 format!("malformed-sv {}", format_mac(dst_mac))
             }
+            PacketIdentity::Goose {
+                app_id, src_mac, ..
+            } => format!("goose {app_id:#06x} {}", format_mac(src_mac)),
             PacketIdentity::Ping { reply: false, .. } => "ping".into(),
             PacketIdentity::Ping { reply: true, .. } => "ping-reply".into(),
             PacketIdentity::Other {
@@ -150,8 +162,18 @@ impl PacketIdentity {
         match self {
             PacketIdentity::Sv { dst_mac, .. }
             | PacketIdentity::SvMalformed { dst_mac, .. }
-            | PacketIdentity::Other { dst_mac, .. } => Some(*dst_mac),
+            | PacketIdentity::Other { dst_mac, .. }
+            | PacketIdentity::Goose { dst_mac, .. } => Some(*dst_mac),
             PacketIdentity::Ping { .. } => None,
+        }
+    }
+
+    /// The direction of the frame's hops: GOOSE goes out (from the
+    /// consumer towards the wire), every other frame comes in.
+    pub fn direction(&self) -> crate::catalogue::Direction {
+        match self {
+            PacketIdentity::Goose { .. } => crate::catalogue::Direction::Outbound,
+            _ => crate::catalogue::Direction::Inbound,
         }
     }
 }
@@ -348,6 +370,10 @@ impl PacketIdentity {
             ping_kind,
             pad: _,
             svid,
+            st_num,
+            sq_num,
+            src_mac,
+            pad2: _,
         } = *raw;
         match types::pkt_kind(u32::from(kind)) {
             types::pkt_kind::KIND_SV => PacketIdentity::Sv {
@@ -359,6 +385,13 @@ impl PacketIdentity {
             types::pkt_kind::KIND_PING => PacketIdentity::Ping {
                 seq: ping_seq,
                 reply: ping_kind == 1,
+            },
+            types::pkt_kind::KIND_GOOSE => PacketIdentity::Goose {
+                dst_mac,
+                src_mac,
+                app_id,
+                st_num,
+                sq_num,
             },
             types::pkt_kind::KIND_SV_MALFORMED => {
                 PacketIdentity::SvMalformed { dst_mac, flow_hash }
@@ -420,6 +453,10 @@ pub(crate) mod tests {
             ping_kind: 0,
             pad: [0; 5],
             svid,
+            st_num: 12,
+            sq_num: 34,
+            src_mac: [2, 0, 0, 0, 0, 9],
+            pad2: [0; 2],
         }
     }
 
@@ -474,7 +511,7 @@ pub(crate) mod tests {
         // Neither size: an error naming both expected sizes.
         let err = Record::decode(&[0u8; 100]).unwrap_err();
         assert!(matches!(err, DecodeError::Size(100)));
-        assert!(err.to_string().contains("160 (full) or 64 (compact)"));
+        assert!(err.to_string().contains("176 (full) or 64 (compact)"));
         let bad = compact(1, 2, 42, 0);
         assert!(matches!(
             Record::decode(&bad),
@@ -503,7 +540,7 @@ pub(crate) mod tests {
         ));
         assert!(matches!(
             CompactHop::decode(&raw(1)),
-            Err(DecodeError::Size(160))
+            Err(DecodeError::Size(176))
         ));
     }
 

@@ -93,6 +93,9 @@ pub struct Filters {
     pub emit_mask: u32,
     /// Report frames other than SV and ping that match these.
     pub other: Option<OtherFilter>,
+    /// Parse and report GOOSE frames (the outbound direction: APPID,
+    /// source MAC, stNum, sqNum).
+    pub goose: bool,
     /// `--kernel-stats`: normal hops send no record, the statistics stay
     /// in the kernel (src/kstats.rs).
     pub kernel_stats: Option<crate::kstats::KsConfig>,

@@ -125,10 +125,10 @@ pub use explanations::{
     StagePart,
 };
 pub use meta::{
-    cpu_list_from_cmdline, default_stages, emulation_note, hypervisor, split_stage_name,
-    stage_name, ClockDomain, DoctorSeverityCounts, DoctorStatusCounts, DoctorSummary, ExtraColumn,
-    HopAlignment, HopColumn, HostFacts, RecordingMeta, RollupInfo, StampSource, FORMAT,
-    FORMAT_VERSION, META_KEY, STAGE_SEPARATOR,
+    cpu_list_from_cmdline, default_stages, direction_stages, emulation_note, hypervisor,
+    split_stage_name, stage_name, stages_per_direction, ClockDomain, DoctorSeverityCounts,
+    DoctorStatusCounts, DoctorSummary, ExtraColumn, HopAlignment, HopColumn, HostFacts,
+    RecordingMeta, RollupInfo, StampSource, FORMAT, FORMAT_VERSION, META_KEY, STAGE_SEPARATOR,
 };
 pub use output::{claim_output_dir, claim_output_file, ClaimedOutput, OutputError};
 pub use reader::{

@@ -159,6 +159,13 @@ pub struct HopColumn {
     /// in `clock` itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aligned: Option<HopAlignment>,
+    /// The hop is on the way out (from the consumer towards the wire, e.g.
+    /// a GOOSE trip), not on the way in. A row is of one direction: it has
+    /// stamps only in that direction's columns, and the default stages
+    /// never run from a hop of one direction to a hop of the other
+    /// ([`direction_stages`]). Absent: false (inbound).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outbound: bool,
 }
 
 /// How a hop's stamps were brought into the recording's clock, and how far
@@ -180,6 +187,42 @@ pub struct HopAlignment {
 /// each annotation hop from the boundary hop before it. `rx, fwd,
 /// tap_xmit (annotation), consumer_copy` gives `rx->fwd`, `fwd->tap_xmit`,
 /// `fwd->consumer_copy`. The end-to-end stage is the caller's.
+/// The stages of hops taken per direction, then the chains of one
+/// direction each, as `(first, last)` index pairs ([`stages_per_direction`]).
+pub type DirectionStages = (Vec<(usize, usize)>, Vec<(usize, usize)>);
+
+/// The default stages of `hops` ([`default_stages`]) taken per direction
+/// ([`stages_per_direction`]).
+pub fn direction_stages(hops: &[HopColumn]) -> DirectionStages {
+    let annotation: Vec<bool> = hops.iter().map(|h| h.annotation).collect();
+    let outbound: Vec<bool> = hops.iter().map(|h| h.outbound).collect();
+    stages_per_direction(&annotation, &outbound)
+}
+
+/// The default stages ([`default_stages`]) of hops with these annotation
+/// and outbound marks, per direction: each run of consecutive hops of one
+/// direction is its own chain, and no stage runs from one chain into the
+/// next. Returns the stages and the chains as `(first, last)` index pairs
+/// (their end-to-end spans).
+pub fn stages_per_direction(annotation: &[bool], outbound: &[bool]) -> DirectionStages {
+    let (mut stages, mut chains) = (Vec::new(), Vec::new());
+    let n = annotation.len().min(outbound.len());
+    let mut from = 0;
+    while from < n {
+        let dir = outbound[from];
+        let to = (from..n).find(|&i| outbound[i] != dir).unwrap_or(n);
+        let annotation = &annotation[from..to];
+        stages.extend(
+            default_stages(annotation)
+                .into_iter()
+                .map(|(a, b)| (a + from, b + from)),
+        );
+        chains.push((from, to - 1));
+        from = to;
+    }
+    (stages, chains)
+}
+
 pub fn default_stages(annotation: &[bool]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut last_boundary: Option<usize> = None;
@@ -211,7 +254,14 @@ impl HopColumn {
             location: location.into(),
             annotation: false,
             aligned: None,
+            outbound: false,
         }
+    }
+
+    /// The same hop, marked as a hop of the outbound direction.
+    pub fn as_outbound(mut self, outbound: bool) -> Self {
+        self.outbound = outbound;
+        self
     }
 
     /// The same hop, marked as an annotation (not a stage boundary).
@@ -457,8 +507,8 @@ impl RecordingMeta {
 
     /// Consecutive hop pairs `(from, to)`: the stages, in path order.
     pub fn stage_pairs(&self) -> Vec<(&HopColumn, &HopColumn)> {
-        let annotation: Vec<bool> = self.hops.iter().map(|h| h.annotation).collect();
-        default_stages(&annotation)
+        direction_stages(&self.hops)
+            .0
             .into_iter()
             .map(|(a, b)| (&self.hops[a], &self.hops[b]))
             .collect()
@@ -573,6 +623,19 @@ fn uname_string() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stages_of_two_directions_never_run_from_one_into_the_other() {
+        let (stages, chains) = stages_per_direction(
+            &[false, false, true, false, false, false, false],
+            &[false, false, false, false, true, true, true],
+        );
+        assert_eq!(stages, vec![(0, 1), (1, 2), (1, 3), (4, 5), (5, 6)]);
+        assert_eq!(chains, vec![(0, 3), (4, 6)]);
+        let (one, chain) = stages_per_direction(&[false, false, true, false], &[false; 4]);
+        assert_eq!(one, default_stages(&[false, false, true, false]));
+        assert_eq!(chain, vec![(0, 3)]);
+    }
 
     #[test]
     fn default_stages_go_around_an_annotation_hop_and_time_it_from_the_boundary_before() {

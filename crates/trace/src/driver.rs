@@ -35,7 +35,7 @@ use hoptrace_probes::kstats::KernelStreams;
 use hoptrace_probes::loader::{run_session, Filters, LostCounts, SessionInfo, SessionSink};
 
 pub use crate::options::{bpf_filters, TraceOptions};
-use crate::options::{check_kernel_stats, select_hops};
+use crate::options::{check_kernel_stats, check_outbound, select_hops};
 use crate::plain::{print_block, print_interval};
 pub use crate::summary::TraceSummary;
 pub use hoptrace_probes::filter::parse_filter;
@@ -414,6 +414,7 @@ pub fn run_trace<'a>(
     live: Option<&'a mut dyn LiveView>,
 ) -> Result<TraceSummary> {
     check_kernel_stats(opts)?;
+    check_outbound(opts)?;
     let devices = DeviceTable::scan()?;
     let filters = bpf_filters(opts, &devices)?;
     write_start_notes(out, opts, &filters)?;
@@ -484,6 +485,9 @@ impl<'a> Run<'a> {
             opts.rate,
             opts.linger.as_nanos() as u64,
         );
+        if opts.outbound {
+            assembler.follow_outbound();
+        }
         assembler.set_stream_wraps(
             opts.configured
                 .iter()

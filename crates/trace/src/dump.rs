@@ -49,6 +49,10 @@ pub struct DumpFacts {
     pub linger_ns: u64,
     /// `--hops` (None: every hop of the profile).
     pub hops: Option<Vec<String>>,
+    /// `--outbound`: the session followed the outbound hops too (absent
+    /// in a dump of a session that did not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outbound: bool,
     /// `--stream` (empty: all).
     pub streams: Vec<String>,
     pub backend: String,
@@ -290,6 +294,7 @@ pub(crate) fn facts(
         rate: opts.rate,
         linger_ns: opts.linger.as_nanos() as u64,
         hops: opts.hops.clone(),
+        outbound: opts.outbound,
         streams: opts.streams.clone(),
         backend: info.backend.name().into(),
         clock: info.clock,

@@ -67,6 +67,24 @@ pub struct TraceOptions {
     /// `--vm`: the VM the interfaces were resolved from (`hoptrace vm
     /// show --json`), kept in the recording's metadata (`extra.vm`).
     pub vm: Option<serde_json::Value>,
+    /// `--outbound`: follow the profile's outbound hops too (GOOSE frames
+    /// from the consumer towards the wire), each frame's timeline in its
+    /// own direction (hypervisor profile).
+    pub outbound: bool,
+}
+
+/// Options that `--outbound` cannot honour, refused with what to do.
+pub(crate) fn check_outbound(opts: &TraceOptions) -> Result<()> {
+    if !opts.outbound {
+        return Ok(());
+    }
+    if opts.profile != Profile::Hypervisor {
+        bail!("--outbound: the {} profile has no outbound hops yet (only the hypervisor profile has: tap_rx, uplink_fwd, uplink_xmit); leave out --outbound or trace the hypervisor", opts.profile.name());
+    }
+    if opts.kernel_stats {
+        bail!("--outbound follows GOOSE frames as per-packet timelines; --kernel-stats keeps the inbound stages in the kernel only: leave out one of them");
+    }
+    Ok(())
 }
 
 /// The indices of the `--hops` selection in the profile's hops (all when
@@ -130,6 +148,7 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         devices: Vec::new(),
         emit_mask: emit_mask(opts.profile),
         other: opts.filter.clone(),
+        goose: opts.outbound,
         kernel_stats: opts
             .kernel_stats
             .then(|| hoptrace_probes::kstats::KsConfig {
@@ -140,17 +159,19 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
     for ifname in &opts.ifaces {
         let (ns, idx) = devices.resolve(opts.netns.as_deref(), ifname)?;
         let kind = devices.get(ns, idx).map(|d| d.kind.as_str()).unwrap_or("");
-        f.devices.push((ns, idx, device_mask(opts.profile, kind)));
+        f.devices
+            .push((ns, idx, device_mask(opts.profile, kind, opts.outbound)));
     }
     if opts.ifaces.is_empty() {
         if let Some(name) = &opts.netns {
             let ns = netns_inode(Some(name))?;
             for (idx, d) in devices.devices_in(ns) {
                 f.devices
-                    .push((ns, idx, device_mask(opts.profile, &d.kind)));
+                    .push((ns, idx, device_mask(opts.profile, &d.kind, opts.outbound)));
             }
             // devices created after the start: treated as plain devices
-            f.devices.push((ns, 0, device_mask(opts.profile, "")));
+            f.devices
+                .push((ns, 0, device_mask(opts.profile, "", opts.outbound)));
         }
     }
     Ok(f)

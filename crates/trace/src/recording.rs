@@ -4,12 +4,16 @@
 //! hop catalogue; `tap_xmit` marked as an annotation hop), and the extra
 //! columns `cpu` (the CPU of the last hop seen) and `consumer_tid` (the
 //! thread of the `consumer_copy` or `app_copy` hop, which a delivery join
-//! follows). With `--explain`, `crate::explain` stores its explanations in
+//! follows). With `--outbound` the hop columns are the inbound hops then
+//! the outbound ones, each marked with its direction (`outbound: true`):
+//! a row has stamps only in its own direction's columns (an SV sample in
+//! the inbound ones, a GOOSE message in the outbound ones), and GOOSE rows
+//! carry their APPID and, as `seq`, stNum * 2^32 + sqNum. With `--explain`, `crate::explain` stores its explanations in
 //! the same directory (`hoptrace_record::ExplanationWriter`: the folder
 //! `explain/`). The driver and the tests that check what users read from a
 //! tracer's recording write it with these functions.
 
-use hoptrace_probes::catalogue::{catalogue, is_annotation, Profile};
+use hoptrace_probes::catalogue::{catalogue, is_annotation, Direction, Profile};
 use hoptrace_probes::event::PacketIdentity;
 use hoptrace_record::{
     ClockDomain, DoctorSummary, ExtraColumn, HopColumn, PacketRowRef, RecordError, RecordingMeta,
@@ -49,7 +53,10 @@ pub fn recording_meta(c: &RecordingContext) -> RecordingMeta {
                     format!("{tp} ({on}): {}", s.meaning)
                 })
                 .unwrap_or_default();
-            HopColumn::new(*h, c.clock, StampSource::Bpf, loc).as_annotation(is_annotation(h))
+            let outbound = spec.is_some_and(|s| s.direction == Direction::Outbound);
+            HopColumn::new(*h, c.clock, StampSource::Bpf, loc)
+                .as_annotation(is_annotation(h))
+                .as_outbound(outbound)
         })
         .collect();
     let mut meta = RecordingMeta::for_this_host("trace", cols);
@@ -95,9 +102,10 @@ pub fn append_row(
         PacketIdentity::Sv {
             app_id, smp_cnt, ..
         } => (Some(*app_id), Some(*smp_cnt)),
+        PacketIdentity::Goose { app_id, .. } => (Some(*app_id), None),
         _ => (None, None),
     };
-    let is_sv = app_id.is_some();
+    let is_sv = smp_cnt.is_some();
     w.append_ref(PacketRowRef {
         stream: &t.stream,
         dst_mac: t.identity.dst_mac(),

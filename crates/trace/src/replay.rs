@@ -86,6 +86,7 @@ fn replay_options(facts: &DumpFacts, base: &TraceOptions) -> Result<TraceOptions
         linger: Duration::from_nanos(facts.linger_ns),
         rate: facts.rate,
         hops: facts.hops.clone(),
+        outbound: facts.outbound,
         kernel_stats: false,
         periodic: false,
         explain: None,

@@ -59,6 +59,7 @@ pub fn facts(s: &Synthetic) -> DumpFacts {
         rate: s.rate,
         linger_ns: 200_000_000,
         hops: None,
+        outbound: false,
         streams: vec![],
         backend: "tp_btf".into(),
         clock: ClockDomain::Monotonic,

@@ -1,5 +1,13 @@
 //! Per-packet timelines from hop events.
 //!
+//! A timeline is of one direction, its frame's ([`PacketIdentity::direction`]):
+//! SV and ping come in (`rx` .. `consumer_copy`), GOOSE goes out (`tap_rx`
+//! .. `uplink_xmit`, when the session follows the outbound hops:
+//! [`Assembler::follow_outbound`]). The assembler's hops are the inbound
+//! ones, then the outbound ones; a timeline has stamps only at its own
+//! direction's hops, and is complete when it has every mandatory hop of
+//! its direction.
+//!
 //! Events are grouped by packet identity (SV stream + smpCnt, ping sequence,
 //! or flow hash). Hops before the point where one frame is cloned to several
 //! consumers (`rx` in the hypervisor profile) are *shared*; hops from the tap
@@ -53,7 +61,9 @@ use std::collections::HashMap;
 
 use hoptrace_record::PacketStatus;
 
-use hoptrace_probes::catalogue::{profile_hops, Profile, TracePoint};
+use hoptrace_probes::catalogue::{
+    hop_direction, profile_hops, session_hops, Direction, Profile, TracePoint,
+};
 use hoptrace_probes::devices::DeviceTable;
 use hoptrace_probes::drop_reason::DropReasons;
 use hoptrace_probes::event::{HopEvent, PacketIdentity, TaskName};
@@ -96,6 +106,14 @@ pub struct Timeline {
     pub who: PerHop<Option<HopWho>>,
 }
 
+impl Timeline {
+    /// The timeline's direction: its frame's (SV and ping inbound, GOOSE
+    /// outbound).
+    pub fn direction(&self) -> Direction {
+        self.identity.direction()
+    }
+}
+
 /// Where a hop ran: its CPU and the thread in whose context it fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HopWho {
@@ -132,6 +150,9 @@ struct HopIndex {
     nic_rx: Option<usize>,
     sock_deliver: Option<usize>,
     app_copy: Option<usize>,
+    tap_rx: Option<usize>,
+    uplink_fwd: Option<usize>,
+    uplink_xmit: Option<usize>,
 }
 
 impl HopIndex {
@@ -146,6 +167,9 @@ impl HopIndex {
             nic_rx: at("nic_rx"),
             sock_deliver: at("sock_deliver"),
             app_copy: at("app_copy"),
+            tap_rx: at("tap_rx"),
+            uplink_fwd: at("uplink_fwd"),
+            uplink_xmit: at("uplink_xmit"),
         }
     }
 }
@@ -177,6 +201,8 @@ impl Dests {
 pub struct Assembler {
     profile: Profile,
     hops: Vec<&'static str>,
+    /// The direction of each hop of `hops` (found once).
+    directions: Vec<Direction>,
     at: HopIndex,
     devices: DeviceTable,
     reasons: DropReasons,
@@ -215,6 +241,7 @@ impl Assembler {
         Assembler {
             profile,
             at: HopIndex::of(&hops),
+            directions: hops.iter().map(|h| hop_direction(h)).collect(),
             hops,
             devices,
             reasons,
@@ -234,6 +261,19 @@ impl Assembler {
 
     pub fn hops(&self) -> &[&'static str] {
         &self.hops
+    }
+
+    /// Follow the profile's outbound hops too (after the inbound ones):
+    /// GOOSE frames get timelines of their own direction.
+    pub fn follow_outbound(&mut self) {
+        self.hops = session_hops(self.profile, true);
+        assert!(
+            self.hops.len() <= MAX_HOPS,
+            "the catalogue's profile {:?} has more than {MAX_HOPS} hops in both directions",
+            self.profile
+        );
+        self.at = HopIndex::of(&self.hops);
+        self.directions = self.hops.iter().map(|h| hop_direction(h)).collect();
     }
 
     /// The device table events are classified with.
@@ -292,10 +332,44 @@ impl Assembler {
         Some((dest, d.is_tap))
     }
 
+    /// Which outbound hop (index) an outbound frame's event stands for:
+    /// the tap's receive (`tap_rx`), an outer device's transmit start and
+    /// done (`uplink_fwd`, `uplink_xmit`). Its receive on another device
+    /// (in the lab: the consumer's veth before the tap reader) and copies
+    /// to user space are no hop of the hypervisor's outbound path.
+    fn classify_outbound(&mut self, e: &HopEvent) -> Option<usize> {
+        use TracePoint::*;
+        let at = self.at;
+        match (self.profile, e.hop.tracepoint) {
+            (Profile::Hypervisor, NetifReceiveSkb) => {
+                let (_, tap) = self.device(e)?;
+                if tap {
+                    at.tap_rx
+                } else {
+                    None
+                }
+            }
+            (Profile::Hypervisor, NetDevStartXmit | NetDevXmit) => {
+                let (_, tap) = self.device(e)?;
+                if tap {
+                    None
+                } else if e.hop.tracepoint == NetDevStartXmit {
+                    at.uplink_fwd
+                } else {
+                    at.uplink_xmit
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// Which hop (index) and destination an event stands for.
     fn classify(&mut self, e: &HopEvent, key: &PacketKey) -> Option<(usize, Option<DestId>)> {
         use TracePoint::*;
         let at = self.at;
+        if e.identity.direction() == Direction::Outbound {
+            return self.classify_outbound(e).map(|hop| (hop, None));
+        }
         match (self.profile, e.hop.tracepoint) {
             (Profile::Hypervisor, NetifReceiveSkb) => {
                 let (dest, tap) = self.device(e)?;

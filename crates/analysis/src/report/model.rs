@@ -527,6 +527,7 @@ mod tests {
             source: "software".into(),
             location: String::new(),
             annotation: false,
+            outbound: false,
             aligned_from: None,
             align_bound_ns: None,
         }

@@ -50,6 +50,12 @@ pub struct Args {
     /// Only these hops in the output (comma separated; default: all of the profile).
     #[arg(long)]
     hops: Option<String>,
+    /// Also follow the outbound direction: GOOSE frames (0x88B8) from the
+    /// consumer towards the wire, at the profile's outbound hops (tap_rx,
+    /// uplink_fwd, uplink_xmit; hypervisor profile), each in a timeline of
+    /// its own direction, next to the inbound SV timelines.
+    #[arg(long, conflicts_with = "kernel_stats")]
+    outbound: bool,
     /// Only these SV streams (svID).
     #[arg(long = "stream", conflicts_with = "scl")]
     streams: Vec<String>,
@@ -176,7 +182,7 @@ pub struct Args {
     /// were cut and exits with status 5.
     #[arg(long, value_name = "FILE", conflicts_with_all = [
         "ifaces", "vm", "netns", "profile", "hops", "streams", "filter", "live", "kernel_stats",
-        "duration", "count", "linger", "rate", "explain", "metrics", "dump_events",
+        "duration", "count", "linger", "rate", "explain", "metrics", "dump_events", "outbound",
         "list_hops", "list_backends", "list_cpu_events", "frequency", "expect_streams",
     ])]
     replay: Option<PathBuf>,
@@ -288,7 +294,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     }
     let profile: Profile = args.profile.parse().map_err(crate::exit::usage)?;
     if let Some(h) = &args.hops {
-        let known = hoptrace_probes::catalogue::profile_hops(profile);
+        let known = hoptrace_probes::catalogue::session_hops(profile, args.outbound);
         for name in h.split(',') {
             if !known.contains(&name) {
                 return Err(crate::exit::usage(format!(
@@ -361,6 +367,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             .map(|h| h.split(',').map(str::to_string).collect()),
         keep_timelines: false,
         kernel_stats: args.kernel_stats,
+        outbound: args.outbound,
         doctor,
         explain: args.explain,
         explain_lines: args.explain_lines,

@@ -25,8 +25,17 @@ fn trace_list_hops_prints_the_catalogue() {
         "app_copy",
     ] {
         assert!(
-            s.lines().any(|l| l.split_whitespace().nth(1) == Some(hop)),
-            "{hop} missing in:\n{s}"
+            s.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some("inbound")
+                    && l.split_whitespace().nth(2) == Some(hop)),
+            "{hop} missing as an inbound hop in:\n{s}"
+        );
+    }
+    for hop in ["tap_rx", "uplink_fwd", "uplink_xmit"] {
+        assert!(
+            s.lines().any(|l| l.starts_with("hypervisor outbound")
+                && l.split_whitespace().nth(2) == Some(hop)),
+            "{hop} missing as an outbound hop in:\n{s}"
         );
     }
     assert!(s.contains("skb:skb_copy_datagram_iovec"));

@@ -24,7 +24,7 @@
  *          "HTPG", kind byte, 3 pad, u64 BE sequence: crates/endpoints/src/
  *          ping.rs) or any other frame accepted by --filter (FNV-1a hash of
  *          its first 40 bytes);
- *        - submit a FULL record (struct hop_event, 160 bytes: the
+ *        - submit a FULL record (struct hop_event, 176 bytes: the
  *          hop fields of a compact record, then the identity) and remember the skb in `tracked_skbs` with a validation:
  *          skb->head, and the kernel address and value of 8 identity bytes
  *          (SV: the 8 bytes ending with the first smpCnt, i.e. the end of
@@ -247,7 +247,7 @@ static __always_inline int device_passes(struct hop_ctx *h)
 	__u32 mask = device_mask(h);
 	if (!(mask & (1U << h->tp)))
 		return 0;
-	h->role = (mask & (1U << TP_NET_DEV_XMIT)) ? KS_ROLE_TAP : KS_ROLE_DEVICE;
+	h->role = (mask & DEV_MASK_TAP) ? KS_ROLE_TAP : KS_ROLE_DEVICE;
 	return 1;
 }
 
@@ -372,6 +372,12 @@ static __always_inline int handle(__u32 tp, struct sk_buff *skb, struct net_devi
 		return 0;
 	hop_read_skb(&h, dev);
 	if (!hop_in_scope(&h))
+		return 0;
+	/* An outer device's net_dev_xmit (its mask has that bit only when the
+	 * session follows the outbound direction) is a hop of an outbound
+	 * frame only (uplink_xmit): an inbound frame sent on by a forwarder
+	 * ends at its egress, with no record here. */
+	if (tp == TP_NET_DEV_XMIT && h.role == KS_ROLE_DEVICE && !(h.have_prev && h.prev.outbound))
 		return 0;
 	/* net_dev_xmit fires when the tap's transmit routine returns, after
 	 * tun_net_xmit queued the skb for the reader: a reader on another CPU

@@ -117,6 +117,17 @@ enum pkt_kind {
 	KIND_SV = 1,
 	KIND_PING = 2,
 	KIND_SV_MALFORMED = 3,
+	/* IEC 61850-8-1 GOOSE (0x88B8), parsed only when the session follows
+	 * the outbound direction (hop_config.want_goose) */
+	KIND_GOOSE = 4,
+};
+
+/* Bits of a device's mask (dev_filter value, dev_rule.mask) besides the
+ * tracepoint bits (1 << tp): the device is a tap, tun or macvtap. Its
+ * role (ks_role) comes from this bit, not from its tracepoints: with the
+ * outbound hops a tap also receives and an outer device also transmits. */
+enum dev_mask_bits {
+	DEV_MASK_TAP = 0x40000000,
 };
 
 /*
@@ -153,6 +164,11 @@ struct hop_event {
 	__u8 ping_kind; /* ping: 0 request, 1 reply */
 	__u8 pad[5];
 	__u8 svid[SVID_MAX];
+	/* GOOSE: stNum, sqNum and the source MAC (with app_id, dst_mac) */
+	__u32 st_num;
+	__u32 sq_num;
+	__u8 src_mac[6];
+	__u8 pad2[2];
 };
 
 /* One device of the listed filter: (netns inode, ifindex; 0: every other
@@ -197,6 +213,10 @@ struct hop_config {
 	 * decided by compares, without the hash lookups a device that is not
 	 * in it (a bridge, the veth towards the VM) costs every frame */
 	__u32 dev_list_count;
+	/* 1: GOOSE frames (0x88B8) are parsed and reported (the outbound
+	 * direction, `trace --outbound`) */
+	__u32 want_goose;
+	__u32 pad;
 	__u64 ks_thresholds[KS_THRESHOLDS];
 	struct dev_rule dev_list[FILTER_DEVS_MAX];
 };
@@ -291,6 +311,7 @@ struct hop_abi_anchor {
 	enum pkt_kind kind;
 	enum ks_role role;
 	enum ks_hop_bits hop_bits;
+	enum dev_mask_bits dev_mask_bits;
 };
 
 /*
@@ -313,7 +334,7 @@ ABI_AT(struct hop_compact, drop_reason, 40);
 ABI_AT(struct hop_compact, pad, 44);
 ABI_AT(struct hop_compact, comm, 48);
 
-ABI_SIZE(struct hop_event, 160);
+ABI_SIZE(struct hop_event, 176);
 ABI_AT(struct hop_event, hop, 0);
 ABI_AT(struct hop_event, ping_seq, 64);
 ABI_AT(struct hop_event, flow_hash, 72);
@@ -326,10 +347,14 @@ ABI_AT(struct hop_event, dst_mac, 84);
 ABI_AT(struct hop_event, ping_kind, 90);
 ABI_AT(struct hop_event, pad, 91);
 ABI_AT(struct hop_event, svid, 96);
+ABI_AT(struct hop_event, st_num, 160);
+ABI_AT(struct hop_event, sq_num, 164);
+ABI_AT(struct hop_event, src_mac, 168);
+ABI_AT(struct hop_event, pad2, 174);
 _Static_assert(sizeof(struct hop_event) != sizeof(struct hop_compact),
 	       "full and compact records are told apart by their length");
 
-ABI_SIZE(struct hop_config, 120 + 12 * FILTER_DEVS_MAX);
+ABI_SIZE(struct hop_config, 128 + 12 * FILTER_DEVS_MAX);
 ABI_AT(struct hop_config, dev_filter_on, 0);
 ABI_AT(struct hop_config, netns_count, 4);
 ABI_AT(struct hop_config, netns, 8);
@@ -344,8 +369,10 @@ ABI_AT(struct hop_config, kernel_stats, 72);
 ABI_AT(struct hop_config, ks_quiet_rx_free, 76);
 ABI_AT(struct hop_config, ks_nthresholds, 80);
 ABI_AT(struct hop_config, dev_list_count, 84);
-ABI_AT(struct hop_config, ks_thresholds, 88);
-ABI_AT(struct hop_config, dev_list, 120);
+ABI_AT(struct hop_config, want_goose, 88);
+ABI_AT(struct hop_config, pad, 92);
+ABI_AT(struct hop_config, ks_thresholds, 96);
+ABI_AT(struct hop_config, dev_list, 128);
 
 ABI_SIZE(struct dev_rule, 12);
 ABI_AT(struct dev_rule, netns, 0);

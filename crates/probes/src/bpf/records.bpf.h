@@ -147,6 +147,8 @@ static __always_inline int frame_wanted(const struct frame *fr)
 {
 	if (fr->etype == 0x88BA || fr->is_ping)
 		return 1;
+	if (hop_cfg.want_goose && fr->etype == 0x88B8)
+		return 1;
 	if (!hop_cfg.accept_other)
 		return 0;
 	if (hop_cfg.other_ethertype && hop_cfg.other_ethertype != fr->etype)
@@ -246,6 +248,43 @@ static __always_inline void identify_ping(const struct hop_ctx *h, const struct 
 	t->id_val = frame_u64(f, fr->off + 8);
 }
 
+/* GOOSE (outbound): APPID, source MAC, stNum and sqNum, and as
+ * validation the 8 bytes ending with the sqNum value (the stNum's tail,
+ * the sqNum tag and value) and the 8 bytes ending with the source MAC.
+ * A GOOSE frame whose APDU does not parse is other traffic (a hash). */
+static __always_inline void identify_goose(struct frame *fr, struct hop_event *e,
+					   struct tracked *t)
+{
+	struct scratch *s = fr->s;
+	__u32 i;
+	s->st_num = 0;
+	s->sq_num = 0;
+	s->sq_end = 0;
+	int bad = parse_goose(s, fr->off, fr->got);
+	if (bad && fr->got < fr->avail) {
+		if (bpf_probe_read_kernel(s->frame, fr->avail, (void *)fr->start) == 0) {
+			fr->got = fr->avail;
+			bad = parse_goose(s, fr->off, fr->got);
+		}
+	}
+	if (bad || s->sq_end < 22) {
+		identify_by_hash(fr, e, t, KIND_OTHER);
+		return;
+	}
+	e->kind = KIND_GOOSE;
+	e->app_id = s->app_id;
+	e->st_num = s->st_num;
+	e->sq_num = s->sq_num;
+	for (i = 0; i < 6; i++)
+		e->src_mac[i] = byte_at(s->frame, 6 + i);
+	__u32 id_off = s->sq_end - 8;
+	t->id_addr = fr->start + id_off;
+	t->id_val = frame_u64(s->frame, id_off);
+	t->id_addr2 = fr->start + 4;
+	t->id_val2 = frame_u64(s->frame, 4);
+	t->outbound = 1;
+}
+
 /* The identity of a wanted frame into the zeroed record `e`, and the
  * validation of it into t->id_addr/id_val and t->id_addr2/id_val2. */
 static __always_inline void frame_identify(const struct hop_ctx *h, struct frame *fr,
@@ -256,10 +295,13 @@ static __always_inline void frame_identify(const struct hop_ctx *h, struct frame
 	t->id_addr = 0;
 	t->id_addr2 = 0;
 	t->id_val2 = 0;
+	t->outbound = 0;
 	if (fr->etype == 0x88BA)
 		identify_sv(h, fr, e, t);
 	else if (fr->is_ping)
 		identify_ping(h, fr, e, t);
+	else if (hop_cfg.want_goose && fr->etype == 0x88B8)
+		identify_goose(fr, e, t);
 	else
 		identify_by_hash(fr, e, t, KIND_OTHER);
 	for (i = 0; i < 6; i++)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Frame parsing of the hop probes: the per-CPU scratch area holding the copied frame, masked byte reads, BER
- * lengths, the SV APDU walk up to the first smpCnt, and the FNV-1a hash that
- * identifies other traffic.
+ * lengths, the SV APDU walk up to the first smpCnt, the GOOSE APDU walk up
+ * to sqNum, and the FNV-1a hash that identifies other traffic.
  *
  * All buffer accesses are masked (& 0xff) into the 256-byte frame buffer, so
  * the verifier sees every access in bounds; the logical bounds are checked
@@ -41,6 +41,11 @@ struct scratch {
 	__u32 smp_off;
 	__u32 svid_end;
 	__u32 flow_hash;
+	/* GOOSE (parse_goose): stNum, sqNum, and the offset in `frame` just
+	 * after the sqNum value (the compact-record validation) */
+	__u32 st_num;
+	__u32 sq_num;
+	__u32 sq_end;
 };
 
 PERCPU_VALUE(scratch_map, struct scratch)
@@ -157,6 +162,62 @@ __noinline int parse_sv(struct scratch *s, __u32 off, __u32 avail)
 				return 1;
 			s->smp_cnt = be16_at(f, off);
 			s->smp_off = off;
+			return 0;
+		}
+		off += len;
+	}
+	return 1;
+}
+
+/* A BER INTEGER/unsigned value of `len` bytes at `off` (1 to 5: a
+ * 32-bit unsigned with its leading zero), as a u32; -1 when malformed. */
+static __always_inline int ber_u32(const __u8 *f, __u32 off, int len, __u32 avail, __u32 *v)
+{
+	__u32 j, x = 0;
+	if (len < 1 || len > 5 || off + len > avail)
+		return -1;
+	for (j = 0; j < 5; j++) {
+		if (j >= (__u32)len)
+			break;
+		x = (x << 8) | byte_at(f, off + j);
+	}
+	*v = x;
+	return 0;
+}
+
+/* Parse the GOOSE APDU (IEC 61850-8-1) starting at `off` (the APPID) up
+ * to sqNum: APPID, Length, Reserved1/2, goosePdu (0x61) whose children
+ * are gocbRef 0x80, timeAllowedtoLive 0x81, datSet 0x82, goID 0x83
+ * (optional), t 0x84, stNum 0x85, sqNum 0x86 (at most 7 before sqNum, in
+ * this order). Fills s->app_id, s->st_num, s->sq_num, s->sq_end. Returns
+ * 0 on success, 1 when malformed. Global (noinline): verified once. */
+__noinline int parse_goose(struct scratch *s, __u32 off, __u32 avail)
+{
+	int len;
+	__u32 i, tag, outer = 0;
+
+	if (!s)
+		return 1;
+	if (avail > FRAME_MAX)
+		return 1;
+	const __u8 *f = s->frame;
+	if (off + 8 > avail)
+		return 1;
+	s->app_id = be16_at(f, off);
+	off += 8;
+	if (ber_header(f, &off, avail, &outer) < 0 || outer != 0x61)
+		return 1;
+	for (i = 0; i < 7; i++) {
+		tag = 0;
+		len = ber_header(f, &off, avail, &tag);
+		if (len < 0)
+			return 1;
+		if (tag == 0x85 && ber_u32(f, off, len, avail, &s->st_num))
+			return 1;
+		if (tag == 0x86) {
+			if (ber_u32(f, off, len, avail, &s->sq_num))
+				return 1;
+			s->sq_end = off + len;
 			return 0;
 		}
 		off += len;

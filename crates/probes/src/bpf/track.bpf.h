@@ -56,7 +56,11 @@ struct tracked {
 	__u64 id_val;
 	__u64 id_addr2;
 	__u64 id_val2;
-	__u32 tp;
+	__u16 tp;
+	/* event mode: 1 when the frame goes outbound (GOOSE, frame_identify):
+	 * only such a frame makes a hop at an outer device's net_dev_xmit
+	 * (uplink_xmit, hops.bpf.c) */
+	__u16 outbound;
 	/* --kernel-stats (live_stats.bpf.h): stream slot + 1 (0: none), the
 	 * hop index + 1 of the last stage boundary (ts, tp are its), the
 	 * packet's identity number (smpCnt, ping sequence, flow hash), the

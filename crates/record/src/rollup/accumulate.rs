@@ -1,8 +1,9 @@
 //! Turning the rows a writer appends into rollup pieces.
 //!
 //! Mechanism. The stages are the recording's default stages
-//! ([`crate::default_stages`], plus first to last hop when there are more
-//! than two hops): the stages `hoptrace report` shows. For every appended
+//! ([`crate::direction_stages`]: per direction, plus first to last hop of
+//! each direction that has more than two hops): the stages `hoptrace
+//! report` shows. For every appended
 //! row and every stage with both hops stamped, the value `t_b - t_a` goes
 //! into the open piece of (interval of `t_a`, stream, stage); a row lacking
 //! one of the two hops counts as `missing` in the interval of its row time.
@@ -35,7 +36,7 @@
 
 use std::collections::HashMap;
 
-use crate::meta::{default_stages, stage_name, ClockDomain, RecordingMeta};
+use crate::meta::{direction_stages, stage_name, ClockDomain, RecordingMeta};
 use crate::rollup::model::{interval_start, Extreme, LatencyRollup, PacketCounts};
 use crate::row::{PacketRowRef, PacketStatus};
 
@@ -57,11 +58,9 @@ pub struct RollupStage {
 
 /// The stages of a recording with this metadata (module docs).
 pub fn rollup_stages(meta: &RecordingMeta) -> Vec<RollupStage> {
-    let annotation: Vec<bool> = meta.hops.iter().map(|h| h.annotation).collect();
-    let mut pairs = default_stages(&annotation);
-    if meta.hops.len() > 2 {
-        pairs.push((0, meta.hops.len() - 1));
-    }
+    let (mut pairs, chains) = direction_stages(&meta.hops);
+    // end to end per direction: a chain of more than two hops
+    pairs.extend(chains.into_iter().filter(|(a, b)| b - a > 1));
     pairs
         .into_iter()
         .map(|(a, b)| RollupStage {

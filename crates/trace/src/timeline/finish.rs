@@ -25,6 +25,9 @@ impl Assembler {
                 epoch as u64 * self.streams.wrap(stream) as u64 + *smp_cnt as u64,
             ),
             PacketIdentity::Ping { seq, .. } => (0, *seq),
+            PacketIdentity::Goose { st_num, sq_num, .. } => {
+                (0, (u64::from(*st_num) << 32) | u64::from(*sq_num))
+            }
             PacketIdentity::Other { flow_hash, .. }
             | PacketIdentity::SvMalformed { flow_hash, .. } => (0, *flow_hash as u64),
         };
@@ -81,9 +84,14 @@ impl Assembler {
         let drop = if dest.is_some() { b.drop } else { shared.drop };
         let last_seen = hops.iter().rposition(|h| h.is_some());
         let macvtap = dest.is_some_and(|d| self.dests.macvtap[d as usize]);
-        let complete =
-            self.hops.iter().zip(hops.iter()).all(|(name, t)| {
-                t.is_some() || is_optional(name) || (macvtap && *name == "tap_xmit")
+        let direction = id.direction();
+        let complete = (self.hops.iter().zip(&self.directions))
+            .zip(hops.iter())
+            .all(|((name, dir), t)| {
+                t.is_some()
+                    || is_optional(name)
+                    || *dir != direction
+                    || (macvtap && *name == "tap_xmit")
             });
         let status = if matches!(id, PacketIdentity::SvMalformed { .. }) {
             PacketStatus::Malformed

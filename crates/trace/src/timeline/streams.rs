@@ -41,6 +41,11 @@ enum StreamKey {
         dst_mac: [u8; 6],
         ethertype: u16,
     },
+    Goose {
+        dst_mac: [u8; 6],
+        src_mac: [u8; 6],
+        app_id: u16,
+    },
 }
 
 /// `id` as its stream and its counter (the inverse of [`join`]).
@@ -63,6 +68,20 @@ fn split(id: &PacketIdentity) -> (StreamKey, u64) {
             (StreamKey::SvMalformed { dst_mac }, u64::from(flow_hash))
         }
         PacketIdentity::Ping { seq, reply } => (StreamKey::Ping { reply }, seq),
+        PacketIdentity::Goose {
+            dst_mac,
+            src_mac,
+            app_id,
+            st_num,
+            sq_num,
+        } => (
+            StreamKey::Goose {
+                dst_mac,
+                src_mac,
+                app_id,
+            },
+            (u64::from(st_num) << 32) | u64::from(sq_num),
+        ),
         PacketIdentity::Other {
             dst_mac,
             ethertype,
@@ -92,6 +111,17 @@ fn join(key: &StreamKey, n: u64) -> PacketIdentity {
             flow_hash: n as u32,
         },
         StreamKey::Ping { reply } => PacketIdentity::Ping { seq: n, reply },
+        StreamKey::Goose {
+            dst_mac,
+            src_mac,
+            app_id,
+        } => PacketIdentity::Goose {
+            dst_mac,
+            src_mac,
+            app_id,
+            st_num: (n >> 32) as u32,
+            sq_num: n as u32,
+        },
         StreamKey::Other { dst_mac, ethertype } => PacketIdentity::Other {
             dst_mac,
             ethertype,

@@ -299,3 +299,102 @@ fn expired_packets_leave_the_table_and_their_slots_are_reused() {
     assert_eq!(seqs, (0..100).collect::<Vec<u64>>(), "in first hop order");
     assert!(out.iter().all(|t| t.hops.iter().flatten().count() == 2));
 }
+
+fn goose(tp: TracePoint, ts: u64, skb: u64, ifindex: u32, st: u32, sq: u32) -> HopEvent {
+    HopEvent {
+        identity: PacketIdentity::Goose {
+            dst_mac: [1, 0x0c, 0xcd, 1, 0, 1],
+            src_mac: [2, 0, 0, 0, 0, 7],
+            app_id: 0x0001,
+            st_num: st,
+            sq_num: sq,
+        },
+        ..ev(tp, ts, skb, ifindex, 0)
+    }
+}
+
+#[test]
+fn goose_and_sv_of_one_session_each_get_a_timeline_of_their_own_direction() {
+    use TracePoint::*;
+    let mut a = assembler();
+    a.follow_outbound();
+    assert_eq!(
+        a.hops(),
+        [
+            "rx",
+            "fwd",
+            "tap_xmit",
+            "consumer_copy",
+            "egress",
+            "tap_rx",
+            "uplink_fwd",
+            "uplink_xmit"
+        ]
+    );
+    let mut out = Vec::new();
+    for e in [
+        // an SV sample in: veth0 -> tap0 -> its reader
+        ev(NetifReceiveSkb, 10, 100, 2, 5),
+        ev(NetDevStartXmit, 20, 101, 3, 5),
+        ev(NetDevXmit, 30, 101, 3, 5),
+        ev(SkbCopyDatagramIovec, 40, 101, 0, 5),
+        // a GOOSE message out: written into tap0, forwarded to veth0
+        goose(NetifReceiveSkb, 15, 300, 3, 2, 0),
+        goose(NetDevStartXmit, 25, 301, 2, 2, 0),
+        goose(NetDevXmit, 35, 301, 2, 2, 0),
+        // its retransmission only reached the tap's receive
+        goose(NetifReceiveSkb, 45, 302, 3, 2, 1),
+    ] {
+        out.extend(a.push(&e));
+    }
+    out.extend(a.expire(true));
+    assert_eq!(out.len(), 3, "{out:?}");
+    let sv = out
+        .iter()
+        .find(|t| t.direction() == Direction::Inbound)
+        .unwrap();
+    assert_eq!(
+        sv.hops,
+        vec![
+            Some(10),
+            Some(20),
+            Some(30),
+            Some(40),
+            None,
+            None,
+            None,
+            None
+        ]
+    );
+    assert_eq!(
+        sv.status,
+        PacketStatus::Ok,
+        "complete without any outbound hop"
+    );
+    let sent: Vec<&Timeline> = out
+        .iter()
+        .filter(|t| t.direction() == Direction::Outbound)
+        .collect();
+    assert_eq!(sent[0].stream, "goose 0x0001 02:00:00:00:00:07");
+    assert_eq!(sent[0].seq, 2 << 32);
+    assert_eq!(
+        sent[0].hops,
+        vec![None, None, None, None, None, Some(15), Some(25), Some(35)]
+    );
+    assert_eq!(
+        sent[0].status,
+        PacketStatus::Ok,
+        "complete without any inbound hop"
+    );
+    assert_eq!(sent[1].seq, (2 << 32) + 1);
+    assert_eq!(sent[1].status, PacketStatus::Incomplete, "no uplink hop");
+    // Without --outbound the same GOOSE events make no hop at all.
+    let mut inbound_only = assembler();
+    for e in [
+        goose(NetifReceiveSkb, 15, 300, 3, 2, 0),
+        goose(NetDevStartXmit, 25, 301, 2, 2, 0),
+    ] {
+        inbound_only.push(&e);
+    }
+    assert_eq!(inbound_only.counters.unmatched, 2);
+}

@@ -108,3 +108,132 @@ fn faults_are_refused_where_no_trip_could_come_back() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("after the run's end"), "{}", text(&o));
 }
+
+/// A GOOSE row of a tracer's recording (stream `goose ...`): stNum and
+/// sqNum (from `seq`, stNum * 2^32 + sqNum), status and the stamps of the
+/// outbound hops (`tap_rx`, `uplink_fwd`, `uplink_xmit`).
+type GooseRow = ((u64, u64), String, [Option<i64>; 3]);
+
+/// The GOOSE rows of a tracer's recording, the statuses of its SV rows
+/// and its outbound hop columns.
+struct TracedRun {
+    goose: Vec<GooseRow>,
+    sv_status: Vec<String>,
+    outbound_columns: Vec<String>,
+}
+
+fn read_traced_run(rec: &std::path::Path) -> TracedRun {
+    let r = hoptrace_record::RecordingReader::open(rec)
+        .unwrap_or_else(|e| panic!("the tracer's recording {}: {e}", rec.display()));
+    let meta = r.meta().clone();
+    let outbound_columns: Vec<String> = meta
+        .hops
+        .iter()
+        .filter(|h| h.outbound)
+        .map(|h| h.name.clone())
+        .collect();
+    let (mut goose, mut sv_status) = (Vec::new(), Vec::new());
+    for row in r.rows().unwrap() {
+        let row = row.unwrap();
+        if row.stream.starts_with("goose ") {
+            let at = |h: &str| row.hop(&meta, h);
+            goose.push((
+                (row.seq >> 32, row.seq & 0xffff_ffff),
+                row.status.to_string(),
+                [at("tap_rx"), at("uplink_fwd"), at("uplink_xmit")],
+            ));
+        } else if row.smp_cnt.is_some() {
+            sv_status.push(row.status.to_string());
+        }
+    }
+    TracedRun {
+        goose,
+        sv_status,
+        outbound_columns,
+    }
+}
+
+#[test]
+fn the_tracer_follows_every_goose_frame_of_the_relay_out_through_the_bridge_hop_by_hop_while_the_sv_samples_come_in(
+) {
+    if !require_privileges(
+        "the_tracer_follows_every_goose_frame_of_the_relay_out_through_the_bridge_hop_by_hop_while_the_sv_samples_come_in",
+    ) {
+        return;
+    }
+    let out_dir =
+        std::env::temp_dir().join(format!("hoptrace-labtest-{}-outbound", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let o = hoptrace(&[
+        "lab",
+        "run",
+        "bridge",
+        "--name",
+        "tob",
+        "--duration",
+        "3s",
+        "--faults",
+        "1s",
+        "2s",
+        "--no-explain",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_nothing_left("tob", &[], "bridge");
+
+    // What the relay says it sent, and what the publisher's side heard.
+    let relay: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("relay.json")).unwrap()).unwrap();
+    let sent = relay["counters"]["goose_sent"].as_u64().unwrap();
+    assert!(
+        sent >= 5,
+        "the relay's start and 4 state changes at least: {relay}"
+    );
+    let heard = std::fs::read_to_string(out_dir.join("goose-heard.log")).unwrap();
+    let mut heard_ids: Vec<(u64, u64)> = heard
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|m| (m["st_num"].as_u64().unwrap(), m["sq_num"].as_u64().unwrap()))
+        .collect();
+    heard_ids.sort_unstable();
+    assert_eq!(
+        heard_ids.len() as u64,
+        sent,
+        "every frame sent was heard: {heard}"
+    );
+
+    let run = read_traced_run(&out_dir.join("trace"));
+    assert_eq!(
+        run.outbound_columns,
+        ["tap_rx", "uplink_fwd", "uplink_xmit"],
+        "the recording's outbound hop columns"
+    );
+    // One timeline per GOOSE frame the relay sent, with its identity.
+    let mut traced_ids: Vec<(u64, u64)> = run.goose.iter().map(|g| g.0).collect();
+    traced_ids.sort_unstable();
+    assert_eq!(
+        traced_ids.len() as u64,
+        sent,
+        "GOOSE timelines vs frames sent: {t}"
+    );
+    assert_eq!(traced_ids, heard_ids, "stNum/sqNum traced vs heard");
+    // Each with every outbound hop, in causal order.
+    for (id, status, [tap_rx, fwd, xmit]) in &run.goose {
+        assert_eq!(status, "ok", "GOOSE {id:?}: {tap_rx:?} {fwd:?} {xmit:?}");
+        let (Some(a), Some(b), Some(c)) = (tap_rx, fwd, xmit) else {
+            panic!("GOOSE {id:?} lacks an outbound hop: {tap_rx:?} {fwd:?} {xmit:?}");
+        };
+        assert!(a <= b && b <= c, "GOOSE {id:?}: {a} {b} {c}");
+    }
+    // The SV samples of the same session stay complete: 3 s at 4000/s.
+    assert_eq!(run.sv_status.len(), 12_000, "SV timelines");
+    assert!(
+        run.sv_status.iter().all(|s| s == "ok"),
+        "SV timelines not ok: {}",
+        run.sv_status.iter().filter(|s| *s != "ok").count()
+    );
+    let _ = std::fs::remove_dir_all(&out_dir);
+}

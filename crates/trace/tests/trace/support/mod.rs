@@ -147,6 +147,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         configured: vec![],
         dump_events: None,
         vm: None,
+        outbound: false,
     }
 }
 
