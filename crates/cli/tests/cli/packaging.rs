@@ -187,15 +187,7 @@ fn the_deb_depends_on_what_the_binary_links_and_has_the_workspace_version() {
     // dpkg-shlibdeps on the binary: the C library and whatever else the
     // binary links dynamically (libelf and zlib are linked in: see
     // portable_binary), nothing it does not link.
-    let needed: BTreeSet<String> = stdout_of(Command::new("readelf").args(["-d", BIN]))
-        .lines()
-        .filter(|l| l.contains("(NEEDED)"))
-        .filter_map(|l| {
-            l.split('[')
-                .nth(1)
-                .map(|s| s.trim_end_matches(']').to_string())
-        })
-        .collect();
+    let needed = crate::portable_binary::needed_libraries();
     let depends = field("Depends");
     let deps: Vec<&str> = depends
         .trim()

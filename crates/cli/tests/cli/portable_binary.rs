@@ -25,7 +25,8 @@ const C_LIBRARY: [&str; 7] = [
     "libgcc_s.so.1",
 ];
 
-fn needed_libraries() -> BTreeSet<String> {
+/// The shared libraries the binary's dynamic section names (`readelf -d`).
+pub(crate) fn needed_libraries() -> BTreeSet<String> {
     let out = Command::new("readelf")
         .args(["-d", BIN])
         .output()
