@@ -116,6 +116,8 @@ impl Drop for TempDir {
 
 fn tempdir() -> anyhow::Result<TempDir> {
     let base = std::env::temp_dir().join(format!("hoptrace-correlate-{}", std::process::id()));
-    std::fs::create_dir_all(&base).with_context(|| format!("cannot create {}", base.display()))?;
+    // create_dir, not create_dir_all: the directory removed on drop must
+    // be one this command made, never one that was there before.
+    std::fs::create_dir(&base).with_context(|| format!("cannot create {}", base.display()))?;
     Ok(TempDir(base))
 }

@@ -350,9 +350,17 @@ impl<'o> Recorder<'o> {
 
     /// Every CPU's window from `from_ns` on (the event counters read once).
     pub fn read_all(&self, from_ns: u64) -> Vec<Window> {
+        let all: Vec<u32> = (0..self.ncpus).collect();
+        self.read_cpus(&all, from_ns)
+    }
+
+    /// The windows of `cpus` only, from `from_ns` on (a CPU the recorder
+    /// does not have gives none).
+    pub fn read_cpus(&self, cpus: &[u32], from_ns: u64) -> Vec<Window> {
         let heads = self.heads();
-        (0..self.ncpus)
-            .map(|c| self.read(c, heads.get(c as usize).copied(), from_ns))
+        cpus.iter()
+            .filter(|&&c| c < self.ncpus)
+            .map(|&c| self.read(c, heads.get(c as usize).copied(), from_ns))
             .collect()
     }
 

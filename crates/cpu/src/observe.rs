@@ -90,7 +90,7 @@ pub fn observe(cpus: &[u32], duration: Duration, stop: &AtomicBool) -> Result<Ve
         }
         std::thread::sleep(left.min(SLICE));
         let to = monotonic_ns();
-        for w in recorder.read_all(from) {
+        for w in recorder.read_cpus(cpus, from) {
             let Some(s) = sums.get_mut(&w.cpu) else {
                 continue;
             };
