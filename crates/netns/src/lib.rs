@@ -131,6 +131,11 @@ impl Netns {
         ip(&full)
     }
 
+    /// Wait until `iface` in this namespace passes traffic; see [`wait_link_up`].
+    pub fn wait_until_up(&self, iface: &str, timeout: std::time::Duration) -> Result<()> {
+        wait_link_up(Some(&self.name), iface, timeout)
+    }
+
     /// A `Command` that runs `program` inside the namespace (`ip netns exec`).
     pub fn command(&self, program: &str) -> Command {
         let mut c = Command::new("ip");
@@ -274,12 +279,72 @@ pub fn veth_pair(
     }
     a.ip(&["link", "set", if_a, "up"])?;
     b.ip(&["link", "set", if_b, "up"])?;
-    Ok(())
+    a.wait_until_up(if_a, LINK_UP_TIMEOUT)?;
+    b.wait_until_up(if_b, LINK_UP_TIMEOUT)
+}
+
+/// How long a link set up may take to become operationally up: the kernel's
+/// link watcher runs asynchronously and, on a loaded machine, late.
+pub const LINK_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Wait until `iface` (in namespace `netns`, or in the caller's) passes
+/// traffic: operationally UP with its queueing discipline attached. Frames
+/// sent before that are dropped by the kernel without a trace. Fails after
+/// `timeout` with what `ip` last showed.
+pub fn wait_link_up(netns: Option<&str>, iface: &str, timeout: std::time::Duration) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        let mut args = Vec::new();
+        if let Some(ns) = netns {
+            args.extend(["-n", ns]);
+        }
+        args.extend(["-o", "link", "show", "dev", iface]);
+        let out = ip(&args)?;
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        if link_passes_traffic(&line) {
+            return Ok(());
+        }
+        if start.elapsed() > timeout {
+            bail!(
+                "{iface} (namespace {}) is not up after {timeout:?}: {}",
+                netns.unwrap_or("of the caller"),
+                line.trim()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Whether one line of `ip -o link show` says the link passes traffic: its
+/// operational state is UP and it has its real queueing discipline. Until the
+/// kernel's link watcher has run after `ip link set up`, a link still has the
+/// `noop` discipline, which drops every frame handed to it.
+fn link_passes_traffic(ip_o_link_line: &str) -> bool {
+    let fields: Vec<&str> = ip_o_link_line.split_whitespace().collect();
+    let after = |key: &str| {
+        fields
+            .windows(2)
+            .find(|w| w[0] == key)
+            .map(|w| w[1])
+            .unwrap_or("")
+    };
+    after("state") == "UP" && !matches!(after("qdisc"), "" | "noop")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_passes_traffic_only_when_up_with_its_queueing_discipline() {
+        let up = "2: ps0@if3: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default qlen 1000";
+        let watcher_pending = "2: ps0@if3: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noop state UP mode DEFAULT";
+        let down = "2: ps0@if3: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state LOWERLAYERDOWN mode DEFAULT";
+        assert!(link_passes_traffic(up));
+        assert!(!link_passes_traffic(watcher_pending));
+        assert!(!link_passes_traffic(down));
+        assert!(!link_passes_traffic(""));
+    }
 
     #[test]
     fn unique_names_fit_an_interface_name() {

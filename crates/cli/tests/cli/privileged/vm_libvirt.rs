@@ -481,6 +481,9 @@ fn trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_h
     let publisher = format!("{}p", lv.uplink);
     run(Command::new("ip").args(["link", "set", &publisher, "up"]));
     run(Command::new("ip").args(["link", "set", &lv.uplink, "up"]));
+    for link in [&publisher, &lv.uplink] {
+        hoptrace_netns::wait_link_up(None, link, hoptrace_netns::LINK_UP_TIMEOUT).unwrap();
+    }
     let p = hoptrace(&[
         "sv",
         "publish",
@@ -501,10 +504,27 @@ fn trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_h
         "--vm names what it traces: {out_a}"
     );
 
+    // The host's hops up to the tap see each frame once, whenever the
+    // tracers stop. After the tap, QEMU copies frames when its guest reads
+    // them, seconds late under TCG and while one tracer stops before the
+    // other, so those stages (and the timelines a late copy starts) are not
+    // compared.
+    let host_side = |counts: Vec<(String, String, u64, u64)>| -> Vec<(String, String, u64)> {
+        counts
+            .into_iter()
+            .filter(|(_, stage, _, _)| {
+                stage
+                    .split("..")
+                    .all(|hop| matches!(hop, "rx" | "fwd" | "tap_xmit"))
+            })
+            .map(|(stream, stage, n, _)| (stream, stage, n))
+            .collect()
+    };
     let (ca, cb) = (stage_counts(&by_vm), stage_counts(&by_hand));
     assert!(!ca.is_empty(), "no stage in the --vm recording: {out_a}");
     assert_eq!(
-        ca, cb,
+        host_side(ca.clone()),
+        host_side(cb),
         "--vm and the same interfaces by hand\n{out_a}\n{out_b}"
     );
     let rx = ca
