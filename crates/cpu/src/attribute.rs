@@ -501,6 +501,11 @@ pub fn attribute(q: &Question<'_>) -> Attribution {
             r.piece(cursor, upto, cpu.culprit(), steal);
             cursor = upto;
         }
+        // Past the stage's end (its last piece placed, with this event's
+        // steal): the rest of the window cannot change the attribution.
+        if e.ts >= end {
+            break;
+        }
         task.switched(&mut r, e.ts, &e.activity);
         cpu.apply(e);
         prev = Some(e);

@@ -159,7 +159,8 @@ impl<'o> Explainer<'o> {
             return Vec::new();
         };
         let from = from.saturating_sub(LOOKBACK_NS);
-        let mut windows = self.recorder.read_all(from);
+        let to = stages.iter().map(|s| s.end_ns).max().unwrap_or(from);
+        let mut windows = self.recorder.read_all_between(from, to);
         for w in &mut windows {
             let (events, inferred) = missed::fill(&w.events);
             w.events = events;

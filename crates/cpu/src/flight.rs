@@ -350,23 +350,36 @@ impl<'o> Recorder<'o> {
 
     /// Every CPU's window from `from_ns` on (the event counters read once).
     pub fn read_all(&self, from_ns: u64) -> Vec<Window> {
+        self.read_all_between(from_ns, u64::MAX)
+    }
+
+    /// Every CPU's window from `from_ns` to `to_ns`: the events between,
+    /// the last one before and the first ones after `to_ns` (see
+    /// [`READ_PAST_NS`]). Explaining a stage of a second ago reads that
+    /// second, not every event recorded since.
+    pub fn read_all_between(&self, from_ns: u64, to_ns: u64) -> Vec<Window> {
         let all: Vec<u32> = (0..self.ncpus).collect();
-        self.read_cpus(&all, from_ns)
+        self.read_cpus_between(&all, from_ns, to_ns)
     }
 
     /// The windows of `cpus` only, from `from_ns` on (a CPU the recorder
     /// does not have gives none).
     pub fn read_cpus(&self, cpus: &[u32], from_ns: u64) -> Vec<Window> {
+        self.read_cpus_between(cpus, from_ns, u64::MAX)
+    }
+
+    fn read_cpus_between(&self, cpus: &[u32], from_ns: u64, to_ns: u64) -> Vec<Window> {
         let heads = self.heads();
         cpus.iter()
             .filter(|&&c| c < self.ncpus)
-            .map(|&c| self.read(c, heads.get(c as usize).copied(), from_ns))
+            .map(|&c| self.read(c, heads.get(c as usize).copied(), from_ns, to_ns))
             .collect()
     }
 
-    /// The events of `cpu` from the last one before `from_ns` to the
-    /// newest; `head` is its event count (none: nothing recorded).
-    fn read(&self, cpu: u32, head: Option<u64>, from_ns: u64) -> Window {
+    /// The events of `cpu` from the last one before `from_ns` to the first
+    /// more than [`READ_PAST_NS`] after `to_ns` (or the newest); `head` is
+    /// its event count (none: nothing recorded).
+    fn read(&self, cpu: u32, head: Option<u64>, from_ns: u64, to_ns: u64) -> Window {
         let mut w = Window {
             cpu,
             ..Default::default()
@@ -388,9 +401,16 @@ impl<'o> Recorder<'o> {
         }
         // One event before from_ns (the state and steal before the window).
         let first = if lo > oldest { lo - 1 } else { lo };
+        let stop_after = to_ns.saturating_add(READ_PAST_NS);
         for i in first..n {
             match self.slot(cpu, i).map(CpuEvent::try_from) {
-                Some(Ok(e)) => w.events.push(e),
+                Some(Ok(e)) => {
+                    let past = e.ts > stop_after;
+                    w.events.push(e);
+                    if past {
+                        break;
+                    }
+                }
                 _ => w.skipped += 1,
             }
         }
@@ -399,6 +419,12 @@ impl<'o> Recorder<'o> {
         w
     }
 }
+
+/// How far past the end of a bounded read events are still read: a CPU's
+/// events reach its ring in time order up to the few microseconds a
+/// tracepoint takes, and the first event after the end closes the context
+/// open at the end (its steal included).
+pub const READ_PAST_NS: u64 = 1_000_000;
 
 impl Drop for Recorder<'_> {
     fn drop(&mut self) {

@@ -14,7 +14,9 @@
 //! first row also carries `lane`: the contexts of the CPUs the task waited
 //! on, in time order, as a JSON list of `{cpu, start_ns, end_ns, kind,
 //! name}` (null on the other rows; `cpu` absent in older recordings: the
-//! stage's `cpu`).
+//! stage's `cpu`). A lane whose first piece has kind `shared` refers to a
+//! longer stage of the same file ([`crate::shared_lanes`]): the reader
+//! rebuilds it.
 //!
 //! Why a folder: the explanations are another table (other columns) than
 //! the segments, and the glob users point their tools at, `rec/*.parquet`,
@@ -253,6 +255,10 @@ pub struct ExplanationWriter {
     pending: Vec<ExplainedStage>,
     /// Stages written so far.
     pub written: u64,
+    /// Stages whose lane refers to a longer stage's.
+    pub lanes_shared: u64,
+    /// The last stages pushed into the pending file, with their whole lanes.
+    recent: std::collections::VecDeque<ExplainedStage>,
 }
 
 impl ExplanationWriter {
@@ -276,10 +282,24 @@ impl ExplanationWriter {
             next,
             pending: Vec::new(),
             written: 0,
+            lanes_shared: 0,
+            recent: Default::default(),
         }
     }
 
-    pub fn push(&mut self, s: ExplainedStage) {
+    /// Queue `s` for the next file; its lane is stored as a reference to a
+    /// longer stage queued before it and its own tail when that rebuilds
+    /// it exactly ([`crate::shared_lanes`]).
+    pub fn push(&mut self, mut s: ExplainedStage) {
+        let shared = crate::shared_lanes::shared_lane(self.recent.iter().rev(), &s);
+        if self.recent.len() == crate::shared_lanes::CANDIDATES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(s.clone());
+        if let Some(lane) = shared {
+            s.lane = lane;
+            self.lanes_shared += 1;
+        }
         self.pending.push(s);
     }
 
@@ -312,6 +332,7 @@ impl ExplanationWriter {
         self.next += 1;
         self.written += self.pending.len() as u64;
         self.pending.clear();
+        self.recent.clear();
         Ok(())
     }
 }
@@ -360,10 +381,12 @@ pub fn read_explanations(dir: &Path) -> Result<Vec<ExplainedStage>> {
             .map_err(pq)?
             .build()
             .map_err(pq)?;
+        let first = out.len();
         for b in reader {
             let b = b?;
             read_batch(&b, &path, &mut out)?;
         }
+        crate::shared_lanes::restore_lanes(&mut out[first..]);
     }
     Ok(out)
 }
@@ -502,6 +525,53 @@ mod tests {
             ["explain-000001.parquet", "explain-000002.parquet"]
         );
         assert_eq!(read_explanations(dir.path()).unwrap(), vec![a, b, c]);
+    }
+
+    #[test]
+    fn a_burst_of_overlapping_stages_stores_one_whole_lane_and_reads_back_every_lane() {
+        // A reader stopped 150 ms: frames every 250 us wait for it, each
+        // copied 3 us after the one before when it runs again; meanwhile
+        // its CPU alternates between two tasks every 50 us.
+        let piece = |a: i64, b: i64, name: &str| LaneSpan {
+            cpu: Some(1),
+            start_ns: a,
+            end_ns: b,
+            kind: "task".into(),
+            name: name.into(),
+        };
+        let release = 150_000_000i64;
+        let mut burst = Vec::new();
+        for k in 0..600i64 {
+            let (start, end) = (k * 250_000, release + k * 3_000);
+            let mut lane = Vec::new();
+            let mut t = start;
+            while t < release {
+                let next = ((t / 50_000) + 1) * 50_000;
+                let name = if (t / 50_000) % 2 == 0 {
+                    "hog/7"
+                } else {
+                    "sh/9"
+                };
+                lane.push(piece(t, next.min(release), name));
+                t = next;
+            }
+            lane.push(piece(release, end, "reader/5"));
+            let mut s = stage(k as u64, &[("task", "hog/7", end - start)]);
+            (s.start_ns, s.end_ns, s.lane) = (start, end, lane);
+            burst.push(s);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = ExplanationWriter::new(dir.path());
+        for s in &burst {
+            w.push(s.clone());
+        }
+        assert_eq!(w.lanes_shared, 599);
+        w.flush().unwrap();
+        assert_eq!(read_explanations(dir.path()).unwrap(), burst);
+        // One whole lane of 3000 pieces, and 599 references of 2 pieces.
+        let file = &explanation_files(dir.path())[0];
+        let bytes = std::fs::metadata(file).unwrap().len();
+        assert!(bytes < 1_000_000, "{bytes} bytes");
     }
 
     #[test]

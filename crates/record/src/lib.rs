@@ -116,6 +116,7 @@ pub mod resume;
 pub mod retention;
 pub mod rollup;
 pub mod row;
+pub mod shared_lanes;
 pub mod typed;
 pub mod writer;
 

@@ -122,7 +122,9 @@ impl Run<'_> {
             }
             true
         });
-        self.explain(&tls);
+        if let Some(x) = self.explaining.as_mut() {
+            x.enqueue(&self.hops, &tls);
+        }
         let copy_hop = copy_hop(&self.hops);
         for t in &tls {
             let pairs = self.stats.add(t);
@@ -155,6 +157,7 @@ impl Run<'_> {
             let tls = self.assembler.advance_to(now);
             self.take_timelines(tls);
         }
+        self.explain(Some(Instant::now() + crate::explain::SLICE));
         if let Some(w) = self.writer.as_mut() {
             let _ = w.rotate_if_due();
         }
@@ -188,7 +191,8 @@ impl Run<'_> {
             return v.draw(&self.stats, self.started.elapsed(), lost);
         }
         if self.opts.periodic {
-            let iv = self.stats.take_interval();
+            let mut iv = self.stats.take_interval();
+            iv.explain_waiting = self.explaining.as_ref().map_or(0, |x| x.pending() as u64);
             // --kernel-stats: the kernel's cumulative figures (no
             // timelines, so no interval of them).
             let _ = if self.opts.per_stream || self.opts.kernel_stats {
@@ -216,14 +220,14 @@ impl Run<'_> {
         self.explain_lines = (0, 0);
     }
 
-    /// `--explain`: explain the late stages of a batch, print one line each
-    /// (at most EXPLAIN_LINES_PER_SECOND; the live view shows the last few
-    /// itself).
-    fn explain(&mut self, tls: &[Timeline]) {
+    /// `--explain`: explain queued late stages until `until` (`None`: all
+    /// of them), print one line each (at most `--explain-lines` per second;
+    /// the live view shows the last few itself).
+    pub(crate) fn explain(&mut self, until: Option<Instant>) {
         let Some(x) = self.explaining.as_mut() else {
             return;
         };
-        for (row, line) in x.batch(&self.hops, tls) {
+        for (row, line) in x.work(until) {
             self.stats.interval.explained += 1;
             if let Some(m) = self.metrics.as_mut() {
                 m.explained(&row);

@@ -7,12 +7,23 @@
 //! batch (those the assembler closed together: usually the packets of one
 //! instant on every stream) are explained from one read of the ring.
 //!
+//! Late stages are queued as their timelines finish and explained at the
+//! session's tick, oldest first, in batches of up to [`BATCH`] stages and
+//! for at most [`SLICE`] per tick: a burst of late stages (a reader stopped
+//! 150 ms at 4 kHz closes 600 timelines, each on its own event) costs one
+//! read of the rings per batch instead of one per timeline, and never holds
+//! the loop that drains the hop events and prints the per-second blocks.
+//! The queue holds at most [`MAX_PENDING`] stages; stages beyond it are
+//! counted and named in the summary, never silently left out. At the end of
+//! the session the queue is emptied without a time limit.
+//!
 //! The recorder stamps with the hop tracer's clock; a session whose clock
 //! differs is refused rather than compared across clocks. Explanations are
 //! printed (one line per stage) and, with `--record`, stored with the
 //! recording in its folder `explain/` (`explain/explain-NNNNNN.parquet`,
 //! flushed about once a second; `hoptrace_record::ExplanationWriter`).
 
+use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -28,12 +39,33 @@ use hoptrace_units::format_duration_ns;
 use crate::timeline::{HopWho, Timeline};
 use hoptrace_probes::event::PacketIdentity;
 
+/// Late stages explained from one read of the rings.
+pub const BATCH: usize = 64;
+
+/// Time spent explaining per tick of the session, at most (plus one batch).
+pub const SLICE: Duration = Duration::from_millis(50);
+
+/// Late stages waiting to be explained, at most.
+pub const MAX_PENDING: usize = 65_536;
+
+/// A late stage waiting for its explanation.
+struct Pending {
+    packet: PacketKey,
+    stage: String,
+    a: u64,
+    b: u64,
+    who: HopWho,
+}
+
 /// The flight recorder and what the run explained.
 pub(crate) struct Explaining {
     explainer: Explainer<'static>,
     threshold_ns: u64,
     writer: Option<ExplanationWriter>,
     last_flush: Instant,
+    pending: VecDeque<Pending>,
+    /// Late stages not explained: the queue was full.
+    queue_full: u64,
 }
 
 /// A stage of `t` above the threshold (the output's stages,
@@ -60,23 +92,22 @@ fn late_stages(
     out
 }
 
-/// The recording's row of one explained stage.
-fn explained_stage(t: &Timeline, stage: String, a: u64, b: u64, e: Explanation) -> ExplainedStage {
+/// The packet of a timeline, as the explanations' rows name it.
+fn packet_key(t: &Timeline) -> PacketKey {
     let (app_id, smp_cnt) = match &t.identity {
         PacketIdentity::Sv {
             app_id, smp_cnt, ..
         } => (Some(*app_id), Some(*smp_cnt)),
         _ => (None, None),
     };
-    let packet = PacketKey {
+    PacketKey {
         stream: t.stream.to_string(),
         app_id,
         smp_cnt,
         epoch: app_id.map(|_| t.epoch),
         seq: t.seq,
         dest: t.dest.as_deref().map(str::to_string),
-    };
-    stage_row(packet, stage, a, b, e)
+    }
 }
 
 /// The recording's row of the stage `stage` of `packet` from `a` to `b`
@@ -170,6 +201,8 @@ impl Explaining {
             threshold_ns,
             writer: None,
             last_flush: Instant::now(),
+            pending: VecDeque::new(),
+            queue_full: 0,
         })
     }
 
@@ -216,38 +249,61 @@ impl Explaining {
         self.writer = Some(ExplanationWriter::new(dir));
     }
 
-    /// Explain the late stages of a batch of (projected) timelines; returns
-    /// each explained stage with its printed line.
-    pub fn batch(&mut self, hops: &[&str], tls: &[Timeline]) -> Vec<(ExplainedStage, String)> {
-        let mut asked = Vec::new();
+    /// Queue the late stages of finished (projected) timelines.
+    pub fn enqueue(&mut self, hops: &[&str], tls: &[Timeline]) {
         let stages = hoptrace_probes::catalogue::stages(hops);
         for t in tls {
             for (stage, a, b, who) in late_stages(hops, &stages, t, self.threshold_ns) {
-                asked.push((t, stage, a, b, who));
+                if self.pending.len() >= MAX_PENDING {
+                    self.queue_full += 1;
+                    continue;
+                }
+                self.pending.push_back(Pending {
+                    packet: packet_key(t),
+                    stage,
+                    a,
+                    b,
+                    who,
+                });
             }
         }
-        if asked.is_empty() {
-            return Vec::new();
-        }
-        let questions: Vec<LateStage> = asked
-            .iter()
-            .map(|(_, _, a, b, who)| LateStage {
-                start_ns: *a,
-                end_ns: *b,
-                cpu: who.cpu,
-                tid: who.tid,
-            })
-            .collect();
-        let answers = self.explainer.explain(&questions);
+    }
+
+    /// Late stages waiting to be explained.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Explain queued stages, oldest first, a batch at a time, until the
+    /// queue is empty or `until` has passed (`None`: until it is empty);
+    /// returns each explained stage with its printed line.
+    pub fn work(&mut self, until: Option<Instant>) -> Vec<(ExplainedStage, String)> {
         let mut out = Vec::new();
-        for ((t, stage, a, b, _), e) in asked.into_iter().zip(answers) {
-            let line = e.line();
-            let row = explained_stage(t, stage, a, b, e);
-            let text = explanation_line(&row, &line);
-            if let Some(w) = self.writer.as_mut() {
-                w.push(row.clone());
+        while !self.pending.is_empty() {
+            if until.is_some_and(|u| Instant::now() >= u) {
+                break;
             }
-            out.push((row, text));
+            let n = self.pending.len().min(BATCH);
+            let batch: Vec<Pending> = self.pending.drain(..n).collect();
+            let questions: Vec<LateStage> = batch
+                .iter()
+                .map(|p| LateStage {
+                    start_ns: p.a,
+                    end_ns: p.b,
+                    cpu: p.who.cpu,
+                    tid: p.who.tid,
+                })
+                .collect();
+            let answers = self.explainer.explain(&questions);
+            for (p, e) in batch.into_iter().zip(answers) {
+                let line = e.line();
+                let row = stage_row(p.packet, p.stage, p.a, p.b, e);
+                let text = explanation_line(&row, &line);
+                if let Some(w) = self.writer.as_mut() {
+                    w.push(row.clone());
+                }
+                out.push((row, text));
+            }
         }
         out
     }
@@ -269,8 +325,16 @@ impl Explaining {
         let heads = r.heads();
         let [no_slot, tasks_full] = r.counters();
         let inferred = self.explainer.inferred;
+        let not_explained = if self.queue_full > 0 {
+            format!(
+                "; {} late stages NOT explained: more than {MAX_PENDING} waited for the flight recorder at once",
+                self.queue_full
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "explained {} stages above {} ({} began before the flight recorder's oldest record); recorder events per CPU {}; not recorded: no slot {no_slot}, task table full {tasks_full}; switches the kernel did not report (in the windows read): {} out of idle, placed where the CPU left idle, {} not placeable (their time is unattributed)",
+            "explained {} stages above {} ({} began before the flight recorder's oldest record){not_explained}; recorder events per CPU {}; not recorded: no slot {no_slot}, task table full {tasks_full}; switches the kernel did not report (in the windows read): {} out of idle, placed where the CPU left idle, {} not placeable (their time is unattributed)",
             self.explained(),
             format_duration_ns(self.threshold_ns),
             self.explainer.overwritten,

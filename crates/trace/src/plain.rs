@@ -61,6 +61,12 @@ pub(crate) fn print_interval(
         }
         when.push(')');
     }
+    if iv.explain_waiting > 0 {
+        when.push_str(&format!(
+            " ({} late stages waiting for their explanation)",
+            iv.explain_waiting
+        ));
+    }
     if iv.streams.is_empty() && iv.explained == 0 {
         // Nothing arrived this second: no block.
         return Ok(());

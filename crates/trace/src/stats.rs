@@ -112,6 +112,9 @@ pub struct Interval {
     /// `--explain`: stages explained, and how many of them were printed.
     pub explained: u64,
     pub explained_printed: u64,
+    /// `--explain`: late stages still waiting for their explanation when
+    /// the interval ended.
+    pub explain_waiting: u64,
 }
 
 impl StageStats {
@@ -324,6 +327,7 @@ impl Stats {
         all.absorb(&self.interval);
         all.explained = 0;
         all.explained_printed = 0;
+        all.explain_waiting = 0;
         all
     }
 

@@ -60,6 +60,7 @@ impl Run<'_> {
     pub(crate) fn finish(mut self, info: &SessionInfo, lost: LostCounts) -> Result<TraceSummary> {
         let rest = self.assembler.expire(true);
         self.take_timelines(rest);
+        self.explain(None);
         self.explain_lines_done();
         if let Some(x) = self.explaining.as_mut() {
             if let Err(e) = x.flush(true) {

@@ -247,6 +247,16 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         bursts.len(),
         all.len()
     );
+    // Every late stage queued during the run was explained by its end and
+    // stored: the summary's count is the recording's.
+    let summary_count: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("explained "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `explained N stages` in the summary:\n{stdout}"));
+    assert_eq!(summary_count, all.len(), "{stdout}");
+    assert!(!stdout.contains("NOT explained"), "{stdout}");
     // Both phases were traced: 2 streams x (8000 + 4000) samples.
     assert!(stdout.contains("timelines 24000 "), "{stdout}");
 
