@@ -131,6 +131,9 @@ fn read_trace(path: &Path, map: &ClockMap) -> Result<Traced> {
     Ok((names(&req_idx), requests, names(&rep_idx), replies))
 }
 
+/// A row's sequence number and its two stamps.
+type Pair = (u64, Option<i64>, Option<i64>);
+
 /// (seq, first hop, second hop) of every row of a ping or reflect
 /// recording, in host TAI.
 fn read_pairs(
@@ -139,7 +142,7 @@ fn read_pairs(
     made_by: &str,
     hops: [&str; 2],
     map: &ClockMap,
-) -> Result<Vec<(u64, Option<i64>, Option<i64>)>> {
+) -> Result<Vec<Pair>> {
     let r = open(path, producer, made_by)?;
     let c = Columns {
         meta: r.meta(),

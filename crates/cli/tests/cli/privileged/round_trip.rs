@@ -3,8 +3,13 @@
 //! tap and the lab's forwarder both ways, with the tracer following the
 //! requests in and the replies out (`trace --outbound`). `round-trip` cuts
 //! every RTT into outbound, turnaround and return, hop by hop; a hold
-//! injected in the reflector must land in the turnaround. Counts and the
-//! accuracy against the injected hold, never a raw duration.
+//! injected in the reflector must land in the turnaround (its median
+//! moves by the hold within 3 %, the other parts' by less than a tenth of
+//! it). The reflector runs at SCHED_FIFO 10, as a reflector under test
+//! would: otherwise its wake-ups on this shared 2-CPU machine move its
+//! median turnaround by up to 10 us between two runs, the size of the 3 %.
+//! Counts and the accuracy against the injected hold, never a raw
+//! duration.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -108,6 +113,8 @@ fn ping_run(dir: &Path, tag: &str, hold: &str) {
             "eth0",
             "--delay",
             hold,
+            "--fifo",
+            "10",
             "--record",
             refl_rec.to_str().unwrap(),
         ],
@@ -166,9 +173,17 @@ fn median(mut v: Vec<i64>) -> i64 {
     v[v.len() / 2]
 }
 
-/// `round-trip` over one ping run and the trace: its JSON, after the
-/// checks every run passes. Returns the turnarounds.
-fn split_run(dir: &Path, tag: &str) -> Vec<i64> {
+/// Each row's outbound, turnaround and return parts, ns.
+#[derive(Default)]
+struct Parts {
+    outbound: Vec<i64>,
+    turnaround: Vec<i64>,
+    ret: Vec<i64>,
+}
+
+/// `round-trip` over one ping run and the trace, after the checks every
+/// run passes: the parts of its rows.
+fn split_run(dir: &Path, tag: &str) -> Parts {
     let json = dir.join(format!("round-trip-{tag}.json"));
     let ping_rec = dir.join(format!("ping-{tag}"));
     let o = hoptrace(&[
@@ -183,6 +198,7 @@ fn split_run(dir: &Path, tag: &str) -> Vec<i64> {
         json.to_str().unwrap(),
     ]);
     let t = text(&o);
+    eprintln!("round-trip {tag}:\n{t}");
     assert!(o.status.success(), "round-trip {tag}: {t}");
     for needed in [
         format!("round trips: {COUNT} split (0 requests lost)"),
@@ -230,7 +246,7 @@ fn split_run(dir: &Path, tag: &str) -> Vec<i64> {
     let rows = r["rows"].as_array().unwrap();
     let rtts = ping_rtts(&ping_rec);
     assert_eq!(rows.len(), rtts.len(), "{tag}: one split per RTT row");
-    let mut turnarounds = Vec::new();
+    let mut parts = Parts::default();
     for (row, rtt) in rows.iter().zip(&rtts) {
         let v = |k: &str| row[k].as_i64().unwrap_or_else(|| panic!("{k}: {row}"));
         assert_eq!(v("rtt_ns"), *rtt, "{tag}: ping's own RTT: {row}");
@@ -255,9 +271,11 @@ fn split_run(dir: &Path, tag: &str) -> Vec<i64> {
                 "{tag}: hops in causal order: {row}"
             );
         }
-        turnarounds.push(v("turnaround_ns"));
+        parts.outbound.push(v("outbound_ns"));
+        parts.turnaround.push(v("turnaround_ns"));
+        parts.ret.push(v("return_ns"));
     }
-    turnarounds
+    parts
 }
 
 #[test]
@@ -303,9 +321,22 @@ fn every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_
 
     let without = split_run(dir.path(), "nohold");
     let with = split_run(dir.path(), "hold");
-    let added = median(with) - median(without);
+    let added = median(with.turnaround) - median(without.turnaround);
+    eprintln!("the hold added {added} ns to the median turnaround");
     assert!(
         (added - HOLD_NS).abs() * 100 <= 3 * HOLD_NS,
         "the 300 us hold added {added} ns to the median turnaround"
     );
+    // ...and not to the ways there and back (their medians move by the
+    // machine's noise only: under a tenth of the hold).
+    for (part, a, b) in [
+        ("outbound", with.outbound, without.outbound),
+        ("return", with.ret, without.ret),
+    ] {
+        let moved = median(a) - median(b);
+        assert!(
+            moved.abs() * 10 < HOLD_NS,
+            "{part}'s median moved by {moved} ns with the hold"
+        );
+    }
 }
