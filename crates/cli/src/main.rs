@@ -33,6 +33,7 @@ mod ping;
 mod reflect;
 mod relay;
 mod report;
+mod round_trip;
 mod sample_to_trip;
 mod sv;
 mod term;
@@ -69,6 +70,10 @@ enum Command {
     Reflect(reflect::Args),
     /// L2 round-trip latency test against a `hoptrace reflect` peer.
     Ping(ping::Args),
+    /// Every RTT of a ping run cut into the request's way out, the
+    /// reflector's turnaround and the reply's way back (hop by hop with a
+    /// trace of both directions).
+    RoundTrip(round_trip::Args),
     /// Timestamp packets at every hop of the kernel path with eBPF.
     Trace(trace::Args),
     /// Statistics, tail, losses and spikes of one or more recordings.
@@ -153,6 +158,7 @@ fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
         Command::SampleToTrip(a) => sample_to_trip::run(a),
         Command::Reflect(a) => reflect::run(a),
         Command::Ping(a) => ping::run(a),
+        Command::RoundTrip(a) => round_trip::run(a),
         Command::Trace(a) => trace::run(a),
         Command::Report(a) => report::run(a),
         Command::Compare(a) => compare::run(a),

@@ -1,26 +1,42 @@
 //! `hoptrace reflect`: answer `hoptrace ping` frames (ethertype 0x88B5) by
-//! swapping the MAC addresses. Settings from the flags, else the `[reflect]`
-//! table of `--config`, else the defaults ([`crate::args`]). Logic in
-//! `hoptrace_endpoints::ping`.
+//! swapping the MAC addresses; with `--record`, each reply's kernel RX
+//! stamp of the request and TX stamp of the reply (the reflector's
+//! turnaround, which `hoptrace round-trip` places inside each RTT).
+//! Settings from the flags, else the `[reflect]` table of `--config`, else
+//! the defaults ([`crate::args`]). Logic in `hoptrace_endpoints::reflect`.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
 use hoptrace_endpoints::config::ConfigFile;
-use hoptrace_endpoints::ping;
+use hoptrace_endpoints::reflect::{self, ReflectConfig};
+use hoptrace_endpoints::{ping, recording};
 
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
 
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new(crate::outputs::RECORD_FROM_FLAG_OR_FILE)
+    .args(["record", "config"])
+    .multiple(true))]
 pub struct Args {
     /// Interface to answer on.
     #[arg(long)]
     pub iface: Option<String>,
-    /// Hold each reply this long before sending it (inject a known delay: 20ms).
+    /// Hold each reply this long before sending it (inject a known delay
+    /// into the turnaround: 300us, 20ms; slept, then spun for the last
+    /// 100us, so the hold is what is asked).
     #[arg(long, default_value = "0", value_parser = hoptrace_units::arg::duration)]
     pub delay: Duration,
+    /// Write a recording (one row per reply: the request's RX stamp, the
+    /// reply's TX stamp) to this directory when stopped (new or empty; an
+    /// existing one only with --force).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
+    pub force: bool,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
     #[command(flatten)]
@@ -37,21 +53,46 @@ impl FromConfigFile for Args {
         let t = file.reflect.clone();
         given.overlay_option("iface", &mut self.iface, t.iface);
         given.overlay("delay", &mut self.delay, t.delay);
+        given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
         self.realtime.overlay(t.cpu, t.fifo);
     }
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let iface = required_iface(&args.iface)?;
+    crate::outputs::claim_record(
+        "reflect",
+        args.record.as_deref(),
+        &[args.config.config.as_deref()],
+        args.force,
+    )?;
     let stop = hoptrace_os::stop_flag()?;
     args.realtime.apply()?;
-    let n = ping::reflect(&iface, args.delay, &stop, || {
+    let cfg = ReflectConfig {
+        iface: iface.clone(),
+        hold: args.delay,
+        record: args.record.is_some(),
+    };
+    let r = reflect::reflect(&cfg, &stop, |source| {
         eprintln!(
-            "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); RX via recvmmsg, replies sent as soon as read",
-            ping::ETHERTYPE_PING
+            "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); RX via recvmmsg, replies sent as soon as read{}; stamps: {source} CLOCK_{}",
+            ping::ETHERTYPE_PING,
+            if cfg.hold.is_zero() {
+                String::new()
+            } else {
+                format!(" after a hold of {}", hoptrace_units::format_duration(cfg.hold))
+            },
+            hoptrace_endpoints::timestamping::stamp_clock(source),
         );
         let _ = std::io::stderr().flush();
     })?;
-    println!("reflected {n} frames");
+    println!(
+        "reflected {} frames ({} with a TX stamp)",
+        r.sent, r.tx_stamps
+    );
+    if let Some(dir) = &args.record {
+        recording::write_reflect(dir, &iface, &r)?;
+        println!("recording: {} ({} replies)", dir.display(), r.replies.len());
+    }
     Ok(ExitCode::SUCCESS)
 }

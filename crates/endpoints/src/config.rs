@@ -117,6 +117,7 @@ pub struct ReflectSection {
     pub iface: Option<String>,
     #[serde(default, deserialize_with = "option_duration")]
     pub delay: Option<Duration>,
+    pub record: Option<String>,
     pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
 }

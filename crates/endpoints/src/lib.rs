@@ -10,7 +10,9 @@
 //! * [`pacing`]: absolute-deadline pacing on a TAI-second grid with
 //!   `clock_nanosleep` and a calibrated spin; [`pacing_report`]: how
 //!   closely the frames kept it; [`txtime`]: `--txtime` launch times.
-//! * [`ping`]: L2 round trip (`hoptrace ping` / `hoptrace reflect`).
+//! * [`ping`] / [`reflect`]: L2 round trip (`hoptrace ping` / `hoptrace
+//!   reflect`, the reflector's turnaround stamped); [`round_trip`]: each
+//!   RTT cut into the request's way there, the turnaround and the way back.
 //! * [`publisher`] / [`subscriber`]: IEC 61850-9-2 SV endpoints.
 //! * [`goose`]: IEC 61850-8-1 GOOSE publisher and subscriber; [`relay`]:
 //!   the lab's protection relay (SV in, overcurrent, GOOSE trip out, the
@@ -29,9 +31,11 @@ pub mod pacing_report;
 pub mod ping;
 pub mod publisher;
 pub mod recording;
+pub mod reflect;
 pub mod relay;
 pub mod replay;
 pub mod ring;
+pub mod round_trip;
 pub mod rx;
 pub mod sample_join;
 pub mod sample_key;

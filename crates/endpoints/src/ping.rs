@@ -13,8 +13,9 @@
 //! software RX stamp of the reply (T_rx): RTT = T_rx - T_tx, both
 //! CLOCK_REALTIME stamps taken by the kernel of this host, so the clock
 //! offset cancels. Without a TX stamp the RTT falls back to the
-//! application send time (flagged in the summary). `reflect` swaps the MAC
-//! addresses, sets kind = reply and sends the frame back.
+//! application send time (flagged in the summary). `reflect`
+//! ([`crate::reflect`]) swaps the MAC addresses, sets kind = reply and
+//! sends the frame back.
 //!
 //! When an RTT exceeds `--max-latency`, a line is written to
 //! `/sys/kernel/tracing/trace_marker` (tracefs is mounted if needed) so the
@@ -39,8 +40,10 @@ pub const MAGIC: [u8; 4] = *b"HTPG";
 const HEADER: usize = 14 + 4 + 4 + 8;
 pub const MIN_SIZE: usize = 60;
 
-const KIND_REQUEST: u8 = 0;
-const KIND_REPLY: u8 = 1;
+/// `kind` byte of a request.
+pub const KIND_REQUEST: u8 = 0;
+/// `kind` byte of a reply.
+pub const KIND_REPLY: u8 = 1;
 
 /// Build a ping frame of `size` bytes.
 pub fn build_frame(dst: [u8; 6], src: [u8; 6], kind: u8, seq: u64, size: usize) -> Vec<u8> {
@@ -60,53 +63,6 @@ pub fn parse_frame(f: &[u8]) -> Option<(u8, u64)> {
         return None;
     }
     Some((f[18], u64::from_be_bytes(f[22..30].try_into().ok()?)))
-}
-
-/// Reflector: answer every request until `stop` is set. Returns replies sent.
-/// `delay` holds every batch of replies that long before sending it (a known
-/// delay injected into the path, for accuracy checks where netem is missing).
-pub fn reflect(
-    iface: &str,
-    delay: Duration,
-    stop: &AtomicBool,
-    mut on_ready: impl FnMut(),
-) -> Result<u64> {
-    let sock = PacketSocket::open(iface, ETHERTYPE_PING)?;
-    let own_mac = sock.mac().context("reading the interface MAC address")?;
-    sock.set_recv_timeout(Duration::from_millis(100))?;
-    sock.set_recv_buffer(4 << 20);
-    let mut batch = RxBatch::new(64);
-    let mut replies = 0u64;
-    on_ready();
-    while !stop.load(Ordering::Relaxed) {
-        let n = batch.recv(&sock).context("receiving ping frames")?;
-        let mut out: Vec<Vec<u8>> = Vec::with_capacity(n);
-        for i in 0..n {
-            let f = batch.get(i);
-            if f.pkttype == libc::PACKET_OUTGOING {
-                continue;
-            }
-            if let Some((KIND_REQUEST, _)) = parse_frame(f.data) {
-                let mut r = f.data.to_vec();
-                r[0..6].copy_from_slice(&f.data[6..12]);
-                // Our own address as source (the request may have been
-                // sent to broadcast, which is not a valid source address).
-                r[6..12].copy_from_slice(&own_mac);
-                r[18] = KIND_REPLY;
-                out.push(r);
-            }
-        }
-        if !out.is_empty() {
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
-            let refs: Vec<&[u8]> = out.iter().map(|v| v.as_slice()).collect();
-            // A reply that cannot be sent (interface went down) is lost,
-            // which the pinger counts; keep answering.
-            replies += sock.send_batch(&refs).unwrap_or(0) as u64;
-        }
-    }
-    Ok(replies)
 }
 
 /// Settings of a ping run.

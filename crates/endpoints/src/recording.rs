@@ -5,6 +5,7 @@
 //! | `sv-publish` | `t_tx`: T0, kernel TX stamp (error queue) | `t_sched`: scheduled send time, REALTIME ns |
 //! | `sv-subscribe` | `t_rx`: T3, kernel RX stamp; `t_app`: T4, clock_gettime after decode | `refr_tm`: refrTm of the ASDU in ns (REALTIME), null when absent |
 //! | `ping` | `t_tx`: request TX stamp; `t_rx`: reply RX stamp | `t_app_tx`: application send time |
+//! | `reflect` | `t_rx`: request RX stamp; `t_tx`: reply TX stamp | |
 //!
 //! One row per ASDU sample (a frame with K ASDUs gives K rows sharing its
 //! timestamps). Recording is optional: without `--record` the recorder is a
@@ -22,6 +23,7 @@ use hoptrace_record::{
 
 use crate::ping::PingReport;
 use crate::publisher::SentSample;
+use crate::reflect::ReflectReport;
 use crate::sample_join::PublisherIndex;
 use crate::stats::SignedHistogram;
 use crate::subscriber::ReceivedSample;
@@ -261,6 +263,39 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
         let extra = [Some(s.t_app_tx).filter(|&t| t != 0)];
         let status = PacketStatus::complete_if(s.t_rx.is_some());
         w.append_ref(PacketRowRef::new("ping", s.seq, status, &hops, &extra))?;
+    }
+    w.close()?;
+    Ok(())
+}
+
+/// The recording of `reflect --record DIR`: one row per reply (stream
+/// `ping`, seq the request's sequence number), hop `rx` the kernel RX stamp
+/// of the request and `tx` the kernel TX stamp of the reply (the
+/// reflector's turnaround is `tx - rx`); a reply without its TX stamp is
+/// `incomplete`.
+pub fn write_reflect(dir: &Path, iface: &str, report: &ReflectReport) -> Result<()> {
+    let clock = stamp_clock(report.stamp_source);
+    let hops = vec![
+        HopColumn::new(
+            "rx",
+            clock,
+            report.stamp_source,
+            format!("SO_TIMESTAMPING RX stamp of the request on {iface}"),
+        ),
+        HopColumn::new(
+            "tx",
+            clock,
+            report.stamp_source,
+            format!("SO_TIMESTAMPING TX stamp of the reply on {iface} (error queue)"),
+        ),
+    ];
+    let meta = RecordingMeta::for_this_host("reflect", hops);
+    let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default())
+        .with_context(|| format!("creating recording {}", dir.display()))?;
+    for r in &report.replies {
+        let hops = [r.t_rx, r.t_tx];
+        let status = PacketStatus::complete_if(r.t_rx.is_some() && r.t_tx.is_some());
+        w.append_ref(PacketRowRef::new("ping", r.seq, status, &hops, &[]))?;
     }
     w.close()?;
     Ok(())

@@ -12,14 +12,16 @@
 //! of the measured path, as QEMU's is on a real host.
 //!
 //! The way back, as a VM's NIC sends: a second thread reads the GOOSE
-//! frames (EtherType 0x88B8, VLAN-tagged or not) that arrive on the veth
+//! frames (EtherType 0x88B8) and the `hoptrace ping` frames (0x88B5: a
+//! reflector's replies), VLAN-tagged or not, that arrive on the veth
 //! from the consumer namespace (`PACKET_IGNORE_OUTGOING`: not the frames
 //! the forwarder itself sends there) and writes each, VLAN tag restored,
 //! into the tap's character device, where the kernel receives it as the
 //! tap's frame and the bridge, OVS or macvlan forwards it towards the
-//! publisher. Only GOOSE goes back: the trips of a relay in the consumer
-//! (`lab run --faults`), not the consumer's IPv6 chatter, which would reach
-//! the publisher's wire and the tracer's ingress.
+//! publisher. Only these go back: the trips of a relay in the consumer
+//! (`lab run --faults`) and the replies of `hoptrace reflect` there (a
+//! round trip across the switch), not the consumer's IPv6 chatter, which
+//! would reach the publisher's wire and the tracer's ingress.
 //!
 //! The macvtap char device normally appears as `/dev/tap<ifindex>` (udev);
 //! when no udev creates it, the forwarder makes the node itself from
@@ -88,8 +90,21 @@ pub fn open_source(src: &Source) -> Result<OwnedFd> {
     }
 }
 
-/// EtherType of GOOSE, the frames carried back ([`return_goose`]).
+/// EtherType of GOOSE, carried back ([`return_frames`]).
 const ETHERTYPE_GOOSE: u16 = 0x88B8;
+
+/// EtherType of `hoptrace ping` frames (`hoptrace_endpoints::ping`),
+/// carried back.
+const ETHERTYPE_PING: u16 = 0x88B5;
+
+/// Whether a frame from the consumer goes back into the tap: GOOSE and
+/// `hoptrace ping` frames (see the module comment).
+fn goes_back(frame: &[u8]) -> bool {
+    matches!(
+        inner_ethertype(frame),
+        Some(ETHERTYPE_GOOSE | ETHERTYPE_PING)
+    )
+}
 
 /// The frame's EtherType after at most two VLAN tags.
 fn inner_ethertype(frame: &[u8]) -> Option<u16> {
@@ -104,11 +119,11 @@ fn inner_ethertype(frame: &[u8]) -> Option<u16> {
     None
 }
 
-/// The way back: every GOOSE frame arriving on `out` (from the consumer)
-/// is written into the tap's character device `tap`, until the process
-/// ends. Errors are said once per kind and counted, never fatal to the
-/// inbound direction.
-fn return_goose(tap: OwnedFd, out: String) {
+/// The way back: every GOOSE or ping frame arriving on `out` (from the
+/// consumer) is written into the tap's character device `tap`, until the
+/// process ends. Errors are said once per kind and counted, never fatal to
+/// the inbound direction.
+fn return_frames(tap: OwnedFd, out: String) {
     let sock = match packet::receiver(&out) {
         Ok(s) => s,
         Err(e) => {
@@ -118,10 +133,10 @@ fn return_goose(tap: OwnedFd, out: String) {
     };
     if let Err(e) = sock.report_vlan_tags() {
         eprintln!(
-            "forwarder: VLAN tags of {out} not reported ({e}): tagged GOOSE goes back untagged"
+            "forwarder: VLAN tags of {out} not reported ({e}): tagged frames go back untagged"
         );
     }
-    eprintln!("forwarder: GOOSE from {out} -> the tap ready");
+    eprintln!("forwarder: GOOSE and ping from {out} -> the tap ready");
     let mut buf = vec![0u8; 65536];
     let (mut back, mut failed) = (0u64, 0u64);
     loop {
@@ -135,7 +150,7 @@ fn return_goose(tap: OwnedFd, out: String) {
             }
         };
         let frame = r.wire_frame(&buf);
-        if inner_ethertype(&frame) != Some(ETHERTYPE_GOOSE) {
+        if !goes_back(&frame) {
             continue;
         }
         // SAFETY: frame is valid for its length; tap is an open fd.
@@ -150,9 +165,7 @@ fn return_goose(tap: OwnedFd, out: String) {
             failed += 1;
             if failed == 1 {
                 let e = std::io::Error::last_os_error();
-                eprintln!(
-                    "forwarder: writing a GOOSE frame into the tap: {e} (counted from now on)"
-                );
+                eprintln!("forwarder: writing a frame into the tap: {e} (counted from now on)");
             }
         } else {
             back += 1;
@@ -161,13 +174,13 @@ fn return_goose(tap: OwnedFd, out: String) {
 }
 
 /// Forward frames from `src` to interface `out` until killed (or
-/// `max_frames`), and GOOSE frames from `out` back into `src`.
+/// `max_frames`), and GOOSE and ping frames from `out` back into `src`.
 pub fn run(src: &Source, out: &str, max_frames: Option<u64>) -> Result<u64> {
     let fd = open_source(src)?;
     let sock = packet::sender(out)?;
     let back = fd.try_clone().context("a second descriptor of the tap")?;
     let out_name = out.to_string();
-    std::thread::spawn(move || return_goose(back, out_name));
+    std::thread::spawn(move || return_frames(back, out_name));
     let mut buf = vec![0u8; 65536];
     let mut n_frames = 0u64;
     eprintln!("forwarder: {src:?} -> {out} ready");
@@ -217,7 +230,7 @@ mod tests {
     }
 
     #[test]
-    fn goose_is_recognised_behind_zero_one_or_two_vlan_tags_and_nothing_else_is() {
+    fn goose_and_ping_go_back_behind_zero_one_or_two_vlan_tags_and_nothing_else_does() {
         assert_eq!(inner_ethertype(&frame(&[], 0x88B8)), Some(ETHERTYPE_GOOSE));
         assert_eq!(
             inner_ethertype(&frame(&[0x8100], 0x88B8)),
@@ -228,6 +241,10 @@ mod tests {
             Some(ETHERTYPE_GOOSE)
         );
         assert_eq!(inner_ethertype(&frame(&[0x8100], 0x88BA)), Some(0x88BA));
+        assert!(goes_back(&frame(&[], 0x88B5)), "a reflector's reply");
+        assert!(goes_back(&frame(&[0x8100], 0x88B8)));
+        assert!(!goes_back(&frame(&[], 0x88BA)), "SV never goes back");
+        assert!(!goes_back(&frame(&[], 0x86DD)), "nor IPv6 chatter");
         assert_eq!(inner_ethertype(&frame(&[], 0x86DD)), Some(0x86DD));
         assert_eq!(
             inner_ethertype(&[0u8; 13]),

@@ -20,9 +20,10 @@
 //! `skb:kfree_skb` ends a timeline as `dropped`, with the kernel's reason.
 //!
 //! Every hop has a [`Direction`]. The hops above are *inbound* (the wire
-//! towards the consumer: SV, ping). The hypervisor profile also has the
-//! *outbound* hops a frame of the guest crosses on its way to the wire
-//! (GOOSE: a relay's trips), traced when a session asks for them
+//! towards the consumer: SV, a ping request on its way to the reflector).
+//! The hypervisor profile also has the *outbound* hops a frame of the
+//! guest crosses on its way to the wire (GOOSE: a relay's trips; the
+//! reflector's ping reply), traced when a session asks for them
 //! (`trace --outbound`):
 //!
 //! * `tap_rx` = `net:netif_receive_skb` on a tap/tun: QEMU or vhost (in the
@@ -34,8 +35,10 @@
 //!   returned (the driver took the frame; a veth handed it to its peer).
 //!
 //! A timeline is of one direction, which its frame's kind decides (SV and
-//! ping inbound, GOOSE outbound): its stages never cross from one direction
-//! to the other.
+//! ping requests inbound, GOOSE and ping replies outbound): its stages
+//! never cross from one direction to the other. A round trip (`ping`
+//! against `reflect` behind the tap) is therefore two timelines of one
+//! sequence number: the request's inbound, the reply's outbound.
 
 use serde::Serialize;
 
@@ -123,8 +126,8 @@ impl std::str::FromStr for Profile {
 }
 
 /// Which way a hop's frames go: from the wire towards the consumer
-/// (`Inbound`: SV, ping) or from the consumer (a guest, a relay) towards
-/// the wire (`Outbound`: GOOSE).
+/// (`Inbound`: SV, ping requests) or from the consumer (a guest, a relay,
+/// a reflector) towards the wire (`Outbound`: GOOSE, ping replies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Direction {
     Inbound,

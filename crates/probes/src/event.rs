@@ -168,11 +168,15 @@ impl PacketIdentity {
         }
     }
 
-    /// The direction of the frame's hops: GOOSE goes out (from the
-    /// consumer towards the wire), every other frame comes in.
+    /// The direction of the frame's hops: GOOSE and ping replies go out
+    /// (from the consumer, a relay or a reflector behind the tap, towards
+    /// the wire), every other frame comes in (a ping request travels
+    /// towards the reflector like SV towards its subscriber).
     pub fn direction(&self) -> crate::catalogue::Direction {
         match self {
-            PacketIdentity::Goose { .. } => crate::catalogue::Direction::Outbound,
+            PacketIdentity::Goose { .. } | PacketIdentity::Ping { reply: true, .. } => {
+                crate::catalogue::Direction::Outbound
+            }
             _ => crate::catalogue::Direction::Inbound,
         }
     }

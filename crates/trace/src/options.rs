@@ -68,7 +68,7 @@ pub struct TraceOptions {
     /// show --json`), kept in the recording's metadata (`extra.vm`).
     pub vm: Option<serde_json::Value>,
     /// `--outbound`: follow the profile's outbound hops too (GOOSE frames
-    /// from the consumer towards the wire), each frame's timeline in its
+    /// and ping replies from the consumer towards the wire), each frame's timeline in its
     /// own direction (hypervisor profile).
     pub outbound: bool,
 }

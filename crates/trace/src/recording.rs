@@ -7,8 +7,10 @@
 //! follows). With `--outbound` the hop columns are the inbound hops then
 //! the outbound ones, each marked with its direction (`outbound: true`):
 //! a row has stamps only in its own direction's columns (an SV sample in
-//! the inbound ones, a GOOSE message in the outbound ones), and GOOSE rows
-//! carry their APPID and, as `seq`, stNum * 2^32 + sqNum. With `--explain`, `crate::explain` stores its explanations in
+//! the inbound ones, a GOOSE message or a ping reply in the outbound
+//! ones), GOOSE rows carry their APPID and, as `seq`, stNum * 2^32 +
+//! sqNum, ping rows (streams `ping` and `ping-reply`) the ping's sequence
+//! number. With `--explain`, `crate::explain` stores its explanations in
 //! the same directory (`hoptrace_record::ExplanationWriter`: the folder
 //! `explain/`). The driver and the tests that check what users read from a
 //! tracer's recording write it with these functions.

@@ -1,8 +1,8 @@
 //! Per-packet timelines from hop events.
 //!
 //! A timeline is of one direction, its frame's ([`PacketIdentity::direction`]):
-//! SV and ping come in (`rx` .. `consumer_copy`), GOOSE goes out (`tap_rx`
-//! .. `uplink_xmit`, when the session follows the outbound hops:
+//! SV and ping requests come in (`rx` .. `consumer_copy`), GOOSE and ping
+//! replies go out (`tap_rx` .. `uplink_xmit`, when the session follows the outbound hops:
 //! [`Assembler::follow_outbound`]). The assembler's hops are the inbound
 //! ones, then the outbound ones; a timeline has stamps only at its own
 //! direction's hops, and is complete when it has every mandatory hop of
@@ -107,8 +107,8 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// The timeline's direction: its frame's (SV and ping inbound, GOOSE
-    /// outbound).
+    /// The timeline's direction: its frame's (SV and ping requests
+    /// inbound, GOOSE and ping replies outbound).
     pub fn direction(&self) -> Direction {
         self.identity.direction()
     }
@@ -264,7 +264,7 @@ impl Assembler {
     }
 
     /// Follow the profile's outbound hops too (after the inbound ones):
-    /// GOOSE frames get timelines of their own direction.
+    /// GOOSE frames and ping replies get timelines of their own direction.
     pub fn follow_outbound(&mut self) {
         self.hops = session_hops(self.profile, true);
         assert!(

@@ -50,10 +50,11 @@ pub struct Args {
     /// Only these hops in the output (comma separated; default: all of the profile).
     #[arg(long)]
     hops: Option<String>,
-    /// Also follow the outbound direction: GOOSE frames (0x88B8) from the
-    /// consumer towards the wire, at the profile's outbound hops (tap_rx,
-    /// uplink_fwd, uplink_xmit; hypervisor profile), each in a timeline of
-    /// its own direction, next to the inbound SV timelines.
+    /// Also follow the outbound direction: GOOSE frames (0x88B8) and
+    /// `hoptrace reflect`'s ping replies from the consumer towards the
+    /// wire, at the profile's outbound hops (tap_rx, uplink_fwd,
+    /// uplink_xmit; hypervisor profile), each in a timeline of its own
+    /// direction, next to the inbound SV and ping-request timelines.
     #[arg(long, conflicts_with = "kernel_stats")]
     outbound: bool,
     /// Only these SV streams (svID).

@@ -65,6 +65,7 @@ const RELAY_WIRE: &str = "privileged::relay_wire::every_fault_is_tripped_on_its_
 const VM_LIBVIRT: &str = "privileged::vm_libvirt::vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin";
 const TRACE_VM: &str = "privileged::vm_libvirt::trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand";
 const OBSERVE: &str = "privileged::doctor_observe::observe_names_the_device_irq_and_the_task_that_ran_on_a_cpu_declared_isolated";
+const ROUND_TRIP: &str = "privileged::round_trip::every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround";
 const SCL_SUBSCRIBER: &str = "sv_scl_streams::privileged::a_subscriber_configured_from_the_scl_file_finds_every_stream_and_names_exactly_what_differs";
 
 /// (document, start of the command's words, where it runs). Words as the
@@ -149,6 +150,12 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
     ("scl.md", "hoptrace sv subscribe", Test(SCL_SUBSCRIBER, &[])),
     ("scl.md", "hoptrace trace", Test("trace_cli::privileged::trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected_ones", &[])),
     ("scl.md", "hoptrace report REC", Here(&[0, 4])),
+    ("hops.md", "hoptrace lab up bridge --name rt", Test(ROUND_TRIP, &[])),
+    ("hops.md", "hoptrace trace --plain --netns ht-rt-hyp", Test(ROUND_TRIP, &[])),
+    ("hops.md", "hoptrace reflect --iface eth0", Test(ROUND_TRIP, &[])),
+    ("hops.md", "hoptrace lab exec rt pub", Test(ROUND_TRIP, &[])),
+    ("hops.md", "hoptrace ping --iface eth0", Test(ROUND_TRIP, &[])),
+    ("hops.md", "hoptrace round-trip", Test(ROUND_TRIP, &[])),
     (
         "watch.md",
         "hoptrace sv subscribe",

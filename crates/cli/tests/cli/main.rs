@@ -25,6 +25,7 @@ mod portable_binary;
 mod readme_tour;
 mod report_cli;
 mod report_partial;
+mod round_trip_cli;
 mod smp_cnt_wrap;
 mod sv_scl;
 mod sv_scl_streams;
@@ -50,6 +51,7 @@ mod privileged {
     mod metrics_sv;
     mod metrics_trace;
     mod relay_wire;
+    mod round_trip;
     mod soak_retention;
     mod sv_dump_live;
     mod vm_libvirt;

@@ -316,6 +316,7 @@ fn every_record_and_out_flag_refuses_a_non_empty_directory_before_it_starts() {
             o,
         ],
         vec!["ping", "--iface", "htnone0", "--count", "1", "--record", o],
+        vec!["reflect", "--iface", "htnone0", "--record", o],
         vec![
             "trace",
             "--netns",

@@ -246,6 +246,9 @@ static __always_inline void identify_ping(const struct hop_ctx *h, const struct 
 	e->kind = KIND_PING;
 	t->id_addr = fr->start + fr->off + 8;
 	t->id_val = frame_u64(f, fr->off + 8);
+	/* A reply goes back out (from the reflector behind the tap towards
+	 * the wire): it makes the outer device's net_dev_xmit hop. */
+	t->outbound = e->ping_kind == 1;
 }
 
 /* GOOSE (outbound): APPID, source MAC, stNum and sqNum, and as

@@ -57,7 +57,7 @@ struct tracked {
 	__u64 id_addr2;
 	__u64 id_val2;
 	__u16 tp;
-	/* event mode: 1 when the frame goes outbound (GOOSE, frame_identify):
+	/* event mode: 1 when the frame goes outbound (GOOSE, a ping reply: frame_identify):
 	 * only such a frame makes a hop at an outer device's net_dev_xmit
 	 * (uplink_xmit, hops.bpf.c) */
 	__u16 outbound;

@@ -398,3 +398,57 @@ fn goose_and_sv_of_one_session_each_get_a_timeline_of_their_own_direction() {
     }
     assert_eq!(inbound_only.counters.unmatched, 2);
 }
+
+fn ping(tp: TracePoint, ts: u64, skb: u64, ifindex: u32, seq: u64, reply: bool) -> HopEvent {
+    HopEvent {
+        identity: PacketIdentity::Ping { seq, reply },
+        ..ev(tp, ts, skb, ifindex, 0)
+    }
+}
+
+#[test]
+fn a_ping_request_goes_in_and_its_reply_comes_back_out_as_two_timelines_of_one_sequence() {
+    use TracePoint::*;
+    let mut a = assembler();
+    a.follow_outbound();
+    let mut out = Vec::new();
+    for e in [
+        // request 7 in: veth0 -> tap0 -> its reader -> the reflector
+        ping(NetifReceiveSkb, 10, 100, 2, 7, false),
+        ping(NetDevStartXmit, 20, 101, 3, 7, false),
+        ping(NetDevXmit, 30, 101, 3, 7, false),
+        ping(SkbCopyDatagramIovec, 40, 101, 0, 7, false),
+        // its reply out: written into tap0, forwarded to veth0
+        ping(NetifReceiveSkb, 60, 300, 3, 7, true),
+        ping(NetDevStartXmit, 70, 300, 2, 7, true),
+        ping(NetDevXmit, 80, 300, 2, 7, true),
+    ] {
+        out.extend(a.push(&e));
+    }
+    out.extend(a.expire(true));
+    assert_eq!(out.len(), 2, "{out:?}");
+    let request = out.iter().find(|t| t.stream == "ping").unwrap();
+    let reply = out.iter().find(|t| t.stream == "ping-reply").unwrap();
+    assert_eq!((request.seq, reply.seq), (7, 7));
+    assert_eq!(request.direction(), Direction::Inbound);
+    assert_eq!(reply.direction(), Direction::Outbound);
+    assert_eq!(
+        request.hops,
+        vec![
+            Some(10),
+            Some(20),
+            Some(30),
+            Some(40),
+            None,
+            None,
+            None,
+            None
+        ]
+    );
+    assert_eq!(
+        reply.hops,
+        vec![None, None, None, None, None, Some(60), Some(70), Some(80)]
+    );
+    assert_eq!(request.status, PacketStatus::Ok);
+    assert_eq!(reply.status, PacketStatus::Ok);
+}

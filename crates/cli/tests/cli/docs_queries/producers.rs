@@ -1,6 +1,6 @@
 //! A recording of every producer of docs/recording-schema.md, written by
 //! the producer's own code: the endpoints' recorders (`sv publish`, `sv
-//! subscribe`, `ping`), the joins (`hoptrace join`'s end-to-end join, the
+//! subscribe`, `ping`, `reflect`), the joins (`hoptrace join`'s end-to-end join, the
 //! chain join, the delivery join), `correlate`'s correlator, the kvm
 //! recorders, and the tracer's recording functions
 //! (`hoptrace_trace::recording`) with its explanation writer, as
@@ -18,7 +18,10 @@ use hoptrace_chain::{join_chain, ChainInputs, ClockMap, Side};
 use hoptrace_endpoints::e2e_join::join_end_to_end;
 use hoptrace_endpoints::ping::{PingReport, PingSample};
 use hoptrace_endpoints::publisher::SentSample;
-use hoptrace_endpoints::recording::{publisher_recorder, subscriber_recorder, write_ping};
+use hoptrace_endpoints::recording::{
+    publisher_recorder, subscriber_recorder, write_ping, write_reflect,
+};
+use hoptrace_endpoints::reflect::{ReflectReport, Reflected};
 use hoptrace_endpoints::subscriber::ReceivedSample;
 use hoptrace_kvm::delivery_recording::DeliveryRecorder;
 use hoptrace_kvm::loader::{DeliveryRecord, ExitRecord};
@@ -196,6 +199,8 @@ pub fn write_all(root: &Path) -> Recordings {
     add("correlate", corr.clone(), correlate(&corr.join("rec")));
     let ping = home(root, "ping");
     add("ping", ping.clone(), pinged(&ping.join("rec")));
+    let reflect = home(root, "reflect");
+    add("reflect", reflect.clone(), reflected(&reflect.join("rec")));
     let kvm = home(root, "kvm");
     let copies: Vec<i64> = (0..100)
         .map(|n| timeline(0, n).hops[3].unwrap() as i64)
@@ -460,6 +465,30 @@ fn pinged(dir: &Path) -> u64 {
     };
     write_ping(dir, "veth0", &report).unwrap();
     500
+}
+
+/// `reflect --record`: the replies to `pinged`'s requests (all but 250's),
+/// 40 us after their request, held 30 us.
+fn reflected(dir: &Path) -> u64 {
+    let replies: Vec<Reflected> = (0..500u64)
+        .filter(|&i| i != 250)
+        .map(|i| {
+            let t = base() + i as i64 * 1_000_000 + 40_000;
+            Reflected {
+                seq: i,
+                t_rx: Some(t),
+                t_tx: Some(t + 30_000),
+            }
+        })
+        .collect();
+    let report = ReflectReport {
+        sent: replies.len() as u64,
+        tx_stamps: replies.len() as u64,
+        stamp_source: StampSource::Software,
+        replies,
+    };
+    write_reflect(dir, "veth1", &report).unwrap();
+    report.sent
 }
 
 /// `kvm --delivery --record K` while the VMM delivered `copies` (the

@@ -1,0 +1,342 @@
+//! Round trips decomposed in the bridge lab: `ping` in the publisher's
+//! namespace against `reflect` in the consumer's, across the bridge, the
+//! tap and the lab's forwarder both ways, with the tracer following the
+//! requests in and the replies out (`trace --outbound`). `round-trip` cuts
+//! every RTT into outbound, turnaround and return, hop by hop; a hold
+//! injected in the reflector must land in the turnaround (its median
+//! moves by the hold within 3 %, the other parts' by less than a tenth of
+//! it). The reflector runs at SCHED_FIFO 10, as a reflector under test
+//! would: otherwise its wake-ups on this shared 2-CPU machine move its
+//! median turnaround by up to 10 us between two runs, the size of the 3 %.
+//! Counts and the accuracy against the injected hold, never a raw
+//! duration.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::lab_common::{hoptrace, text};
+
+const LAB: &str = "trrt";
+const EXE: &str = env!("CARGO_BIN_EXE_hoptrace");
+const COUNT: u64 = 400;
+/// The hold injected in the reflector, ns.
+const HOLD_NS: i64 = 300_000;
+
+/// Tears the lab down even when the test fails.
+struct Lab;
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = hoptrace(&["lab", "down", LAB]);
+    }
+}
+
+/// `hoptrace ARGS` in namespace `ns`, its stdout and stderr lines on a
+/// channel; killed on drop unless stopped.
+struct Proc {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Proc {
+    fn start(ns: &str, args: &[&str]) -> Proc {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, EXE])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start hoptrace");
+        let (tx, lines) = mpsc::channel();
+        let tx2 = tx.clone();
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx2.send(l);
+            }
+        });
+        Proc { child, lines }
+    }
+
+    /// Wait for a line that contains `needle`.
+    fn wait_for(&self, needle: &str, seen: &mut Vec<String>) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(needle) => return,
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no {needle:?}: {}", seen.join("\n")),
+            }
+        }
+    }
+
+    /// SIGINT, wait, everything printed; it must exit 0.
+    fn stop(mut self) -> String {
+        // SAFETY: kill(2) on our own child's pid (`ip netns exec` execs
+        // the binary, so that is hoptrace itself).
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let out = self.lines.try_iter().collect::<Vec<_>>().join("\n");
+        assert!(status.success(), "{status:?}\n{out}");
+        out
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One ping run against a reflector holding each reply `hold`, both
+/// recording into `dir/ping-TAG` and `dir/reflect-TAG`.
+fn ping_run(dir: &Path, tag: &str, hold: &str) {
+    let refl_rec = dir.join(format!("reflect-{tag}"));
+    let ping_rec = dir.join(format!("ping-{tag}"));
+    let reflector = Proc::start(
+        &format!("ht-{LAB}-vm0"),
+        &[
+            "reflect",
+            "--iface",
+            "eth0",
+            "--delay",
+            hold,
+            "--fifo",
+            "10",
+            "--record",
+            refl_rec.to_str().unwrap(),
+        ],
+    );
+    reflector.wait_for("ready on eth0", &mut Vec::new());
+    let count = COUNT.to_string();
+    let o = hoptrace(&[
+        "lab",
+        "exec",
+        LAB,
+        "pub",
+        "--",
+        EXE,
+        "ping",
+        "--iface",
+        "eth0",
+        "--peer",
+        "02:68:74:00:00:02",
+        "--count",
+        &count,
+        "--interval",
+        "2ms",
+        "--record",
+        ping_rec.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert!(o.status.success(), "ping {tag}: {t}");
+    assert!(
+        t.contains(&format!("sent {COUNT} received {COUNT} lost 0")),
+        "ping {tag}: every request answered: {t}"
+    );
+    let said = reflector.stop();
+    assert!(
+        said.contains(&format!(
+            "reflected {COUNT} frames ({COUNT} with a TX stamp)"
+        )),
+        "reflect {tag}: {said}"
+    );
+}
+
+/// ping's own RTT of each sequence number, from its recording.
+fn ping_rtts(rec: &Path) -> Vec<i64> {
+    let r = hoptrace_record::RecordingReader::open(rec).unwrap();
+    let meta = r.meta().clone();
+    r.rows()
+        .unwrap()
+        .map(|row| {
+            let row = row.unwrap();
+            row.hop(&meta, "rx").unwrap() - row.hop(&meta, "tx").unwrap()
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<i64>) -> i64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// Each row's outbound, turnaround and return parts, ns.
+#[derive(Default)]
+struct Parts {
+    outbound: Vec<i64>,
+    turnaround: Vec<i64>,
+    ret: Vec<i64>,
+}
+
+/// `round-trip` over one ping run and the trace, after the checks every
+/// run passes: the parts of its rows.
+fn split_run(dir: &Path, tag: &str) -> Parts {
+    let json = dir.join(format!("round-trip-{tag}.json"));
+    let ping_rec = dir.join(format!("ping-{tag}"));
+    let o = hoptrace(&[
+        "round-trip",
+        "--ping",
+        ping_rec.to_str().unwrap(),
+        "--reflect",
+        dir.join(format!("reflect-{tag}")).to_str().unwrap(),
+        "--trace",
+        dir.join("trace").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    eprintln!("round-trip {tag}:\n{t}");
+    assert!(o.status.success(), "round-trip {tag}: {t}");
+    for needed in [
+        format!("round trips: {COUNT} split (0 requests lost)"),
+        format!("outbound hop by hop ({COUNT} rows):"),
+        format!("return hop by hop ({COUNT} rows):"),
+    ] {
+        assert!(t.contains(&needed), "{tag}: {needed:?} in {t}");
+    }
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let u = &r["unsplit"];
+    for k in [
+        "lost",
+        "no_tx_stamp",
+        "not_reflected",
+        "request_not_traced",
+        "reply_not_traced",
+    ] {
+        assert_eq!(u[k].as_array().unwrap().len(), 0, "{tag}: {k}: {t}");
+    }
+    assert_eq!(u["duplicates"], 0, "{tag}: {t}");
+    let outbound: Vec<&str> = r["outbound_stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outbound,
+        [
+            "ping_tx..rx",
+            "rx..fwd",
+            "fwd..consumer_copy",
+            "consumer_copy..egress",
+            "egress..reflect_rx"
+        ]
+    );
+    assert_eq!(
+        r["return_stages"],
+        serde_json::json!([
+            "reflect_tx..tap_rx",
+            "tap_rx..uplink_fwd",
+            "uplink_fwd..ping_rx"
+        ])
+    );
+    let rows = r["rows"].as_array().unwrap();
+    let rtts = ping_rtts(&ping_rec);
+    assert_eq!(rows.len(), rtts.len(), "{tag}: one split per RTT row");
+    let mut parts = Parts::default();
+    for (row, rtt) in rows.iter().zip(&rtts) {
+        let v = |k: &str| row[k].as_i64().unwrap_or_else(|| panic!("{k}: {row}"));
+        assert_eq!(v("rtt_ns"), *rtt, "{tag}: ping's own RTT: {row}");
+        let sum = v("outbound_ns") + v("turnaround_ns") + v("return_ns");
+        assert!(
+            (sum - rtt).abs() * 100 <= *rtt,
+            "{tag}: parts {sum} vs RTT {rtt}: {row}"
+        );
+        for (part, stages) in [
+            ("outbound_ns", "outbound_stages"),
+            ("return_ns", "return_stages"),
+        ] {
+            let s: Vec<i64> = row[stages]
+                .as_array()
+                .unwrap_or_else(|| panic!("{tag}: {stages}: {row}"))
+                .iter()
+                .map(|x| x.as_i64().unwrap())
+                .collect();
+            assert_eq!(s.iter().sum::<i64>(), v(part), "{tag}: {row}");
+            assert!(
+                s.iter().all(|&x| x >= 0),
+                "{tag}: hops in causal order: {row}"
+            );
+        }
+        parts.outbound.push(v("outbound_ns"));
+        parts.turnaround.push(v("turnaround_ns"));
+        parts.ret.push(v("return_ns"));
+    }
+    parts
+}
+
+#[test]
+fn every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround(
+) {
+    if !hoptrace_netns::require_privileges(
+        "every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround",
+    ) {
+        return;
+    }
+    let up = hoptrace(&["lab", "up", "bridge", "--name", LAB]);
+    let _lab = Lab;
+    assert!(up.status.success(), "lab up: {}", text(&up));
+    let dir = tempfile::tempdir().unwrap();
+    let hyp = format!("ht-{LAB}-hyp");
+    let rec = dir.path().join("trace");
+    let tracer = Proc::start(
+        &hyp,
+        &[
+            "trace",
+            "--plain",
+            "--netns",
+            &hyp,
+            "--iface",
+            "in0",
+            "--iface",
+            "tap0",
+            "--iface",
+            "out0",
+            "--outbound",
+            "--no-doctor",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    let mut seen = Vec::new();
+    tracer.wait_for("ready", &mut seen);
+    ping_run(dir.path(), "nohold", "0");
+    ping_run(dir.path(), "hold", "300us");
+    // The last timelines are written after their linger.
+    std::thread::sleep(Duration::from_secs(2));
+    tracer.stop();
+
+    let without = split_run(dir.path(), "nohold");
+    let with = split_run(dir.path(), "hold");
+    let added = median(with.turnaround) - median(without.turnaround);
+    eprintln!("the hold added {added} ns to the median turnaround");
+    assert!(
+        (added - HOLD_NS).abs() * 100 <= 3 * HOLD_NS,
+        "the 300 us hold added {added} ns to the median turnaround"
+    );
+    // ...and not to the ways there and back (their medians move by the
+    // machine's noise only: under a tenth of the hold).
+    for (part, a, b) in [
+        ("outbound", with.outbound, without.outbound),
+        ("return", with.ret, without.ret),
+    ] {
+        let moved = median(a) - median(b);
+        assert!(
+            moved.abs() * 10 < HOLD_NS,
+            "{part}'s median moved by {moved} ns with the hold"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! `hoptrace reflect`: answer `hoptrace ping` requests, and say honestly
+//! how long each answer stayed in the reflector.
+//!
+//! The loop reads a batch of frames (`recvmmsg`), turns every request into
+//! its reply (MAC addresses swapped, our own as the source, kind = reply),
+//! holds the batch `hold` when asked (a known delay injected into the
+//! path), then sends the replies (`sendmmsg`).
+//!
+//! The reflector's *turnaround* of a request is its kernel RX stamp to
+//! the kernel TX stamp of its reply, both `SO_TIMESTAMPING` stamps of this
+//! host's CLOCK_REALTIME (software; hardware PHC time on a NIC that
+//! stamps): RX taken when the frame entered the stack, TX when the driver
+//! took the reply (read back from the error queue, matched by `OPT_ID`,
+//! which counts the socket's sends from 0). With `record` every reply is
+//! kept with both stamps and its sequence number; a round trip is then cut
+//! into the request's way there, this turnaround and the reply's way back
+//! (`crate::round_trip`). A reply without a TX stamp (the error queue
+//! overflowed) keeps its RX stamp and is counted, never given another
+//! instant.
+//!
+//! The hold is exact to a few microseconds: the reflector sleeps until
+//! 100 us before its end (timer slack 1 ns, so the kernel does not add its
+//! default 50 us) and spins the rest on CLOCK_MONOTONIC, so that the
+//! injected delay is the delay asked, not that plus a timer's wake-up.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use hoptrace_os::PacketSocket;
+use hoptrace_record::StampSource;
+
+use crate::ping::{parse_frame, ETHERTYPE_PING, KIND_REPLY, KIND_REQUEST};
+use crate::rx::RxBatch;
+use crate::timestamping::{self, stamp_of};
+
+/// Settings of a reflector.
+#[derive(Debug, Clone)]
+pub struct ReflectConfig {
+    pub iface: String,
+    /// Hold every batch of replies this long before sending it.
+    pub hold: Duration,
+    /// Keep every reply's stamps ([`ReflectReport::replies`]).
+    pub record: bool,
+}
+
+/// One reply the reflector sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reflected {
+    pub seq: u64,
+    /// Kernel RX stamp of the request.
+    pub t_rx: Option<i64>,
+    /// Kernel TX stamp of the reply.
+    pub t_tx: Option<i64>,
+}
+
+/// What a reflector did.
+#[derive(Debug)]
+pub struct ReflectReport {
+    /// Replies sent.
+    pub sent: u64,
+    /// Replies whose TX stamp came back.
+    pub tx_stamps: u64,
+    pub stamp_source: StampSource,
+    /// Every reply, in send order (with `record` only).
+    pub replies: Vec<Reflected>,
+}
+
+/// How long before the end of a hold the reflector stops sleeping and
+/// spins (a sleep's wake-up is rarely later than this on an idle CPU).
+const SPIN_NS: i64 = 100_000;
+
+/// Hold until CLOCK_MONOTONIC reaches `until_ns` (see the module comment).
+fn hold_until(until_ns: i64) {
+    let now = timestamping::now_ns(libc::CLOCK_MONOTONIC);
+    if until_ns - now > SPIN_NS {
+        std::thread::sleep(Duration::from_nanos((until_ns - now - SPIN_NS) as u64));
+    }
+    while timestamping::now_ns(libc::CLOCK_MONOTONIC) < until_ns {
+        std::hint::spin_loop();
+    }
+}
+
+/// The reply to the request `f` sent to us: MACs swapped, `own_mac` as the
+/// source (the request may have gone to broadcast, not a valid source).
+fn reply_to(f: &[u8], own_mac: [u8; 6]) -> Vec<u8> {
+    let mut r = f.to_vec();
+    r[0..6].copy_from_slice(&f[6..12]);
+    r[6..12].copy_from_slice(&own_mac);
+    r[18] = KIND_REPLY;
+    r
+}
+
+/// Answer every request until `stop` is set.
+pub fn reflect(
+    cfg: &ReflectConfig,
+    stop: &AtomicBool,
+    mut on_ready: impl FnMut(StampSource),
+) -> Result<ReflectReport> {
+    let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
+    let own_mac = sock.mac().context("reading the interface MAC address")?;
+    let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
+    sock.set_recv_timeout(Duration::from_millis(100))?;
+    sock.set_recv_buffer(4 << 20);
+    // SAFETY: prctl with an integer argument on the calling thread.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let mut batch = RxBatch::new(64);
+    let mut report = ReflectReport {
+        sent: 0,
+        tx_stamps: 0,
+        stamp_source: source,
+        replies: Vec::new(),
+    };
+    // Row (in `report.replies`) of each send, by OPT_ID; u32::MAX when
+    // the reply is not recorded.
+    let mut id_to_row: Vec<u32> = Vec::new();
+    on_ready(source);
+    while !stop.load(Ordering::Relaxed) {
+        let n = batch.recv(&sock).context("receiving ping frames")?;
+        let mut out: Vec<Vec<u8>> = Vec::with_capacity(n);
+        let mut rows: Vec<Reflected> = Vec::with_capacity(n);
+        for i in 0..n {
+            let f = batch.get(i);
+            if f.pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            if let Some((KIND_REQUEST, seq)) = parse_frame(f.data) {
+                out.push(reply_to(f.data, own_mac));
+                rows.push(Reflected {
+                    seq,
+                    t_rx: stamp_of(&f.stamps, source),
+                    t_tx: None,
+                });
+            }
+        }
+        if !out.is_empty() {
+            if !cfg.hold.is_zero() {
+                hold_until(
+                    timestamping::now_ns(libc::CLOCK_MONOTONIC) + cfg.hold.as_nanos() as i64,
+                );
+            }
+            let refs: Vec<&[u8]> = out.iter().map(|v| v.as_slice()).collect();
+            // A reply that cannot be sent (interface went down) is lost,
+            // which the pinger counts; keep answering.
+            let sent = sock.send_batch(&refs).unwrap_or(0);
+            report.sent += sent as u64;
+            for row in rows.into_iter().take(sent) {
+                if cfg.record {
+                    id_to_row.push(report.replies.len() as u32);
+                    report.replies.push(row);
+                } else {
+                    id_to_row.push(u32::MAX);
+                }
+            }
+        }
+        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+            let stamp = stamp_of(&st, source);
+            let row = id_to_row.get(id as usize).copied().unwrap_or(u32::MAX);
+            if stamp.is_some() {
+                report.tx_stamps += 1;
+            }
+            if let Some(r) = report.replies.get_mut(row as usize) {
+                r.t_tx = r.t_tx.or(stamp);
+            }
+        });
+    }
+    // The last replies' stamps may still be on their way to the queue.
+    std::thread::sleep(Duration::from_millis(20));
+    timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
+        let stamp = stamp_of(&st, source);
+        if stamp.is_some() {
+            report.tx_stamps += 1;
+        }
+        let row = id_to_row.get(id as usize).copied().unwrap_or(u32::MAX);
+        if let Some(r) = report.replies.get_mut(row as usize) {
+            r.t_tx = r.t_tx.or(stamp);
+        }
+    });
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ping::build_frame;
+
+    #[test]
+    fn a_reply_goes_back_to_the_requester_from_our_own_address() {
+        let req = build_frame([0xff; 6], [2, 0, 0, 0, 0, 1], KIND_REQUEST, 9, 64);
+        let r = reply_to(&req, [2, 0, 0, 0, 0, 2]);
+        assert_eq!(&r[0..6], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(&r[6..12], &[2, 0, 0, 0, 0, 2]);
+        assert_eq!(parse_frame(&r), Some((KIND_REPLY, 9)));
+        assert_eq!(r.len(), req.len());
+    }
+
+    #[test]
+    fn a_hold_never_ends_before_its_time() {
+        for hold in [1_000, 150_000, 300_000] {
+            let start = timestamping::now_ns(libc::CLOCK_MONOTONIC);
+            hold_until(start + hold);
+            let end = timestamping::now_ns(libc::CLOCK_MONOTONIC);
+            assert!(end - start >= hold, "{hold}: {}", end - start);
+        }
+    }
+}
