@@ -59,7 +59,7 @@ fn a_fifo_spinner_on_the_publishers_cpu_is_named_as_the_cause_of_every_late_sche
     let said = said.lock().unwrap().join("\n");
     assert!(st.success(), "{out}\n{said}");
     assert!(
-        said.contains("--explain 1ms: stage sched..tx of the sending thread")
+        said.contains(": stage sched..tx of the sending thread, CPU flight recorder on ")
             && said.contains("explained "),
         "the start note and the summary: {said}"
     );
