@@ -19,6 +19,14 @@
 //! first frame), gathers the late samples of about 10 ms and explains them
 //! from one read of the rings (written about once a second).
 //!
+//! The work is bounded, so that a stalled path cannot make the endpoint
+//! itself late or slow to stop: a stall of 100 ms on 8 streams makes 3200
+//! late samples, each a 100 ms window to replay. The queue holds
+//! [`QUEUE`] late samples; one offered while it is full is counted, not
+//! explained. Once the endpoint stops, the thread explains what is queued
+//! for at most [`END_BUDGET`] and counts the rest. The summary line says
+//! both counts.
+//!
 //! Clocks: both endpoints' stamps are CLOCK_REALTIME (the TX and RX
 //! software stamps, the application's and the schedule's, converted from
 //! TAI by the kernel's offset); the recorder stamps in TAI, or MONOTONIC on
@@ -33,7 +41,9 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -50,6 +60,17 @@ const LINES_PER_SECOND: u64 = 3;
 
 /// How long the explaining thread gathers late samples into one batch.
 const GATHER: Duration = Duration::from_millis(10);
+
+/// Late samples waiting for the explaining thread, at most.
+pub const QUEUE: usize = 4096;
+
+/// How long the explaining thread goes on once the endpoint stopped
+/// (`lab run` gives a stopped endpoint 5 s to close its recording).
+pub const END_BUDGET: Duration = Duration::from_secs(2);
+
+/// Questions per call of the explainer (the end budget is checked
+/// between calls).
+const CHUNK: usize = 256;
 
 /// The stage an endpoint explains, and who it is.
 #[derive(Debug, Clone, Copy)]
@@ -94,7 +115,11 @@ struct Late {
 /// by the endpoint's threads: the publisher has one per frame rate).
 pub struct EndpointExplaining {
     threshold_ns: u64,
-    late: Option<Sender<Late>>,
+    late: Option<SyncSender<Late>>,
+    /// Late samples offered while the queue was full.
+    behind: AtomicU64,
+    /// Set when the endpoint stopped: the end budget runs.
+    stopped: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<Result<String>>>,
 }
 
@@ -115,11 +140,17 @@ impl EndpointExplaining {
     /// go into the recording `record` too. Returns when the recorder
     /// records (or could not start).
     pub fn start(stage: EndpointStage, threshold_ns: u64, record: Option<PathBuf>) -> Result<Self> {
-        let (late_tx, late_rx) = mpsc::channel();
+        let (late_tx, late_rx) = mpsc::sync_channel(QUEUE);
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let end = Ending {
+            stopped: stopped.clone(),
+            at: None,
+            left: 0,
+        };
         let thread = std::thread::Builder::new()
             .name("explain".into())
-            .spawn(move || explain_loop(stage, threshold_ns, record, late_rx, ready_tx))
+            .spawn(move || explain_loop(stage, threshold_ns, record, (late_rx, end), ready_tx))
             .context("starting the explaining thread")?;
         match ready_rx.recv() {
             Ok(Ok(notes)) => {
@@ -139,6 +170,8 @@ impl EndpointExplaining {
         Ok(EndpointExplaining {
             threshold_ns,
             late: Some(late_tx),
+            behind: AtomicU64::new(0),
+            stopped,
             thread: Some(thread),
         })
     }
@@ -152,13 +185,16 @@ impl EndpointExplaining {
         if end - start <= self.threshold_ns as i64 {
             return;
         }
-        let _ = late.send(Late {
+        let sent = late.try_send(Late {
             packet: packet(),
             start,
             end,
             cpu,
             tid,
         });
+        if let Err(TrySendError::Full(_)) = sent {
+            self.behind.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The subscriber: `s`'s `rx..app`, of the receiving thread `tid`.
@@ -180,15 +216,21 @@ impl EndpointExplaining {
         }
     }
 
-    /// Explain what is left, close the recording's explanations: the
-    /// summary line.
+    /// Explain what is left (for at most [`END_BUDGET`]), close the
+    /// recording's explanations: the summary line.
     pub fn finish(mut self) -> Result<String> {
+        self.stopped.store(true, Ordering::Relaxed);
         drop(self.late.take());
         let thread = self.thread.take().expect("started");
         let summary = thread
             .join()
             .map_err(|_| anyhow::anyhow!("the explaining thread panicked"))??;
-        Ok(summary)
+        let behind = self.behind.load(Ordering::Relaxed);
+        Ok(if behind > 0 {
+            format!("{summary}; {behind} late stages not explained: offered while {QUEUE} waited for the explaining thread")
+        } else {
+            summary
+        })
     }
 }
 
@@ -226,16 +268,124 @@ fn realtime_to_recorder(tai: bool) -> (i64, String) {
     )
 }
 
+/// The end of the run, as the explaining thread sees it: once the
+/// endpoint stopped, [`END_BUDGET`] from the first look, and the late
+/// samples left unexplained after it.
+struct Ending {
+    stopped: Arc<AtomicBool>,
+    at: Option<Instant>,
+    left: u64,
+}
+
+impl Ending {
+    /// The budget is spent: explain no more.
+    fn over(&mut self) -> bool {
+        if !self.stopped.load(Ordering::Relaxed) {
+            return false;
+        }
+        Instant::now() >= *self.at.get_or_insert_with(|| Instant::now() + END_BUDGET)
+    }
+}
+
+/// What the explaining thread keeps while it runs.
+struct Explaining {
+    stage: EndpointStage,
+    explainer: hoptrace_cpu::explain::Explainer<'static>,
+    /// REALTIME to the recorder's clock, ns to add.
+    to_recorder: i64,
+    writer: Option<ExplanationWriter>,
+    printed_this_second: (Instant, u64),
+    explained: u64,
+    threads: BTreeSet<u32>,
+}
+
+impl Explaining {
+    /// Explain `batch` from one read of the rings: print (at most
+    /// [`LINES_PER_SECOND`]) and record each explanation.
+    fn batch(&mut self, batch: Vec<Late>) {
+        let to_recorder = self.to_recorder;
+        let questions: Vec<LateStage> = batch
+            .iter()
+            .map(|l| LateStage {
+                start_ns: (l.start + to_recorder) as u64,
+                end_ns: (l.end + to_recorder) as u64,
+                cpu: l.cpu,
+                tid: l.tid,
+            })
+            .collect();
+        let answers = self.explainer.explain(&questions);
+        for (l, e) in batch.into_iter().zip(answers) {
+            self.explained += 1;
+            self.threads.insert(l.tid);
+            let line = e.line();
+            let name = hoptrace_record::stage_name(self.stage.from, self.stage.to);
+            // In the recording's clock (REALTIME), as its segments.
+            let mut row =
+                hoptrace_trace::explain::stage_row(l.packet, name, l.start as u64, l.end as u64, e);
+            for piece in &mut row.lane {
+                piece.start_ns -= to_recorder;
+                piece.end_ns -= to_recorder;
+            }
+            let printed = &mut self.printed_this_second;
+            if printed.0.elapsed() >= Duration::from_secs(1) {
+                *printed = (Instant::now(), 0);
+            }
+            if printed.1 < LINES_PER_SECOND {
+                printed.1 += 1;
+                eprintln!("{}", hoptrace_trace::explain::explanation_line(&row, &line));
+            }
+            if let Some(w) = self.writer.as_mut() {
+                w.push(row);
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        match self.writer.as_mut() {
+            Some(w) => w.flush().context("writing the explanations"),
+            None => Ok(()),
+        }
+    }
+
+    /// The summary line (the queue's count is the caller's).
+    fn summary(&self, threshold_ns: u64, left: u64) -> String {
+        let stage = self.stage;
+        let tids: Vec<String> = self.threads.iter().map(u32::to_string).collect();
+        format!(
+            "explained {} {} stages above {} ({} began before the flight recorder's oldest record){}{}",
+            self.explained,
+            hoptrace_record::stage_name(stage.from, stage.to),
+            format_duration_ns(threshold_ns),
+            self.explainer.overwritten,
+            if tids.is_empty() {
+                String::new()
+            } else {
+                format!(" of the {} {}", stage.thread, tids.join(", "))
+            },
+            if left > 0 {
+                format!(
+                    "; {left} late stages not explained: still queued {} after the {} stopped",
+                    format_duration_ns(END_BUDGET.as_nanos() as u64),
+                    stage.command
+                )
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
 /// The explaining thread: load the recorder, say so on `ready`, explain
-/// every batch of late samples until the channel closes.
+/// every batch of late samples until the channel closes (within the end
+/// budget once the endpoint stopped).
 fn explain_loop(
     stage: EndpointStage,
     threshold_ns: u64,
     record: Option<PathBuf>,
-    late: Receiver<Late>,
+    (late, mut end): (Receiver<Late>, Ending),
     ready: SyncSender<Result<Vec<String>>>,
 ) -> Result<String> {
-    let mut explainer = match hoptrace_trace::explain::start_explainer() {
+    let explainer = match hoptrace_trace::explain::start_explainer() {
         Ok(e) => e,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -252,67 +402,35 @@ fn explain_loop(
         r.ncpus(),
         r.attached.len(),
     )]));
-    let mut writer = record.map(|d| ExplanationWriter::new(&d));
-    let mut printed_this_second = (Instant::now(), 0u64);
-    let mut explained = 0u64;
-    let mut threads = BTreeSet::new();
+    let mut x = Explaining {
+        stage,
+        explainer,
+        to_recorder,
+        writer: record.map(|d| ExplanationWriter::new(&d)),
+        printed_this_second: (Instant::now(), 0),
+        explained: 0,
+        threads: BTreeSet::new(),
+    };
     let mut last_flush = Instant::now();
     while let Ok(first) = late.recv() {
-        std::thread::sleep(GATHER);
-        let batch: Vec<Late> = std::iter::once(first).chain(late.try_iter()).collect();
-        let questions: Vec<LateStage> = batch
-            .iter()
-            .map(|l| LateStage {
-                start_ns: (l.start + to_recorder) as u64,
-                end_ns: (l.end + to_recorder) as u64,
-                cpu: l.cpu,
-                tid: l.tid,
-            })
-            .collect();
-        let answers = explainer.explain(&questions);
-        for (l, e) in batch.into_iter().zip(answers) {
-            explained += 1;
-            threads.insert(l.tid);
-            let line = e.line();
-            let name = hoptrace_record::stage_name(stage.from, stage.to);
-            // In the recording's clock (REALTIME), as its segments.
-            let mut row =
-                hoptrace_trace::explain::stage_row(l.packet, name, l.start as u64, l.end as u64, e);
-            for piece in &mut row.lane {
-                piece.start_ns -= to_recorder;
-                piece.end_ns -= to_recorder;
+        if !end.stopped.load(Ordering::Relaxed) {
+            std::thread::sleep(GATHER);
+        }
+        let mut batch: Vec<Late> = std::iter::once(first).chain(late.try_iter()).collect();
+        while !batch.is_empty() {
+            let rest = batch.split_off(batch.len().min(CHUNK));
+            if end.over() {
+                end.left += (batch.len() + rest.len()) as u64;
+                break;
             }
-            if printed_this_second.0.elapsed() >= Duration::from_secs(1) {
-                printed_this_second = (Instant::now(), 0);
-            }
-            if printed_this_second.1 < LINES_PER_SECOND {
-                printed_this_second.1 += 1;
-                eprintln!("{}", hoptrace_trace::explain::explanation_line(&row, &line));
-            }
-            if let Some(w) = writer.as_mut() {
-                w.push(row);
-            }
+            x.batch(batch);
+            batch = rest;
         }
         if last_flush.elapsed() >= Duration::from_secs(1) {
             last_flush = Instant::now();
-            if let Some(w) = writer.as_mut() {
-                w.flush().context("writing the explanations")?;
-            }
+            x.flush()?;
         }
     }
-    if let Some(w) = writer.as_mut() {
-        w.flush().context("writing the explanations")?;
-    }
-    let tids: Vec<String> = threads.iter().map(u32::to_string).collect();
-    Ok(format!(
-        "explained {explained} {} stages above {} ({} began before the flight recorder's oldest record){}",
-        hoptrace_record::stage_name(stage.from, stage.to),
-        format_duration_ns(threshold_ns),
-        explainer.overwritten,
-        if tids.is_empty() {
-            String::new()
-        } else {
-            format!(" of the {} {}", stage.thread, tids.join(", "))
-        }
-    ))
+    x.flush()?;
+    Ok(x.summary(threshold_ns, end.left))
 }
