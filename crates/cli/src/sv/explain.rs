@@ -70,7 +70,7 @@ pub const END_BUDGET: Duration = Duration::from_secs(2);
 
 /// Questions per call of the explainer (the end budget is checked
 /// between calls).
-const CHUNK: usize = 256;
+const CHUNK: usize = 64;
 
 /// The stage an endpoint explains, and who it is.
 #[derive(Debug, Clone, Copy)]
