@@ -189,8 +189,12 @@ fn join(
     };
     let c = hoptrace_endpoints::e2e_join::join_end_to_end(pub_rec, sub_rec, out, doctor)?;
 
+    let explained = match c.explanations {
+        (0, 0) => String::new(),
+        (p, s) => format!("; explained stages carried over: {p} sched..tx, {s} rx..app"),
+    };
     println!(
-        "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {})",
+        "joined {} of {} subscriber rows with their publisher TX stamp into {} (hops tx, rx, app; publisher-subscriber epoch offsets {}{explained})",
         c.matched,
         c.sub_rows,
         out.display(),

@@ -105,8 +105,8 @@ pub struct Args {
     #[arg(long)]
     pub markdown: bool,
     /// Print the short form: stages over all streams, only the streams that
-    /// differ (losses, duplicates, reordering, packets not ok), 5 top
-    /// latencies, 3 explained spikes, 5 culprits.
+    /// differ (losses, duplicates, reordering, packets not ok), 3 top
+    /// latencies, 2 explained spikes, 3 culprits.
     #[arg(long)]
     pub summary: bool,
     /// Also write the full text report to this file (with --summary: the

@@ -15,6 +15,12 @@
 //! subscriber's own `--reference` join (`recording::join_reference`) does:
 //! see [`crate::sample_join`]. When the subscriber started first (a normal
 //! lab run) the offset is 0.
+//!
+//! The endpoints' explained stages (`--explain`: the publisher's
+//! `sched..tx`, the subscriber's `rx..app`, in the `explain/` folder of
+//! each) go into the joined recording's `explain/`, so that its report
+//! explains them: both are on CLOCK_REALTIME like its rows; the
+//! subscriber's carry the publisher's epoch, as its rows do.
 
 use std::path::Path;
 
@@ -35,6 +41,8 @@ pub struct JoinCounts {
     /// Streams none of whose first received rows had a publisher row to
     /// pair with (`sample_join`: none of their rows is matched).
     pub unaligned_streams: Vec<String>,
+    /// Explained stages carried over: (publisher's, subscriber's).
+    pub explanations: (u64, u64),
 }
 
 /// Join the publisher and subscriber recordings of one run into `out`
@@ -89,7 +97,42 @@ pub fn join_end_to_end(
     }
     w.close()?;
     (c.epoch_offsets, c.unaligned_streams) = index.offsets();
+    c.explanations = carry_explanations(pub_rec, sub_rec, out, &c.epoch_offsets)?;
     Ok(c)
+}
+
+/// The explained stages of both endpoints, written into the joined
+/// recording `out` (the subscriber's with its epochs moved by `offsets`,
+/// publisher minus subscriber per stream): how many of each.
+fn carry_explanations(
+    pub_rec: &Path,
+    sub_rec: &Path,
+    out: &Path,
+    offsets: &[(String, i64)],
+) -> Result<(u64, u64)> {
+    let read = |dir: &Path| {
+        hoptrace_record::read_explanations(dir)
+            .with_context(|| format!("reading the explanations of {}", dir.display()))
+    };
+    let published = read(pub_rec)?;
+    let mut received = read(sub_rec)?;
+    for e in &mut received {
+        let offset = offsets
+            .iter()
+            .find(|(s, _)| *s == e.packet.stream)
+            .map_or(0, |(_, o)| *o);
+        if let Some(ep) = e.packet.epoch.as_mut() {
+            *ep = u32::try_from(i64::from(*ep) + offset).unwrap_or(*ep);
+        }
+    }
+    let counts = (published.len() as u64, received.len() as u64);
+    let mut w = hoptrace_record::ExplanationWriter::new(out);
+    for e in published.into_iter().chain(received) {
+        w.push(e);
+    }
+    w.flush()
+        .with_context(|| format!("writing the explanations into {}", out.display()))?;
+    Ok(counts)
 }
 
 #[cfg(test)]
@@ -99,7 +142,7 @@ mod tests {
     use crate::recording::{publisher_recorder, subscriber_recorder};
     use crate::sample_key::SampleKey;
     use crate::subscriber::ReceivedSample;
-    use hoptrace_record::StampSource;
+    use hoptrace_record::{ExplainedStage, StampSource};
     use hoptrace_sv::SampleKind;
 
     const BASE: i64 = 1_763_800_000_000_000_000;
@@ -110,17 +153,25 @@ mod tests {
         BASE + n as i64 * 250_000 + s as i64 * 1_000
     }
 
-    #[test]
-    fn subscriber_started_after_the_publisher_wrapped_still_joins_every_sample() {
-        let dir = tempfile::tempdir().unwrap();
-        let (p, s, o) = (
-            dir.path().join("pub"),
-            dir.path().join("sub"),
-            dir.path().join("e2e"),
-        );
+    /// Where each stream's subscriber started (publisher sample numbers).
+    const STARTS: [u64; 2] = [4500, 9000];
+
+    /// Latency of sample `n` of stream `st`: 100 us + 10 us per stream,
+    /// 100 S0 samples held 700 ms (more than half a wrap).
+    fn lat(st: usize, n: u64) -> i64 {
+        if st == 0 && (6000..6100).contains(&n) {
+            700_000_000
+        } else {
+            100_000 + st as i64 * 10_000
+        }
+    }
+
+    /// The publisher's recording `p` and the subscriber's `s` (see the
+    /// test below); the subscriber's rows.
+    fn recordings(p: &Path, s: &Path) -> u64 {
         // Two streams, 3 wraps each (12000 samples).
         let mut rec = publisher_recorder(
-            Some(&p),
+            Some(p),
             Some(RATE as u32),
             StampSource::Software,
             &serde_json::Value::Null,
@@ -140,6 +191,7 @@ mod tests {
                     t_sched: sent_at(st, n),
                     t_app: sent_at(st, n),
                     t_tx: Some(sent_at(st, n)),
+                    cpu: None,
                 });
             }
         }
@@ -147,18 +199,8 @@ mod tests {
         // The subscriber started at publisher sample 4500 on S0 (its epoch 0
         // is the publisher's 1) and 9000 on S1 (publisher's 2), so equal
         // (epoch, smpCnt) keys name other samples one or two wraps earlier.
-        // Latency 100 us + 10 us per stream, 100 S0 samples held 700 ms (more
-        // than half a wrap).
-        let starts = [4500u64, 9000];
-        let lat = |st: usize, n: u64| {
-            if st == 0 && (6000..6100).contains(&n) {
-                700_000_000
-            } else {
-                100_000 + st as i64 * 10_000
-            }
-        };
         let mut rec = subscriber_recorder(
-            Some(&s),
+            Some(s),
             "eth0",
             StampSource::Software,
             RATE as u32,
@@ -168,7 +210,7 @@ mod tests {
         .unwrap();
         let mut expected = 0u64;
         for n in 0..3 * RATE {
-            for (st, &start) in starts.iter().enumerate() {
+            for (st, &start) in STARTS.iter().enumerate() {
                 if n < start {
                     continue;
                 }
@@ -195,7 +237,18 @@ mod tests {
             }
         }
         rec.finish().unwrap();
+        expected
+    }
 
+    #[test]
+    fn subscriber_started_after_the_publisher_wrapped_still_joins_every_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, s, o) = (
+            dir.path().join("pub"),
+            dir.path().join("sub"),
+            dir.path().join("e2e"),
+        );
+        let expected = recordings(&p, &s);
         let c = join_end_to_end(&p, &s, &o, None).unwrap();
         assert_eq!((c.sub_rows, c.matched), (expected, expected));
         assert_eq!(
@@ -211,12 +264,87 @@ mod tests {
         for row in r.rows().unwrap() {
             let row = row.unwrap();
             let st: usize = row.stream[1..].parse().unwrap();
-            let n = starts[st] + row.seq;
+            let n = STARTS[st] + row.seq;
             let (tx, rx) = (row.hops[0].unwrap(), row.hops[1].unwrap());
             assert_eq!(tx, sent_at(st, n), "{} seq {}", row.stream, row.seq);
             assert_eq!(rx - tx, lat(st, n));
             rows += 1;
         }
         assert_eq!(rows, expected);
+        // Neither endpoint explained anything: nothing to carry.
+        assert_eq!(c.explanations, (0, 0));
+        assert!(hoptrace_record::explanation_files(&o).is_empty());
+    }
+
+    /// An explained stage of sample `(epoch, smp_cnt)` of `stream`.
+    fn explained(stream: &str, stage: &str, epoch: u32, smp_cnt: u16) -> ExplainedStage {
+        ExplainedStage {
+            packet: hoptrace_record::PacketKey {
+                stream: stream.into(),
+                app_id: Some(0x4000),
+                smp_cnt: Some(smp_cnt),
+                epoch: Some(epoch),
+                seq: 7,
+                dest: None,
+            },
+            stage: stage.into(),
+            start_ns: BASE,
+            end_ns: BASE + 2_000_000,
+            cpu: 1,
+            task: "hoptrace/7".into(),
+            sleeping_ns: 0,
+            runnable_ns: 2_000_000,
+            running_ns: 0,
+            parts: vec![hoptrace_record::StagePart {
+                kind: "task".into(),
+                name: "hthog/8 (FIFO 50)".into(),
+                ns: 2_000_000,
+            }],
+            lane: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_endpoints_explained_stages_go_into_the_joined_recording_with_the_publishers_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, s, o) = (
+            dir.path().join("pub"),
+            dir.path().join("sub"),
+            dir.path().join("e2e"),
+        );
+        recordings(&p, &s);
+        let write = |dir: &Path, e: Vec<ExplainedStage>| {
+            let mut w = hoptrace_record::ExplanationWriter::new(dir);
+            e.into_iter().for_each(|e| w.push(e));
+            w.flush().unwrap();
+        };
+        write(&p, vec![explained("S0", "sched..tx", 2, 10)]);
+        write(
+            &s,
+            vec![
+                explained("S0", "rx..app", 0, 20),
+                explained("S1", "rx..app", 0, 30),
+            ],
+        );
+        let c = join_end_to_end(&p, &s, &o, None).unwrap();
+        assert_eq!(c.explanations, (1, 2));
+        let all = hoptrace_record::read_explanations(&o).unwrap();
+        let got: Vec<(&str, &str, Option<u32>, Option<u16>)> = all
+            .iter()
+            .map(|e| {
+                let k = &e.packet;
+                (k.stream.as_str(), e.stage.as_str(), k.epoch, k.smp_cnt)
+            })
+            .collect();
+        // The subscriber's epoch 0 is the publisher's 1 on S0, 2 on S1.
+        assert_eq!(
+            got,
+            vec![
+                ("S0", "sched..tx", Some(2), Some(10)),
+                ("S0", "rx..app", Some(1), Some(20)),
+                ("S1", "rx..app", Some(2), Some(30)),
+            ]
+        );
+        assert!(all.iter().all(|e| e.parts[0].name == "hthog/8 (FIFO 50)"));
     }
 }

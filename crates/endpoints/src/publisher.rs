@@ -53,6 +53,9 @@ pub struct SentSample {
     pub t_app: i64,
     /// Kernel TX stamp (T0), ns in the stamp source's clock.
     pub t_tx: Option<i64>,
+    /// The CPU the sending thread ran on when `sendmmsg` returned (what
+    /// `sv publish --explain` decomposes the wait for the TX stamp on).
+    pub cpu: Option<u32>,
 }
 
 /// Settings of a publishing run.
@@ -301,11 +304,12 @@ pub fn publish(
             sock.send_batch(&frames)
         }
         .with_context(|| format!("sending SV frames on {}", cfg.iface))?;
+        let cpu = crate::sched::current_cpu();
         for s in 0..sent {
             report.frames_per_stream[s] += 1;
             pending
                 .frames
-                .push_back((s, enc.samples(s, tick.index, t_sched, t_app), None));
+                .push_back((s, enc.samples(s, tick.index, (t_sched, t_app), cpu), None));
         }
         take_tx_stamps(&sock, source, &mut pending, &mut report);
         pending.flush(4096, &mut |s, f| emit(s, f, &mut report));
@@ -411,8 +415,10 @@ impl<'p> FrameEncoder<'p> {
         self.bufs.iter().map(|b| b.as_slice()).collect()
     }
 
-    /// The samples stream `s`'s frame of index `index` carried.
-    fn samples(&self, s: usize, index: u64, t_sched: i64, t_app: i64) -> Vec<SentSample> {
+    /// The samples stream `s`'s frame of index `index` carried, sent at
+    /// (scheduled, application) times `t` from `cpu`.
+    fn samples(&self, s: usize, index: u64, t: (i64, i64), cpu: Option<u32>) -> Vec<SentSample> {
+        let (t_sched, t_app) = t;
         let plan = self.plan;
         let k = plan.asdu_per_frame as u64;
         let first = (index + self.first_frame) * k;
@@ -430,6 +436,7 @@ impl<'p> FrameEncoder<'p> {
                 t_sched,
                 t_app,
                 t_tx: None,
+                cpu,
             })
             .collect()
     }
@@ -580,6 +587,7 @@ mod tests {
                     t_sched: 0,
                     t_app: 0,
                     t_tx: None,
+                    cpu: None,
                 }],
                 None,
             ));

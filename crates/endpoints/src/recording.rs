@@ -60,7 +60,12 @@ pub fn publisher_recorder(
             )];
             let mut meta = RecordingMeta::for_this_host("sv-publish", hops);
             meta.rate = rate;
-            meta.extra = serde_json::json!({ "pacing": pacing });
+            // The thread that opened the recording: the (first) sending
+            // thread, whose waits `sv publish --explain` explains.
+            meta.extra = serde_json::json!({
+                "pacing": pacing,
+                "sender_tid": crate::sched::current_tid(),
+            });
             meta.extra_columns = vec![ExtraColumn::new(
                 "t_sched",
                 "scheduled send time of the instant, ns CLOCK_REALTIME (paced on CLOCK_TAI, smpCnt 0 at the top of the TAI second, converted with the kernel TAI offset)",
@@ -380,6 +385,7 @@ mod tests {
                 t_sched: t,
                 t_app: t,
                 t_tx: Some(t),
+                cpu: None,
             });
         }
         rec.finish().unwrap();

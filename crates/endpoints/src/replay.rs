@@ -228,6 +228,7 @@ pub fn replay(
             let n = sock
                 .send_batch(&refs)
                 .with_context(|| format!("sending on {}", cfg.iface))?;
+            let cpu = crate::sched::current_cpu();
             for b in &bufs[..n] {
                 let t_sched = deadline + to_rt;
                 let mut rows = Vec::new();
@@ -253,6 +254,7 @@ pub fn replay(
                             t_sched,
                             t_app,
                             t_tx: None,
+                            cpu,
                         });
                     }
                     if let Some(a) = d.asdus().first() {

@@ -10,7 +10,9 @@
 //! 2. `hoptrace trace --record` in the hypervisor namespace; a tracer that
 //!    fails is reported and the run goes on without it;
 //! 3. `sv subscribe --record` in the consumer and `sv publish --record` in the
-//!    publisher (the `vm` topology: the subscriber in the guest, see
+//!    publisher, both with the tracer's `--explain` threshold (their own
+//!    stages `rx..app` and `sched..tx` explained; the `vm` topology: the
+//!    subscriber in the guest and neither endpoint explaining, see
 //!    [`crate::vm_run`]);
 //! 4. optional background UDP load (`--load udp`): a bounded blaster from the
 //!    publisher's 10.203.0.1 to the consumer's 10.203.0.2, through the same
@@ -86,7 +88,9 @@ pub struct RunOptions {
     pub duration: Duration,
     pub load: Load,
     pub out: PathBuf,
-    /// The tracer's `--explain` threshold (None: no CPU flight recorder).
+    /// The `--explain` threshold of the tracer and, on the namespace
+    /// topologies, of the subscriber and the publisher (None: no CPU
+    /// flight recorder).
     pub explain: Option<Duration>,
     /// Put the tracer and the path's processes on different CPUs
     /// ([`crate::placement`]); false: leave both to the scheduler.
@@ -528,7 +532,15 @@ fn sv_through_namespaces(
         "--duration".into(),
         format_duration_exact(opts.duration * 4 + Duration::from_secs(60)),
     ]);
-    let pargs = publish_args(opts, &pub_rec);
+    let mut pargs = publish_args(opts, &pub_rec);
+    // The endpoints explain their own late stages with the tracer's
+    // threshold (each its own flight recorder: docs/explain.md); the join
+    // carries their explanations into `e2e`, which the report reads.
+    if let Some(t) = opts.explain {
+        let explain = ["--explain".to_string(), format_duration_exact(t)];
+        sargs.extend(explain.clone());
+        pargs.extend(explain);
+    }
     note(
         res,
         format!("subscriber: hoptrace {} (in {vm})", sargs.join(" ")),

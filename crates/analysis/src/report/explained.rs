@@ -111,12 +111,21 @@ fn pinned_cpus(command_line: &[String]) -> Option<&str> {
     })
 }
 
+/// The producers of the endpoints' recordings (their explanations are of
+/// the endpoints' own stages, `--explain` of `sv subscribe`/`sv publish`).
+const ENDPOINT_PRODUCERS: [&str; 3] = ["sv-subscribe", "sv-publish", "lab-join"];
+
 /// What to do when the largest culprit is hoptrace's own tracer (an
 /// observer effect), or None when it is not: pin it away from the path,
-/// or, when it was pinned already, say that its CPU is one the path uses.
+/// or, when it was pinned already, say that its CPU is one the path uses;
+/// of an endpoint's explanations (the tracer ran beside it, its command
+/// line is not this recording's), keep the endpoints off its CPUs.
 pub fn observer_hint(run: &RunReport) -> Option<String> {
     if !run.culprits.first().is_some_and(|c| is_the_tracer(&c.name)) {
         return None;
+    }
+    if ENDPOINT_PRODUCERS.contains(&run.provenance.producer.as_str()) {
+        return Some("The largest culprit is hoptrace's tracer running beside the endpoints (an observer effect): keep the endpoints (`--cpu`) off the tracer's CPUs (`trace --cpu`; docs/explain.md).".into());
     }
     Some(match pinned_cpus(&run.provenance.command_line) {
         Some(cpus) => format!(
@@ -230,5 +239,12 @@ mod observer_tests {
         assert!(!pinned.contains("run `trace --cpu`"), "{pinned}");
         assert!(pinned.contains("ran pinned (`--cpu 0`)"), "{pinned}");
         assert!(pinned.contains("ran on CPU 0 too"), "{pinned}");
+        // An endpoint's recording: the endpoints waited behind the tracer.
+        run.provenance.producer = "lab-join".into();
+        let endpoints = observer_hint(&run).unwrap();
+        assert!(
+            endpoints.contains("keep the endpoints (`--cpu`) off the tracer's CPUs"),
+            "{endpoints}"
+        );
     }
 }

@@ -258,9 +258,11 @@ pub struct RunReport {
     pub all_streams: Vec<AllStreamsStage>,
     /// The largest latencies over all streams and stages, largest first.
     pub top: Vec<Spike>,
-    /// `trace --explain`: every explained spike (empty without).
+    /// `trace --explain`, and the endpoints' (`sv subscribe --explain`,
+    /// `sv publish --explain`, their `join`): every explained spike (empty
+    /// without).
     pub explanations: Vec<super::explained::Explanation>,
-    /// `trace --explain`: who took the explained time, largest first.
+    /// Of the explained spikes: who took the explained time, largest first.
     pub culprits: Vec<super::explained::Culprit>,
     /// `--scl`/`--config`: the recording's streams against the configured ones.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -130,7 +130,7 @@ fn top_instants(top: &[crate::spikes::Spike]) -> Vec<Vec<&crate::spikes::Spike>>
 }
 
 /// Top latencies in the short form.
-const TOP_IN_SUMMARY: usize = 5;
+const TOP_IN_SUMMARY: usize = 3;
 /// Explained spikes listed in the text report (all are in --json).
 const EXPLAINED_SHOWN: usize = 10;
 /// Culprits listed in the text report.
@@ -143,7 +143,8 @@ pub fn render(report: &Report, markdown: bool) -> String {
 /// The short form (`report --summary`, what `lab run` prints): per
 /// recording its stages over all streams, the streams only where they
 /// differ (losses, duplicates, reordering, packets not ok) or when there is
-/// one, the 5 top latencies, the 3 longest explained spikes and 5 culprits.
+/// one, the 3 top latencies, the 2 longest explained spikes and 3 culprits
+/// (a `lab run` prints it for two recordings, each of them explained).
 pub fn render_summary(report: &Report, markdown: bool) -> String {
     render_as(report, markdown, true)
 }
@@ -547,7 +548,7 @@ impl Text {
     fn explained(&mut self, run: &RunReport) {
         let mut worst: Vec<_> = run.explanations.iter().collect();
         worst.sort_by_key(|e| std::cmp::Reverse(e.latency_ns));
-        worst.truncate(if self.summary { 3 } else { EXPLAINED_SHOWN });
+        worst.truncate(if self.summary { 2 } else { EXPLAINED_SHOWN });
         self.heading(
             3,
             &format!(
@@ -583,7 +584,7 @@ impl Text {
         for c in run
             .culprits
             .iter()
-            .take(if self.summary { 5 } else { CULPRITS_SHOWN })
+            .take(if self.summary { 3 } else { CULPRITS_SHOWN })
         {
             rows.push(vec![
                 c.kind.clone(),

@@ -17,6 +17,7 @@ use hoptrace_sv::VlanTag;
 use hoptrace_units::{arg, format_rate, Rate};
 
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+use crate::sv::explain::{EndpointExplaining, PUBLISHER};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -116,6 +117,14 @@ pub struct Args {
     pub loop_count: u32,
     #[command(flatten)]
     pub fault: crate::sv::fault::FaultArgs,
+    /// Explain every sample whose sched..tx (the instant its frame was
+    /// scheduled for to its kernel TX software stamp, T0) is longer than
+    /// this (e.g. 1ms): what ran on the sending thread's CPU meanwhile
+    /// (tasks, IRQs, softirqs, NMI, steal, idle), from the CPU flight
+    /// recorder of `trace --explain` (root); up to 3 lines a second on
+    /// stderr, every one stored with --record (in its folder explain/).
+    #[arg(long, value_name = "THRESHOLD", value_parser = arg::duration_ns)]
+    pub explain: Option<u64>,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -177,6 +186,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     )?;
     let rate = args.rate;
     let stop = hoptrace_os::stop_flag()?;
+    // Before the sender is pinned or made real-time: the explaining
+    // thread keeps the process's own placement.
+    let explaining = args
+        .explain
+        .map(|t| EndpointExplaining::start(PUBLISHER, t, args.record.clone()))
+        .transpose()?;
     args.realtime.apply()?;
 
     if let Some(capture) = args.replay.clone() {
@@ -198,7 +213,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             setup.describe(250_000)
         );
         return send_recorded(
-            args.record.as_deref(),
+            (args.record.as_deref(), explaining),
             Some(rate),
             |ready, sample| replay::replay(&cfg, &stop, ready, sample),
             |r: &replay::ReplayReport| (r.summary(), serde_json::Value::Null),
@@ -270,7 +285,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         _ => None,
     };
     send_recorded(
-        args.record.as_deref(),
+        (args.record.as_deref(), explaining),
         record_rate,
         |ready, sample| publisher::publish_all(&cfgs, &stop, ready, sample),
         |reports: &Vec<publisher::PublishReport>| {
@@ -356,14 +371,15 @@ fn stream_plans(
 
 /// Send with `send` (the generator's `publisher::publish_all` or
 /// `replay::replay`, given the two callbacks), recording every sent sample
-/// into `record` once the TX stamp source and the pacing are known; then
-/// close the recording and print the summary (`summary` gives its text
+/// into `record` once the TX stamp source and the pacing are known, and
+/// offering each to `explaining` (`--explain`); then close the recording,
+/// say what was explained and print the summary (`summary` gives its text
 /// and JSON; the JSON is printed with `json`, and kept in the recording as
 /// `pacing.json` when not null). The callbacks may be called from several
 /// publishing threads: the recorder is behind a mutex, and opened by the
 /// first thread ready (the others wait for it).
 fn send_recorded<R>(
-    record: Option<&std::path::Path>,
+    (record, explaining): (Option<&std::path::Path>, Option<EndpointExplaining>),
     rate: Option<u32>,
     send: impl FnOnce(
         &(dyn Fn(StampSource, &serde_json::Value) -> Result<()> + Sync),
@@ -375,6 +391,10 @@ fn send_recorded<R>(
     let rec: Mutex<Option<recording::PublisherRecorder>> = Mutex::new(None);
     let report = send(
         &|src, pacing| {
+            anyhow::ensure!(
+                explaining.is_none() || src == StampSource::Software,
+                "--explain compares the TX stamps (T0) with the CPU flight recorder's clock: it needs software TX stamps (CLOCK_REALTIME), this socket gives {src} ones"
+            );
             let mut r = rec.lock().unwrap_or_else(|e| e.into_inner());
             if r.is_none() {
                 *r = Some(recording::publisher_recorder(record, rate, src, pacing)?);
@@ -382,6 +402,9 @@ fn send_recorded<R>(
             Ok(())
         },
         &|s| {
+            if let Some(x) = &explaining {
+                x.offer_sent(&s, hoptrace_endpoints::sched::current_tid);
+            }
             if let Some(r) = rec.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
                 r.push(&s);
             }
@@ -389,6 +412,9 @@ fn send_recorded<R>(
     )?;
     if let Some(r) = rec.into_inner().unwrap_or_else(|e| e.into_inner()) {
         r.finish()?;
+    }
+    if let Some(x) = explaining {
+        eprintln!("hoptrace sv publish: {}", x.finish()?);
     }
     let (text, value) = summary(&report);
     if let Some(dir) = record.filter(|_| !value.is_null()) {

@@ -196,11 +196,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .transpose()?;
     // Before the receiver is pinned or made real-time: the explaining
     // thread keeps the process's own placement.
+    let receiver_tid = hoptrace_endpoints::sched::current_tid();
     let explaining = args
         .explain
         .map(|t| {
-            let tid = hoptrace_endpoints::sched::current_tid();
-            crate::sv::explain::SubscriberExplaining::start(t, tid, record.clone())
+            use crate::sv::explain::{EndpointExplaining, SUBSCRIBER};
+            EndpointExplaining::start(SUBSCRIBER, t, record.clone())
         })
         .transpose()?;
     args.realtime.apply()?;
@@ -244,7 +245,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 m.sample(&s);
             }
             if let Some(x) = &explaining {
-                x.offer(&s);
+                x.offer_received(&s, receiver_tid);
             }
             if keep_for_join && !s.malformed {
                 if let Some(t) = s.t_rx {

@@ -66,6 +66,8 @@ const VM_LIBVIRT: &str = "privileged::vm_libvirt::vm_show_resolves_a_libvirt_dom
 const TRACE_VM: &str = "privileged::vm_libvirt::trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand";
 const OBSERVE: &str = "privileged::doctor_observe::observe_names_the_device_irq_and_the_task_that_ran_on_a_cpu_declared_isolated";
 const ROUND_TRIP: &str = "privileged::round_trip::every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround";
+const EXPLAIN_SUB: &str = "privileged::explain_subscriber::a_fifo_spinner_on_the_subscribers_cpu_is_named_as_the_cause_of_every_late_rx_to_app_stage_it_overlaps";
+const EXPLAIN_PUB: &str = "privileged::explain_publisher::a_fifo_spinner_on_the_publishers_cpu_is_named_as_the_cause_of_every_late_schedule_to_tx_stage_it_overlaps";
 const SCL_SUBSCRIBER: &str = "sv_scl_streams::privileged::a_subscriber_configured_from_the_scl_file_finds_every_stream_and_names_exactly_what_differs";
 
 /// (document, start of the command's words, where it runs). Words as the
@@ -88,6 +90,8 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
         "hoptrace doctor --iface enp3s0",
         ParsedOnly("a NIC and the processes (QEMU, a subscriber) of the reader's host"),
     ),
+    ("explain.md", "hoptrace sv subscribe", Test(EXPLAIN_SUB, &[])),
+    ("explain.md", "hoptrace sv publish", Test(EXPLAIN_PUB, &[])),
     ("doctor.md", "hoptrace doctor --strict", Here(&[0, 3])),
     ("doctor.md", "hoptrace doctor", Here(&[0])),
     ("vms.md", "hoptrace doctor --domain-xml", Here(&[0])),

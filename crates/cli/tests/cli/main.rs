@@ -41,6 +41,7 @@ mod privileged {
     mod endpoints_rx;
     mod endpoints_sv;
     mod explain_cli;
+    mod explain_publisher;
     mod explain_subscriber;
     mod goose_wire;
     mod kvm_cli;

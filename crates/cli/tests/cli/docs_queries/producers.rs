@@ -253,6 +253,7 @@ fn publisher(dir: &Path) -> u64 {
                 t_sched: t - 5_000,
                 t_app: t - 2_000,
                 t_tx: Some(t),
+                cpu: None,
             });
         }
     }

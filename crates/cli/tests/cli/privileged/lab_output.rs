@@ -47,6 +47,49 @@ fn block_max_ns(line: &str) -> Option<u64> {
     hoptrace_units::parse_duration_ns(&format!("{v}{unit}")).ok()
 }
 
+/// The subscriber and the publisher ran with the lab's `--explain`
+/// threshold (their start notes), the join carried every explanation of
+/// both into `e2e`, and the report of the run lists them with `e2e`.
+fn check_endpoint_explanations(out: &std::path::Path) {
+    for (log, note) in [
+        ("publish.log", ": stage sched..tx of the sending thread, "),
+        ("subscribe.log", ": stage rx..app of the receiving thread, "),
+    ] {
+        let text = std::fs::read_to_string(out.join(log)).unwrap();
+        assert!(text.contains(note), "{log}:\n{text}");
+    }
+    let read = |name: &str| hoptrace_record::read_explanations(&out.join(name)).unwrap();
+    let (published, received, joined) = (read("pub"), read("sub"), read("e2e"));
+    let count = |v: &[hoptrace_record::ExplainedStage], stage: &str| {
+        v.iter().filter(|e| e.stage == stage).count()
+    };
+    assert_eq!(count(&published, "sched..tx"), published.len());
+    assert_eq!(count(&received, "rx..app"), received.len());
+    assert_eq!(
+        (count(&joined, "sched..tx"), count(&joined, "rx..app")),
+        (published.len(), received.len()),
+        "e2e holds both endpoints' explanations"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let e2e = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["provenance"]["path"].as_str().unwrap().ends_with("e2e"))
+        .expect("the e2e run in report.json");
+    assert_eq!(
+        e2e["explanations"].as_array().map_or(0, Vec::len),
+        joined.len(),
+        "the report lists e2e's explanations"
+    );
+    eprintln!(
+        "endpoints explained {} sched..tx and {} rx..app stages",
+        published.len(),
+        received.len()
+    );
+}
+
 #[test]
 fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
     if !hoptrace_netns::require_privileges(
@@ -133,6 +176,7 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
         "{verdict:#?}"
     );
     assert!(verdict.contains(&"  qualified by:"), "{verdict:#?}");
+    check_endpoint_explanations(&out_dir);
 
     // The tracer and the path apart: the tracer on one CPU (`--cpu`), the
     // reader pinned to another, as the run's placement note says.
