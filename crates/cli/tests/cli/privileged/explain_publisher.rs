@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use super::explain_cli::{check_explanations, now_ns, Spinner};
+use super::explain_cli::{now_ns, Spinner};
 use crate::endpoints_common::{args, pair, start, ScratchDir};
 
 #[test]
@@ -69,44 +69,13 @@ fn a_fifo_spinner_on_the_publishers_cpu_is_named_as_the_cause_of_every_late_sche
         .unwrap_or_else(|| panic!("no explanation line names the spinner: {said}"));
     eprintln!("{line}");
 
-    let reader = hoptrace_record::RecordingReader::open(&rec).unwrap();
-    let extra = &reader.meta().extra;
-    let tid = extra["sender_tid"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("extra.sender_tid in {extra}"));
-    let hog_name = format!("hthog/{hog_tid} (FIFO 50)");
-    let all = hoptrace_record::read_explanations(&rec).unwrap();
-    assert!(
-        all.iter()
-            .all(|e| e.stage == "sched..tx" && e.task.contains(&format!("/{tid}"))),
-        "every explanation is of the sending thread {tid}: {:?}",
-        all.first()
-    );
-    // The publisher's recording and its explanations are on
-    // CLOCK_REALTIME, the spinner's account on CLOCK_TAI.
-    let tai_offset = (now_ns(libc::CLOCK_TAI) - now_ns(libc::CLOCK_REALTIME) + 500_000_000)
-        / 1_000_000_000
-        * 1_000_000_000;
-    let bursts: Vec<_> = bursts.iter().map(|b| b.earlier_by(tai_offset)).collect();
-    let (overlapping, hidden) =
-        check_explanations(&all, &bursts, hog_end - tai_offset, &hog_name, "sched..tx");
-    eprintln!(
-        "{} explanations, {overlapping} sched..tx stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
-        all.len(),
-        bursts.len()
-    );
     // About 50 bursts, each making one instant (two samples) late.
-    assert!(
-        overlapping >= 10,
-        "{overlapping} explained sched..tx stages are mostly inside the {} bursts ({} explanations)",
-        bursts.len(),
-        all.len()
-    );
-    // The report of the recording names the spinner among the culprits.
-    let text = crate::analysis_common::hoptrace(&["report", rec.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&text.stdout);
-    assert!(
-        text.contains("culprits (over all explained spikes)") && text.contains(&hog_name),
-        "{text}"
+    super::explain_subscriber::check_endpoint_recording(
+        &rec,
+        ("sender_tid", "the sending thread"),
+        "sched..tx",
+        &bursts,
+        hog_end,
+        hog_tid,
     );
 }

@@ -71,39 +71,61 @@ fn a_fifo_spinner_on_the_subscribers_cpu_is_named_as_the_cause_of_every_late_rx_
         .unwrap_or_else(|| panic!("no explanation line names the spinner: {said}"));
     eprintln!("{line}");
 
-    let reader = hoptrace_record::RecordingReader::open(&rec).unwrap();
+    check_endpoint_recording(
+        &rec,
+        ("receiver_tid", "the receiving thread"),
+        "rx..app",
+        &bursts,
+        hog_end,
+        hog_tid,
+    );
+}
+
+/// The explanations an endpoint stored in its recording `rec` for its own
+/// `stage`, held to the spinner's account (`bursts` until `hog_end`, on
+/// CLOCK_TAI; spinner thread `hog_tid`): every one is of the thread whose id
+/// the metadata holds under `tid_key` (`thread` names it), at least ten lie
+/// mostly inside a burst, and the recording's report names the spinner
+/// among the culprits. The recording is on CLOCK_REALTIME: the account is
+/// moved there by the TAI offset.
+pub(crate) fn check_endpoint_recording(
+    rec: &std::path::Path,
+    (tid_key, thread): (&str, &str),
+    stage: &str,
+    bursts: &[super::explain_cli::Burst],
+    hog_end: u64,
+    hog_tid: i32,
+) {
+    let reader = hoptrace_record::RecordingReader::open(rec).unwrap();
     let extra = &reader.meta().extra;
-    let tid = extra["receiver_tid"]
+    let tid = extra[tid_key]
         .as_u64()
-        .unwrap_or_else(|| panic!("extra.receiver_tid in {extra}"));
+        .unwrap_or_else(|| panic!("extra.{tid_key} in {extra}"));
     let hog_name = format!("hthog/{hog_tid} (FIFO 50)");
-    let all = hoptrace_record::read_explanations(&rec).unwrap();
+    let all = hoptrace_record::read_explanations(rec).unwrap();
     assert!(
         all.iter()
-            .all(|e| e.stage == "rx..app" && e.task.contains(&format!("/{tid}"))),
-        "every explanation is of the receiving thread {tid}: {:?}",
+            .all(|e| e.stage == stage && e.task.contains(&format!("/{tid}"))),
+        "every explanation is of {thread} {tid}: {:?}",
         all.first()
     );
-    // The subscriber's recording and its explanations are on
-    // CLOCK_REALTIME, the spinner's account on CLOCK_TAI.
     let tai_offset = (now_ns(libc::CLOCK_TAI) - now_ns(libc::CLOCK_REALTIME) + 500_000_000)
         / 1_000_000_000
         * 1_000_000_000;
     let bursts: Vec<_> = bursts.iter().map(|b| b.earlier_by(tai_offset)).collect();
     let (overlapping, hidden) =
-        check_explanations(&all, &bursts, hog_end - tai_offset, &hog_name, "rx..app");
+        check_explanations(&all, &bursts, hog_end - tai_offset, &hog_name, stage);
     eprintln!(
-        "{} explanations, {overlapping} rx..app stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
+        "{} explanations, {overlapping} {stage} stages mostly inside a burst, {hidden} with a switch the kernel did not report, {} bursts",
         all.len(),
         bursts.len()
     );
     assert!(
         overlapping >= 10,
-        "{overlapping} explained rx..app stages are mostly inside the {} bursts ({} explanations)",
+        "{overlapping} explained {stage} stages are mostly inside the {} bursts ({} explanations)",
         bursts.len(),
         all.len()
     );
-    // The report of the recording names the spinner among the culprits.
     let text = crate::analysis_common::hoptrace(&["report", rec.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
