@@ -30,6 +30,11 @@ pub struct Args {
     /// 100us, so the hold is what is asked).
     #[arg(long, default_value = "0", value_parser = hoptrace_units::arg::duration)]
     pub delay: Duration,
+    /// Hold only the requests whose sequence number is a multiple of N
+    /// (2: every other one, so held and unheld replies are measured side by
+    /// side in one run).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub delay_every: u64,
     /// Write a recording (one row per reply: the request's RX stamp, the
     /// reply's TX stamp) to this directory when stopped (new or empty; an
     /// existing one only with --force).
@@ -71,6 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let cfg = ReflectConfig {
         iface: iface.clone(),
         hold: args.delay,
+        hold_every: args.delay_every,
         record: args.record.is_some(),
     };
     let r = reflect::reflect(&cfg, &stop, |source| {
@@ -80,7 +86,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             if cfg.hold.is_zero() {
                 String::new()
             } else {
-                format!(" after a hold of {}", hoptrace_units::format_duration(cfg.hold))
+                format!(
+                    " after a hold of {}{}",
+                    hoptrace_units::format_duration(cfg.hold),
+                    if cfg.hold_every > 1 {
+                        format!(" for every request whose seq is a multiple of {}", cfg.hold_every)
+                    } else {
+                        String::new()
+                    }
+                )
             },
             hoptrace_endpoints::timestamping::stamp_clock(source),
         );

@@ -38,8 +38,12 @@ use crate::timestamping::{self, stamp_of};
 #[derive(Debug, Clone)]
 pub struct ReflectConfig {
     pub iface: String,
-    /// Hold every batch of replies this long before sending it.
+    /// Hold the replies to the held requests this long before sending them.
     pub hold: Duration,
+    /// Which requests are held: those whose sequence number is a multiple
+    /// of this (1: every one; 2: every other one, so held and unheld
+    /// replies are measured side by side, under the same conditions).
+    pub hold_every: u64,
     /// Keep every reply's stamps ([`ReflectReport::replies`]).
     pub record: bool,
 }
@@ -133,18 +137,26 @@ pub fn reflect(
                 });
             }
         }
-        if !out.is_empty() {
-            if !cfg.hold.is_zero() {
+        // Replies to requests not held go first, then the hold, then the
+        // held ones: a batch with both never holds an unheld reply.
+        let held =
+            |r: &Reflected| !cfg.hold.is_zero() && r.seq.is_multiple_of(cfg.hold_every.max(1));
+        let (now, later): (Vec<_>, Vec<_>) = out.into_iter().zip(rows).partition(|(_, r)| !held(r));
+        for (group, hold) in [(now, false), (later, true)] {
+            if group.is_empty() {
+                continue;
+            }
+            if hold {
                 hold_until(
                     timestamping::now_ns(libc::CLOCK_MONOTONIC) + cfg.hold.as_nanos() as i64,
                 );
             }
-            let refs: Vec<&[u8]> = out.iter().map(|v| v.as_slice()).collect();
+            let refs: Vec<&[u8]> = group.iter().map(|(f, _)| f.as_slice()).collect();
             // A reply that cannot be sent (interface went down) is lost,
             // which the pinger counts; keep answering.
             let sent = sock.send_batch(&refs).unwrap_or(0);
             report.sent += sent as u64;
-            for row in rows.into_iter().take(sent) {
+            for (_, row) in group.into_iter().take(sent) {
                 if cfg.record {
                     id_to_row.push(report.replies.len() as u32);
                     report.replies.push(row);

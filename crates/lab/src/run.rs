@@ -676,8 +676,8 @@ fn report(exe: &Path, out: &Path, res: &mut RunResult) {
     }
     let html = out.join("report.html");
     let full = out.join("report.txt");
-    // The explained spikes as a Perfetto timeline, when the tracer
-    // explained any (explanation files in a recording).
+    // The explained spikes as a Perfetto timeline, when a reported
+    // recording holds explanations (the tracer's; the endpoints' in e2e).
     let explained = recs
         .iter()
         .any(|r| !hoptrace_record::explanation_files(r).is_empty());

@@ -426,9 +426,12 @@ fn lab_run_recordings_carry_the_doctor_summary_and_report_shows_it() {
         html.contains("<td>host checks</td><td>hoptrace doctor: "),
         "report.html"
     );
-    // The explained spikes' Perfetto timeline is written exactly when the
-    // tracer explained some (lab run traces with --explain 1ms).
-    let explained = !hoptrace_record::explanation_files(&out_dir.join("trace")).is_empty();
+    // The explained spikes' Perfetto timeline is written exactly when a
+    // reported recording holds explanations: the tracer's, or the
+    // endpoints' in `e2e` (lab run passes --explain 1ms to all three).
+    let explained = ["trace", "e2e"]
+        .iter()
+        .any(|r| !hoptrace_record::explanation_files(&out_dir.join(r)).is_empty());
     let perfetto = out_dir.join("explained.perfetto.json");
     assert_eq!(perfetto.exists(), explained, "{t}");
     if explained {

@@ -102,7 +102,7 @@ impl Drop for Proc {
 
 /// One ping run against a reflector holding each reply `hold`, both
 /// recording into `dir/ping-TAG` and `dir/reflect-TAG`.
-fn ping_run(dir: &Path, tag: &str, hold: &str) {
+fn ping_run(dir: &Path, tag: &str, hold: &str, every: &str) {
     let refl_rec = dir.join(format!("reflect-{tag}"));
     let ping_rec = dir.join(format!("ping-{tag}"));
     let reflector = Proc::start(
@@ -113,6 +113,8 @@ fn ping_run(dir: &Path, tag: &str, hold: &str) {
             "eth0",
             "--delay",
             hold,
+            "--delay-every",
+            every,
             "--fifo",
             "10",
             "--record",
@@ -176,9 +178,30 @@ fn median(mut v: Vec<i64>) -> i64 {
 /// Each row's outbound, turnaround and return parts, ns.
 #[derive(Default)]
 struct Parts {
+    seq: Vec<u64>,
     outbound: Vec<i64>,
     turnaround: Vec<i64>,
     ret: Vec<i64>,
+}
+
+impl Parts {
+    /// The rows whose seq is even (the held ones with `--delay-every 2`)
+    /// and the others.
+    fn by_parity(&self) -> (Parts, Parts) {
+        let (mut even, mut odd) = (Parts::default(), Parts::default());
+        for i in 0..self.seq.len() {
+            let p = if self.seq[i].is_multiple_of(2) {
+                &mut even
+            } else {
+                &mut odd
+            };
+            p.seq.push(self.seq[i]);
+            p.outbound.push(self.outbound[i]);
+            p.turnaround.push(self.turnaround[i]);
+            p.ret.push(self.ret[i]);
+        }
+        (even, odd)
+    }
 }
 
 /// `round-trip` over one ping run and the trace, after the checks every
@@ -271,6 +294,7 @@ fn split_run(dir: &Path, tag: &str) -> Parts {
                 "{tag}: hops in causal order: {row}"
             );
         }
+        parts.seq.push(v("seq") as u64);
         parts.outbound.push(v("outbound_ns"));
         parts.turnaround.push(v("turnaround_ns"));
         parts.ret.push(v("return_ns"));
@@ -313,25 +337,32 @@ fn every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_
     );
     let mut seen = Vec::new();
     tracer.wait_for("ready", &mut seen);
-    ping_run(dir.path(), "nohold", "0");
-    ping_run(dir.path(), "hold", "300us");
+    ping_run(dir.path(), "nohold", "0", "1");
+    // Every other request held: held and unheld replies side by side, in
+    // one run, so what moves between runs (the reflector's wake-up, the
+    // CPU's state) is the same for both.
+    ping_run(dir.path(), "hold", "300us", "2");
     // The last timelines are written after their linger.
     std::thread::sleep(Duration::from_secs(2));
     tracer.stop();
 
-    let without = split_run(dir.path(), "nohold");
-    let with = split_run(dir.path(), "hold");
-    let added = median(with.turnaround) - median(without.turnaround);
+    split_run(dir.path(), "nohold");
+    let (held, unheld) = split_run(dir.path(), "hold").by_parity();
+    assert_eq!(
+        (held.seq.len(), unheld.seq.len()),
+        (COUNT as usize / 2, COUNT as usize / 2)
+    );
+    let added = median(held.turnaround) - median(unheld.turnaround);
     eprintln!("the hold added {added} ns to the median turnaround");
     assert!(
         (added - HOLD_NS).abs() * 100 <= 3 * HOLD_NS,
         "the 300 us hold added {added} ns to the median turnaround"
     );
-    // ...and not to the ways there and back (their medians move by the
+    // ...and not to the ways there and back (their medians differ by the
     // machine's noise only: under a tenth of the hold).
     for (part, a, b) in [
-        ("outbound", with.outbound, without.outbound),
-        ("return", with.ret, without.ret),
+        ("outbound", held.outbound, unheld.outbound),
+        ("return", held.ret, unheld.ret),
     ] {
         let moved = median(a) - median(b);
         assert!(
