@@ -60,6 +60,27 @@ pub fn claim_files(
     Ok(())
 }
 
+/// A result's text `lines` on stdout and, with `--json FILE` (claimed
+/// before with [`claim_files`]), the result itself as JSON in FILE.
+pub fn print_and_write_json(
+    lines: &[String],
+    json: Option<&Path>,
+    result: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_vec_pretty(result)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// `--record DIR` of `command` (flag or config file) with its `--force`:
 /// claimed as [`claim`] does; `--force` without a recording is a usage
 /// error (the config file may have promised one and not given it).

@@ -15,7 +15,6 @@
 //! refused (nothing relates it to the others). Exit 5 when an RTT could not
 //! be split completely (each named by sequence number).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -195,15 +194,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         reply_hops: &rep_hops,
         replies: &replies,
     });
-    let out = std::io::stdout();
-    let mut out = out.lock();
-    for line in render(&r) {
-        writeln!(out, "{line}")?;
-    }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&r)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    crate::outputs::print_and_write_json(&render(&r), args.json.as_deref(), &r)?;
     Ok(if r.unsplit.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -11,7 +11,6 @@
 //! loop is over the budget, 5 when a fault, trip or sample could not be
 //! placed (each named).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -134,15 +133,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             budget_ns: i64::try_from(args.budget).unwrap_or(TRIP_BUDGET_NS),
         },
     );
-    let out = std::io::stdout();
-    let mut out = out.lock();
-    for line in render(&r) {
-        writeln!(out, "{line}")?;
-    }
-    if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_vec_pretty(&r)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    crate::outputs::print_and_write_json(&render(&r), args.json.as_deref(), &r)?;
     Ok(if r.over_budget() > 0 {
         hoptrace_os::Exit::GateFailed.into()
     } else if !r.unplaced.is_empty() {
