@@ -1,9 +1,12 @@
 //! `hoptrace clock`: align a guest's clock with its host's.
 //!
 //! `estimate` recomputes offset, drift and error bound from a samples file
-//! (`clock-samples.tsv` of a `lab run vm`). `host` and `agent` (hidden: the
-//! `vm` lab starts them) are the two ends of the exchange over the
-//! virtio-serial port `org.hoptrace.clock`. Logic in `hoptrace_clocksync`.
+//! (`clock-samples.tsv` of a `lab run vm`). `host` and `serve` are the two
+//! ends of the exchange over the virtio-serial port `org.hoptrace.clock`:
+//! the `vm` lab starts both; on a user's VM, `serve` runs in the guest (the
+//! unit `deploy/systemd/hoptrace-clock-serve.service`) and `host --vm
+//! NAME` finds the port's socket in the domain's `<channel>` or the QEMU
+//! command line (docs/vms.md). Logic in `hoptrace_clocksync`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -21,12 +24,14 @@ use hoptrace_record::meta::ClockDomain;
 pub enum Command {
     /// Offset, drift and error bound of a guest's clock from a samples file.
     Estimate(EstimateArgs),
-    /// Host end of the clock exchange (connects to QEMU's chardev socket).
-    #[command(hide = true)]
+    /// Host end of the clock exchange: connects to QEMU's socket of the
+    /// guest's port org.hoptrace.clock (--socket, or found from --vm NAME)
+    /// and measures the guest clock against the host's while it runs.
     Host(HostArgs),
-    /// Guest end of the clock exchange (answers on the virtio-serial port).
-    #[command(hide = true)]
-    Agent(AgentArgs),
+    /// Guest end of the clock exchange: answers on the virtio-serial port
+    /// org.hoptrace.clock (run in the guest; `agent` is the old name).
+    #[command(alias = "agent")]
+    Serve(AgentArgs),
 }
 
 fn clock_arg(s: &str) -> Result<ClockDomain, String> {
@@ -55,10 +60,22 @@ pub struct EstimateArgs {
 }
 
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("peer").args(["socket", "vm"]).required(true))]
 pub struct HostArgs {
     /// QEMU's chardev unix socket of the clock port.
     #[arg(long)]
-    pub socket: PathBuf,
+    pub socket: Option<PathBuf>,
+    /// The VM (a libvirt domain, else a QEMU process by its -name) whose
+    /// clock port to join: its socket from the domain's `<channel>` or
+    /// QEMU's command line (`hoptrace vm show NAME` shows it).
+    #[arg(long, value_name = "NAME")]
+    pub vm: Option<String>,
+    /// With --vm: the libvirt connection URI.
+    #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
+    pub connect: String,
+    /// With --vm: the QMP socket of a QEMU process without libvirt.
+    #[arg(long, value_name = "PATH", requires = "vm")]
+    pub qmp: Option<PathBuf>,
     /// Samples file to write (raw t1..t4 of every exchange).
     #[arg(long)]
     pub samples: PathBuf,
@@ -110,7 +127,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
     match cmd {
         Command::Estimate(a) => estimate(a),
         Command::Host(a) => host(a),
-        Command::Agent(a) => agent(a),
+        Command::Serve(a) => agent(a),
     }
 }
 
@@ -159,9 +176,14 @@ fn host(a: HostArgs) -> Result<ExitCode> {
         &[],
         a.force.force,
     )?;
+    let socket = match (&a.socket, &a.vm) {
+        (Some(s), _) => s.clone(),
+        (None, Some(name)) => vm_clock_socket(name, &a.connect, a.qmp.as_deref())?,
+        (None, None) => unreachable!("clap requires --socket or --vm"),
+    };
     let stop = hoptrace_os::stop_flag()?;
     let opts = HostOptions {
-        socket: a.socket.clone(),
+        socket,
         samples: a.samples.clone(),
         clock: a.clock,
         exchange: HostConfig {
@@ -220,6 +242,25 @@ fn host(a: HostArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
+/// `--vm NAME`: the host socket of the VM's clock port.
+fn vm_clock_socket(name: &str, uri: &str, qmp: Option<&Path>) -> Result<PathBuf> {
+    let vm = hoptrace_vm::find_vm(name, uri, qmp)?;
+    match &vm.clock_socket {
+        Some(s) => {
+            eprintln!("clock host --vm {name}: the clock port's socket is {s}");
+            Ok(PathBuf::from(s))
+        }
+        None => anyhow::bail!(
+            "VM {name} has no clock port: give it a virtio-serial port named {} backed by a unix \
+             socket QEMU listens on (libvirt: a <channel type='unix'> with <source mode='bind' \
+             path=...> and <target type='virtio' name='{}'>; see docs/vms.md, \
+             \"The guest's clock\"), and run `hoptrace clock serve` in the guest",
+            hoptrace_vm::domain::CLOCK_PORT,
+            hoptrace_vm::domain::CLOCK_PORT
+        ),
+    }
+}
+
 fn agent(a: AgentArgs) -> Result<ExitCode> {
     // Blocked in read(2) on the port most of the time: SIGTERM's default
     // action ends it (there is nothing to flush on this side).
@@ -230,7 +271,7 @@ fn agent(a: AgentArgs) -> Result<ExitCode> {
         clock: a.clock,
         ptp: !a.no_ptp,
     };
-    let answered = run_agent(&opts, &stop, &mut |l| println!("clock agent: {l}"))?;
-    println!("clock agent: {answered} pings answered");
+    let answered = run_agent(&opts, &stop, &mut |l| println!("clock serve: {l}"))?;
+    println!("clock serve: {answered} pings answered");
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,8 @@
-//! `hoptrace vm`: users' VMs, the ones libvirt runs.
+//! `hoptrace vm`: users' VMs, the ones libvirt runs and QEMU processes
+//! started by hand.
 //!
-//! `show NAME` resolves a libvirt domain by name (`hoptrace_vm::resolved`):
+//! `show NAME` resolves a libvirt domain by name (`hoptrace_vm::resolved`),
+//! else a QEMU process by its `-name` (`hoptrace_vm::resolved_qemu`):
 //! its NICs with their taps and bridges, its vCPU, iothread, emulator and
 //! vhost threads with their CPUs and scheduling as configured in the XML
 //! and as running, its memory backing. Text for people, `--json` for
@@ -11,11 +13,12 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use hoptrace_vm::resolved::VmThread;
-use hoptrace_vm::{ResolvedVm, Virsh, DEFAULT_URI};
+use hoptrace_vm::{ResolvedVm, DEFAULT_URI};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// A libvirt domain by name: NICs, taps and bridges, vCPU, iothread,
+    /// A VM by name (a libvirt domain, else a QEMU process by its -name):
+    /// NICs, taps and bridges, vCPU, iothread,
     /// emulator and vhost threads with their CPUs and scheduling (as
     /// configured and as running), memory backing.
     Show(ShowArgs),
@@ -23,11 +26,16 @@ pub enum Command {
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
-    /// The domain's name (`virsh list --all --name` lists them).
+    /// The domain's name (`virsh list --all --name` lists them), or a
+    /// QEMU process's `-name`.
     pub name: String,
     /// libvirt connection URI (`qemu:///system?socket=PATH` for a private daemon).
     #[arg(long, default_value = DEFAULT_URI)]
     pub connect: String,
+    /// The QMP socket of a QEMU process without libvirt (default: the unix
+    /// sockets its command line gives `-qmp` or a control `-mon`).
+    #[arg(long, value_name = "PATH")]
+    pub qmp: Option<std::path::PathBuf>,
     /// Print the resolved VM as JSON.
     #[arg(long)]
     pub json: bool,
@@ -40,7 +48,7 @@ pub fn run(cmd: Command) -> Result<ExitCode> {
 }
 
 fn show(a: ShowArgs) -> Result<ExitCode> {
-    let vm = ResolvedVm::resolve(&Virsh::new(&a.connect), &a.name)?;
+    let vm = hoptrace_vm::find_vm(&a.name, &a.connect, a.qmp.as_deref())?;
     let mut out = std::io::stdout().lock();
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&vm)?)?;
@@ -97,10 +105,24 @@ fn text(vm: &ResolvedVm) -> String {
     } else {
         vm.hypervisor.as_str()
     };
+    let place = if vm.managed_by == "libvirt" {
+        format!("at {}", vm.uri)
+    } else {
+        format!(
+            "(QEMU without libvirt{}{})",
+            vm.qmp
+                .as_deref()
+                .map(|q| format!(", QMP {q}"))
+                .unwrap_or_default(),
+            vm.netns
+                .as_deref()
+                .map(|n| format!(", network namespace {n}"))
+                .unwrap_or_default()
+        )
+    };
     let mut out = format!(
-        "VM {} at {} ({accel}): {}{}\n",
+        "VM {} {place} ({accel}): {}{}\n",
         vm.name,
-        vm.uri,
         vm.state,
         vm.qemu_pid
             .map(|p| format!(", QEMU pid {p}"))
@@ -167,6 +189,15 @@ fn text(vm: &ResolvedVm) -> String {
             ))
             .unwrap_or_else(|| "none".into())
     ));
+    match &vm.clock_socket {
+        Some(c) => out.push_str(&format!(
+            "clock port: org.hoptrace.clock at {c} (`hoptrace clock host --vm {}` joins it)\n",
+            vm.name
+        )),
+        None => out.push_str(
+            "clock port: none (docs/vms.md, \"The guest's clock\", says how to add one)\n",
+        ),
+    }
     for n in &vm.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -1,7 +1,7 @@
 //! The two programs of an exchange: the host side (connects to QEMU's
 //! chardev socket, pings, writes the samples file) and the guest agent
 //! (answers on the virtio-serial port). `hoptrace clock host` and
-//! `hoptrace clock agent` are thin wrappers around [`run_host`] and
+//! `hoptrace clock serve` are thin wrappers around [`run_host`] and
 //! [`run_agent`].
 
 use std::io;
@@ -77,7 +77,7 @@ pub fn run_host(
         .hello(left.max(Duration::from_secs(1)), Duration::from_secs(1), stop)?
         .ok_or_else(|| {
             io::Error::other(format!(
-                "the guest agent did not answer on {} within {} (is `hoptrace clock agent` running in the guest?)",
+                "the guest agent did not answer on {} within {} (is `hoptrace clock serve` running in the guest?)",
                 opts.socket.display(),
                 hoptrace_units::format_duration(opts.connect_timeout)
             ))

@@ -20,6 +20,11 @@
 //!    probe frames sent on pub:eth0 must raise the guest's `eth0` rx_packets
 //!    counter by at least 20 ([`probe_guest`]). The boot
 //!    timeout is 300 s (`HOPTRACE_VM_BOOT_TIMEOUT`, a duration such as `10min`, overrides it).
+//!    Under KVM the guest is ready in seconds; one that is not ready within
+//!    `KVM_READY_WITHIN` (60 s) is taken as a KVM that does not run it (seen on
+//!    a nested host whose KVM hangs the guest kernel right after its
+//!    real-mode set-up: "Probing EDD" and nothing more), and the lab
+//!    restarts it under TCG, saying why, as when QEMU dies under KVM.
 //! 5. Results come back through a virtio-9p share, `<run dir>/share`, mounted
 //!    on `/mnt/host` in the guest. Commands are run in the guest as jobs
 //!    ([`GuestJob`]): the host writes `jobs/<id>.sh`, the guest's `/init`
@@ -27,7 +32,7 @@
 //!    writing `<id>.stop` sends SIGTERM to the job.
 //! 6. A virtio-serial port named `org.hoptrace.clock`, backed by the unix
 //!    socket [`clock_socket`] (QEMU listens, `wait=off`), carries the clock
-//!    exchange between `hoptrace clock host` and `hoptrace clock agent` in
+//!    exchange between `hoptrace clock host` and `hoptrace clock serve` in
 //!    the guest, off the measured NIC ([`crate::vm_clock`]).
 
 use std::path::{Path, PathBuf};
@@ -79,6 +84,10 @@ fn choose_accel() -> Result<(Accel, String)> {
         Err(e) => Ok((Accel::Tcg, format!("no KVM: /dev/kvm: {e}"))),
     }
 }
+
+/// How long a guest under KVM may take to say it is ready before the lab
+/// falls back to TCG (a KVM guest is ready in seconds; TCG takes a minute).
+pub(crate) const KVM_READY_WITHIN: Duration = Duration::from_secs(60);
 
 /// `HOPTRACE_VM_BOOT_TIMEOUT` (a duration such as `10min`), default 5 min.
 pub(crate) fn boot_timeout() -> Result<Duration> {
@@ -193,11 +202,18 @@ pub(crate) enum Boot {
     Died(String),
 }
 
-/// Wait for the ready line on the serial console, or QEMU's death.
-pub(crate) fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result<Boot> {
+/// Wait for the ready line on the serial console, or QEMU's death; with
+/// `stall`, a guest not ready within it counts as dead (KVM that hangs it).
+pub(crate) fn wait_ready(
+    st: &LabState,
+    d: &Daemon,
+    timeout: Duration,
+    stall: Option<Duration>,
+) -> Result<Boot> {
     let serial = serial_log(&st.name);
     let qlog = LabState::run_dir(&st.name).join("qemu.log");
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     loop {
         let text = std::fs::read_to_string(&serial).unwrap_or_default();
         if let Some(l) = text.lines().find(|l| l.contains(guest::READY)) {
@@ -217,6 +233,15 @@ pub(crate) fn wait_ready(st: &LabState, d: &Daemon, timeout: Duration) -> Result
                 q.trim(),
                 tail(&text, 5)
             )));
+        }
+        if let Some(stall) = stall.filter(|s| *s < timeout) {
+            if started.elapsed() > stall {
+                return Ok(Boot::Died(format!(
+                    "the guest was not ready within {} under KVM, where it takes seconds; serial console:{}",
+                    format_duration(stall),
+                    tail(&text, 3)
+                )));
+            }
         }
         if Instant::now() > deadline {
             bail!(
@@ -274,7 +299,8 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
             accel.name(),
             serial_log(&st.name).display()
         );
-        match wait_ready(st, &d, timeout)? {
+        let stall = (accel == Accel::Kvm).then_some(KVM_READY_WITHIN);
+        match wait_ready(st, &d, timeout, stall)? {
             Boot::Ready(line) => {
                 let took = format_duration(boot.elapsed());
                 println!("lab up: guest ready in {took}: {line}");

@@ -2,7 +2,7 @@
 //! host's over the whole measurement (mechanism in `hoptrace-clocksync`).
 //!
 //! 1. [`ClockExchange::start`], before the guest tracer: `hoptrace clock
-//!    agent` as a guest job (it finds the virtio-serial port
+//!    serve` as a guest job (it finds the virtio-serial port
 //!    `org.hoptrace.clock` and says `serving`), then `hoptrace clock host`
 //!    on the host, connected to QEMU's chardev socket
 //!    ([`crate::vm::clock_socket`]). Both read CLOCK_TAI, the clock of the
@@ -55,7 +55,7 @@ impl ClockExchange {
         stop: &AtomicBool,
         res: &mut RunResult,
     ) -> Option<ClockExchange> {
-        let agent = match GuestJob::spawn(&st.name, "exec hoptrace clock agent\n") {
+        let agent = match GuestJob::spawn(&st.name, "exec hoptrace clock serve\n") {
             Ok(j) => j,
             Err(e) => {
                 res.failures

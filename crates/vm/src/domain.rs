@@ -183,6 +183,42 @@ pub struct Devices {
     pub watchdogs: Vec<Watchdog>,
     /// `<memballoon model=>`; `None` when the element is absent.
     pub memballoon: Option<String>,
+    /// `<channel>`: virtio-serial ports (and other channels) with their
+    /// host end.
+    pub channels: Vec<Channel>,
+}
+
+/// `<channel type=...>`: e.g. a virtio-serial port backed by a unix socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Channel {
+    /// `type`: `unix`, `pty`, `spicevmc`, ...
+    pub kind: String,
+    /// `<source path=>`: the host's unix socket.
+    pub path: Option<String>,
+    /// `<source mode=>`: `bind` (QEMU listens) or `connect`.
+    pub mode: Option<String>,
+    /// `<target name=>`: the port's name in the guest
+    /// (`/dev/virtio-ports/NAME`).
+    pub target: Option<String>,
+}
+
+/// The name of hoptrace's clock port (`hoptrace clock serve` in the guest
+/// answers on `/dev/virtio-ports/org.hoptrace.clock`).
+pub const CLOCK_PORT: &str = "org.hoptrace.clock";
+
+impl Devices {
+    /// The host socket of the clock port, when the domain has one that
+    /// QEMU listens on.
+    pub fn clock_socket(&self) -> Option<&str> {
+        self.channels
+            .iter()
+            .find(|c| {
+                c.kind == "unix"
+                    && c.target.as_deref() == Some(CLOCK_PORT)
+                    && c.mode.as_deref() != Some("connect")
+            })
+            .and_then(|c| c.path.as_deref())
+    }
 }
 
 /// `<interface type=...>`: a NIC.

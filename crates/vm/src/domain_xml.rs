@@ -343,6 +343,12 @@ impl Reader<'_, '_> {
                 "sound" => d.sounds.push(attr(n, "model").unwrap_or_default()),
                 "rng" => d.rngs.push(attr(n, "model").unwrap_or_default()),
                 "redirdev" => d.redirdevs.push(attr(n, "bus").unwrap_or_default()),
+                "channel" => d.channels.push(Channel {
+                    kind: attr(n, "type").unwrap_or_default(),
+                    path: child(n, "source").and_then(|s| attr(s, "path")),
+                    mode: child(n, "source").and_then(|s| attr(s, "mode")),
+                    target: child(n, "target").and_then(|t| attr(t, "name")),
+                }),
                 "watchdog" => d.watchdogs.push(Watchdog {
                     model: attr(n, "model").unwrap_or_default(),
                     action: attr(n, "action"),

@@ -63,8 +63,20 @@ pub struct VmThread {
 #[derive(Debug, Clone, Serialize)]
 pub struct ResolvedVm {
     pub name: String,
-    /// The libvirt connection it was found at.
+    /// Who runs it: `libvirt`, or `qemu` (a QEMU process found by its
+    /// `-name`, no libvirt: [`crate::resolved_qemu`]).
+    pub managed_by: String,
+    /// The libvirt connection it was found at (empty for a QEMU process).
     pub uri: String,
+    /// The network namespace its taps are in, when it is not this one
+    /// (`ip netns` name); a QEMU process only.
+    pub netns: Option<String>,
+    /// The QMP socket its threads were asked through (a QEMU process only;
+    /// libvirt's own monitor otherwise).
+    pub qmp: Option<String>,
+    /// The host's unix socket of the guest's clock port
+    /// `org.hoptrace.clock` (`hoptrace clock host --vm` joins it).
+    pub clock_socket: Option<String>,
     /// `running`, `shut off`, ...
     pub state: String,
     /// `<domain type>`: `kvm`, or `qemu` (TCG, no acceleration).
@@ -112,7 +124,7 @@ fn sched_for(list: &[Sched], id: u32) -> Option<String> {
         .map(sched_text)
 }
 
-fn vm_thread(t: &RunningThread) -> VmThread {
+pub(crate) fn vm_thread(t: &RunningThread) -> VmThread {
     VmThread {
         vcpu: None,
         iothread: None,
@@ -161,7 +173,11 @@ impl ResolvedVm {
         let state = virsh.state(name)?;
         let mut vm = ResolvedVm {
             name: domain.name.clone(),
+            managed_by: "libvirt".into(),
             uri: virsh.uri.clone(),
+            netns: None,
+            qmp: None,
+            clock_socket: domain.devices.clock_socket().map(str::to_string),
             state,
             hypervisor: domain.hypervisor.clone(),
             qemu_pid: None,

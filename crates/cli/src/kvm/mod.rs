@@ -37,13 +37,16 @@ pub struct Args {
     /// Only the VM whose vCPU threads belong to this process (QEMU's pid).
     #[arg(long, conflicts_with = "vm")]
     pid: Option<u32>,
-    /// Only this libvirt domain's vCPUs (its QEMU process, resolved as
-    /// `hoptrace vm show NAME` does).
+    /// Only this VM's vCPUs: a libvirt domain, else a QEMU process by its
+    /// -name (its QEMU process, resolved as `hoptrace vm show NAME` does).
     #[arg(long, value_name = "NAME")]
     vm: Option<String>,
     /// With --vm: the libvirt connection URI.
     #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
     connect: String,
+    /// With --vm: the QMP socket of a QEMU process without libvirt.
+    #[arg(long, value_name = "PATH", requires = "vm")]
+    qmp: Option<std::path::PathBuf>,
     /// Live terminal view, redrawn every interval (default on a terminal); q quits.
     #[arg(long, conflicts_with_all = ["plain", "json"])]
     live: bool,
@@ -222,12 +225,12 @@ fn list_reasons() -> anyhow::Result<ExitCode> {
 }
 
 /// `--vm NAME`: the QEMU process of a running KVM domain.
-fn vm_pid(name: &str, uri: &str) -> anyhow::Result<u32> {
-    let vm = hoptrace_vm::ResolvedVm::resolve(&hoptrace_vm::Virsh::new(uri), name)?;
+fn vm_pid(name: &str, uri: &str, qmp: Option<&std::path::Path>) -> anyhow::Result<u32> {
+    let vm = hoptrace_vm::find_vm(name, uri, qmp)?;
     if vm.hypervisor != "kvm" {
         anyhow::bail!(
-            "VM {name} runs under QEMU's emulator (domain type '{}', TCG): it makes no VM exits; \
-             kvm counts the exits of KVM guests (domain type 'kvm')",
+            "VM {name} runs under QEMU's emulator (domain type '{}', TCG: no /dev/kvm in its \
+             process): it makes no VM exits; kvm counts the exits of KVM guests (domain type 'kvm')",
             vm.hypervisor
         );
     }
@@ -240,7 +243,7 @@ fn trace(mut args: Args) -> anyhow::Result<ExitCode> {
         return list_reasons();
     }
     if let Some(name) = &args.vm {
-        let pid = vm_pid(name, &args.connect)?;
+        let pid = vm_pid(name, &args.connect, args.qmp.as_deref())?;
         eprintln!("kvm --vm {name}: QEMU pid {pid}");
         args.pid = Some(pid);
     }

@@ -36,14 +36,18 @@ pub struct Args {
     /// Interfaces to trace (in --netns when given). Default: every device of --netns, or all.
     #[arg(long = "iface", conflicts_with = "vm")]
     ifaces: Vec<String>,
-    /// Trace the path of this libvirt domain: its taps, the bridges they
-    /// are ports of and those bridges' uplinks (`hoptrace vm show NAME`
-    /// lists them); the recording's metadata keeps what it resolved to.
+    /// Trace the path of this VM (a libvirt domain, else a QEMU process by
+    /// its -name): its taps, the bridges they are ports of and those
+    /// bridges' uplinks, in the taps' network namespace (`hoptrace vm show
+    /// NAME` lists them); the recording's metadata keeps what it resolved to.
     #[arg(long, value_name = "NAME", conflicts_with = "netns")]
     vm: Option<String>,
     /// With --vm: the libvirt connection URI.
     #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
     connect: String,
+    /// With --vm: the QMP socket of a QEMU process without libvirt.
+    #[arg(long, value_name = "PATH", requires = "vm")]
+    qmp: Option<std::path::PathBuf>,
     /// Path profile: which hops make a timeline.
     #[arg(long, default_value = "hypervisor")]
     profile: String,
@@ -254,9 +258,12 @@ fn replay(dump: &std::path::Path, opts: &TraceOptions) -> anyhow::Result<ExitCod
     })
 }
 
-/// `--vm NAME`: the devices of the VM's path, and the VM as resolved.
-fn vm_devices(name: &str, uri: &str) -> anyhow::Result<(Vec<String>, serde_json::Value)> {
-    let vm = hoptrace_vm::ResolvedVm::resolve(&hoptrace_vm::Virsh::new(uri), name)?;
+/// `--vm NAME`: the devices of the VM's path, the network namespace they
+/// are in (a QEMU process in a namespace of its own), and the VM as resolved.
+type VmPath = (Vec<String>, Option<String>, serde_json::Value);
+
+fn vm_devices(name: &str, uri: &str, qmp: Option<&std::path::Path>) -> anyhow::Result<VmPath> {
+    let vm = hoptrace_vm::find_vm(name, uri, qmp)?;
     let mut devices: Vec<String> = Vec::new();
     for nic in vm.nics.iter().filter(|n| n.tap_present) {
         let tap = nic.tap.iter();
@@ -273,22 +280,37 @@ fn vm_devices(name: &str, uri: &str) -> anyhow::Result<(Vec<String>, serde_json:
             vm.state
         );
     }
-    Ok((devices, serde_json::to_value(&vm)?))
+    if let Some(pid) = vm.netns.as_deref().and_then(|n| n.strip_prefix("pid:")) {
+        anyhow::bail!(
+            "VM {name}'s taps are in a network namespace without a name: name it with \
+             `ip netns attach NAME {pid}` and run trace --vm again"
+        );
+    }
+    Ok((devices, vm.netns.clone(), serde_json::to_value(&vm)?))
+}
+
+/// `--vm NAME`: trace the VM's devices in their namespace; the VM as
+/// resolved, for the recording's metadata.
+fn apply_vm(args: &mut Args) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some(name) = &args.vm else {
+        return Ok(None);
+    };
+    let (devices, netns, vm) = vm_devices(name, &args.connect, args.qmp.as_deref())?;
+    let place = netns
+        .as_deref()
+        .map(|n| format!(" in network namespace {n}"))
+        .unwrap_or_default();
+    eprintln!("trace --vm {name}: tracing {}{place}", devices.join(", "));
+    args.ifaces = devices;
+    args.netns = netns;
+    Ok(Some(vm))
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     if print_a_list(&args)? {
         return Ok(ExitCode::SUCCESS);
     }
-    let vm = match &args.vm {
-        Some(name) => {
-            let (devices, vm) = vm_devices(name, &args.connect)?;
-            eprintln!("trace --vm {name}: tracing {}", devices.join(", "));
-            args.ifaces = devices;
-            Some(vm)
-        }
-        None => None,
-    };
+    let vm = apply_vm(&mut args)?;
     // First, so that every thread the tracer starts inherits the CPU set.
     if let Some(cpus) = &args.cpu {
         hoptrace_endpoints::sched::pin_to_cpus(cpus.cpus())?;

@@ -38,7 +38,11 @@ fn ambient_caps(unit_text: &str) -> String {
 fn the_units_verify_without_a_word_from_systemd() {
     let dir = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
-    for u in ["hoptrace-subscribe@.service", "hoptrace-trace@.service"] {
+    for u in [
+        "hoptrace-subscribe@.service",
+        "hoptrace-trace@.service",
+        "hoptrace-clock-serve.service",
+    ] {
         let text = std::fs::read_to_string(unit(u)).unwrap();
         // The instance's files and the installed binary, as on a host.
         let text = text.replace("/usr/bin/hoptrace", BIN).replace(

@@ -64,6 +64,9 @@ const GOOSE_SCL_WIRE: &str = "privileged::goose_wire::a_block_published_from_its
 const RELAY_WIRE: &str = "privileged::relay_wire::every_fault_is_tripped_on_its_first_sample_above_the_pickup_and_heard_as_a_goose_state_change";
 const VM_LIBVIRT: &str = "privileged::vm_libvirt::vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin";
 const TRACE_VM: &str = "privileged::vm_libvirt::trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand";
+const VM_QEMU: &str = "privileged::vm_qemu::vm_show_resolves_a_qemu_process_by_its_name_through_qmp_or_its_thread_names";
+const TRACE_VM_QEMU: &str =
+    "privileged::vm_qemu::trace_vm_traces_a_qemu_processs_path_in_its_own_network_namespace";
 const OBSERVE: &str = "privileged::doctor_observe::observe_names_the_device_irq_and_the_task_that_ran_on_a_cpu_declared_isolated";
 const ROUND_TRIP: &str = "privileged::round_trip::every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround";
 const EXPLAIN_SUB: &str = "privileged::explain_subscriber::a_fifo_spinner_on_the_subscribers_cpu_is_named_as_the_cause_of_every_late_rx_to_app_stage_it_overlaps";
@@ -82,6 +85,9 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
     ("doctor.md", "hoptrace doctor --netns", Test(TOUR, &[])),
     ("doctor.md", "hoptrace doctor --vm", Test(VM_LIBVIRT, &[])),
     ("doctor.md", "hoptrace doctor --observe", Test(OBSERVE, &[])),
+    ("vms.md", "hoptrace vm show relay2", Test(VM_QEMU, &[])),
+    ("vms.md", "hoptrace clock host --vm", Test(VM_QEMU, &[])),
+    ("vms.md", "hoptrace trace --vm relay2", Test(TRACE_VM_QEMU, &[])),
     ("vms.md", "hoptrace vm show", Test(VM_LIBVIRT, &[])),
     ("vms.md", "hoptrace trace --vm", Test(TRACE_VM, &[])),
     ("kvm.md", "hoptrace kvm --vm", Test(VM_LIBVIRT, &[])),
@@ -198,7 +204,11 @@ fn tour_lines(readme: &str) -> std::ops::Range<usize> {
 
 /// Tests that run documented commands through a script of their lab, and
 /// the files of that script (read with the test's own for its words).
-const DRIVES: &[(&str, &[&str])] = &[(KVM, &["../lab/src/nested/mod.rs"])];
+const DRIVES: &[(&str, &[&str])] = &[
+    (KVM, &["../lab/src/nested/mod.rs"]),
+    // Its tracer is vm_libvirt's `Tracer` (`trace --record DIR`).
+    (TRACE_VM_QEMU, &["tests/cli/privileged/vm_libvirt.rs"]),
+];
 
 /// The file of the privileged test `path`, and its function's name.
 fn test_source(path: &str) -> (PathBuf, &str) {

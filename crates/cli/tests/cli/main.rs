@@ -56,4 +56,5 @@ mod privileged {
     mod soak_retention;
     mod sv_dump_live;
     mod vm_libvirt;
+    mod vm_qemu;
 }

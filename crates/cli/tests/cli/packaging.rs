@@ -385,6 +385,7 @@ mod privileged {
             .args(["verify", "--man=no"])
             .arg(format!("hoptrace-trace@{instance}.service"))
             .arg(format!("hoptrace-subscribe@{instance}.service"))
+            .arg("hoptrace-clock-serve.service")
             .output()
             .expect("systemd-analyze (scripts/setup.sh installs systemd)");
         for c in &configs {

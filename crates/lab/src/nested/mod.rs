@@ -134,7 +134,7 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
         d.pid,
         serial_log(&st.name).display()
     );
-    let line = match wait_ready(st, &d, boot_timeout()?)? {
+    let line = match wait_ready(st, &d, boot_timeout()?, None)? {
         Boot::Ready(l) => l,
         Boot::Died(reason) => bail!("{reason}"),
     };

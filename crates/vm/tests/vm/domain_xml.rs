@@ -172,3 +172,31 @@ fn a_minimal_domain_has_one_vcpu_as_libvirt_gives_it() {
     assert_eq!(d.vcpus, 1);
     assert_eq!(d.rt_vcpus(), [0]);
 }
+
+#[test]
+fn the_clock_channel_is_the_unix_socket_qemu_listens_on_for_the_hoptrace_port() {
+    let d = parse(
+        b"<domain type='kvm'><name>r</name><devices>\
+          <channel type='unix'><source mode='bind' path='/run/a.sock'/>\
+          <target type='virtio' name='org.qemu.guest_agent.0'/></channel>\
+          <channel type='unix'><source mode='bind' path='/run/hoptrace/r-clock.sock'/>\
+          <target type='virtio' name='org.hoptrace.clock'/></channel>\
+          </devices></domain>",
+    )
+    .unwrap();
+    assert_eq!(d.devices.channels.len(), 2);
+    assert_eq!(d.devices.clock_socket(), Some("/run/hoptrace/r-clock.sock"));
+    // QEMU connecting out (mode='connect') has no socket for us to join.
+    let d = parse(
+        b"<domain><devices><channel type='unix'><source mode='connect' path='/run/x'/>\
+          <target type='virtio' name='org.hoptrace.clock'/></channel></devices></domain>",
+    )
+    .unwrap();
+    assert_eq!(d.devices.clock_socket(), None);
+    let vanilla = parse(&fixture("rhel9rt-vanilla.xml")).unwrap();
+    assert_eq!(vanilla.devices.clock_socket(), None);
+    assert_eq!(
+        vanilla.devices.channels[0].target.as_deref(),
+        Some("org.qemu.guest_agent.0")
+    );
+}

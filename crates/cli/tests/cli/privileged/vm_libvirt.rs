@@ -355,13 +355,13 @@ fn vm_show_without_a_libvirt_at_the_uri_says_how_to_start_one() {
 }
 
 /// A `hoptrace trace --plain ... --record DIR` child, stopped by SIGINT.
-struct Tracer {
+pub(crate) struct Tracer {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Tracer {
-    fn start(args: &[&str], record: &Path) -> Tracer {
+    pub(crate) fn start(args: &[&str], record: &Path) -> Tracer {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_hoptrace"))
             .args([
@@ -396,7 +396,7 @@ impl Tracer {
     }
 
     /// Wait for the tracer's "ready" (its probes attached).
-    fn wait_ready(&self, seen: &mut Vec<String>) {
+    pub(crate) fn wait_ready(&self, seen: &mut Vec<String>) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -409,7 +409,7 @@ impl Tracer {
     }
 
     /// SIGINT, then everything it printed.
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let status = self.child.wait().unwrap();
@@ -429,7 +429,7 @@ impl Drop for Tracer {
 
 /// Per stream and stage: the count of the stage and its rows missing a hop,
 /// from `hoptrace report DIR --json`.
-fn stage_counts(record: &Path) -> Vec<(String, String, u64, u64)> {
+pub(crate) fn stage_counts(record: &Path) -> Vec<(String, String, u64, u64)> {
     let json = record.with_extension("report.json");
     let o = hoptrace(&[
         "report",
