@@ -15,7 +15,7 @@ use hoptrace_endpoints::config::ConfigFile;
 use hoptrace_endpoints::reflect::{self, ReflectConfig};
 use hoptrace_endpoints::{ping, recording};
 
-use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group = clap::ArgGroup::new(crate::outputs::RECORD_FROM_FLAG_OR_FILE)
@@ -44,6 +44,8 @@ pub struct Args {
     pub force: bool,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
+    #[command(flatten)]
+    pub wake: WakeArgs,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -78,10 +80,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         hold: args.delay,
         hold_every: args.delay_every,
         record: args.record.is_some(),
+        busy_poll: args.wake.busy_poll,
+        xdp: args.wake.xdp,
     };
-    let r = reflect::reflect(&cfg, &stop, |source| {
+    let r = reflect::reflect(&cfg, &stop, |source, how| {
         eprintln!(
-            "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); RX via recvmmsg, replies sent as soon as read{}; stamps: {source} CLOCK_{}",
+            "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); {how}; replies sent as soon as read{}; stamps: {source} CLOCK_{}",
             ping::ETHERTYPE_PING,
             if cfg.hold.is_zero() {
                 String::new()
