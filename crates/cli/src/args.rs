@@ -97,6 +97,15 @@ pub struct WakeArgs {
     pub xdp: bool,
 }
 
+impl WakeArgs {
+    /// The `busy_poll` and `xdp` keys of a config table where no flag gave
+    /// them.
+    pub fn overlay(&mut self, given: &GivenFlags, busy_poll: Option<u32>, xdp: Option<bool>) {
+        given.overlay_option("busy_poll", &mut self.busy_poll, busy_poll);
+        given.overlay("xdp", &mut self.xdp, xdp);
+    }
+}
+
 /// `--config FILE` of the commands with a table of their own.
 #[derive(clap::Args, Debug, Default)]
 pub struct ConfigArgs {

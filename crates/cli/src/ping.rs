@@ -91,6 +91,7 @@ impl FromConfigFile for Args {
         given.overlay("linger", &mut self.linger, t.linger);
         given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
         self.realtime.overlay(t.cpu, t.fifo);
+        self.wake.overlay(given, t.busy_poll, t.xdp);
     }
 }
 

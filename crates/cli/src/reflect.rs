@@ -62,6 +62,7 @@ impl FromConfigFile for Args {
         given.overlay("delay", &mut self.delay, t.delay);
         given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
         self.realtime.overlay(t.cpu, t.fifo);
+        self.wake.overlay(given, t.busy_poll, t.xdp);
     }
 }
 

@@ -107,11 +107,35 @@ impl XdpEndpoint {
         })
     }
 
-    /// One line: program, attach mode, socket mode and queue.
+    /// One line: program, attach mode, socket mode and queue (and, on an
+    /// interface with several RX queues, that frames arriving on the others
+    /// are not read).
     pub fn describe(&self) -> String {
+        let queues = rx_queues(&self.iface);
+        let others = if queues > 1 {
+            format!(
+                "; {iface} has {queues} RX queues and only queue 0 is read: steer the frames to it (`ethtool -L {iface} combined 1` or an ntuple rule), the others' go to the stack",
+                iface = self.iface
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "AF_XDP on {} queue {} ({}), fed by XDP program ht_xsk_steer (id {}, {} attach, BPF link: detached when this process exits)",
+            "AF_XDP on {} queue {} ({}), fed by XDP program ht_xsk_steer (id {}, {} attach, BPF link: detached when this process exits){others}",
             self.iface, self.xsk.queue, self.xsk.mode, self.prog_id, self.attach_mode
         )
     }
+}
+
+/// Number of RX queues of `iface` (`/sys/class/net/IF/queues/rx-*`; 1 when
+/// unreadable).
+fn rx_queues(iface: &str) -> usize {
+    std::fs::read_dir(format!("/sys/class/net/{iface}/queues"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(1)
+        .max(1)
 }

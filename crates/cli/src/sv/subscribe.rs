@@ -152,6 +152,7 @@ impl FromConfigFile for Args {
         given.overlay("expect_streams", &mut self.expect_streams, t.expect_streams);
         given.overlay("resume", &mut self.resume, t.resume);
         self.realtime.overlay(t.cpu, t.fifo);
+        self.wake.overlay(given, t.busy_poll, t.xdp);
     }
 }
 

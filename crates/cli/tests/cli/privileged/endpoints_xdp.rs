@@ -76,6 +76,29 @@ fn an_xdp_subscriber_receives_every_tagged_frame_and_detaches_on_exit() {
 }
 
 #[test]
+fn a_busy_polling_subscriber_receives_every_frame() {
+    if !hoptrace_netns::require_privileges("a_busy_polling_subscriber_receives_every_frame") {
+        return;
+    }
+    let p = pair("xbs");
+    let sub = start_ready(
+        &p.b,
+        &args("sv subscribe --iface vb --busy-poll 20 --count 8000 --duration 60s --quiet"),
+    );
+    run_ok(
+        &p.a,
+        &args("sv publish --iface va --streams 2 --rate 4000 --samples 4000"),
+    );
+    let (st, out) = sub.finish(Duration::from_secs(60));
+    assert!(st.success(), "{out}");
+    assert_complete(&out, 2, 4000, "subscribe --busy-poll");
+    assert!(
+        out.contains("spinning reader") && out.contains("SO_BUSY_POLL 20 us"),
+        "{out}"
+    );
+}
+
+#[test]
 fn xdp_ping_and_reflect_answer_every_request_once() {
     if !hoptrace_netns::require_privileges("xdp_ping_and_reflect_answer_every_request_once") {
         return;
@@ -153,8 +176,17 @@ fn the_xdp_program_is_gone_after_the_endpoint_is_killed() {
         !after.contains("xdp"),
         "XDP program left after SIGKILL: {after}"
     );
-    // The interface is free again: another --xdp endpoint attaches.
-    let r2 = start_ready(&p.b, &args("reflect --iface vb --xdp"));
+    // The interface is free again: another endpoint attaches, this one
+    // asked for AF_XDP by its config file (`xdp = true` in `[reflect]`).
+    let dir = ScratchDir::new("xkl");
+    let cfg = dir.path().join("reflect.toml");
+    std::fs::write(&cfg, "[reflect]\niface = \"vb\"\nxdp = true\n").unwrap();
+    let r2 = start_ready(&p.b, &["reflect", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        r2.stderr().contains("AF_XDP on vb queue 0"),
+        "{}",
+        r2.stderr()
+    );
     assert!(link_show(&p.b, "vb").contains("xdp"));
     drop(r2);
     let after = wait_no_xdp(&p.b, "vb");
