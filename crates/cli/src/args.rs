@@ -77,6 +77,35 @@ impl RealtimeArgs {
     }
 }
 
+/// `--busy-poll` and `--xdp` of the receiving endpoints (`ping`,
+/// `reflect`, `sv subscribe`): how frames reach the endpoint and how it
+/// waits for them (`hoptrace_endpoints::busy_poll`, `hoptrace_endpoints::xsk`).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct WakeArgs {
+    /// Never sleep waiting for frames: SO_BUSY_POLL of USECS on the socket
+    /// [default when given without a value: 50] and a reader that spins on
+    /// non-blocking receives. Uses a whole CPU: give it one with --cpu
+    /// (ideally isolated) and --fifo.
+    #[arg(long, value_name = "USECS", num_args = 0..=1,
+          default_missing_value = "50")]
+    pub busy_poll: Option<u32>,
+    /// Receive (and for ping/reflect send) through an AF_XDP socket fed by
+    /// an XDP program on the interface (copy mode where the driver has no
+    /// zero-copy; detached when the process exits). Stamps are then taken
+    /// in user space (CLOCK_REALTIME, source `application`). Needs root.
+    #[arg(long)]
+    pub xdp: bool,
+}
+
+impl WakeArgs {
+    /// The `busy_poll` and `xdp` keys of a config table where no flag gave
+    /// them.
+    pub fn overlay(&mut self, given: &GivenFlags, busy_poll: Option<u32>, xdp: Option<bool>) {
+        given.overlay_option("busy_poll", &mut self.busy_poll, busy_poll);
+        given.overlay("xdp", &mut self.xdp, xdp);
+    }
+}
+
 /// `--config FILE` of the commands with a table of their own.
 #[derive(clap::Args, Debug, Default)]
 pub struct ConfigArgs {

@@ -13,7 +13,7 @@ use hoptrace_endpoints::config::ConfigFile;
 use hoptrace_endpoints::{ping, recording};
 use hoptrace_units::{arg, format_duration, format_duration_ns, format_size};
 
-use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -63,6 +63,8 @@ pub struct Args {
     #[command(flatten)]
     pub realtime: RealtimeArgs,
     #[command(flatten)]
+    pub wake: WakeArgs,
+    #[command(flatten)]
     pub config: ConfigArgs,
 }
 
@@ -89,6 +91,7 @@ impl FromConfigFile for Args {
         given.overlay("linger", &mut self.linger, t.linger);
         given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
         self.realtime.overlay(t.cpu, t.fifo);
+        self.wake.overlay(given, t.busy_poll, t.xdp);
     }
 }
 
@@ -122,6 +125,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         break_on_max: args.break_on_max,
         trace_instance: args.trace_instance.clone(),
         linger: args.linger,
+        busy_poll: args.wake.busy_poll,
+        xdp: args.wake.xdp,
     };
     crate::outputs::claim_record(
         "ping",
@@ -132,11 +137,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let stop = hoptrace_os::stop_flag()?;
     args.realtime.apply()?;
     eprintln!(
-        "pinging on {} every {}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request (SO_TIMESTAMPING, same host clock)",
+        "pinging on {} every {}, pacing on CLOCK_MONOTONIC; RTT = RX stamp of the reply - TX stamp of the request ({}, same host clock); {}",
         cfg.iface,
-        format_duration(cfg.interval)
+        format_duration(cfg.interval),
+        if cfg.xdp {
+            "AF_XDP: user-space stamps taken at the rings"
+        } else {
+            "SO_TIMESTAMPING"
+        },
+        hoptrace_endpoints::busy_poll::describe(cfg.busy_poll)
     );
     let r = ping::ping(&cfg, &stop)?;
+    println!("path: {}", r.path);
     println!(
         "stamps: {} CLOCK_{} ({} of {} requests with a TX stamp; the others use the application send time)",
         r.stamp_source,

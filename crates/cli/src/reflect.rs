@@ -15,7 +15,7 @@ use hoptrace_endpoints::config::ConfigFile;
 use hoptrace_endpoints::reflect::{self, ReflectConfig};
 use hoptrace_endpoints::{ping, recording};
 
-use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(group = clap::ArgGroup::new(crate::outputs::RECORD_FROM_FLAG_OR_FILE)
@@ -45,6 +45,8 @@ pub struct Args {
     #[command(flatten)]
     pub realtime: RealtimeArgs,
     #[command(flatten)]
+    pub wake: WakeArgs,
+    #[command(flatten)]
     pub config: ConfigArgs,
 }
 
@@ -60,6 +62,7 @@ impl FromConfigFile for Args {
         given.overlay("delay", &mut self.delay, t.delay);
         given.overlay_option("record", &mut self.record, t.record.map(PathBuf::from));
         self.realtime.overlay(t.cpu, t.fifo);
+        self.wake.overlay(given, t.busy_poll, t.xdp);
     }
 }
 
@@ -78,10 +81,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         hold: args.delay,
         hold_every: args.delay_every,
         record: args.record.is_some(),
+        busy_poll: args.wake.busy_poll,
+        xdp: args.wake.xdp,
     };
-    let r = reflect::reflect(&cfg, &stop, |source| {
+    let r = reflect::reflect(&cfg, &stop, |source, how| {
         eprintln!(
-            "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); RX via recvmmsg, replies sent as soon as read{}; stamps: {source} CLOCK_{}",
+            "hoptrace reflect: ready on {iface} (ethertype 0x{:04X}, replies swap MACs); {how}; replies sent as soon as read{}; stamps: {source} CLOCK_{}",
             ping::ETHERTYPE_PING,
             if cfg.hold.is_zero() {
                 String::new()

@@ -109,6 +109,10 @@ pub struct PingSection {
     pub record: Option<String>,
     pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
+    /// `--busy-poll USECS` (see `crate::busy_poll`).
+    pub busy_poll: Option<u32>,
+    /// `--xdp` (see `crate::xsk_steer`).
+    pub xdp: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -120,6 +124,10 @@ pub struct ReflectSection {
     pub record: Option<String>,
     pub cpu: Option<CpuList>,
     pub fifo: Option<i32>,
+    /// `--busy-poll USECS` (see `crate::busy_poll`).
+    pub busy_poll: Option<u32>,
+    /// `--xdp` (see `crate::xsk_steer`).
+    pub xdp: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -183,6 +191,10 @@ pub struct SubscribeSection {
     pub expect_streams: Option<bool>,
     /// `--resume`: continue the recording in `record` when it holds one.
     pub resume: Option<bool>,
+    /// `--busy-poll USECS` (see `crate::busy_poll`).
+    pub busy_poll: Option<u32>,
+    /// `--xdp` (see `crate::xsk_steer`).
+    pub xdp: Option<bool>,
 }
 
 /// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.
@@ -253,6 +265,18 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn busy_poll_and_xdp_are_keys_of_the_receiving_endpoints_tables() {
+        let c: ConfigFile = toml::from_str(
+            "[ping]\nbusy_poll = 50\nxdp = true\n[reflect]\nxdp = true\n[subscribe]\nbusy_poll = 20\n",
+        )
+        .unwrap();
+        assert_eq!((c.ping.busy_poll, c.ping.xdp), (Some(50), Some(true)));
+        assert_eq!((c.reflect.busy_poll, c.reflect.xdp), (None, Some(true)));
+        assert_eq!((c.subscribe.busy_poll, c.subscribe.xdp), (Some(20), None));
+        assert!(toml::from_str::<ConfigFile>("[publish]\nxdp = true\n").is_err());
     }
 
     #[test]

@@ -19,9 +19,12 @@
 //!   loop timed per trip).
 //! * [`recording`] / [`e2e_join`] / [`sample_join`]: recordings of the
 //!   endpoints and their joins by sample identity ([`sample_key`]).
+//! * [`busy_poll`]: `--busy-poll`, a spinning reader; [`xsk`] /
+//!   [`xsk_steer`]: `--xdp`, an AF_XDP socket fed by an XDP program.
 //! * [`sched`]: `--cpu` / `--fifo`.
 //! * [`config`]: TOML configuration files equivalent to the flags.
 
+pub mod busy_poll;
 pub mod config;
 pub mod e2e_join;
 pub mod expect;
@@ -46,3 +49,5 @@ pub mod stream_config;
 pub mod subscriber;
 pub mod timestamping;
 pub mod txtime;
+pub mod xsk;
+pub mod xsk_steer;

@@ -17,6 +17,13 @@
 //! ([`crate::reflect`]) swaps the MAC addresses, sets kind = reply and
 //! sends the frame back.
 //!
+//! With `--xdp` requests and replies go through an AF_XDP socket
+//! ([`crate::xsk`]): T_tx is the user-space CLOCK_REALTIME stamp taken
+//! right before the kick that sends the request, T_rx the one taken as the
+//! reply leaves the RX ring (stamp source `application`). With
+//! `--busy-poll` ([`crate::busy_poll`]) the loop never sleeps: it reads
+//! replies until each send instant, then sends.
+//!
 //! When an RTT exceeds `--max-latency`, a line is written to
 //! `/sys/kernel/tracing/trace_marker` (tracefs is mounted if needed) so the
 //! spike can be found in a kernel trace; with `--break` ping stops and the
@@ -34,6 +41,7 @@ use hoptrace_record::StampSource;
 use crate::pacing::{PaceClock, Pacer};
 use crate::rx::RxBatch;
 use crate::timestamping::{self, stamp_of};
+use crate::xsk_steer::XdpEndpoint;
 
 pub const ETHERTYPE_PING: u16 = 0x88B5;
 pub const MAGIC: [u8; 4] = *b"HTPG";
@@ -80,6 +88,12 @@ pub struct PingConfig {
     pub trace_instance: Option<String>,
     /// How long to wait for late replies after the last request.
     pub linger: Duration,
+    /// `--busy-poll`: SO_BUSY_POLL of this many us and a spinning reader
+    /// ([`crate::busy_poll`]).
+    pub busy_poll: Option<u32>,
+    /// `--xdp`: requests and replies through an AF_XDP socket
+    /// ([`crate::xsk_steer`]); stamps taken in user space.
+    pub xdp: bool,
 }
 
 /// One request's outcome.
@@ -111,6 +125,9 @@ pub struct PingReport {
     /// Markers written to the trace buffer.
     pub markers: u64,
     pub broke: bool,
+    /// How frames were sent and received (`AF_PACKET`, or the AF_XDP
+    /// socket's description).
+    pub path: String,
 }
 
 /// Root of tracefs.
@@ -162,18 +179,42 @@ pub fn trace_marker(instance: Option<&str>, line: &str) -> Result<()> {
 pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
     let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
     let src = sock.mac().context("reading the interface MAC address")?;
-    let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
+    let mut source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
     sock.set_recv_buffer(4 << 20);
+    let mut xdp = if cfg.xdp {
+        source = StampSource::Application;
+        Some(XdpEndpoint::open(&cfg.iface, ETHERTYPE_PING)?)
+    } else {
+        None
+    };
+    if let Some(us) = cfg.busy_poll {
+        let fd = xdp.as_ref().map_or(sock.raw_fd(), |x| x.xsk.raw_fd());
+        crate::busy_poll::enable(fd, us)?;
+    }
+    let wait_fd = xdp.as_ref().map_or(sock.raw_fd(), |x| x.xsk.raw_fd());
     let mut batch = RxBatch::new(64);
     let interval_ns = cfg.interval.as_nanos().max(1);
     let origin = timestamping::now_ns(libc::CLOCK_MONOTONIC) + 1_000_000;
     let mut pacer =
         Pacer::new(PaceClock::Monotonic, origin, interval_ns, 1, 0).with_limit(Some(cfg.count));
     let mut run = Run::new(cfg, source)?;
+    run.report.path = match &xdp {
+        Some(x) => x.describe(),
+        None => "AF_PACKET".into(),
+    };
     let mut frame = build_frame(cfg.peer, src, KIND_REQUEST, 0, cfg.size);
     let mut last_send_mono = origin;
     let linger_ns = cfg.linger.as_nanos() as i64;
     let mut sending = true;
+    // AF_PACKET replies carry kernel RX stamps, so they may be read late:
+    // the loop hands over to the pacer 200 us before a send instant. With
+    // --xdp a reply is stamped when it is read, and a spinning reader
+    // (--busy-poll) must not sleep: both keep reading up to the instant.
+    let margin_ns = if cfg.xdp || cfg.busy_poll.is_some() {
+        0
+    } else {
+        200_000
+    };
     while !stop.load(Ordering::Relaxed) && !run.report.broke {
         let now = timestamping::now_ns(libc::CLOCK_MONOTONIC);
         if sending && pacer.next_index() >= cfg.count {
@@ -183,29 +224,39 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
         if !sending && now > last_send_mono + linger_ns {
             break;
         }
-        // Wait for replies until the next send deadline (or the linger end).
+        // Wait for replies until the next send deadline (or the linger
+        // end); a spinning reader (--busy-poll) does not wait.
         let until = next_deadline.unwrap_or(last_send_mono + linger_ns);
-        wait_readable(sock.raw_fd(), (until - now - 200_000).clamp(0, 100_000_000));
+        if cfg.busy_poll.is_none() {
+            wait_readable(wait_fd, (until - now - margin_ns).clamp(0, 100_000_000));
+        }
         // Drain replies without blocking.
-        while readable_now(sock.raw_fd()) {
-            let n = batch.recv(&sock).context("receiving replies")?;
-            if n == 0 {
-                break;
+        match &mut xdp {
+            Some(x) => {
+                x.xsk.receive(|f| run.reply(&f));
             }
-            for i in 0..n {
-                run.reply(&batch.get(i));
+            None => {
+                while readable_now(sock.raw_fd()) {
+                    let n = batch.recv(&sock).context("receiving replies")?;
+                    if n == 0 {
+                        break;
+                    }
+                    for i in 0..n {
+                        run.reply(&batch.get(i));
+                    }
+                }
+                timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| run.tx_stamp(id, &st));
             }
         }
-        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| run.tx_stamp(id, &st));
         let Some(d) = next_deadline else {
             continue;
         };
-        if timestamping::now_ns(libc::CLOCK_MONOTONIC) < d - 200_000 {
+        if timestamping::now_ns(libc::CLOCK_MONOTONIC) < d - margin_ns {
             continue;
         }
         match pacer.wait() {
             Some(tick) => {
-                run.send(&sock, &mut frame, tick.index);
+                run.send(&sock, xdp.as_mut(), &mut frame, tick.index);
                 last_send_mono = tick.woke_ns;
             }
             None => sending = false,
@@ -280,6 +331,7 @@ impl<'c> Run<'c> {
                 marker_error: None,
                 markers: 0,
                 broke: false,
+                path: String::new(),
             },
             max_seen: None,
             id_to_seq: Vec::new(),
@@ -362,7 +414,13 @@ impl<'c> Run<'c> {
     /// Send request `seq`. Requests skipped by a stall still get their
     /// sequence number: they are counted lost, never sent in a burst. A
     /// failed send (interface down) is a lost request.
-    fn send(&mut self, sock: &PacketSocket, frame: &mut [u8], seq: u64) {
+    fn send(
+        &mut self,
+        sock: &PacketSocket,
+        xdp: Option<&mut XdpEndpoint>,
+        frame: &mut [u8],
+        seq: u64,
+    ) {
         while (self.samples.len() as u64) < seq {
             let skipped = self.samples.len() as u64;
             self.samples.push(PingSample {
@@ -377,8 +435,22 @@ impl<'c> Run<'c> {
             ..Default::default()
         });
         self.report.sent += 1;
-        if sock.send(frame).is_ok() {
-            self.id_to_seq.push(seq);
+        match xdp {
+            // The user-space stamp taken right before the kick is the TX
+            // stamp (there is no kernel one on AF_XDP).
+            Some(x) => {
+                if let Ok((1, t)) = x.xsk.send(&[frame]) {
+                    if let Some(s) = self.samples.last_mut() {
+                        s.t_tx = Some(t);
+                        self.report.tx_stamps += 1;
+                    }
+                }
+            }
+            None => {
+                if sock.send(frame).is_ok() {
+                    self.id_to_seq.push(seq);
+                }
+            }
         }
     }
 

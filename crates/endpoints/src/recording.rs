@@ -147,7 +147,10 @@ pub fn subscriber_recorder(
                     "rx",
                     stamp_clock(source),
                     source,
-                    format!("SO_TIMESTAMPING RX {} stamp, AF_PACKET on {iface}", source),
+                    match source {
+                        StampSource::Application => format!("AF_XDP on {iface}: CLOCK_REALTIME read in user space as the frame left the RX ring (no kernel stamp)"),
+                        _ => format!("SO_TIMESTAMPING RX {} stamp, AF_PACKET on {iface}", source),
+                    },
                 ),
                 HopColumn::new(
                     "app",
@@ -247,13 +250,19 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
             "tx",
             stamp_clock(report.stamp_source),
             report.stamp_source,
-            format!("SO_TIMESTAMPING TX stamp of the request on {iface} (error queue)"),
+            match report.stamp_source {
+                StampSource::Application => format!("AF_XDP: CLOCK_REALTIME read in user space right before the kick that sent the request on {iface}"),
+                _ => format!("SO_TIMESTAMPING TX stamp of the request on {iface} (error queue)"),
+            },
         ),
         HopColumn::new(
             "rx",
             stamp_clock(report.stamp_source),
             report.stamp_source,
-            format!("SO_TIMESTAMPING RX stamp of the reply on {iface}"),
+            match report.stamp_source {
+                StampSource::Application => format!("AF_XDP: CLOCK_REALTIME read in user space as the reply left the RX ring on {iface}"),
+                _ => format!("SO_TIMESTAMPING RX stamp of the reply on {iface}"),
+            },
         ),
     ];
     let mut meta = RecordingMeta::for_this_host("ping", hops);
@@ -276,8 +285,9 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
 /// The recording of `reflect --record DIR`: one row per reply (stream
 /// `ping`, seq the request's sequence number), hop `rx` the kernel RX stamp
 /// of the request and `tx` the kernel TX stamp of the reply (the
-/// reflector's turnaround is `tx - rx`); a reply without its TX stamp is
-/// `incomplete`.
+/// reflector's turnaround is `tx - rx`; with `--xdp` both are user-space
+/// stamps, source `application`, see `crate::xsk`); a reply without its TX
+/// stamp is `incomplete`.
 pub fn write_reflect(dir: &Path, iface: &str, report: &ReflectReport) -> Result<()> {
     let clock = stamp_clock(report.stamp_source);
     let hops = vec![
@@ -285,13 +295,19 @@ pub fn write_reflect(dir: &Path, iface: &str, report: &ReflectReport) -> Result<
             "rx",
             clock,
             report.stamp_source,
-            format!("SO_TIMESTAMPING RX stamp of the request on {iface}"),
+            match report.stamp_source {
+                StampSource::Application => format!("AF_XDP: CLOCK_REALTIME read in user space as the request left the RX ring on {iface}"),
+                _ => format!("SO_TIMESTAMPING RX stamp of the request on {iface}"),
+            },
         ),
         HopColumn::new(
             "tx",
             clock,
             report.stamp_source,
-            format!("SO_TIMESTAMPING TX stamp of the reply on {iface} (error queue)"),
+            match report.stamp_source {
+                StampSource::Application => format!("AF_XDP: CLOCK_REALTIME read in user space right before the kick that sent the reply on {iface}"),
+                _ => format!("SO_TIMESTAMPING TX stamp of the reply on {iface} (error queue)"),
+            },
         ),
     ];
     let meta = RecordingMeta::for_this_host("reflect", hops);

@@ -18,6 +18,13 @@
 //! overflowed) keeps its RX stamp and is counted, never given another
 //! instant.
 //!
+//! With `--xdp` ([`crate::xsk`]) requests come from an AF_XDP socket's RX
+//! ring and replies go out through its TX ring; there are no kernel stamps
+//! there, so the turnaround is from the user-space CLOCK_REALTIME stamp
+//! taken as the request leaves the RX ring to the one taken right before
+//! the kick that sends the reply (stamp source `application`). With
+//! `--busy-poll` ([`crate::busy_poll`]) the loop never sleeps.
+//!
 //! The hold is exact to a few microseconds: the reflector sleeps until
 //! 100 us before its end (timer slack 1 ns, so the kernel does not add its
 //! default 50 us) and spins the rest on CLOCK_MONOTONIC, so that the
@@ -33,6 +40,7 @@ use hoptrace_record::StampSource;
 use crate::ping::{parse_frame, ETHERTYPE_PING, KIND_REPLY, KIND_REQUEST};
 use crate::rx::RxBatch;
 use crate::timestamping::{self, stamp_of};
+use crate::xsk_steer::XdpEndpoint;
 
 /// Settings of a reflector.
 #[derive(Debug, Clone)]
@@ -46,6 +54,12 @@ pub struct ReflectConfig {
     pub hold_every: u64,
     /// Keep every reply's stamps ([`ReflectReport::replies`]).
     pub record: bool,
+    /// `--busy-poll`: SO_BUSY_POLL of this many us and a spinning reader
+    /// ([`crate::busy_poll`]).
+    pub busy_poll: Option<u32>,
+    /// `--xdp`: requests from, replies into an AF_XDP socket
+    /// ([`crate::xsk_steer`]); stamps taken in user space.
+    pub xdp: bool,
 }
 
 /// One reply the reflector sent.
@@ -95,20 +109,46 @@ fn reply_to(f: &[u8], own_mac: [u8; 6]) -> Vec<u8> {
     r
 }
 
-/// Answer every request until `stop` is set.
+/// Where the reflector reads requests and sends replies.
+enum Path {
+    /// AF_PACKET: `recvmmsg` batches, `sendmmsg`, kernel stamps.
+    Packet(RxBatch),
+    /// AF_XDP: the socket's RX and TX rings, user-space stamps.
+    Xdp(Box<XdpEndpoint>),
+}
+
+/// Answer every request until `stop` is set. `on_ready` gets the stamp
+/// source and a phrase saying how frames are read.
 pub fn reflect(
     cfg: &ReflectConfig,
     stop: &AtomicBool,
-    mut on_ready: impl FnMut(StampSource),
+    mut on_ready: impl FnMut(StampSource, &str),
 ) -> Result<ReflectReport> {
     let sock = PacketSocket::open(&cfg.iface, ETHERTYPE_PING)?;
     let own_mac = sock.mac().context("reading the interface MAC address")?;
-    let source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
+    let mut source = timestamping::enable(&sock, true).context("enabling SO_TIMESTAMPING")?;
     sock.set_recv_timeout(Duration::from_millis(100))?;
     sock.set_recv_buffer(4 << 20);
+    let mut path = if cfg.xdp {
+        source = StampSource::Application;
+        Path::Xdp(Box::new(XdpEndpoint::open(&cfg.iface, ETHERTYPE_PING)?))
+    } else {
+        Path::Packet(RxBatch::new(64))
+    };
+    let mut how = match &path {
+        Path::Packet(_) => "RX via recvmmsg".to_string(),
+        Path::Xdp(x) => x.describe(),
+    };
+    if let Some(us) = cfg.busy_poll {
+        let fd = match &path {
+            Path::Xdp(x) => x.xsk.raw_fd(),
+            Path::Packet(_) => sock.raw_fd(),
+        };
+        crate::busy_poll::enable(fd, us)?;
+    }
+    how += &format!(", {}", crate::busy_poll::describe(cfg.busy_poll));
     // SAFETY: prctl with an integer argument on the calling thread.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    let mut batch = RxBatch::new(64);
     let mut report = ReflectReport {
         sent: 0,
         tx_stamps: 0,
@@ -118,15 +158,14 @@ pub fn reflect(
     // Row (in `report.replies`) of each send, by OPT_ID; u32::MAX when
     // the reply is not recorded.
     let mut id_to_row: Vec<u32> = Vec::new();
-    on_ready(source);
+    on_ready(source, &how);
+    let spin = cfg.busy_poll.is_some();
     while !stop.load(Ordering::Relaxed) {
-        let n = batch.recv(&sock).context("receiving ping frames")?;
-        let mut out: Vec<Vec<u8>> = Vec::with_capacity(n);
-        let mut rows: Vec<Reflected> = Vec::with_capacity(n);
-        for i in 0..n {
-            let f = batch.get(i);
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut rows: Vec<Reflected> = Vec::new();
+        let mut take = |f: crate::rx::RxFrame<'_>| {
             if f.pkttype == libc::PACKET_OUTGOING {
-                continue;
+                return;
             }
             if let Some((KIND_REQUEST, seq)) = parse_frame(f.data) {
                 out.push(reply_to(f.data, own_mac));
@@ -135,6 +174,18 @@ pub fn reflect(
                     t_rx: stamp_of(&f.stamps, source),
                     t_tx: None,
                 });
+            }
+        };
+        match &mut path {
+            Path::Packet(batch) => {
+                let n = batch.recv(&sock).context("receiving ping frames")?;
+                for i in 0..n {
+                    take(batch.get(i));
+                }
+            }
+            Path::Xdp(x) => {
+                x.xsk.wait(if spin { 0 } else { 100 });
+                x.xsk.receive(take);
             }
         }
         // Replies to requests not held go first, then the hold, then the
@@ -154,9 +205,19 @@ pub fn reflect(
             let refs: Vec<&[u8]> = group.iter().map(|(f, _)| f.as_slice()).collect();
             // A reply that cannot be sent (interface went down) is lost,
             // which the pinger counts; keep answering.
-            let sent = sock.send_batch(&refs).unwrap_or(0);
+            let (sent, t_tx) = match &mut path {
+                Path::Packet(_) => (sock.send_batch(&refs).unwrap_or(0), None),
+                Path::Xdp(x) => match x.xsk.send(&refs) {
+                    Ok((n, t)) => (n, Some(t)),
+                    Err(_) => (0, None),
+                },
+            };
             report.sent += sent as u64;
-            for (_, row) in group.into_iter().take(sent) {
+            if t_tx.is_some() {
+                report.tx_stamps += sent as u64;
+            }
+            for (_, mut row) in group.into_iter().take(sent) {
+                row.t_tx = t_tx;
                 if cfg.record {
                     id_to_row.push(report.replies.len() as u32);
                     report.replies.push(row);
@@ -165,19 +226,25 @@ pub fn reflect(
                 }
             }
         }
-        timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
-            let stamp = stamp_of(&st, source);
-            let row = id_to_row.get(id as usize).copied().unwrap_or(u32::MAX);
-            if stamp.is_some() {
-                report.tx_stamps += 1;
-            }
-            if let Some(r) = report.replies.get_mut(row as usize) {
-                r.t_tx = r.t_tx.or(stamp);
-            }
-        });
+        if matches!(path, Path::Packet(_)) {
+            drain_stamps(&sock, source, &id_to_row, &mut report);
+        }
     }
-    // The last replies' stamps may still be on their way to the queue.
-    std::thread::sleep(Duration::from_millis(20));
+    if matches!(path, Path::Packet(_)) {
+        // The last replies' stamps may still be on their way to the queue.
+        std::thread::sleep(Duration::from_millis(20));
+        drain_stamps(&sock, source, &id_to_row, &mut report);
+    }
+    Ok(report)
+}
+
+/// Take the kernel TX stamps of the sent replies from the error queue.
+fn drain_stamps(
+    sock: &PacketSocket,
+    source: StampSource,
+    id_to_row: &[u32],
+    report: &mut ReflectReport,
+) {
     timestamping::drain_tx_stamps(sock.raw_fd(), |id, st| {
         let stamp = stamp_of(&st, source);
         if stamp.is_some() {
@@ -188,7 +255,6 @@ pub fn reflect(
             r.t_tx = r.t_tx.or(stamp);
         }
     });
-    Ok(report)
 }
 
 #[cfg(test)]

@@ -49,10 +49,12 @@ impl Default for RxMode {
     }
 }
 
-/// One receive path over a bound socket.
+/// One receive path over a bound socket (or, for `--xdp`, an AF_XDP
+/// socket of its own, [`crate::xsk_steer::XdpEndpoint`]).
 pub enum Receiver {
     Ring(RxRing),
     Batch(RxBatch),
+    Xdp(Box<crate::xsk_steer::XdpEndpoint>),
 }
 
 impl Receiver {
@@ -69,6 +71,7 @@ impl Receiver {
         match self {
             Receiver::Ring(r) => r.geometry().describe(),
             Receiver::Batch(b) => format!("recvmmsg batches of up to {} frames", b.data.len()),
+            Receiver::Xdp(x) => x.describe(),
         }
     }
 
@@ -76,19 +79,25 @@ impl Receiver {
     pub fn fallback_stamps(&self) -> u64 {
         match self {
             Receiver::Ring(r) => r.fallback_stamps,
-            Receiver::Batch(_) => 0,
+            Receiver::Batch(_) | Receiver::Xdp(_) => 0,
         }
     }
 
-    /// Wait (up to ~100 ms) for frames and hand each to `each`; returns the
+    /// Wait (up to ~100 ms; not at all with `spin`, see
+    /// [`crate::busy_poll`]) for frames and hand each to `each`; returns the
     /// number handed out (0 on timeout or signal).
     pub fn receive(
         &mut self,
         sock: &PacketSocket,
+        spin: bool,
         mut each: impl FnMut(RxFrame<'_>),
     ) -> io::Result<usize> {
         match self {
-            Receiver::Ring(r) => r.next_block(100, each),
+            Receiver::Ring(r) => r.next_block(if spin { 0 } else { 100 }, each),
+            Receiver::Xdp(x) => {
+                x.xsk.wait(if spin { 0 } else { 100 });
+                Ok(x.xsk.receive(each))
+            }
             Receiver::Batch(b) => {
                 let n = b.recv(sock)?;
                 for i in 0..n {

@@ -56,6 +56,11 @@ pub struct SubscribeConfig {
     pub rx_mode: RxMode,
     /// Configured streams to check every sample against (empty: none).
     pub expected: Vec<hoptrace_sv::StreamSpec>,
+    /// `--busy-poll`: SO_BUSY_POLL of this many us and a spinning reader
+    /// ([`crate::busy_poll`]).
+    pub busy_poll: Option<u32>,
+    /// `--xdp`: receive through an AF_XDP socket ([`crate::xsk_steer`]).
+    pub xdp: bool,
 }
 
 /// One received sample (one ASDU), for the recording.
@@ -264,22 +269,43 @@ pub fn subscribe(
     };
     sock.set_recv_buffer(64 << 20);
     sock.set_recv_timeout(Duration::from_millis(100))?;
-    let source =
+    let mut source =
         timestamping::enable(&sock, false).context("enabling SO_TIMESTAMPING RX stamps")?;
-    let mut rx = Receiver::new(&sock, cfg.rx_mode, source).with_context(|| {
-        format!(
-            "setting up the receive path ({}) on {}",
-            match cfg.rx_mode {
-                RxMode::Ring(_) => "TPACKET_V3 ring; try --rx-mode recvmmsg",
-                RxMode::Recvmmsg(_) => "recvmmsg",
-            },
-            cfg.iface
-        )
-    })?;
+    let mut rx = if cfg.xdp {
+        // The frames' stamps are taken in user space (`crate::xsk`).
+        source = StampSource::Application;
+        let x = crate::xsk_steer::XdpEndpoint::open(&cfg.iface, hoptrace_sv::ETHERTYPE_SV)?;
+        Receiver::Xdp(Box::new(x))
+    } else {
+        Receiver::new(&sock, cfg.rx_mode, source).with_context(|| {
+            format!(
+                "setting up the receive path ({}) on {}",
+                match cfg.rx_mode {
+                    RxMode::Ring(_) => "TPACKET_V3 ring; try --rx-mode recvmmsg",
+                    RxMode::Recvmmsg(_) => "recvmmsg",
+                },
+                cfg.iface
+            )
+        })?
+    };
+    if let Some(us) = cfg.busy_poll {
+        anyhow::ensure!(
+            !matches!(rx, Receiver::Ring(_)),
+            "--busy-poll spins on recvmmsg or AF_XDP: a TPACKET_V3 ring hands its blocks over only when they retire, so spinning on it gains nothing; use --rx-mode recvmmsg (or --xdp)"
+        );
+        let fd = match &rx {
+            Receiver::Xdp(x) => x.xsk.raw_fd(),
+            _ => sock.raw_fd(),
+        };
+        crate::busy_poll::enable(fd, us)?;
+    }
     // Frames counted before the receive path existed are not ours to judge.
     let _ = kernel_stats(sock.raw_fd());
     let mut report = SubscribeReport::new(source);
     report.rx_path = rx.describe();
+    if cfg.busy_poll.is_some() {
+        report.rx_path += &format!("; {}", crate::busy_poll::describe(cfg.busy_poll));
+    }
     if !cfg.expected.is_empty() {
         report.expectations = Some(Expectations::new(&cfg.expected));
     }
@@ -302,7 +328,7 @@ pub fn subscribe(
                 next_status = cfg.status_every.map(|d| t + d);
             }
         }
-        rx.receive(&sock, |f| {
+        rx.receive(&sock, cfg.busy_poll.is_some(), |f| {
             handle_frame(
                 cfg,
                 source,
@@ -320,6 +346,10 @@ pub fn subscribe(
     }
     if let Ok((_, drops)) = kernel_stats(sock.raw_fd()) {
         report.kernel_drops += drops;
+    }
+    if let Receiver::Xdp(x) = &rx {
+        // Frames the AF_XDP socket had no room for (XDP_STATISTICS).
+        report.kernel_drops += x.xsk.dropped();
     }
     report.missing_rx_stamp_fallback = rx.fallback_stamps();
     Ok(report)

@@ -14,7 +14,7 @@ use hoptrace_endpoints::{recording, rx::RxMode, subscriber};
 use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::sv::SubscriberMetrics;
 
-use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs};
+use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -43,6 +43,8 @@ pub struct Args {
     pub count: Option<u64>,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
+    #[command(flatten)]
+    pub wake: WakeArgs,
     /// Write a recording (t_rx, t_app per sample) to this directory (new
     /// or empty; an existing one only with --force).
     #[arg(long)]
@@ -150,6 +152,7 @@ impl FromConfigFile for Args {
         given.overlay("expect_streams", &mut self.expect_streams, t.expect_streams);
         given.overlay("resume", &mut self.resume, t.resume);
         self.realtime.overlay(t.cpu, t.fifo);
+        self.wake.overlay(given, t.busy_poll, t.xdp);
     }
 }
 
@@ -186,6 +189,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .then_some(Duration::from_secs(1)),
         rx_mode: rx_mode(&args.rx_mode, args.ring_blocks)?,
         expected: configured.map(|c| c.specs).unwrap_or_default(),
+        busy_poll: args.wake.busy_poll,
+        xdp: args.wake.xdp,
     };
     let record = args.record.clone();
     let resume = args.resume;

@@ -71,6 +71,11 @@ const OBSERVE: &str = "privileged::doctor_observe::observe_names_the_device_irq_
 const ROUND_TRIP: &str = "privileged::round_trip::every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround";
 const EXPLAIN_SUB: &str = "privileged::explain_subscriber::a_fifo_spinner_on_the_subscribers_cpu_is_named_as_the_cause_of_every_late_rx_to_app_stage_it_overlaps";
 const EXPLAIN_PUB: &str = "privileged::explain_publisher::a_fifo_spinner_on_the_publishers_cpu_is_named_as_the_cause_of_every_late_schedule_to_tx_stage_it_overlaps";
+const XDP_PING: &str = "privileged::endpoints_xdp::xdp_ping_and_reflect_answer_every_request_once";
+const XDP_SUB: &str =
+    "privileged::endpoints_xdp::an_xdp_subscriber_receives_every_tagged_frame_and_detaches_on_exit";
+const BUSY_PING: &str =
+    "privileged::endpoints_xdp::busy_poll_ping_and_reflect_answer_every_request_once";
 const SCL_SUBSCRIBER: &str = "sv_scl_streams::privileged::a_subscriber_configured_from_the_scl_file_finds_every_stream_and_names_exactly_what_differs";
 
 /// (document, start of the command's words, where it runs). Words as the
@@ -160,6 +165,13 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
     ("scl.md", "hoptrace sv subscribe", Test(SCL_SUBSCRIBER, &[])),
     ("scl.md", "hoptrace trace", Test("trace_cli::privileged::trace_with_an_scl_file_keeps_its_streams_and_names_the_missing_and_unexpected_ones", &[])),
     ("scl.md", "hoptrace report REC", Here(&[0, 4])),
+    // The test's spinning reflector is not pinned nor made SCHED_FIFO: on
+    // a shared 2-CPU test host a FIFO spinner would starve the others.
+    ("endpoints.md", "hoptrace reflect --iface vb --busy-poll", Test(BUSY_PING, &["--cpu", "--fifo"])),
+    ("endpoints.md", "hoptrace ping --iface va --busy-poll", Test(BUSY_PING, &[])),
+    ("endpoints.md", "hoptrace reflect --iface vb --xdp", Test(XDP_PING, &[])),
+    ("endpoints.md", "hoptrace ping --iface va --xdp", Test(XDP_PING, &[])),
+    ("endpoints.md", "hoptrace sv subscribe --iface vb --xdp", Test(XDP_SUB, &[])),
     ("hops.md", "hoptrace lab up bridge --name rt", Test(ROUND_TRIP, &[])),
     ("hops.md", "hoptrace trace --plain --netns ht-rt-hyp", Test(ROUND_TRIP, &[])),
     ("hops.md", "hoptrace reflect --iface eth0", Test(ROUND_TRIP, &[])),

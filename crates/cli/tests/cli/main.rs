@@ -40,6 +40,7 @@ mod privileged {
     mod endpoints_ping;
     mod endpoints_rx;
     mod endpoints_sv;
+    mod endpoints_xdp;
     mod explain_cli;
     mod explain_publisher;
     mod explain_subscriber;

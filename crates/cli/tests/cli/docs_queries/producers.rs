@@ -463,6 +463,7 @@ fn pinged(dir: &Path) -> u64 {
         marker_error: None,
         markers: 0,
         broke: false,
+        path: "AF_PACKET".into(),
     };
     write_ping(dir, "veth0", &report).unwrap();
     500
