@@ -84,21 +84,6 @@ pub struct ReflectReport {
     pub replies: Vec<Reflected>,
 }
 
-/// How long before the end of a hold the reflector stops sleeping and
-/// spins (a sleep's wake-up is rarely later than this on an idle CPU).
-const SPIN_NS: i64 = 100_000;
-
-/// Hold until CLOCK_MONOTONIC reaches `until_ns` (see the module comment).
-fn hold_until(until_ns: i64) {
-    let now = timestamping::now_ns(libc::CLOCK_MONOTONIC);
-    if until_ns - now > SPIN_NS {
-        std::thread::sleep(Duration::from_nanos((until_ns - now - SPIN_NS) as u64));
-    }
-    while timestamping::now_ns(libc::CLOCK_MONOTONIC) < until_ns {
-        std::hint::spin_loop();
-    }
-}
-
 /// The reply to the request `f` sent to us: MACs swapped, `own_mac` as the
 /// source (the request may have gone to broadcast, not a valid source).
 fn reply_to(f: &[u8], own_mac: [u8; 6]) -> Vec<u8> {
@@ -198,7 +183,7 @@ pub fn reflect(
                 continue;
             }
             if hold {
-                hold_until(
+                timestamping::hold_until(
                     timestamping::now_ns(libc::CLOCK_MONOTONIC) + cfg.hold.as_nanos() as i64,
                 );
             }
@@ -276,7 +261,7 @@ mod tests {
     fn a_hold_never_ends_before_its_time() {
         for hold in [1_000, 150_000, 300_000] {
             let start = timestamping::now_ns(libc::CLOCK_MONOTONIC);
-            hold_until(start + hold);
+            timestamping::hold_until(start + hold);
             let end = timestamping::now_ns(libc::CLOCK_MONOTONIC);
             assert!(end - start >= hold, "{hold}: {}", end - start);
         }

@@ -209,6 +209,28 @@ pub fn drain_tx_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamps)) -> usize {
     }
 }
 
+/// How long before the end of a hold the holder stops sleeping and spins
+/// (a sleep's wake-up is rarely later than this on an idle CPU).
+const HOLD_SPIN_NS: i64 = 100_000;
+
+/// Hold the calling thread until CLOCK_MONOTONIC reaches `until_ns`,
+/// exact to a few microseconds: sleep until 100 us (`HOLD_SPIN_NS`) before the
+/// end (with a timer slack of 1 ns, set by the caller, the kernel adds no
+/// default 50 us), then spin. A known delay injected this way (`reflect
+/// --delay`, the lab forwarder's `--hold-return`) is the delay asked, not
+/// that plus a timer's wake-up.
+pub fn hold_until(until_ns: i64) {
+    let now = now_ns(libc::CLOCK_MONOTONIC);
+    if until_ns - now > HOLD_SPIN_NS {
+        std::thread::sleep(std::time::Duration::from_nanos(
+            (until_ns - now - HOLD_SPIN_NS) as u64,
+        ));
+    }
+    while now_ns(libc::CLOCK_MONOTONIC) < until_ns {
+        std::hint::spin_loop();
+    }
+}
+
 /// Current time of `clock` in ns.
 pub fn now_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {

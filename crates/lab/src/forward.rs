@@ -23,6 +23,14 @@
 //! round trip across the switch), not the consumer's IPv6 chatter, which
 //! would reach the publisher's wire and the tracer's ingress.
 //!
+//! A known delay on the way back (`lab forward --hold-return D
+//! --hold-return-every N`, for tests and experiments): the return thread
+//! holds each ping reply whose sequence number is a multiple of N for D
+//! before writing it into the tap (untagged replies only), with the
+//! reflector's exact hold (`hoptrace_endpoints::timestamping::hold_until`).
+//! The held and unheld replies of one run then differ by D in the return
+//! part of their round trips, and by nothing else.
+//!
 //! The macvtap char device normally appears as `/dev/tap<ifindex>` (udev);
 //! when no udev creates it, the forwarder makes the node itself from
 //! `/sys/class/net/<macvtap>/macvtap/tap<ifindex>/dev` in the lab's run
@@ -119,11 +127,32 @@ fn inner_ethertype(frame: &[u8]) -> Option<u16> {
     None
 }
 
+/// A hold injected on the way back (see the module comment).
+#[derive(Clone, Copy, Debug)]
+pub struct ReturnHold {
+    pub hold: std::time::Duration,
+    /// Only replies whose sequence number is a multiple of this.
+    pub every: u64,
+}
+
+impl ReturnHold {
+    /// Whether `frame` is a ping reply this hold applies to.
+    fn applies_to(&self, frame: &[u8]) -> bool {
+        use hoptrace_endpoints::ping::{parse_frame, KIND_REPLY};
+        matches!(parse_frame(frame), Some((KIND_REPLY, seq)) if seq.is_multiple_of(self.every.max(1)))
+    }
+}
+
 /// The way back: every GOOSE or ping frame arriving on `out` (from the
 /// consumer) is written into the tap's character device `tap`, until the
-/// process ends. Errors are said once per kind and counted, never fatal to
-/// the inbound direction.
-fn return_frames(tap: OwnedFd, out: String) {
+/// process ends (a ping reply held first when `hold` applies to it).
+/// Errors are said once per kind and counted, never fatal to the inbound
+/// direction.
+fn return_frames(tap: OwnedFd, out: String, hold: Option<ReturnHold>) {
+    if hold.is_some() {
+        // SAFETY: prctl(PR_SET_TIMERSLACK) on this thread, no pointers.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    }
     let sock = match packet::receiver(&out) {
         Ok(s) => s,
         Err(e) => {
@@ -153,6 +182,10 @@ fn return_frames(tap: OwnedFd, out: String) {
         if !goes_back(&frame) {
             continue;
         }
+        if let Some(h) = hold.filter(|h| h.applies_to(&frame)) {
+            let now = hoptrace_endpoints::timestamping::now_ns(libc::CLOCK_MONOTONIC);
+            hoptrace_endpoints::timestamping::hold_until(now + h.hold.as_nanos() as i64);
+        }
         // SAFETY: frame is valid for its length; tap is an open fd.
         let n = unsafe {
             libc::write(
@@ -174,13 +207,26 @@ fn return_frames(tap: OwnedFd, out: String) {
 }
 
 /// Forward frames from `src` to interface `out` until killed (or
-/// `max_frames`), and GOOSE and ping frames from `out` back into `src`.
-pub fn run(src: &Source, out: &str, max_frames: Option<u64>) -> Result<u64> {
+/// `max_frames`), and GOOSE and ping frames from `out` back into `src`
+/// (ping replies held by `hold` where it applies).
+pub fn run(
+    src: &Source,
+    out: &str,
+    max_frames: Option<u64>,
+    hold: Option<ReturnHold>,
+) -> Result<u64> {
     let fd = open_source(src)?;
     let sock = packet::sender(out)?;
     let back = fd.try_clone().context("a second descriptor of the tap")?;
     let out_name = out.to_string();
-    std::thread::spawn(move || return_frames(back, out_name));
+    if let Some(h) = hold {
+        eprintln!(
+            "forwarder: holding ping replies whose seq is a multiple of {} for {} ns on the way back",
+            h.every,
+            h.hold.as_nanos()
+        );
+    }
+    std::thread::spawn(move || return_frames(back, out_name, hold));
     let mut buf = vec![0u8; 65536];
     let mut n_frames = 0u64;
     eprintln!("forwarder: {src:?} -> {out} ready");

@@ -159,6 +159,14 @@ pub enum Command {
         /// The lab this forwarder belongs to (for its process name).
         #[arg(long)]
         lab: Option<String>,
+        /// Hold ping replies this long on the way back (a known delay in
+        /// the return path, for tests and experiments).
+        #[arg(long, value_name = "DURATION", value_parser = arg::duration)]
+        hold_return: Option<Duration>,
+        /// With --hold-return: only replies whose seq is a multiple of N.
+        #[arg(long, value_name = "N", default_value_t = 1, requires = "hold_return",
+              value_parser = clap::value_parser!(u64).range(1..))]
+        hold_return_every: u64,
     },
 }
 
@@ -320,7 +328,15 @@ pub fn run(cmd: Command, given: &GivenFlags) -> Result<ExitCode> {
             node_dir,
             to,
             lab: _,
-        } => forward(tap, macvtap, node_dir, &to),
+            hold_return,
+            hold_return_every,
+        } => {
+            let hold = hold_return.map(|hold| hoptrace_lab::forward::ReturnHold {
+                hold,
+                every: hold_return_every,
+            });
+            forward(tap, macvtap, node_dir, &to, hold)
+        }
     }
 }
 
@@ -577,13 +593,14 @@ fn forward(
     macvtap: Option<String>,
     node_dir: PathBuf,
     to: &str,
+    hold: Option<hoptrace_lab::forward::ReturnHold>,
 ) -> Result<ExitCode> {
     let src = match (tap, macvtap) {
         (Some(t), None) => hoptrace_lab::forward::Source::Tap(t),
         (None, Some(m)) => hoptrace_lab::forward::Source::Macvtap { iface: m, node_dir },
         _ => bail!("give --tap NAME or --macvtap NAME"),
     };
-    hoptrace_lab::forward::run(&src, to, None)?;
+    hoptrace_lab::forward::run(&src, to, None, hold)?;
     Ok(ExitCode::SUCCESS)
 }
 
