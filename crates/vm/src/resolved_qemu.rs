@@ -92,31 +92,17 @@ fn ask_qmp(sockets: &[&Path], notes: &mut Vec<String>) -> QmpFacts {
         };
         match q
             .execute("query-cpus-fast")
-            .map(serde_json::from_value::<Vec<Cpu>>)
+            .map(serde_json::from_value::<Vec<QmpVcpu>>)
         {
-            Ok(Ok(cpus)) => {
-                f.vcpus = cpus
-                    .into_iter()
-                    .map(|c| QmpVcpu {
-                        index: c.index,
-                        thread_id: c.thread_id,
-                    })
-                    .collect()
-            }
+            Ok(Ok(cpus)) => f.vcpus = cpus,
             Ok(Err(e)) => notes.push(format!("QMP query-cpus-fast: unexpected answer: {e}")),
             Err(e) => notes.push(e.to_string()),
         }
         if let Ok(Ok(ios)) = q
             .execute("query-iothreads")
-            .map(serde_json::from_value::<Vec<Io>>)
+            .map(serde_json::from_value::<Vec<QmpIothread>>)
         {
-            f.iothreads = ios
-                .into_iter()
-                .map(|i| QmpIothread {
-                    id: i.id,
-                    thread_id: i.thread_id,
-                })
-                .collect();
+            f.iothreads = ios;
         }
         f.status = q
             .execute("query-status")
@@ -125,21 +111,6 @@ fn ask_qmp(sockets: &[&Path], notes: &mut Vec<String>) -> QmpFacts {
         return f;
     }
     QmpFacts::default()
-}
-
-#[derive(serde::Deserialize)]
-struct Cpu {
-    #[serde(rename = "cpu-index")]
-    index: u32,
-    #[serde(rename = "thread-id")]
-    thread_id: u32,
-}
-
-#[derive(serde::Deserialize)]
-struct Io {
-    id: String,
-    #[serde(rename = "thread-id")]
-    thread_id: u32,
 }
 
 /// The bridge `dev` is a port of, from its namespace's links.

@@ -57,17 +57,20 @@ fn list_or_none(names: &[String]) -> String {
     }
 }
 
-/// One vCPU as QEMU reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One vCPU as QEMU reports it (an entry of QMP `query-cpus-fast`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct QmpVcpu {
+    #[serde(rename = "cpu-index")]
     pub index: u32,
+    #[serde(rename = "thread-id")]
     pub thread_id: u32,
 }
 
-/// One iothread as QEMU reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One iothread as QEMU reports it (an entry of QMP `query-iothreads`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct QmpIothread {
     pub id: String,
+    #[serde(rename = "thread-id")]
     pub thread_id: u32,
 }
 
@@ -165,47 +168,20 @@ impl Virsh {
 
     /// Each vCPU's index and host thread id (QMP `query-cpus-fast`).
     pub fn vcpus(&self, name: &str) -> Result<Vec<QmpVcpu>, VirshError> {
-        #[derive(Deserialize)]
-        struct Cpu {
-            #[serde(rename = "cpu-index")]
-            index: u32,
-            #[serde(rename = "thread-id")]
-            thread_id: u32,
-        }
         let v = self.qmp(name, "query-cpus-fast")?;
-        let cpus: Vec<Cpu> = serde_json::from_value(v).map_err(|e| VirshError::BadAnswer {
+        serde_json::from_value(v).map_err(|e| VirshError::BadAnswer {
             args: format!("qemu-monitor-command {name} query-cpus-fast"),
             message: e.to_string(),
-        })?;
-        Ok(cpus
-            .into_iter()
-            .map(|c| QmpVcpu {
-                index: c.index,
-                thread_id: c.thread_id,
-            })
-            .collect())
+        })
     }
 
     /// Each iothread's id and host thread id (QMP `query-iothreads`).
     pub fn iothreads(&self, name: &str) -> Result<Vec<QmpIothread>, VirshError> {
-        #[derive(Deserialize)]
-        struct Io {
-            id: String,
-            #[serde(rename = "thread-id")]
-            thread_id: u32,
-        }
         let v = self.qmp(name, "query-iothreads")?;
-        let ios: Vec<Io> = serde_json::from_value(v).map_err(|e| VirshError::BadAnswer {
+        serde_json::from_value(v).map_err(|e| VirshError::BadAnswer {
             args: format!("qemu-monitor-command {name} query-iothreads"),
             message: e.to_string(),
-        })?;
-        Ok(ios
-            .into_iter()
-            .map(|i| QmpIothread {
-                id: i.id,
-                thread_id: i.thread_id,
-            })
-            .collect())
+        })
     }
 }
 

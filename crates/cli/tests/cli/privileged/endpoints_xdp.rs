@@ -19,6 +19,23 @@ fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
 
 /// `ip link show dev IFACE` in `ns` (an attached XDP program shows as
 /// `xdp` with its id).
+/// `ping`'s output, after checking it exited 0 and its summary line says
+/// `count` sent and received, none lost or duplicated.
+fn every_request_answered_once(out: &std::process::Output, count: u64) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = line(&text, "sent ");
+    assert_eq!(field(l, "sent"), count, "{text}");
+    assert_eq!(field(l, "received"), count, "{text}");
+    assert_eq!(field(l, "lost"), 0, "{text}");
+    assert_eq!(field(l, "duplicated"), 0, "{text}");
+    text
+}
+
 fn link_show(ns: &Netns, iface: &str) -> String {
     let out = ns.ip(&["link", "show", "dev", iface]).unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -117,17 +134,7 @@ fn xdp_ping_and_reflect_answer_every_request_once() {
         &p.a,
         &args("ping --iface va --xdp --peer 02:00:00:00:00:0b --count 2000 --interval 200us"),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let l = line(&text, "sent ");
-    assert_eq!(field(l, "sent"), 2000, "{text}");
-    assert_eq!(field(l, "received"), 2000, "{text}");
-    assert_eq!(field(l, "lost"), 0, "{text}");
-    assert_eq!(field(l, "duplicated"), 0, "{text}");
+    let text = every_request_answered_once(&out, 2000);
     assert!(
         text.contains("stamps: application CLOCK_REALTIME"),
         "{text}"
@@ -205,16 +212,7 @@ fn busy_poll_ping_and_reflect_answer_every_request_once() {
         &p.a,
         &args("ping --iface va --busy-poll --peer 02:00:00:00:00:0b --count 2000 --interval 200us"),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let l = line(&text, "sent ");
-    assert_eq!(field(l, "received"), 2000, "{text}");
-    assert_eq!(field(l, "lost"), 0, "{text}");
-    assert_eq!(field(l, "duplicated"), 0, "{text}");
+    let text = every_request_answered_once(&out, 2000);
     assert!(text.contains("stamps: software CLOCK_REALTIME"), "{text}");
     r.signal("INT");
     let (st, out) = r.finish(Duration::from_secs(20));

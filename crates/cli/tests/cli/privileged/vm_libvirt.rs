@@ -456,6 +456,19 @@ pub(crate) fn stage_counts(record: &Path) -> Vec<(String, String, u64, u64)> {
     out
 }
 
+/// The largest count over the streams of the stages `pick` accepts.
+pub(crate) fn most_in_stage(
+    counts: &[(String, String, u64, u64)],
+    pick: impl Fn(&str) -> bool,
+) -> u64 {
+    counts
+        .iter()
+        .filter(|(_, stage, _, _)| pick(stage))
+        .map(|(_, _, n, _)| *n)
+        .max()
+        .unwrap_or(0)
+}
+
 #[test]
 fn trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand() {
     if !hoptrace_netns::require_privileges(
@@ -527,12 +540,7 @@ fn trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_h
         host_side(cb),
         "--vm and the same interfaces by hand\n{out_a}\n{out_b}"
     );
-    let rx = ca
-        .iter()
-        .filter(|(_, stage, _, _)| stage.starts_with("rx.."))
-        .map(|(_, _, n, _)| *n)
-        .max()
-        .unwrap_or(0);
+    let rx = most_in_stage(&ca, |stage| stage.starts_with("rx.."));
     assert_eq!(
         rx, 2000,
         "every frame seen leaving the uplink's port: {ca:?}"

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hoptrace_netns::Netns;
 
-use super::vm_libvirt::{stage_counts, Tracer};
+use super::vm_libvirt::{most_in_stage, stage_counts, Tracer};
 use crate::lab_common::{hoptrace, text};
 
 const MAC: &str = "52:54:00:48:54:01";
@@ -324,22 +324,12 @@ fn trace_vm_traces_a_qemu_processs_path_in_its_own_network_namespace() {
         "--vm names what it traces and where: {out}"
     );
     let counts = stage_counts(&record);
-    let rx = counts
-        .iter()
-        .filter(|(_, stage, _, _)| stage.starts_with("rx.."))
-        .map(|(_, _, n, _)| *n)
-        .max()
-        .unwrap_or(0);
+    let rx = most_in_stage(&counts, |stage| stage.starts_with("rx.."));
     assert_eq!(
         rx, 400,
         "every frame seen entering the bridge: {counts:?}\n{out}"
     );
-    let fwd = counts
-        .iter()
-        .filter(|(_, stage, _, _)| stage.ends_with("..fwd"))
-        .map(|(_, _, n, _)| *n)
-        .max()
-        .unwrap_or(0);
+    let fwd = most_in_stage(&counts, |stage| stage.ends_with("..fwd"));
     assert_eq!(
         fwd, 400,
         "every frame seen forwarded to QEMU's tap: {counts:?}\n{out}"
