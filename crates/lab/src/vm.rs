@@ -24,7 +24,10 @@
 //!    `KVM_READY_WITHIN` (60 s) is taken as a KVM that does not run it (seen on
 //!    a nested host whose KVM hangs the guest kernel right after its
 //!    real-mode set-up: "Probing EDD" and nothing more), and the lab
-//!    restarts it under TCG, saying why, as when QEMU dies under KVM.
+//!    restarts it under TCG, saying why, as when QEMU dies under KVM. The
+//!    failure is remembered with the host's boot id in `KVM_FAILED`
+//!    (`/run/hoptrace/kvm-failed`): later labs of the same boot start under
+//!    TCG at once and say why.
 //! 5. Results come back through a virtio-9p share, `<run dir>/share`, mounted
 //!    on `/mnt/host` in the guest. Commands are run in the guest as jobs
 //!    ([`GuestJob`]): the host writes `jobs/<id>.sh`, the guest's `/init`
@@ -80,9 +83,48 @@ fn choose_accel() -> Result<(Accel, String)> {
         .write(true)
         .open("/dev/kvm")
     {
-        Ok(_) => Ok((Accel::Kvm, "/dev/kvm is usable".into())),
+        Ok(_) => match remembered_kvm_failure() {
+            Some(reason) => Ok((
+                Accel::Tcg,
+                format!(
+                    "KVM did not run the lab guest earlier since this host booted: {reason}; \
+                     delete {KVM_FAILED} or set HOPTRACE_VM_ACCEL=kvm to try KVM again"
+                ),
+            )),
+            None => Ok((Accel::Kvm, "/dev/kvm is usable".into())),
+        },
         Err(e) => Ok((Accel::Tcg, format!("no KVM: /dev/kvm: {e}"))),
     }
+}
+
+/// Where a KVM that did not run the lab guest is remembered, with the host's
+/// boot id: later labs of the same boot start under TCG at once instead of
+/// waiting [`KVM_READY_WITHIN`] again (each vm lab on a host whose KVM hangs
+/// the guest would otherwise pay that minute).
+const KVM_FAILED: &str = "/run/hoptrace/kvm-failed";
+
+fn host_boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Why KVM failed earlier in this boot, if it did (file: boot id, newline,
+/// reason).
+fn remembered_kvm_failure() -> Option<String> {
+    let text = std::fs::read_to_string(KVM_FAILED).ok()?;
+    let (boot, reason) = text.split_once('\n')?;
+    (!boot.is_empty() && boot == host_boot_id()).then(|| reason.trim().to_string())
+}
+
+/// Remember that KVM did not run the guest (best effort: a lab that cannot
+/// write it only waits again next time).
+fn remember_kvm_failure(reason: &str) {
+    let path = Path::new(KVM_FAILED);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(path, format!("{}\n{reason}\n", host_boot_id()));
 }
 
 /// How long a guest under KVM may take to say it is ready before the lab
@@ -321,8 +363,10 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
                 kill_daemon(&d);
                 st.daemons.retain(|x| x.pid != d.pid);
                 st.save()?;
+                remember_kvm_failure(&reason);
                 println!(
-                    "lab up: KVM did not work ({reason}); falling back to TCG (software emulation)"
+                    "lab up: KVM did not work ({reason}); falling back to TCG (software emulation), \
+                     and so will later labs until this host reboots ({KVM_FAILED})"
                 );
                 why = "KVM failed, see above".into();
                 accel = Accel::Tcg;
