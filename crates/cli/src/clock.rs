@@ -242,6 +242,58 @@ fn host(a: HostArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
+/// The guest clock of VM `name` measured now through its clock port for
+/// `duration` (`join --vm`): the raw samples go to `samples`, and the
+/// estimates come back, the exchange's and, when the guest sends its
+/// ptp_kvm readings, theirs.
+pub(crate) fn measure_vm_clock(
+    name: &str,
+    uri: &str,
+    qmp: Option<&Path>,
+    samples: &Path,
+    duration: Duration,
+) -> Result<Vec<Alignment>> {
+    let socket = vm_clock_socket(name, uri, qmp)?;
+    let stop = hoptrace_os::stop_flag()?;
+    let opts = HostOptions {
+        socket,
+        samples: samples.to_path_buf(),
+        clock: ClockDomain::Tai,
+        exchange: HostConfig {
+            interval: Duration::from_millis(100),
+            burst: 4,
+            reply_timeout: Duration::from_secs(1),
+        },
+        connect_timeout: Duration::from_secs(30),
+        duration: Some(duration),
+    };
+    let out = run_host(&opts, &stop, &mut |l| println!("clock host: {l}"))?;
+    anyhow::ensure!(
+        !out.samples.is_empty(),
+        "no clock sample from VM {name} in {}: is `hoptrace clock serve` running in the guest \
+         (deploy/systemd/hoptrace-clock-serve.service)?",
+        hoptrace_units::format_duration(duration)
+    );
+    let file = SamplesFile::read(samples)?;
+    let cfg = EstimatorConfig::default();
+    let mut found = Vec::new();
+    for kind in [SampleKind::Exchange, SampleKind::PtpKvm] {
+        if file.samples(kind).is_empty() {
+            continue;
+        }
+        match align(&file, kind, &cfg) {
+            Ok(al) => found.push(al),
+            Err(e) => println!("clock host: no {} estimate: {e}", kind.name()),
+        }
+    }
+    anyhow::ensure!(
+        !found.is_empty(),
+        "the clock samples of VM {name} ({}) gave no estimate",
+        samples.display()
+    );
+    Ok(found)
+}
+
 /// `--vm NAME`: the host socket of the VM's clock port.
 fn vm_clock_socket(name: &str, uri: &str, qmp: Option<&Path>) -> Result<PathBuf> {
     let vm = hoptrace_vm::find_vm(name, uri, qmp)?;

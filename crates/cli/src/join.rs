@@ -12,10 +12,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
 #[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("guest_clock").args(["clock", "vm"]))]
 pub struct Args {
     /// The publisher's recording (`sv publish --record`: tx stamps).
     #[arg(value_name = "PUB_REC")]
@@ -31,21 +33,41 @@ pub struct Args {
     force: crate::outputs::ForceArg,
     /// A saved `hoptrace doctor --json`, whose summary the joined recording
     /// keeps (not with the chain join, whose recording has no doctor summary).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["host_trace", "guest_trace", "clock"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["host_trace", "guest_trace", "clock", "vm"])]
     doctor_report: Option<PathBuf>,
     /// Chain join: the hypervisor tracer's recording (`trace --profile
     /// hypervisor --record`): T1 its first hop, T2 `consumer_copy`.
     #[arg(long, value_name = "DIR")]
     host_trace: Option<PathBuf>,
     /// Chain join: the guest tracer's recording (`trace --profile guest
-    /// --record` in the guest): T3 `nic_rx`. Needs --clock.
-    #[arg(long, value_name = "DIR", requires = "clock")]
+    /// --record` in the guest): T3 `nic_rx`. Needs --clock or --vm.
+    #[arg(long, value_name = "DIR", requires = "guest_clock")]
     guest_trace: Option<PathBuf>,
     /// Chain join: the run's clock alignment (`clock.json` of `hoptrace
     /// clock host` or `lab run vm`). The subscriber (and the guest tracer)
     /// ran in the guest; their stamps are mapped into host TAI through it.
     #[arg(long, value_name = "CLOCK_JSON")]
     clock: Option<PathBuf>,
+    /// Chain join for a VM of yours (a libvirt domain, else a QEMU process
+    /// by its -name) whose subscriber ran in the guest: its guest clock is
+    /// measured now, for --clock-duration, through its clock port (the
+    /// domain's `<channel>` or QEMU's virtserialport org.hoptrace.clock,
+    /// with `hoptrace clock serve` in the guest), and the guest's stamps are
+    /// mapped through that. The run lies before this exchange, so their
+    /// bound is extrapolated and grows with the time since the run;
+    /// `clock host --vm NAME --json FILE` during the run, then --clock
+    /// FILE, bounds them over the run itself.
+    #[arg(long, value_name = "NAME")]
+    vm: Option<String>,
+    /// With --vm: the libvirt connection URI.
+    #[arg(long, value_name = "URI", default_value = hoptrace_vm::DEFAULT_URI, requires = "vm")]
+    connect: String,
+    /// With --vm: the QMP socket of a QEMU process without libvirt.
+    #[arg(long, value_name = "PATH", requires = "vm")]
+    qmp: Option<PathBuf>,
+    /// With --vm: how long to measure the guest's clock.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = hoptrace_units::arg::duration, requires = "vm")]
+    clock_duration: Duration,
 }
 
 pub fn run(a: Args) -> Result<ExitCode> {
@@ -56,7 +78,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .map(PathBuf::as_path)
         .collect();
     crate::outputs::claim("join", &a.out, &inputs, a.force.force)?;
-    if a.host_trace.is_some() || a.guest_trace.is_some() || a.clock.is_some() {
+    if a.host_trace.is_some() || a.guest_trace.is_some() || a.clock.is_some() || a.vm.is_some() {
         return chain(a);
     }
     join(&a.pub_rec, &a.sub_rec, &a.out, a.doctor_report.as_deref())
@@ -65,8 +87,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
 /// The whole chain T0..T4 in host TAI.
 fn chain(a: Args) -> Result<ExitCode> {
     use hoptrace_chain::{join_chain, ChainInputs, ClockMap, Side};
-    let alignment = match &a.clock {
-        Some(f) => {
+    let alignment = match (&a.clock, &a.vm) {
+        (None, Some(name)) => Some(vm_alignment(&a, name)?),
+        (Some(f), _) => {
             let text = std::fs::read_to_string(f)
                 .with_context(|| format!("reading the clock alignment {}", f.display()))?;
             let al: hoptrace_clocksync::Alignment = serde_json::from_str(&text).with_context(|| {
@@ -77,7 +100,7 @@ fn chain(a: Args) -> Result<ExitCode> {
             })?;
             Some(al)
         }
-        None => None,
+        (None, None) => None,
     };
     let inputs = ChainInputs {
         publisher: a.pub_rec.clone(),
@@ -94,6 +117,45 @@ fn chain(a: Args) -> Result<ExitCode> {
     let c = join_chain(&inputs, &map, &a.out)?;
     print!("{}", describe_chain(&c, &a.out));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--vm NAME`: the guest clock measured now through the VM's clock port,
+/// the estimate with the smaller bound (the exchange's or the guest's
+/// ptp_kvm readings'), said with why; its samples and estimate are kept in
+/// OUT as `clock-samples.tsv` and `clock.json` (as `lab run vm` keeps them).
+fn vm_alignment(a: &Args, name: &str) -> Result<hoptrace_clocksync::Alignment> {
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let samples = a.out.join("clock-samples.tsv");
+    println!(
+        "join --vm {name}: measuring the guest's clock through the VM's clock port for {}",
+        hoptrace_units::format_duration(a.clock_duration)
+    );
+    let found = crate::clock::measure_vm_clock(
+        name,
+        &a.connect,
+        a.qmp.as_deref(),
+        &samples,
+        a.clock_duration,
+    )?;
+    for al in &found {
+        println!("{}", al.describe());
+    }
+    let best = found
+        .into_iter()
+        .min_by_key(|al| al.estimate.bound_ns)
+        .expect("measure_vm_clock gives at least one estimate");
+    println!(
+        "join --vm {name}: guest stamps mapped through the {} estimate over {} (bound {} over \
+         the exchange; the run's stamps lie before it, so their bound is \
+         extrapolated, as the counts below say)",
+        best.kind.name(),
+        best.channel,
+        hoptrace_units::format_duration_ns(best.estimate.bound_ns)
+    );
+    let text = serde_json::to_string_pretty(&best)?;
+    std::fs::write(a.out.join("clock.json"), text + "\n")
+        .with_context(|| format!("writing {}", a.out.join("clock.json").display()))?;
+    Ok(best)
 }
 
 /// The chain join's result in a few lines.

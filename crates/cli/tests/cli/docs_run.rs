@@ -64,6 +64,7 @@ const GOOSE_SCL_WIRE: &str = "privileged::goose_wire::a_block_published_from_its
 const RELAY_WIRE: &str = "privileged::relay_wire::every_fault_is_tripped_on_its_first_sample_above_the_pickup_and_heard_as_a_goose_state_change";
 const VM_LIBVIRT: &str = "privileged::vm_libvirt::vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin";
 const TRACE_VM: &str = "privileged::vm_libvirt::trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand";
+const JOIN_VM: &str = "privileged::join_vm::join_vm_measures_the_guest_clock_through_the_vms_clock_port_and_maps_every_guest_row";
 const VM_QEMU: &str = "privileged::vm_qemu::vm_show_resolves_a_qemu_process_by_its_name_through_qmp_or_its_thread_names";
 const TRACE_VM_QEMU: &str =
     "privileged::vm_qemu::trace_vm_traces_a_qemu_processs_path_in_its_own_network_namespace";
@@ -92,6 +93,7 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
     ("doctor.md", "hoptrace doctor --observe", Test(OBSERVE, &[])),
     ("vms.md", "hoptrace vm show relay2", Test(VM_QEMU, &[])),
     ("vms.md", "hoptrace clock host --vm", Test(VM_QEMU, &[])),
+    ("vms.md", "hoptrace join", Test(JOIN_VM, &["--guest-trace", "--host-trace"])),
     ("vms.md", "hoptrace trace --vm relay2", Test(TRACE_VM_QEMU, &[])),
     ("vms.md", "hoptrace vm show", Test(VM_LIBVIRT, &[])),
     ("vms.md", "hoptrace trace --vm", Test(TRACE_VM, &[])),

@@ -45,6 +45,7 @@ mod privileged {
     mod explain_publisher;
     mod explain_subscriber;
     mod goose_wire;
+    mod join_vm;
     mod kvm_cli;
     mod lab_output;
     mod lab_relay;
