@@ -1,6 +1,7 @@
 //! Fuzz the QEMU command line reader on arbitrary bytes, split on NUL as
 //! `/proc/PID/cmdline` is (another user's process, whatever it was started
-//! with): it must give a model, never panic.
+//! with): it must give a model, and the domain settings read from its
+//! options (`doctor --vm`), never panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -18,4 +19,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = q.display().to_string();
     }
     let _ = c.first_accel();
+    let mut d = hoptrace_vm::domain::Domain::default();
+    hoptrace_vm::qemu_domain::apply_settings(&mut d, &c.options);
+    let _ = d.rt_vcpus();
 });

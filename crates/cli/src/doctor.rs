@@ -123,17 +123,20 @@ fn read_domain(path: &Path) -> Result<DomainInput> {
 /// The domain of `--vm`: its live XML and its threads, as `vm show` resolves them.
 fn resolve_vm(name: &str, uri: &str) -> Result<DomainInput> {
     let vm = hoptrace_vm::find_vm(name, uri, None)?;
-    if vm.managed_by != "libvirt" {
-        anyhow::bail!(
-            "VM {name} is a QEMU process without libvirt (pid {}): the domain checks read \
-             libvirt's domain XML, which it has none of; `hoptrace vm show {name}` shows its \
-             threads and their CPUs as running, and the doctor's path checks take --pid {}",
-            vm.qemu_pid.unwrap_or_default(),
+    let source = if vm.managed_by == "libvirt" {
+        format!("virsh -c {uri} dumpxml {name}")
+    } else {
+        // No XML: the command line and the running threads
+        // (hoptrace_vm::qemu_domain).
+        format!(
+            "QEMU process {} (pid {}): its command line, and its threads' CPUs and \
+             scheduling as running",
+            vm.name,
             vm.qemu_pid.unwrap_or_default()
-        );
-    }
+        )
+    };
     Ok(DomainInput {
-        source: format!("virsh -c {uri} dumpxml {name}"),
+        source,
         domain: vm.domain.clone(),
         running: Some(vm),
     })

@@ -19,6 +19,7 @@ pub mod domain;
 pub mod domain_xml;
 pub mod host;
 pub mod qemu_cmdline;
+pub mod qemu_domain;
 pub mod qemu_process;
 pub mod resolved;
 pub mod resolved_qemu;

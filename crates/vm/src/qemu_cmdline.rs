@@ -67,6 +67,9 @@ pub struct QemuCmdline {
     /// (`-device virtserialport,chardev=C,name=org.hoptrace.clock` with
     /// `-chardev socket,id=C,path=PATH`).
     pub clock_socket: Option<PathBuf>,
+    /// Every option as read (name without dashes, value): the settings the
+    /// domain audit judges are read from them ([`crate::qemu_domain`]).
+    pub options: Vec<(String, String)>,
 }
 
 /// Split QEMU's `key=value,...` list; `,,` is a literal comma.
@@ -121,7 +124,7 @@ pub fn parse_option_list(value: &str) -> OptionMap {
     map
 }
 
-fn on(v: Option<&String>) -> Option<bool> {
+pub(crate) fn on(v: Option<&String>) -> Option<bool> {
     match v.map(String::as_str) {
         Some("on" | "yes" | "true") => Some(true),
         Some("off" | "no" | "false") => Some(false),
@@ -131,7 +134,7 @@ fn on(v: Option<&String>) -> Option<bool> {
 
 /// The options of `argv` as (name without dashes, value) pairs; a flag
 /// without a value (`-enable-kvm`, `-nodefaults`) gets an empty value.
-fn options(argv: &[String]) -> Vec<(String, String)> {
+pub(crate) fn options(argv: &[String]) -> Vec<(String, String)> {
     // Options that take no value (the ones a VM's command line commonly
     // has); every other option takes the next argument.
     const FLAGS: &[&str] = &[
@@ -146,6 +149,7 @@ fn options(argv: &[String]) -> Vec<(String, String)> {
         "no-user-config",
         "snapshot",
         "no-acpi",
+        "usb",
     ];
     let mut out = Vec::new();
     let mut i = 1;
@@ -182,7 +186,8 @@ pub fn parse(argv: &[String]) -> QemuCmdline {
     let mut devices: Vec<OptionMap> = Vec::new();
     let mut chardevs: BTreeMap<String, String> = BTreeMap::new();
     let mut monitors: Vec<OptionMap> = Vec::new();
-    for (opt, value) in options(argv) {
+    c.options = options(argv);
+    for (opt, value) in c.options.clone() {
         let map = parse_option_list(&value);
         match opt.as_str() {
             "name" => {

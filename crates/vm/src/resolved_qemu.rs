@@ -20,7 +20,8 @@
 
 use std::path::Path;
 
-use crate::domain::{Domain, Interface, MemoryBacking};
+use crate::cpuset::Cpus;
+use crate::domain::{CpuTune, Domain, Interface, MemoryBacking, Pin, Sched, Scheduler};
 use crate::host::{self, BridgePorts};
 use crate::qemu_process::{self, Link, NetnsPlace, ProcessError, QemuProcess, Qmp};
 use crate::resolved::{vm_thread, ResolveError, ResolvedNic, ResolvedVm, VmThread};
@@ -289,7 +290,7 @@ pub fn from_process(p: &QemuProcess, qmp: Option<&Path>) -> Result<ResolvedVm, P
         .chain(&vhost)
         .map(|t| t.tid)
         .collect();
-    let emulator = all
+    let emulator: Vec<VmThread> = all
         .iter()
         .filter(|t| !placed.contains(&t.tid))
         .map(vm_thread)
@@ -307,8 +308,10 @@ pub fn from_process(p: &QemuProcess, qmp: Option<&Path>) -> Result<ResolvedVm, P
         hypervisor: hypervisor.clone(),
         vcpus: p.cmdline.vcpus,
         memory_backing: memory_backing.clone(),
+        cputune: running_cputune(&vcpus, &emulator, p.pid),
         ..Domain::default()
     };
+    crate::qemu_domain::apply_settings(&mut domain, &p.cmdline.options);
     domain.devices.interfaces = nics
         .iter()
         .map(|n| Interface {
@@ -349,6 +352,37 @@ pub fn from_process(p: &QemuProcess, qmp: Option<&Path>) -> Result<ResolvedVm, P
         numatune: None,
         notes,
         domain,
+    })
+}
+
+/// What a libvirt domain's `<cputune>` would say, read from the running
+/// threads (no command line configures them): each vCPU's allowed CPUs and
+/// policy, and the main thread's CPUs as the emulator's.
+fn running_cputune(vcpus: &[VmThread], emulator: &[VmThread], pid: u32) -> CpuTune {
+    let cpus = |t: &VmThread| t.running_cpus.as_deref().and_then(|c| Cpus::parse(c).ok());
+    let mut tune = CpuTune::default();
+    for t in vcpus {
+        let Some(v) = t.vcpu else { continue };
+        if let Some(c) = cpus(t) {
+            tune.vcpupin.push(Pin { id: v, cpus: c });
+        }
+        if let Some(s) = t.running_sched.as_deref().and_then(sched_of) {
+            let ids = Cpus::parse(&v.to_string()).ok();
+            tune.vcpusched.push(Sched { ids, ..s });
+        }
+    }
+    tune.emulatorpin = emulator.iter().find(|t| t.tid == pid).and_then(cpus);
+    tune
+}
+
+/// `fifo 50`, `rr 10`, `other` (the running policy as `host` writes it).
+fn sched_of(s: &str) -> Option<Sched> {
+    let mut words = s.split_whitespace();
+    let scheduler = Scheduler::parse(words.next()?)?;
+    Some(Sched {
+        ids: None,
+        scheduler,
+        priority: words.next().and_then(|p| p.parse().ok()),
     })
 }
 

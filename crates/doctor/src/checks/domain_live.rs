@@ -69,6 +69,13 @@ fn running<'c>(ctx: &'c Ctx) -> Result<&'c ResolvedVm, Outcome> {
             "a domain XML file: nothing running to compare (--vm NAME audits a running domain)",
         )
     })?;
+    if vm.managed_by != "libvirt" {
+        return Err(Outcome::not_applicable(format!(
+            "{} is a QEMU process without libvirt: nothing configures its threads but their \
+             running state, which the other domain checks judge",
+            vm.name
+        )));
+    }
     if vm.state != "running" || vm.qemu_pid.is_none() {
         return Err(Outcome::not_applicable(format!(
             "domain {} is {}: no thread to compare",
