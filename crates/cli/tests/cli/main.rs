@@ -46,6 +46,7 @@ mod privileged {
     mod explain_subscriber;
     mod goose_wire;
     mod kvm_cli;
+    mod kvm_nested;
     mod lab_output;
     mod lab_relay;
     mod lab_topologies;
