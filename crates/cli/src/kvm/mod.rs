@@ -5,7 +5,8 @@
 //! (among them a kernel without kvm tracepoints: the message says what is
 //! missing and what to do), 2 usage, 5 events were lost (the figures are
 //! partial). `hoptrace kvm workload` (hidden) is the nested lab's guest
-//! program with exits known in advance.
+//! program with exits known in advance; `hoptrace kvm guest-hypervisor`
+//! (hidden) its guest that runs a guest of its own with SVM.
 
 mod live;
 
@@ -99,6 +100,25 @@ enum Sub {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// (internal) A VM that is itself a hypervisor: it runs a nested guest
+    /// with AMD SVM (needs kvm_amd nested=1) that executes known CPUID, HLT
+    /// and port-I/O exits, and counts the exits it handles.
+    #[command(hide = true)]
+    GuestHypervisor {
+        /// CPUIDs of the nested guest: one nested cpuid exit each.
+        #[arg(long, default_value_t = 10)]
+        cpuid: u32,
+        /// Halts of the nested guest: one nested hlt exit each.
+        #[arg(long, default_value_t = 10)]
+        hlt: u32,
+        /// Port writes of the nested guest: one nested io exit each (one
+        /// more ends the run).
+        #[arg(long, default_value_t = 10)]
+        io: u32,
+        /// Write the account (pid, SVM features offered, counts) here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Per packet, the host's delivery of its interrupt to the guest:
     /// consumer_copy -> irq_signal -> vcpu_wake -> guest_entry (docs/kvm.md).
     Delivery {
@@ -161,6 +181,27 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
                 hlt,
             };
             return workload(plan, json);
+        }
+        Some(Sub::GuestHypervisor {
+            cpuid,
+            hlt,
+            io,
+            json,
+        }) => {
+            let plan = hoptrace_lab::nested::guest_hypervisor::NestedPlan { cpuid, hlt, io };
+            let out = hoptrace_lab::nested::guest_hypervisor::run(plan, |pid| {
+                eprintln!(
+                    "hoptrace kvm guest-hypervisor: pid {pid}: L3 runs {cpuid} cpuid, {hlt} hlt, {io} out (+1 done)"
+                )
+            })?;
+            write_account(serde_json::to_value(&out)?, json)?;
+            eprintln!(
+                "hoptrace kvm guest-hypervisor: done in {:.3} s; L2 counted {:?}; SVM features offered to L2: {:?}",
+                out.elapsed_ns as f64 / 1e9,
+                out.l2,
+                out.svm_features
+            );
+            return Ok(ExitCode::SUCCESS);
         }
         Some(Sub::Delivery {
             trace,

@@ -58,6 +58,7 @@ use Runs::{Here, ParsedOnly, Test};
 const TOUR: &str = "readme_tour::privileged::the_readme_tour_runs_as_written";
 const LAB_VM: &str = "privileged::lab_vm::vm_lab_boots_carries_sv_into_the_guest_and_goes_down";
 const KVM: &str = "privileged::kvm_cli::the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_perf";
+const KVM_NESTED: &str = "privileged::kvm_nested::a_guest_hypervisor_in_the_nested_lab_causes_exactly_the_nested_exits_its_guest_executes";
 const GOOSE_WIRE: &str =
     "privileged::goose_wire::every_goose_message_published_on_the_scheme_is_heard_once_in_order";
 const GOOSE_SCL_WIRE: &str = "privileged::goose_wire::a_block_published_from_its_scl_file_is_received_as_configured_and_the_others_are_missing";
@@ -141,6 +142,7 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
         ParsedOnly("joins a trace and a `kvm --delivery` recording of a KVM host; `lab run kvm` joins its own with the same code"),
     ),
     ("kvm.md", "hoptrace lab", Test(KVM, &[])),
+    ("kvm.md", "hoptrace kvm guest-hypervisor", Test(KVM_NESTED, &[])),
     (
         "kvm.md",
         "hoptrace kvm",

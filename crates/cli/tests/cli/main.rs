@@ -47,6 +47,7 @@ mod privileged {
     mod goose_wire;
     mod join_vm;
     mod kvm_cli;
+    mod kvm_nested;
     mod lab_output;
     mod lab_relay;
     mod lab_topologies;

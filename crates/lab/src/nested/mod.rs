@@ -22,6 +22,11 @@
 //!    back through the 9p share: `kvm.json`, `workload.json`,
 //!    `perf-kvm.txt`, the logs, `no-kvm.txt`, the serial console.
 //!
+//! 4. A guest hypervisor ([`guest_hypervisor`], `hoptrace kvm
+//!    guest-hypervisor`): an L2 that runs an L3 with SVM's VMRUN (L1's
+//!    kvm_amd has `nested=1`), so that L1's KVM reflects known nested exits
+//!    to it (docs/kvm.md, "Nested guests: feasibility on this machine").
+//!
 //! Boot to ready is about 10 s under TCG; one exit of L2 costs tens of
 //! microseconds there (docs/kvm.md has the measured figures).
 
@@ -29,6 +34,7 @@ pub mod checks;
 pub mod crosscheck;
 pub mod deliver;
 pub mod explain_check;
+pub mod guest_hypervisor;
 pub mod perf_stat;
 pub mod workload;
 
@@ -75,19 +81,18 @@ fn extras() -> Result<Extras> {
     })
 }
 
+/// L1's emulated CPU: `qemu64,+svm,+npt`, or `HOPTRACE_KVM_LAB_CPU` (e.g.
+/// `qemu64,+svm,+npt,+vgif` to offer L1 virtual GIF; docs/kvm.md, "Nested
+/// guests: feasibility on this machine").
+pub fn l1_cpu() -> String {
+    std::env::var("HOPTRACE_KVM_LAB_CPU").unwrap_or_else(|_| "qemu64,+svm,+npt".into())
+}
+
 fn qemu_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "-accel",
-        "tcg",
-        "-machine",
-        "q35",
-        "-cpu",
-        "qemu64,+svm,+npt",
-        "-m",
-        "1024",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut a: Vec<String> = ["-accel", "tcg", "-machine", "q35", "-cpu"]
+        .map(String::from)
+        .to_vec();
+    a.extend([l1_cpu(), "-m".into(), "1024".into()]);
     a.extend(crate::vm::guest_args(st, kernel, initrd));
     a
 }
@@ -168,7 +173,8 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
     }
     println!("lab up: {}", text.trim());
     st.path.push(format!(
-        "L1 QEMU TCG -cpu qemu64,+svm,+npt, kernel {}, KVM (kvm-amd) loaded, ready in {:.1} s",
+        "L1 QEMU TCG -cpu {}, kernel {}, KVM (kvm-amd) loaded, ready in {:.1} s",
+        l1_cpu(),
         kernel.release,
         boot.elapsed().as_secs_f64()
     ));

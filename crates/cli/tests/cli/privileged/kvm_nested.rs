@@ -1,0 +1,209 @@
+//! A guest hypervisor in the nested lab (privileged): L1 (QEMU TCG with
+//! emulated SVM and virtual GIF, kvm_amd `nested=1`) runs `hoptrace kvm
+//! guest-hypervisor`, an L2 that runs an L3 with CLGI, VMRUN, STGI; L3
+//! executes K `cpuid`, M `hlt` and N `out` (plus one `out` that ends the
+//! run), every one intercepted by L2. `hoptrace kvm --json` in L1 must
+//! count, for the guest hypervisor's process, exactly those nested exits
+//! reflected to L2 (`kvm_nested_vmexit_inject`) and seen by L1
+//! (`kvm_nested_vmexit`) per reason, named from the kernel's tables, and
+//! L2's own exits to L1: one `vmrun` per VMRUN L2 counted, the three MSR
+//! accesses of its setup, and one `clgi` and one `stgi` per VMRUN exactly
+//! when kvm_amd runs without virtual GIF: none with the lab's kvm_amd
+//! (`vgif=1`), all of them after it is reloaded with `vgif=0`. L1's
+//! tracefs must show one `kvm_nested_vmenter` per VMRUN.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const H: &str = env!("CARGO_BIN_EXE_hoptrace");
+const LAB: &str = "kvmn";
+
+/// Removes the lab whatever happens to the test.
+struct Down;
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(H).args(["lab", "down", LAB]).output();
+    }
+}
+
+/// The L1 job: two phases, kvm_amd as the lab loaded it (virtual GIF on:
+/// the lab's CPU has it) then reloaded with `vgif=0`; in each, the kvm
+/// tracer, tracefs for kvm_nested_vmenter and the guest hypervisor; files
+/// into the lab's share (`/mnt/host/out/nested/PHASE-*`).
+fn l1_script(k: u64, m: u64, n: u64) -> String {
+    format!(
+        "O=/mnt/host/out/nested; rm -rf $O; mkdir -p $O; T=/sys/kernel/tracing; P=/sys/module/kvm_amd/parameters\n\
+         phase() {{\n\
+         cat $P/nested > $O/$1-nested; cat $P/vgif > $O/$1-vgif\n\
+         echo > $T/trace; echo 1 > $T/events/kvm/kvm_nested_vmenter/enable; echo 1 > $T/tracing_on\n\
+         hoptrace kvm --plain --json > $O/$1-kvm.json 2> $O/$1-kvm.log &\n\
+         K=$!\n\
+         n=0; while ! grep -qs ready $O/$1-kvm.log; do n=$((n+1)); [ $n -gt 600 ] && break; usleep 100000; done\n\
+         hoptrace kvm guest-hypervisor --cpuid {k} --hlt {m} --io {n} --json $O/$1-gh.json > $O/$1-gh.log 2>&1\n\
+         echo $? > $O/$1-gh.rc\n\
+         kill -INT $K; wait $K\n\
+         echo 0 > $T/events/kvm/kvm_nested_vmenter/enable\n\
+         cp $T/trace $O/$1-trace.txt\n\
+         }}\n\
+         phase vgif1\n\
+         rmmod kvm_amd && insmod /lib/modules/kvm_amd.ko vgif=0 || exit 1\n\
+         phase vgif0\n"
+    )
+}
+
+/// The checks of one phase of the L1 job.
+fn phase_checks(
+    out: &std::path::Path,
+    phase: &str,
+    vgif: bool,
+    (k, m, n): (u64, u64, u64),
+    log: &str,
+) {
+    let read = |f: &str| {
+        std::fs::read_to_string(out.join(format!("{phase}-{f}")))
+            .unwrap_or_else(|e| panic!("{f}: {e}\n{log}"))
+    };
+    assert_eq!(read("nested").trim(), "1", "kvm_amd nested in L1");
+    assert_eq!(
+        read("vgif").trim(),
+        if vgif { "1" } else { "0" },
+        "kvm_amd vgif"
+    );
+    assert_eq!(
+        read("gh.rc").trim(),
+        "0",
+        "the guest hypervisor failed:\n{}\n{log}",
+        read("gh.log")
+    );
+    // The guest hypervisor's own account.
+    let gh: Value = serde_json::from_str(&read("gh.json")).unwrap();
+    let pid = gh["pid"].as_u64().unwrap();
+    let vmruns = k + m + n + 1;
+    let l2 = &gh["l2"];
+    for (field, want) in [
+        ("cpuid", k),
+        ("hlt", m),
+        ("ioio", n + 1),
+        ("vmrun", vmruns),
+        ("vmexit", vmruns),
+        ("other", 0),
+    ] {
+        assert_eq!(l2[field].as_u64(), Some(want), "L2 counted {field}: {gh}");
+    }
+    // hoptrace kvm in L1: the nested exits of that process, per reason.
+    let kvm: Value = serde_json::from_str(&read("kvm.json")).unwrap();
+    let rows: Vec<Value> = kvm["nested"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["pid"].as_u64() == Some(pid))
+        .cloned()
+        .collect();
+    for (reason, want) in [("cpuid", k), ("hlt", m), ("io", n + 1)] {
+        for event in ["kvm_nested_vmexit_inject", "kvm_nested_vmexit"] {
+            assert_eq!(
+                nested(&rows, event, reason),
+                want,
+                "{event} {reason}: {rows:?}\n{log}"
+            );
+        }
+    }
+    let injected: u64 = rows
+        .iter()
+        .filter(|r| r["event"] == "kvm_nested_vmexit_inject")
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        injected, vmruns,
+        "only the designed exits reach L2: {rows:?}"
+    );
+    assert!(rows.iter().all(|r| r["isa"] == "svm"), "{rows:?}");
+    // L2's own exits to L1: its VMRUNs and its setup's MSR accesses.
+    let vm = kvm["vms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["pid"].as_u64() == Some(pid))
+        .unwrap_or_else(|| panic!("no VM with pid {pid} in kvm.json\n{log}"));
+    let reason = |name: &str| {
+        vm["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["reason"] == name)
+            .and_then(|r| r["count"].as_u64())
+            .unwrap_or(0)
+    };
+    assert_eq!(reason("vmrun"), vmruns, "vmrun exits of L2\n{log}");
+    assert_eq!(
+        reason("msr"),
+        3,
+        "rdmsr/wrmsr EFER, wrmsr VM_HSAVE_PA\n{log}"
+    );
+    assert_eq!(
+        kvm["lost"]["exits_lost"].as_u64(),
+        Some(0),
+        "{}",
+        kvm["lost"]
+    );
+    // L1's tracefs: one nested entry per VMRUN of that process.
+    let trace = read("trace.txt");
+    let entries = trace
+        .lines()
+        .filter(|l| l.contains(" kvm_nested_vmenter:") && l.contains(&format!("-{pid} ")))
+        .count() as u64;
+    assert_eq!(entries, vmruns, "kvm_nested_vmenter in L1\n{log}");
+}
+
+/// `count` of the row of `rows` with this event and reason (0 if none).
+fn nested(rows: &[Value], event: &str, reason: &str) -> u64 {
+    rows.iter()
+        .filter(|r| r["event"] == event && r["reason"] == reason)
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn a_guest_hypervisor_in_the_nested_lab_causes_exactly_the_nested_exits_its_guest_executes() {
+    if !hoptrace_netns::require_privileges(
+        "a_guest_hypervisor_in_the_nested_lab_causes_exactly_the_nested_exits_its_guest_executes",
+    ) {
+        return;
+    }
+    let (k, m, n) = (9u64, 4u64, 13u64);
+    let _down = Down;
+    let up = Command::new(H)
+        .args(["lab", "up", "kvm", "--name", LAB])
+        .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
+        .env("HOPTRACE_KVM_LAB_CPU", "qemu64,+svm,+npt,+vgif")
+        .output()
+        .expect("run hoptrace lab up kvm");
+    let mut log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    assert!(up.status.success(), "lab up kvm failed:\n{log}");
+    let ex = Command::new(H)
+        .args([
+            "lab",
+            "exec",
+            LAB,
+            "vm",
+            "--",
+            "sh",
+            "-c",
+            &l1_script(k, m, n),
+        ])
+        .output()
+        .expect("run hoptrace lab exec");
+    log.push_str(&String::from_utf8_lossy(&ex.stdout));
+    log.push_str(&String::from_utf8_lossy(&ex.stderr));
+    let out = hoptrace_lab::vm::share_dir(LAB).join("out/nested");
+    // Virtual GIF on: L2's CLGI and STGI run in the guest.
+    phase_checks(&out, "vgif1", true, (k, m, n), &log);
+    // Virtual GIF off: each is one more exit of L2 per nested exit.
+    phase_checks(&out, "vgif0", false, (k, m, n), &log);
+    assert!(ex.status.success(), "lab exec failed:\n{log}");
+}
