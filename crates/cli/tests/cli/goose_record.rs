@@ -56,7 +56,7 @@ pub(crate) fn frame(st: u32, sq: u32, tal: u32, t_ns: i64) -> GooseFrame {
             conf_rev: 1,
             nds_com: false,
             num_dat_set_entries: 1,
-            all_data: vec![Data::Boolean(st % 2 == 0)],
+            all_data: vec![Data::Boolean(st.is_multiple_of(2))],
         },
     }
 }

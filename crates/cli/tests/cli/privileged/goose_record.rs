@@ -188,11 +188,18 @@ fn a_recorded_subscription_has_a_row_per_message_the_held_message_as_its_one_tal
     );
 
     // hoptrace report reads the recording: the same counts.
-    let js = dir.path().join("r.json");
+    report_counts(dir.path(), &rec, rows.len() as u64);
+}
+
+/// `hoptrace report` of the recording `rec` (its JSON written into `dir`):
+/// a GOOSE part of one block with `rows` messages, one TAL expiry, one
+/// state change and both states timed.
+fn report_counts(dir: &std::path::Path, rec: &std::path::Path, rows: u64) {
+    let js = dir.join("r.json");
     let o = std::process::Command::new(crate::endpoints_common::BIN)
         .args(["report", "--json"])
         .arg(&js)
-        .arg(&rec)
+        .arg(rec)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -200,7 +207,7 @@ fn a_recorded_subscription_has_a_row_per_message_the_held_message_as_its_one_tal
     assert!(text.contains("GOOSE control blocks (1 block(s)"), "{text}");
     let rep: serde_json::Value = serde_json::from_slice(&std::fs::read(&js).unwrap()).unwrap();
     let b = &rep["runs"][0]["goose"]["blocks"][0];
-    assert_eq!(b["messages"].as_u64(), Some(rows.len() as u64), "{b}");
+    assert_eq!(b["messages"].as_u64(), Some(rows), "{b}");
     assert_eq!(b["tal_expired"], 1, "{b}");
     assert_eq!(b["state_changes"], 1, "{b}");
     assert_eq!(b["transfer"]["count"], 2, "{b}");
