@@ -104,5 +104,37 @@ pub fn claim_record(
 /// needs (the clap group of the recorders: ping, sv publish, sv subscribe).
 pub const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";
 
+/// How a long recording is kept (`sv subscribe`, `goose subscribe`): each
+/// flag needs `--record`, through the group [`RECORD_FROM_FLAG_OR_FILE`]
+/// that the command declares (with `config` where a config file may give
+/// the recording).
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct RetentionArgs {
+    /// With --record: delete the recording's oldest segments once older
+    /// than this (7d).
+    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = RECORD_FROM_FLAG_OR_FILE)]
+    pub retain: Option<std::time::Duration>,
+    /// With --record: keep the recording directory under this size
+    /// (20GiB), deleting the oldest segments first.
+    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size, requires = RECORD_FROM_FLAG_OR_FILE)]
+    pub max_disk: Option<u64>,
+    /// With --record: delete the recording's rollups (per-minute figures
+    /// that outlive --retain and --max-disk) once older than this
+    /// [default: 400d].
+    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = RECORD_FROM_FLAG_OR_FILE)]
+    pub rollup_retain: Option<std::time::Duration>,
+}
+
+impl RetentionArgs {
+    /// The writer's retention, None when no flag bounds the recording.
+    pub fn retention(&self) -> Option<hoptrace_record::retention::Retention> {
+        hoptrace_record::retention::Retention::with_rollups(
+            self.retain,
+            self.max_disk,
+            self.rollup_retain,
+        )
+    }
+}
+
 /// `--force` of the commands with `--record`: the help they share.
 pub const RECORD_FORCE_HELP: &str = "With --record: replace the recording directory when it exists and is not empty (what it holds is deleted first). A recording directory is otherwise new or empty, and never one of the inputs.";

@@ -183,8 +183,13 @@ pub struct Heard {
     pub frame: GooseFrame,
     pub observation: GooseObservation,
     /// The kernel's RX software stamp (CLOCK_REALTIME ns), else the time
-    /// read after the receive.
+    /// read after the receive: the instant the tracking supervises.
     pub rx_ns: i64,
+    /// The kernel's RX software stamp alone (None when the kernel gave
+    /// none).
+    pub kernel_rx_ns: Option<i64>,
+    /// CLOCK_REALTIME read after the decode and the tracking (ns).
+    pub app_ns: i64,
 }
 
 /// What the subscriber heard.
@@ -197,13 +202,16 @@ pub struct SubscribeReport {
 }
 
 /// Subscribe on `iface` for `duration` (or until `stop`); `on_ready` once
-/// the socket is bound, `each` per message.
+/// the socket is bound, `each` per message, `tick` with the counts so far
+/// at least every 100 ms (after each frame, and when none came: a
+/// recording rotates its segments on it).
 pub fn subscribe(
     iface: &str,
     duration: Option<Duration>,
     stop: &AtomicBool,
     on_ready: impl FnOnce(),
     mut each: impl FnMut(&Heard),
+    mut tick: impl FnMut(&SubscribeReport),
 ) -> Result<SubscribeReport> {
     let sock = PacketSocket::open_with_vlan_tags(iface, ETHERTYPE_GOOSE)?;
     sock.set_recv_timeout(Duration::from_millis(100))?;
@@ -215,6 +223,7 @@ pub fn subscribe(
     let start = std::time::Instant::now();
     on_ready();
     while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| start.elapsed() < d) {
+        tick(&report);
         let Some(r) = sock.recv(&mut buf, Some(Duration::from_millis(100)))? else {
             continue;
         };
@@ -222,7 +231,8 @@ pub fn subscribe(
             continue;
         }
         report.frames += 1;
-        let rx_ns = r.stamps.software.unwrap_or_else(timestamping::realtime_ns);
+        let kernel_rx_ns = r.stamps.software;
+        let rx_ns = kernel_rx_ns.unwrap_or_else(timestamping::realtime_ns);
         let wire = r.wire_frame(&buf);
         let Ok(frame) = decode(&wire) else {
             report.malformed += 1;
@@ -241,7 +251,10 @@ pub fn subscribe(
             frame,
             observation,
             rx_ns,
+            kernel_rx_ns,
+            app_ns: timestamping::realtime_ns(),
         });
     }
+    tick(&report);
     Ok(report)
 }

@@ -29,6 +29,7 @@ pub mod config;
 pub mod e2e_join;
 pub mod expect;
 pub mod goose;
+pub mod goose_recording;
 pub mod pacing;
 pub mod pacing_report;
 pub mod ping;

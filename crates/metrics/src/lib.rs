@@ -13,6 +13,9 @@
 //! * [`sv`]: the subscriber's metrics (per stream: samples, lost,
 //!   duplicated, reordered, T4-T3 and end-to-end latency; malformed frames
 //!   and kernel drops), and the names a dashboard may use ([`sv::NAMES`]).
+//! * [`goose`]: the GOOSE subscriber's metrics (per control block: the
+//!   tracker's findings as counters, the last stNum, the state changes'
+//!   transfer time; malformed frames).
 //! * [`doctor`]: the host checks run at the start, as gauges.
 //! * [`trace`]: the tracer's metrics (per stream and stage latency, spikes
 //!   above each threshold, lost events, explained culprits).
@@ -20,6 +23,7 @@
 pub mod addr;
 pub mod buckets;
 pub mod doctor;
+pub mod goose;
 mod registrar;
 pub mod server;
 pub mod sv;

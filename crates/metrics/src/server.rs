@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use prometheus_client::encoding::text::encode;
-use prometheus_client::registry::Registry;
+/// The registry an [`Exporter`] serves (re-exported: its users name it
+/// without depending on `prometheus-client`).
+pub use prometheus_client::registry::Registry;
 
 /// The content type of the OpenMetrics text exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

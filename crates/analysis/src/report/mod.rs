@@ -6,6 +6,7 @@ pub mod charts;
 pub mod configured;
 pub mod explained;
 pub mod export;
+pub mod goose;
 pub mod html;
 pub mod html_explained;
 pub mod model;
@@ -35,6 +36,7 @@ pub fn build(
     for p in paths {
         let (a, prov) = crate::load::analyze_recording(p, config.clone())?;
         let mut run = RunReport::build(&a, prov);
+        run.goose = goose::read(p, &config.streams, &config.thresholds)?;
         if p.is_dir() {
             let ex = hoptrace_record::read_explanations(p)?;
             run.explanations = ex.iter().map(explained::Explanation::from).collect();

@@ -267,6 +267,11 @@ pub struct RunReport {
     /// `--scl`/`--config`: the recording's streams against the configured ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub configured: Option<super::configured::ConfiguredCheck>,
+    /// A GOOSE subscriber's recording (`goose subscribe --record`): per
+    /// control block, the subscriber's findings and the state changes'
+    /// transfer time (docs/goose.md); absent for other recordings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goose: Option<super::goose::GooseReport>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -386,6 +391,7 @@ impl RunReport {
             explanations: Vec::new(),
             culprits: Vec::new(),
             configured: None,
+            goose: None,
         }
     }
 }

@@ -73,7 +73,7 @@ fn headers(report: &Report, first: &str) -> Vec<String> {
     h
 }
 
-fn table(out: &mut String, rows: &[Vec<String>], markdown: bool) {
+pub(crate) fn table(out: &mut String, rows: &[Vec<String>], markdown: bool) {
     if rows.is_empty() {
         return;
     }
@@ -177,6 +177,9 @@ fn render_as(report: &Report, markdown: bool, summary: bool) -> String {
         }
         if let Some(c) = &run.configured {
             t.configured(c);
+        }
+        if let Some(g) = &run.goose {
+            super::goose::render(&mut t.out, g, markdown);
         }
         if run.streams.len() > 1 {
             t.heading(3, &format!("all {} streams", run.streams.len()));

@@ -82,19 +82,8 @@ pub struct Args {
     /// (9464), HOST:PORT where told (0.0.0.0:9464 for a remote Prometheus).
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
-    /// With --record: delete the recording's oldest segments once older
-    /// than this (7d).
-    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
-    pub retain: Option<Duration>,
-    /// With --record: keep the recording directory under this size
-    /// (20GiB), deleting the oldest segments first.
-    #[arg(long, value_name = "SIZE", value_parser = hoptrace_units::arg::size, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
-    pub max_disk: Option<u64>,
-    /// With --record: delete the recording's rollups (per-minute figures
-    /// that outlive --retain and --max-disk) once older than this
-    /// [default: 400d].
-    #[arg(long, value_name = "AGE", value_parser = hoptrace_units::arg::duration, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
-    pub rollup_retain: Option<Duration>,
+    #[command(flatten)]
+    pub retention: crate::outputs::RetentionArgs,
     #[command(flatten)]
     pub scl: crate::sv::streams::SclArgs,
     /// With configured streams (--scl, or `[scl]` in the config file): the
@@ -146,9 +135,10 @@ impl FromConfigFile for Args {
         given.overlay("rx_mode", &mut self.rx_mode, t.rx_mode);
         given.overlay_option("ring_blocks", &mut self.ring_blocks, t.ring_blocks);
         given.overlay_option("metrics", &mut self.metrics, t.metrics);
-        given.overlay_option("retain", &mut self.retain, t.retain);
-        given.overlay_option("max_disk", &mut self.max_disk, t.max_disk);
-        given.overlay_option("rollup_retain", &mut self.rollup_retain, t.rollup_retain);
+        let r = &mut self.retention;
+        given.overlay_option("retain", &mut r.retain, t.retain);
+        given.overlay_option("max_disk", &mut r.max_disk, t.max_disk);
+        given.overlay_option("rollup_retain", &mut r.rollup_retain, t.rollup_retain);
         given.overlay("expect_streams", &mut self.expect_streams, t.expect_streams);
         given.overlay("resume", &mut self.resume, t.resume);
         self.realtime.overlay(t.cpu, t.fifo);
@@ -165,11 +155,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.config.config.as_deref(),
     ];
     claim_recording(&args, &inputs)?;
-    let retention = hoptrace_record::retention::Retention::with_rollups(
-        args.retain,
-        args.max_disk,
-        args.rollup_retain,
-    );
+    let retention = args.retention.retention();
     let metrics_addr = args
         .metrics
         .as_deref()
@@ -369,28 +355,8 @@ impl Metrics {
     /// Serve at `addr`, with the host checks (run now, on `iface`'s path)
     /// as gauges.
     fn start(addr: std::net::SocketAddr, iface: &str) -> Result<Self> {
-        let (sv, mut registry) = SubscriberMetrics::new();
-        let opts = hoptrace_doctor::Options {
-            ifaces: vec![iface.to_string()],
-            ..Default::default()
-        };
-        match crate::doctor::run_checks(None, &opts) {
-            Ok(r) => {
-                eprintln!(
-                    "hoptrace sv subscribe: host checks (hoptrace doctor): {}",
-                    r.summary.headline()
-                );
-                hoptrace_metrics::doctor::register(&mut registry, &r.summary);
-            }
-            Err(e) => eprintln!(
-                "hoptrace sv subscribe: host checks not run, the metrics go on without them: {e:#}"
-            ),
-        }
-        let exporter = Exporter::start(addr, std::sync::Arc::new(std::sync::Mutex::new(registry)))?;
-        eprintln!(
-            "hoptrace sv subscribe: metrics at http://{}/metrics",
-            exporter.addr
-        );
+        let (sv, registry) = SubscriberMetrics::new();
+        let exporter = serve_metrics("sv subscribe", addr, iface, registry)?;
         Ok(Metrics {
             sv: std::cell::RefCell::new(sv),
             _exporter: exporter,
@@ -434,6 +400,39 @@ impl Metrics {
             s.refr_tm.map(|r| s.t_app - r),
         );
     }
+}
+
+/// Serve `registry` at `addr` for `command` (said on stderr), with the
+/// host checks (run now, on `iface`'s path) as gauges: the subscribers'
+/// `--metrics`.
+pub(crate) fn serve_metrics(
+    command: &str,
+    addr: std::net::SocketAddr,
+    iface: &str,
+    mut registry: hoptrace_metrics::server::Registry,
+) -> Result<Exporter> {
+    let opts = hoptrace_doctor::Options {
+        ifaces: vec![iface.to_string()],
+        ..Default::default()
+    };
+    match crate::doctor::run_checks(None, &opts) {
+        Ok(r) => {
+            eprintln!(
+                "hoptrace {command}: host checks (hoptrace doctor): {}",
+                r.summary.headline()
+            );
+            hoptrace_metrics::doctor::register(&mut registry, &r.summary);
+        }
+        Err(e) => eprintln!(
+            "hoptrace {command}: host checks not run, the metrics go on without them: {e:#}"
+        ),
+    }
+    let exporter = Exporter::start(addr, std::sync::Arc::new(std::sync::Mutex::new(registry)))?;
+    eprintln!(
+        "hoptrace {command}: metrics at http://{}/metrics",
+        exporter.addr
+    );
+    Ok(exporter)
 }
 
 /// Claim `--record` (src/outputs.rs) unless `--resume` continues what it

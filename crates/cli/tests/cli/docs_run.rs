@@ -62,6 +62,7 @@ const KVM_NESTED: &str = "privileged::kvm_nested::a_guest_hypervisor_in_the_nest
 const GOOSE_WIRE: &str =
     "privileged::goose_wire::every_goose_message_published_on_the_scheme_is_heard_once_in_order";
 const GOOSE_SCL_WIRE: &str = "privileged::goose_wire::a_block_published_from_its_scl_file_is_received_as_configured_and_the_others_are_missing";
+const GOOSE_RECORD: &str = "privileged::goose_record::a_recorded_subscription_has_a_row_per_message_the_held_message_as_its_one_tal_expiry_and_metrics_equal_to_the_rows";
 const RELAY_WIRE: &str = "privileged::relay_wire::every_fault_is_tripped_on_its_first_sample_above_the_pickup_and_heard_as_a_goose_state_change";
 const VM_LIBVIRT: &str = "privileged::vm_libvirt::vm_show_resolves_a_libvirt_domain_and_doctor_vm_finds_a_vcpu_moved_off_its_pin";
 const TRACE_VM: &str = "privileged::vm_libvirt::trace_vm_traces_the_domains_path_with_the_counts_of_the_interfaces_named_by_hand";
@@ -118,6 +119,8 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
         "hoptrace goose publish --iface eth0 --scl",
         Test(GOOSE_SCL_WIRE, &["--ied", "--change-every"]),
     ),
+    ("goose.md", "hoptrace goose subscribe --iface eth1 --record", Test(GOOSE_RECORD, &[])),
+    ("goose.md", "hoptrace report goose-rec", Test(GOOSE_RECORD, &[])),
     ("goose.md", "hoptrace goose subscribe --iface eth1", Test(GOOSE_WIRE, &[])),
     (
         "goose.md",

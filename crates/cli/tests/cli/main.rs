@@ -16,6 +16,7 @@ mod doctor_cli;
 mod endpoints_common;
 mod exit_codes_cli;
 mod goose_cli;
+mod goose_record;
 mod goose_scl;
 mod lab_common;
 mod metrics_common;
@@ -44,6 +45,7 @@ mod privileged {
     mod explain_cli;
     mod explain_publisher;
     mod explain_subscriber;
+    mod goose_record;
     mod goose_wire;
     mod join_vm;
     mod kvm_cli;

@@ -36,6 +36,41 @@ pub enum GooseKind {
     StNumBackwards,
 }
 
+impl GooseKind {
+    pub const ALL: [GooseKind; 6] = [
+        GooseKind::First,
+        GooseKind::Retransmission,
+        GooseKind::StateChange,
+        GooseKind::Duplicate,
+        GooseKind::OutOfOrder,
+        GooseKind::StNumBackwards,
+    ];
+
+    /// Its name in recordings and metrics: `first`, `retransmission`,
+    /// `state_change`, `duplicate`, `out_of_order`, `st_num_backwards`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GooseKind::First => "first",
+            GooseKind::Retransmission => "retransmission",
+            GooseKind::StateChange => "state_change",
+            GooseKind::Duplicate => "duplicate",
+            GooseKind::OutOfOrder => "out_of_order",
+            GooseKind::StNumBackwards => "st_num_backwards",
+        }
+    }
+
+    /// The kind named `s` (as [`GooseKind::as_str`] names it).
+    pub fn parse(s: &str) -> Option<GooseKind> {
+        GooseKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Whether the message is the newest of its block (its stNum and
+    /// sqNum are the block's state now): not a duplicate, not late.
+    pub fn is_newest(self) -> bool {
+        !matches!(self, GooseKind::Duplicate | GooseKind::OutOfOrder)
+    }
+}
+
 /// One message, observed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GooseObservation {

@@ -2,7 +2,7 @@
 //! the producer's own code: the endpoints' recorders (`sv publish`, `sv
 //! subscribe`, `ping`, `reflect`), the joins (`hoptrace join`'s end-to-end join, the
 //! chain join, the delivery join), `correlate`'s correlator, the kvm
-//! recorders, and the tracer's recording functions
+//! recorders, `goose subscribe`'s recorder, and the tracer's recording functions
 //! (`hoptrace_trace::recording`) with its explanation writer, as
 //! `trace --explain --record` uses them. Only the inputs are made up (no
 //! BPF, no interface): one publisher of 2 streams at 4000/s, 6000 samples
@@ -222,7 +222,45 @@ pub fn write_all(root: &Path) -> Recordings {
     )
     .unwrap();
     add("delivery", delivery, ds.len() as u64);
+    let goose = home(root, "goose");
+    add(
+        "goose-subscribe",
+        goose.clone(),
+        goose_subscriber(&goose.join("rec")),
+    );
     Recordings { made, explained }
+}
+
+/// `goose subscribe --record`: two control blocks, 40 messages each (a
+/// state change every 10), judged by the subscriber's tracker, received
+/// 300 us after their T plus 2 ms per retransmission.
+fn goose_subscriber(dir: &Path) -> u64 {
+    use hoptrace_endpoints::goose::Heard;
+    use hoptrace_sv::goose::tracker::GooseTracker;
+    let mut rec =
+        hoptrace_endpoints::goose_recording::goose_recorder(Some(dir), "veth1", None).unwrap();
+    let mut rows = 0;
+    for b in 0..2u32 {
+        let mut tracker = GooseTracker::new();
+        for n in 0..40u32 {
+            let (st, sq) = (1 + n / 10, n % 10);
+            let t = base() + i64::from(st) * 100_000_000;
+            let rx = t + 300_000 + i64::from(sq) * 2_000_000;
+            let mut frame = crate::goose_record::frame(st, sq, 8, t);
+            frame.pdu.gocb_ref = format!("IED{b}/LLN0$GO$trip");
+            let observation = tracker.observe(st, sq, 8, rx as u64);
+            rec.push(&Heard {
+                frame,
+                observation,
+                rx_ns: rx,
+                kernel_rx_ns: Some(rx),
+                app_ns: rx + 12_000,
+            });
+            rows += 1;
+        }
+    }
+    rec.finish().unwrap();
+    rows
 }
 
 /// Sample `n` of stream `s`: its identity in a recording.
