@@ -92,6 +92,19 @@ pub struct GooseReport {
     pub blocks: Vec<GooseBlock>,
 }
 
+/// The integer columns read, in the order `count_batch` takes them.
+const INT_COLUMNS: [&str; 9] = [
+    "t_rx",
+    "t_app",
+    "st_num",
+    "sq_num",
+    "t_event",
+    "tal_ms",
+    "lost_retransmissions",
+    "missed_changes",
+    "tal_exceeded_ns",
+];
+
 /// A block being counted, and its transfer times.
 struct Counting {
     block: GooseBlock,
@@ -109,21 +122,10 @@ pub fn read(
     if reader.meta().producer != PRODUCER {
         return Ok(None);
     }
-    let cols = [
-        "stream",
-        "app_id",
-        "seq",
-        "dest",
-        "t_rx",
-        "t_app",
-        "st_num",
-        "sq_num",
-        "t_event",
-        "tal_ms",
-        "lost_retransmissions",
-        "missed_changes",
-        "tal_exceeded_ns",
-    ];
+    let cols: Vec<&str> = ["stream", "app_id", "seq", "dest"]
+        .into_iter()
+        .chain(INT_COLUMNS)
+        .collect();
     let mut thresholds = thresholds.to_vec();
     thresholds.push(TRIP_BUDGET_NS);
     thresholds.sort_unstable();
@@ -181,18 +183,7 @@ fn count_batch(
     let app_id = b
         .column_by_name("app_id")
         .and_then(|c| c.as_primitive_opt::<UInt16Type>().cloned());
-    let [rx, app, st, sq, t, tal, lost, missed, excess] = [
-        "t_rx",
-        "t_app",
-        "st_num",
-        "sq_num",
-        "t_event",
-        "tal_ms",
-        "lost_retransmissions",
-        "missed_changes",
-        "tal_exceeded_ns",
-    ]
-    .map(|n| int64(b, n));
+    let [rx, app, st, sq, t, tal, lost, missed, excess] = INT_COLUMNS.map(|n| int64(b, n));
     let (rx, app, st, sq, t, tal) = (rx?, app?, st?, sq?, t?, tal?);
     let (lost, missed, excess) = (lost?, missed?, excess?);
     for i in 0..b.num_rows() {

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use hoptrace_lab::vm::{share_dir, GuestJob};
 
+use super::lab_vm::hoptrace;
 use crate::lab_common::{text, H};
 
 const LAB: &str = "jvm";
@@ -30,14 +31,6 @@ impl Drop for Down {
     fn drop(&mut self) {
         let _ = Command::new(H).args(["lab", "down", LAB]).output();
     }
-}
-
-fn hoptrace(args: &[&str]) -> std::process::Output {
-    Command::new(H)
-        .args(args)
-        .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
-        .output()
-        .expect("run hoptrace")
 }
 
 /// A guest job started and seen saying `ready` (or the test fails with its log).

@@ -26,7 +26,7 @@ use crate::lab_common;
 use lab_common::{assert_nothing_left, text, H};
 
 /// `hoptrace ARGS` with a boot timeout generous enough for TCG.
-fn hoptrace(args: &[&str]) -> std::process::Output {
+pub(crate) fn hoptrace(args: &[&str]) -> std::process::Output {
     Command::new(H)
         .args(args)
         .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
