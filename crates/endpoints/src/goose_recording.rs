@@ -168,29 +168,11 @@ impl GooseRecorder {
 
     /// Call when idle so segments rotate (and retention prunes) on time.
     pub fn tick(&mut self) {
-        if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.rotate_if_due() {
-                self.error.get_or_insert(e.into());
-            }
-        }
+        crate::recording::rotate_when_due(&mut self.writer, &mut self.error);
     }
 
     /// Close the recording (said on stderr).
     pub fn finish(self) -> Result<()> {
-        if let Some(e) = self.error {
-            return Err(e.context("writing the GOOSE subscriber recording"));
-        }
-        if let Some(w) = self.writer {
-            let s = w
-                .close()
-                .context("closing the GOOSE subscriber recording")?;
-            eprintln!(
-                "recording: {} rows in {} segment(s){}",
-                s.rows,
-                s.segments,
-                s.pruned.describe()
-            );
-        }
-        Ok(())
+        crate::recording::close_live(self.writer, self.error, "GOOSE subscriber recording")
     }
 }

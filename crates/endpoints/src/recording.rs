@@ -219,28 +219,47 @@ impl SubscriberRecorder {
 
     /// Call when idle so segments rotate on time.
     pub fn tick(&mut self) {
-        if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.rotate_if_due() {
-                self.error.get_or_insert(e.into());
-            }
-        }
+        rotate_when_due(&mut self.writer, &mut self.error);
     }
 
     pub fn finish(self) -> Result<()> {
-        if let Some(e) = self.error {
-            return Err(e.context("writing the subscriber recording"));
-        }
-        if let Some(w) = self.writer {
-            let s = w.close().context("closing the subscriber recording")?;
-            eprintln!(
-                "recording: {} rows in {} segment(s){}",
-                s.rows,
-                s.segments,
-                s.pruned.describe()
-            );
-        }
-        Ok(())
+        close_live(self.writer, self.error, "subscriber recording")
     }
+}
+
+/// A live recorder's idle call: rotate its segment when due, the first
+/// error kept for [`close_live`].
+pub(crate) fn rotate_when_due(
+    writer: &mut Option<RecordingWriter>,
+    error: &mut Option<anyhow::Error>,
+) {
+    if let Some(w) = writer.as_mut() {
+        if let Err(e) = w.rotate_if_due() {
+            error.get_or_insert(e.into());
+        }
+    }
+}
+
+/// End a live recorder (`what` names it): its first write error, else
+/// close it and say on stderr what it holds.
+pub(crate) fn close_live(
+    writer: Option<RecordingWriter>,
+    error: Option<anyhow::Error>,
+    what: &str,
+) -> Result<()> {
+    if let Some(e) = error {
+        return Err(e.context(format!("writing the {what}")));
+    }
+    if let Some(w) = writer {
+        let s = w.close().with_context(|| format!("closing the {what}"))?;
+        eprintln!(
+            "recording: {} rows in {} segment(s){}",
+            s.rows,
+            s.segments,
+            s.pruned.describe()
+        );
+    }
+    Ok(())
 }
 
 /// Write a ping run as a recording (one row per request).
