@@ -433,6 +433,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exit_and_nested_records_share_the_ring_and_differ_in_size() {
+        // The ring's callback tells them apart by their size alone.
+        assert_eq!(std::mem::size_of::<ExitRecord>(), 48);
+        assert_eq!(std::mem::size_of::<NestedRecord>(), 32);
+    }
+
+    #[test]
     fn counter_and_hook_names_follow_the_header_order() {
         let h = include_str!("bpf/kvm_abi.h");
         let pos = |s: &str| h.find(s).unwrap_or_else(|| panic!("{s} not in kvm_abi.h"));

@@ -291,3 +291,23 @@ fn nested_events_stamped_outside_their_exit_are_counted_and_not_used() {
     assert_eq!(t.counts[&7].nested_exit_unresumed, 1);
     assert_eq!(t.open().into_values().sum::<u64>(), 1);
 }
+
+#[test]
+fn the_text_summary_gives_the_factor_and_both_time_splits_per_nested_reason() {
+    let (cat, _, t, done) = fixture(VGIF0);
+    let mut stats = crate::nested_report::NestedStats::default();
+    done.iter().for_each(|e| stats.add(e));
+    let mut out = String::new();
+    crate::text::nested_summary(&mut out, &stats.view(&cat, &t));
+    assert!(out.contains("6 (5 resumed, 1 open at the end)"), "{out}");
+    assert!(
+        out.contains("hlt (svm): 1 nested exits, 1 resumed; guest-hypervisor exits 3.00 per nested exit (min 3, max 3): vmrun 1, stgi 1, clgi 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("handling (nested exit to vmenter) mean"),
+        "{out}"
+    );
+    assert!(out.contains("cycle (vmenter to vmenter, 2 timed)"), "{out}");
+    assert!(!out.contains("do not add up"), "{out}");
+}
