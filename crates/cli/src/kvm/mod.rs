@@ -1,6 +1,9 @@
 //! `hoptrace kvm`: VM exits per reason, per vCPU and per VM (wiring only;
 //! the logic lives in `hoptrace-kvm`).
 //!
+//! `--nested` groups the nested exits with the guest hypervisor's exits
+//! (`hoptrace_kvm::nested`).
+//!
 //! Exit statuses (the table of `hoptrace_os::Exit`): 0 done, 1 error
 //! (among them a kernel without kvm tracepoints: the message says what is
 //! missing and what to do), 2 usage, 5 events were lost (the figures are
