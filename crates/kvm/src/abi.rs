@@ -11,6 +11,7 @@ hoptrace_kernel_abi::kernel_pod!(types, kvm_abi_anchor;
     kvm_config,
     kvm_exit_record,
     kvm_nested_key,
+    kvm_nested_record,
     kvm_hook_key,
     kvm_delivery_record,
 );

@@ -15,7 +15,10 @@
 //!   nested-exit counts and the interrupt-delivery hook counts.
 //! * [`stats`] aggregates exits per (VM, vCPU, reason) with HdrHistograms;
 //!   [`session`] runs a session and builds its JSON report, [`text`] the
-//!   text views; [`recording`] writes one row per exit in the hoptrace
+//!   text views; [`nested`] groups, per vCPU thread, each nested exit
+//!   reflected to a guest hypervisor with that hypervisor's own exits until
+//!   it resumes its guest, and [`nested_report`] gives the figures
+//!   (`hoptrace kvm --nested`); [`recording`] writes one row per exit in the hoptrace
 //!   recording format; [`delivery`], [`delivery_recording`] and
 //!   [`delivery_join`] follow an interrupt from a packet's copy into the
 //!   guest (`hoptrace kvm --delivery`, `hoptrace kvm delivery`).
@@ -28,6 +31,9 @@ pub mod delivery;
 pub mod delivery_join;
 pub mod delivery_recording;
 pub mod loader;
+pub mod nested;
+pub mod nested_recording;
+pub mod nested_report;
 pub mod recording;
 pub mod session;
 pub mod stats;

@@ -25,18 +25,22 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, OpenObject, RingBufferBuilder};
 
-use crate::abi::types::{kvm_delivery_record, kvm_exit_record, kvm_hook_key, kvm_nested_key};
+use crate::abi::types::{
+    kvm_delivery_record, kvm_exit_record, kvm_hook_key, kvm_nested_key, kvm_nested_record,
+};
 use crate::skel::{KvmSkel, KvmSkelBuilder};
 use crate::tracefs::KvmEvents;
 use hoptrace_kernel_abi::{from_bytes, hash_entries, percpu};
 
 /// One VM exit as the BPF program sends it.
 pub type ExitRecord = kvm_exit_record;
+/// One nested event as the BPF program sends it (`--nested`).
+pub type NestedRecord = kvm_nested_record;
 /// One interrupt-delivery event as the BPF program sends it (`--delivery`).
 pub type DeliveryRecord = kvm_delivery_record;
 
 /// enum kvm_counter of kvm_abi.h, in order.
-pub const COUNTERS: [&str; 7] = [
+pub const COUNTERS: [&str; 8] = [
     "ring_full",
     "pending_table_full",
     "exit_without_entry",
@@ -44,6 +48,7 @@ pub const COUNTERS: [&str; 7] = [
     "nested_table_full",
     "hook_table_full",
     "delivery_ring_full",
+    "nested_ring_full",
 ];
 /// enum kvm_hook of kvm_abi.h, in order: the event of each hook.
 pub const HOOKS: [&str; 4] = [
@@ -53,7 +58,12 @@ pub const HOOKS: [&str; 4] = [
     "kvm_entry",
 ];
 /// enum kvm_nested_event of kvm_abi.h, in order.
-pub const NESTED_EVENTS: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
+pub const NESTED_EVENTS: [&str; 4] = [
+    "kvm_nested_vmexit",
+    "kvm_nested_vmexit_inject",
+    "kvm_nested_vmenter",
+    "kvm_nested_intr_vmexit",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -85,6 +95,9 @@ pub struct Options {
     /// Send interrupt-delivery events (kvm_msi_set_irq, kvm_set_irq,
     /// kvm_apic_accept_irq, sched_waking of vCPU threads, kvm_vcpu_wakeup).
     pub delivery: bool,
+    /// Send the nested events one by one (kvm_nested_vmexit, _inject,
+    /// _vmenter, _intr_vmexit) for [`crate::nested`].
+    pub nested: bool,
 }
 
 /// What got loaded.
@@ -101,7 +114,7 @@ pub struct SessionInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     /// COUNTERS order, summed over the CPUs.
-    pub counters: [u64; 7],
+    pub counters: [u64; 8],
     pub nested: Vec<(kvm_nested_key, u64)>,
     pub hooks: Vec<(kvm_hook_key, u64)>,
     /// Exits stored in `pending` (vCPUs out of the guest right now).
@@ -115,6 +128,9 @@ pub trait Sink {
     fn exit(&mut self, r: &ExitRecord);
     /// An interrupt-delivery event (only with [`Options::delivery`]).
     fn delivery(&mut self, _r: &DeliveryRecord) {}
+    /// A nested event (only with [`Options::nested`]), before the exit
+    /// record of the exit it happened in.
+    fn nested(&mut self, _r: &NestedRecord) {}
     /// About every tick and once at the end; false stops the session.
     fn tick(&mut self, snap: &Snapshot) -> bool;
 }
@@ -139,6 +155,9 @@ fn nested_layout_ok(events: &KvmEvents, event: &str) -> bool {
         "kvm_nested_vmexit_inject" => {
             names.first() == Some(&"exit_code") && names.get(5) == Some(&"isa")
         }
+        // (rip, vmcb, nested_rip, ...): the program reads the first three.
+        "kvm_nested_vmenter" | "kvm_nested_vmrun" => names.get(2) == Some(&"nested_rip"),
+        "kvm_nested_intr_vmexit" => names.first() == Some(&"rip"),
         _ => true,
     }
 }
@@ -158,6 +177,7 @@ fn load<'o>(
     if let Some(ro) = open.maps.rodata_data.as_mut() {
         ro.kvm_config.filter_tgid = opts.pid.unwrap_or(0);
         ro.kvm_config.delivery = u32::from(opts.delivery);
+        ro.kvm_config.nested = u32::from(opts.nested);
     }
     for mut p in open.open_object_mut().progs_mut() {
         let name = p.name().to_string_lossy().into_owned();
@@ -197,6 +217,38 @@ fn backends() -> Result<Vec<Backend>> {
     }
 }
 
+/// `--nested`: the nested exits, their injects and the nested entries are
+/// what was asked for: required (moved from `optional` to `core`).
+fn nested_required<'e>(
+    events: &KvmEvents,
+    optional: &mut Vec<&'e str>,
+    core: &mut Vec<&'e str>,
+) -> Result<()> {
+    let enter = if events.has("kvm_nested_vmenter") {
+        "kvm_nested_vmenter"
+    } else {
+        "kvm_nested_vmrun"
+    };
+    let need = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject", enter];
+    let missing: Vec<&str> = need
+        .iter()
+        .copied()
+        .filter(|e| !optional.contains(e))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "--nested needs the kvm events {} with the argument layout hoptrace reads, which this \
+             kernel does not have (see the notes of `hoptrace kvm --plain`); trace without --nested",
+            missing.join(", ")
+        );
+    }
+    for e in need {
+        optional.retain(|o| *o != e);
+        core.push(e);
+    }
+    Ok(())
+}
+
 /// Choose the events, load (tp_btf, else raw_tp; optional programs dropped
 /// when they are what fails) and return the skeleton and what was chosen.
 fn load_best<'o>(
@@ -211,6 +263,12 @@ fn load_best<'o>(
         .iter()
         .chain(crate::tracefs::IRQ_HOOKS.iter())
     {
+        if *e == "kvm_nested_vmrun" && events.has("kvm_nested_vmenter") {
+            continue; // the same event under its older name
+        }
+        if *e == "kvm_nested_vmenter" && events.has("kvm_nested_vmrun") && !events.has(e) {
+            continue;
+        }
         if !events.has(e) {
             notes.push(format!("this kernel has no kvm:{e}: not counted"));
         } else if !nested_layout_ok(events, e) {
@@ -240,6 +298,9 @@ fn load_best<'o>(
         core.extend(crate::tracefs::IRQ_HOOKS);
         core.extend(crate::tracefs::DELIVERY);
         core.push("sched_waking");
+    }
+    if opts.nested {
+        nested_required(events, &mut optional, &mut core)?;
     }
     let with_optional: Vec<&str> = core.iter().chain(optional.iter()).copied().collect();
     let mut errors = Vec::new();
@@ -309,10 +370,15 @@ pub fn run(
     let undecodable = std::cell::Cell::new(0u64);
     let sink = std::cell::RefCell::new(sink);
     let mut builder = RingBufferBuilder::new();
+    // Exits and nested events share the ring (their order per thread is
+    // the order they happened in); their sizes tell them apart.
     builder.add(&skel.maps.exits, |data: &[u8]| {
-        match from_bytes::<ExitRecord>(data) {
-            Some(r) => sink.borrow_mut().exit(&r),
-            None => undecodable.set(undecodable.get() + 1),
+        if let Some(r) = from_bytes::<ExitRecord>(data) {
+            sink.borrow_mut().exit(&r);
+        } else if let Some(r) = from_bytes::<NestedRecord>(data) {
+            sink.borrow_mut().nested(&r);
+        } else {
+            undecodable.set(undecodable.get() + 1);
         }
         0
     })?;
@@ -367,11 +433,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn exit_and_nested_records_share_the_ring_and_differ_in_size() {
+        // The ring's callback tells them apart by their size alone.
+        assert_eq!(std::mem::size_of::<ExitRecord>(), 48);
+        assert_eq!(std::mem::size_of::<NestedRecord>(), 32);
+    }
+
+    #[test]
     fn counter_and_hook_names_follow_the_header_order() {
         let h = include_str!("bpf/kvm_abi.h");
         let pos = |s: &str| h.find(s).unwrap_or_else(|| panic!("{s} not in kvm_abi.h"));
         assert!(pos("CNT_RING_FULL = 0") < pos("CNT_HOOK_FULL = 5"));
-        assert!(h.contains("CNT_COUNT = 7") && COUNTERS.len() == 7);
+        assert!(h.contains("CNT_COUNT = 8") && COUNTERS.len() == 8);
+        assert!(h.contains("CNT_NESTED_RING_FULL = 7") && COUNTERS[7] == "nested_ring_full");
+        assert!(h.contains("NESTED_VMENTER = 2") && NESTED_EVENTS[2] == "kvm_nested_vmenter");
+        assert!(
+            h.contains("NESTED_INTR_VMEXIT = 3") && NESTED_EVENTS[3] == "kvm_nested_intr_vmexit"
+        );
         assert!(h.contains("CNT_DELIVERY_FULL = 6") && COUNTERS[6] == "delivery_ring_full");
         assert!(h.contains("HOOK_ENTRY = 3") && HOOKS[3] == "kvm_entry");
         assert!(h.contains("HOOK_MSI_SET_IRQ = 0") && HOOKS[0] == "kvm_msi_set_irq");

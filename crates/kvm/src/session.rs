@@ -20,7 +20,12 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::delivery_recording::DeliveryRecorder;
-use crate::loader::{DeliveryRecord, ExitRecord, Options, SessionInfo, Sink, Snapshot};
+use crate::loader::{
+    DeliveryRecord, ExitRecord, NestedRecord, Options, SessionInfo, Sink, Snapshot,
+};
+use crate::nested::{Level, NestedTracker};
+use crate::nested_recording::NestedRecorder;
+use crate::nested_report::{NestedStats, NestedView};
 use crate::reasons::ExitReasons;
 use crate::recording::ExitRecorder;
 use crate::stats::{Catalogue, ExitStats, Views};
@@ -37,6 +42,8 @@ pub struct SessionOptions {
     pub record: Option<PathBuf>,
     /// Also trace interrupt delivery (recorded in `record/delivery`).
     pub delivery: bool,
+    /// Group nested exits with the guest hypervisor's exits (`--nested`).
+    pub nested: bool,
     /// The command line, for the recording's metadata.
     pub command_line: Vec<String>,
 }
@@ -63,6 +70,11 @@ pub struct Report {
     /// Interrupt-delivery events seen (`--delivery`) and where they were recorded.
     pub delivery_events: u64,
     pub delivery_recording: Option<String>,
+    /// `--nested`: nested exits with the guest hypervisor's exits, the
+    /// multiplication factor and the time split (docs/kvm.md).
+    pub nested_analysis: Option<NestedView>,
+    /// `--nested` with `--record`: one row per resumed nested exit.
+    pub nested_recording: Option<String>,
 }
 
 /// Read the reason catalogue of the events this kernel has.
@@ -113,6 +125,8 @@ struct Collector<'a> {
     recorder: Option<ExitRecorder>,
     delivery: Option<DeliveryRecorder>,
     delivery_events: u64,
+    /// `--nested`: the grouping, its figures, its recording.
+    nested: Option<(NestedTracker, NestedStats, Option<NestedRecorder>)>,
     record_error: Option<anyhow::Error>,
     start: Instant,
     last_tick: Instant,
@@ -135,12 +149,33 @@ impl Sink for Collector<'_> {
     }
 
     fn exit(&mut self, r: &ExitRecord) {
-        self.all.add(r, &self.cat.exit);
-        self.window.add(r, &self.cat.exit);
+        let nested_guest = match self.nested.as_mut() {
+            Some((tracker, stats, rec)) => {
+                let level = tracker.exit(r);
+                for e in tracker.take_done() {
+                    stats.add(&e);
+                    if let Some(rec) = rec.as_mut() {
+                        if let Err(err) = rec.append(&e, self.cat) {
+                            self.record_error.get_or_insert(err);
+                        }
+                    }
+                }
+                level == Level::NestedGuest
+            }
+            None => false,
+        };
+        self.all.add_at(r, &self.cat.exit, nested_guest);
+        self.window.add_at(r, &self.cat.exit, nested_guest);
         if let Some(rec) = self.recorder.as_mut() {
             if let Err(e) = rec.append(r, &self.cat.exit) {
                 self.record_error.get_or_insert(e);
             }
+        }
+    }
+
+    fn nested(&mut self, r: &NestedRecord) {
+        if let Some((tracker, _, _)) = self.nested.as_mut() {
+            tracker.event(r);
         }
     }
 
@@ -181,6 +216,11 @@ impl Sink for Collector<'_> {
                 self.record_error.get_or_insert(e);
             }
         }
+        if let Some((_, _, Some(rec))) = self.nested.as_mut() {
+            if let Err(e) = rec.rotate_if_due() {
+                self.record_error.get_or_insert(e);
+            }
+        }
         go && self.deadline.is_none_or(|d| now < d)
     }
 }
@@ -202,6 +242,13 @@ pub fn run(
         (Some(dir), true) => Some(DeliveryRecorder::create(dir, &opts.command_line)?),
         _ => None,
     };
+    let nested = match (&opts.record, opts.nested) {
+        (Some(dir), true) => Some(NestedRecorder::create(dir, &opts.command_line)?),
+        _ => None,
+    };
+    let nested = opts
+        .nested
+        .then(|| (NestedTracker::default(), NestedStats::default(), nested));
     let mut c = Collector {
         cat: &cat,
         all: ExitStats::default(),
@@ -209,6 +256,7 @@ pub fn run(
         recorder,
         delivery,
         delivery_events: 0,
+        nested,
         record_error: None,
         start: Instant::now(),
         last_tick: Instant::now(),
@@ -227,6 +275,7 @@ pub fn run(
     let lopts = Options {
         pid: opts.pid,
         delivery: opts.delivery,
+        nested: opts.nested,
     };
     let info = crate::loader::run(&events, &lopts, stop, tick, &mut c)?;
     let duration_s = c.start.elapsed().as_secs_f64();
@@ -244,6 +293,27 @@ pub fn run(
         Some(r) => Some(r.close()?.0.display().to_string()),
         None => None,
     };
+    let views = c.all.report(&cat, &c.last_snap);
+    let mut notes = info.notes.clone();
+    let (nested_analysis, nested_recording) = match c.nested.take() {
+        Some((tracker, stats, rec)) => (
+            Some(stats.view(&cat, &tracker)),
+            match rec {
+                Some(r) => Some(r.close()?.0),
+                None => None,
+            },
+        ),
+        None => {
+            if views.nested.iter().any(|n| n.event == "kvm_nested_vmexit") {
+                notes.push(
+                    "nested guests ran: their exits fire kvm_exit too, so the reasons mix a guest's \
+                     own exits with its nested guest's; --nested tells them apart"
+                        .to_string(),
+                );
+            }
+            (None, None)
+        }
+    };
     Ok(Report {
         tool: "hoptrace kvm",
         backend: info.backend.name(),
@@ -251,15 +321,17 @@ pub fn run(
         kernel: kernel_release(),
         reasons_from: events.format_path("kvm_exit").display().to_string(),
         attached: info.attached.clone(),
-        notes: info.notes.clone(),
+        notes,
         filter_pid: opts.pid,
         duration_s,
-        views: c.all.report(&cat, &c.last_snap),
+        views,
         negative_times: c.all.negative,
         recording,
         recorded_rows,
         delivery_events: c.delivery_events,
         delivery_recording,
+        nested_analysis,
+        nested_recording,
     })
 }
 

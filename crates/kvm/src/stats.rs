@@ -33,7 +33,7 @@ pub struct Catalogue {
 }
 
 impl Catalogue {
-    fn name(reasons: &ExitReasons, isa: u32, raw: u64) -> (String, String) {
+    pub(crate) fn name(reasons: &ExitReasons, isa: u32, raw: u64) -> (String, String) {
         match Isa::from_code(isa) {
             Some(i) => (i.name().to_string(), reasons.name(i, raw)),
             None => (format!("isa{isa}"), format!("unknown(0x{raw:x})")),
@@ -47,6 +47,9 @@ struct Key {
     vcpu: u32,
     isa: u32,
     code: u64,
+    /// An exit of the guest's own guest (`--nested`: it fired
+    /// kvm_nested_vmexit).
+    nested_guest: bool,
 }
 
 /// Exit-to-entry times of one group of exits.
@@ -109,6 +112,12 @@ pub struct ExitStats {
 
 impl ExitStats {
     pub fn add(&mut self, r: &ExitRecord, reasons: &ExitReasons) {
+        self.add_at(r, reasons, false)
+    }
+
+    /// An exit, with its level (`--nested`: the nested guest's exit or the
+    /// guest's own); the rows keep the two apart.
+    pub fn add_at(&mut self, r: &ExitRecord, reasons: &ExitReasons, nested_guest: bool) {
         // The raw value within the field's width: the name lookup masks it
         // as the kernel prints it and names the flag bits.
         let code = r.reason & reasons.width_mask;
@@ -117,6 +126,7 @@ impl ExitStats {
             vcpu: r.vcpu_id,
             isa: r.isa,
             code,
+            nested_guest,
         };
         let Some(ns) = r.entry_ns.checked_sub(r.exit_ns) else {
             self.negative += 1;
@@ -139,20 +149,23 @@ impl ExitStats {
 
     /// Rows per reason of the keys `keep` selects, largest count first.
     fn rows(&self, cat: &Catalogue, keep: impl Fn(&Key) -> bool) -> Vec<ReasonRow> {
-        let mut by: BTreeMap<(u32, u64), Agg> = BTreeMap::new();
+        let mut by: BTreeMap<(u32, u64, bool), Agg> = BTreeMap::new();
         for (k, a) in self.by_key.iter().filter(|(k, _)| keep(k)) {
-            by.entry((k.isa, k.code)).or_default().merge(a);
+            by.entry((k.isa, k.code, k.nested_guest))
+                .or_default()
+                .merge(a);
         }
         let total: u64 = by.values().map(|a| a.count).sum();
         let time: u64 = by.values().map(|a| a.total_ns).sum();
         let mut rows: Vec<ReasonRow> = by
             .into_iter()
-            .map(|((isa, code), a)| {
+            .map(|((isa, code, nested_guest), a)| {
                 let (isa, reason) = Catalogue::name(&cat.exit, isa, code);
                 ReasonRow {
                     isa,
                     reason,
                     code,
+                    nested_guest,
                     count: a.count,
                     share: ratio(a.count, total),
                     time_ns: a.total_ns,
@@ -248,6 +261,8 @@ fn nested_rows(cat: &Catalogue, snap: &Snapshot) -> Vec<NestedRow> {
         .map(|(k, n)| {
             let ev = k.event as usize;
             let (isa, reason) = match cat.nested.get(ev).and_then(|c| c.as_ref()) {
+                // vmenter, intr_vmexit: no reason.
+                _ if ev > 1 => ("-".to_string(), "-".to_string()),
                 Some(c) => Catalogue::name(c, k.isa, k.reason),
                 None => Catalogue::name(&cat.exit, k.isa, k.reason),
             };
@@ -295,6 +310,10 @@ pub struct ReasonRow {
     /// The kernel's name (`io`, `EPT_VIOLATION`, `unknown(0x..)`).
     pub reason: String,
     pub code: u64,
+    /// `--nested`: exits of the guest's own guest (they fired
+    /// kvm_nested_vmexit), counted apart from the guest's own exits of the
+    /// same reason. Always false without `--nested`.
+    pub nested_guest: bool,
     pub count: u64,
     /// count / all exits of the view.
     pub share: f64,
@@ -333,7 +352,7 @@ pub struct VmView {
 pub struct NestedRow {
     pub event: String,
     pub pid: u32,
-    /// None for kvm_nested_vmexit_inject (the event has no vCPU).
+    /// None for the events without a vCPU (all but kvm_nested_vmexit).
     pub vcpu: Option<u32>,
     pub isa: String,
     pub reason: String,
@@ -355,7 +374,8 @@ pub struct HookRow {
 pub struct Lost {
     /// Exits not counted: ring buffer full, pending table full.
     pub exits_lost: u64,
-    /// Nested or hook counts not kept (their tables were full).
+    /// Nested or hook counts not kept (their tables were full), nested
+    /// events not sent (`--nested`: the ring buffer was full).
     pub counts_lost: u64,
     /// Each kernel counter by name.
     pub counters: BTreeMap<String, u64>,
@@ -368,7 +388,7 @@ impl Lost {
         let c = &s.counters;
         Lost {
             exits_lost: c[0] + c[1],
-            counts_lost: c[4] + c[5],
+            counts_lost: c[4] + c[5] + c[7],
             counters: COUNTERS
                 .iter()
                 .zip(c.iter())

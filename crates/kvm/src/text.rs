@@ -50,7 +50,12 @@ pub fn interval_line(iv: &Interval<'_>, width: usize) -> String {
 fn row_line(r: &ReasonRow) -> String {
     format!(
         "  {:<26} {:>10} {:>6.1}% {:>10} {:>6.1}% {:>9} {:>9} {:>9} {:>9}",
-        format!("{} ({})", r.reason, r.isa),
+        format!(
+            "{} ({}){}",
+            r.reason,
+            r.isa,
+            if r.nested_guest { " nested" } else { "" }
+        ),
         r.count,
         100.0 * r.share,
         ns(r.time_ns as f64),
@@ -149,6 +154,9 @@ pub fn summary(rep: &Report) -> String {
             )
         },
     );
+    if let Some(n) = &rep.nested_analysis {
+        nested_summary(&mut out, n);
+    }
     let l = &v.lost;
     out.push_str(&format!(
         "lost: {} exits, {} counts; {}; vCPUs out of the guest at the end: {}\n",
@@ -165,6 +173,68 @@ pub fn summary(rep: &Report) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out
+}
+
+/// `--nested`: per nested reason, the guest hypervisor's exits per nested
+/// exit and the time split.
+pub fn nested_summary(out: &mut String, n: &crate::nested_report::NestedView) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        out,
+        "nested exits reflected to a guest hypervisor: {} ({} resumed, {} open at the end); \
+         guest-hypervisor exits per nested exit {:.2}",
+        n.nested_exits, n.resumed, n.open_at_end, n.exits_per_nested_exit
+    );
+    for r in &n.reasons {
+        let gh: Vec<String> = r
+            .gh_reasons
+            .iter()
+            .map(|g| format!("{} {}", g.reason, g.count))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  pid {} vcpu {} {} ({}): {} nested exits, {} resumed; guest-hypervisor exits {} per nested exit \
+             (min {}, max {}): {}",
+            r.pid,
+            r.vcpu,
+            r.reason,
+            r.isa,
+            r.nested_exits,
+            r.resumed,
+            format_args!("{:.2}", r.exits_per_nested_exit),
+            r.factor_min,
+            r.factor_max,
+            if gh.is_empty() { "none".to_string() } else { gh.join(", ") }
+        );
+        let per = |v: u64, k: u64| ns(if k == 0 { 0.0 } else { v as f64 / k as f64 });
+        let _ = writeln!(
+            out,
+            "    handling (nested exit to vmenter) mean {} = this host {} + guest hypervisor {} (p99 {}, max {})",
+            ns(r.handling_mean_ns),
+            per(r.handling_host_ns, r.resumed),
+            per(r.handling_guest_hypervisor_ns, r.resumed),
+            ns(r.handling_p99_ns as f64),
+            ns(r.handling_max_ns as f64)
+        );
+        if r.cycles_timed > 0 {
+            let _ = writeln!(
+                out,
+                "    cycle (vmenter to vmenter, {} timed) mean {} = nested guest {} + this host {} + guest hypervisor {}",
+                r.cycles_timed,
+                per(r.wall_ns, r.cycles_timed),
+                per(r.nested_guest_ns, r.cycles_timed),
+                per(r.host_ns, r.cycles_timed),
+                per(r.guest_hypervisor_ns, r.cycles_timed)
+            );
+        }
+    }
+    if n.parts_mismatch > 0 {
+        let _ = writeln!(
+            out,
+            "  {} nested exits whose time parts do not add up (a bug: please report)",
+            n.parts_mismatch
+        );
+    }
 }
 
 #[cfg(test)]
@@ -192,6 +262,7 @@ mod line_tests {
             isa: "svm".into(),
             reason: reason.into(),
             code: 0,
+            nested_guest: false,
             count,
             share: count as f64 / 1000.0,
             time_ns: 0,

@@ -16,8 +16,16 @@ use anyhow::Result;
 
 /// The kvm events hoptrace kvm uses, required ones first.
 pub const REQUIRED: [&str; 2] = ["kvm_exit", "kvm_entry"];
-/// Nested virtualization: exits of a guest's own guest.
-pub const NESTED: [&str; 2] = ["kvm_nested_vmexit", "kvm_nested_vmexit_inject"];
+/// Nested virtualization: exits of a guest's own guest, the guest
+/// hypervisor's entries into it (`kvm_nested_vmrun` is the name of
+/// `kvm_nested_vmenter` before Linux 5.16) and exits for its interrupts.
+pub const NESTED: [&str; 5] = [
+    "kvm_nested_vmexit",
+    "kvm_nested_vmexit_inject",
+    "kvm_nested_vmenter",
+    "kvm_nested_vmrun",
+    "kvm_nested_intr_vmexit",
+];
 /// Interrupt delivery to a guest (counted per thread).
 pub const IRQ_HOOKS: [&str; 3] = ["kvm_msi_set_irq", "kvm_set_irq", "kvm_vcpu_wakeup"];
 /// Interrupt delivery as events (`--delivery`): these and [`IRQ_HOOKS`].

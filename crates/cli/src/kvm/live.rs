@@ -40,10 +40,17 @@ pub fn render(f: &mut Frame, iv: &Interval<'_>) {
                 .interval
                 .reasons
                 .iter()
-                .find(|x| x.reason == r.reason && x.isa == r.isa)
+                .find(|x| {
+                    x.reason == r.reason && x.isa == r.isa && x.nested_guest == r.nested_guest
+                })
                 .map_or(0, |x| x.count);
             Row::new(vec![
-                format!("{} ({})", r.reason, r.isa),
+                format!(
+                    "{} ({}){}",
+                    r.reason,
+                    r.isa,
+                    if r.nested_guest { " nested" } else { "" }
+                ),
                 format!("{:.0}", now as f64 / secs),
                 r.count.to_string(),
                 format!("{:.1}%", 100.0 * r.share),
@@ -165,6 +172,7 @@ mod tests {
             isa: "svm".into(),
             reason: reason.into(),
             code: 0,
+            nested_guest: false,
             count,
             share: 0.5,
             time_ns: 1,

@@ -1,6 +1,9 @@
 //! `hoptrace kvm`: VM exits per reason, per vCPU and per VM (wiring only;
 //! the logic lives in `hoptrace-kvm`).
 //!
+//! `--nested` groups the nested exits with the guest hypervisor's exits
+//! (`hoptrace_kvm::nested`).
+//!
 //! Exit statuses (the table of `hoptrace_os::Exit`): 0 done, 1 error
 //! (among them a kernel without kvm tracepoints: the message says what is
 //! missing and what to do), 2 usage, 5 events were lost (the figures are
@@ -74,6 +77,14 @@ pub struct Args {
     /// for `hoptrace kvm delivery`.
     #[arg(long)]
     delivery: bool,
+    /// Nested virtualization: group every exit of a guest's own guest that
+    /// is reflected to the guest (a guest hypervisor) with that guest's own
+    /// exits until it resumes its guest: the multiplication factor and the
+    /// time split per nested reason (docs/kvm.md); the guest's own exits and
+    /// its guest's are counted apart. With --record, one row per nested
+    /// exit in RECORD/nested.
+    #[arg(long)]
+    nested: bool,
     /// Print the exit reasons this kernel names (read from its kvm_exit format) and exit.
     #[arg(long)]
     list_reasons: bool,
@@ -304,6 +315,7 @@ fn trace(mut args: Args) -> anyhow::Result<ExitCode> {
         interval: args.interval,
         record: args.record,
         delivery: args.delivery,
+        nested: args.nested,
         command_line: std::env::args().collect(),
     };
     let stop = hoptrace_os::stop_flag()
@@ -355,6 +367,9 @@ fn trace(mut args: Args) -> anyhow::Result<ExitCode> {
             "hoptrace kvm: {} exits recorded in {dir}",
             report.recorded_rows
         ));
+    }
+    if let Some(dir) = &report.nested_recording {
+        say(&format!("hoptrace kvm: nested exits recorded in {dir}"));
     }
     Ok(if report.views.lost.any() {
         say("hoptrace kvm: events were lost (see `lost`): the figures are partial");

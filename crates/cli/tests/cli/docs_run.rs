@@ -146,6 +146,7 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
     ),
     ("kvm.md", "hoptrace lab", Test(KVM, &[])),
     ("kvm.md", "hoptrace kvm guest-hypervisor", Test(KVM_NESTED, &[])),
+    ("kvm.md", "hoptrace kvm --nested", Test(KVM_NESTED, &[])),
     (
         "kvm.md",
         "hoptrace kvm",

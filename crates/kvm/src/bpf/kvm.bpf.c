@@ -12,7 +12,14 @@
  *    sent through the ring buffer: exit-to-entry time is entry_ns - exit_ns.
  *    An entry without a pending exit (a vCPU's first entry) is counted.
  * 3. kvm_nested_vmexit / kvm_nested_vmexit_inject: exits of a nested guest,
- *    counted per (VM, vCPU, isa, reason, event) in `nested_counts`.
+ *    counted per (VM, vCPU, isa, reason, event) in `nested_counts`;
+ *    kvm_nested_vmenter (kvm_nested_vmrun on older kernels) and
+ *    kvm_nested_intr_vmexit counted per (VM, event). With
+ *    `kvm_config.nested` (`hoptrace kvm --nested`) each of them is also sent
+ *    as a struct kvm_nested_record through `exits`, when it happens: a
+ *    thread's nested events then come before the exit record of the exit
+ *    they happened in (sent at its kvm_entry), and user space groups them
+ *    (src/nested.rs).
  * 4. kvm_msi_set_irq, kvm_set_irq, kvm_vcpu_wakeup and kvm_entry are also
  *    counted per (process, thread) in `hook_counts`.
  * 5. With `kvm_config.delivery` (`hoptrace kvm --delivery`), the steps of
@@ -53,6 +60,7 @@ const volatile struct kvm_config kvm_config = {};
  * `types` module); never written. */
 struct kvm_exit_record layout_exit_record = {};
 struct kvm_nested_key layout_nested_key = {};
+struct kvm_nested_record layout_nested_record = {};
 struct kvm_hook_key layout_hook_key = {};
 struct kvm_delivery_record layout_delivery_record = {};
 
@@ -200,17 +208,36 @@ static __always_inline int on_entry(void *vcpu)
 	return 0;
 }
 
-static __always_inline int on_nested(__u32 event, __u64 reason, __u32 vcpu_id, __u32 isa)
+/* `value`: the exit code (vmexit, inject, also the count's key) or the
+ * nested guest's rip (vmenter, intr_vmexit: counted under reason 0). */
+static __always_inline int on_nested(__u32 event, __u64 value, __u32 vcpu_id, __u32 isa)
 {
+	/* Stamped first, as the exits. */
+	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	struct kvm_nested_key k = {
-		.reason = reason, .tgid = id >> 32, .vcpu_id = vcpu_id,
-		.isa = isa, .event = event,
+		.reason = event <= NESTED_VMEXIT_INJECT ? value : 0, .tgid = id >> 32,
+		.vcpu_id = vcpu_id, .isa = isa, .event = event,
 	};
+	struct kvm_nested_record *r;
 
 	if (filtered(k.tgid))
 		return 0;
 	bump(&nested_counts, &k, CNT_NESTED_FULL);
+	if (!kvm_config.nested)
+		return 0;
+	r = bpf_ringbuf_reserve(&exits, sizeof(*r), 0);
+	if (!r) {
+		count(CNT_NESTED_RING_FULL);
+		return 0;
+	}
+	r->ns = now;
+	r->value = value;
+	r->tgid = k.tgid;
+	r->tid = (__u32)id;
+	r->event = event;
+	r->isa = isa;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
@@ -304,6 +331,23 @@ static __always_inline int on_waking(struct task_struct *p)
 		     __u32 int_info_err, __u32 isa)                            \
 	{                                                                      \
 		return on_nested(NESTED_VMEXIT_INJECT, exit_code, ~0u, isa);   \
+	}                                                                      \
+	SEC(kind "/kvm_nested_vmenter")                                        \
+	int BPF_PROG(prefix##kvm_nested_vmenter, __u64 rip, __u64 vmcb,        \
+		     __u64 nested_rip)                                         \
+	{                                                                      \
+		return on_nested(NESTED_VMENTER, nested_rip, ~0u, 0);          \
+	}                                                                      \
+	SEC(kind "/kvm_nested_vmrun")                                          \
+	int BPF_PROG(prefix##kvm_nested_vmrun, __u64 rip, __u64 vmcb,          \
+		     __u64 nested_rip)                                         \
+	{                                                                      \
+		return on_nested(NESTED_VMENTER, nested_rip, ~0u, 0);          \
+	}                                                                      \
+	SEC(kind "/kvm_nested_intr_vmexit")                                    \
+	int BPF_PROG(prefix##kvm_nested_intr_vmexit, __u64 rip)                \
+	{                                                                      \
+		return on_nested(NESTED_INTR_VMEXIT, rip, ~0u, 0);             \
 	}                                                                      \
 	SEC(kind "/kvm_msi_set_irq")                                           \
 	int BPF_PROG(prefix##kvm_msi_set_irq, __u64 address, __u64 data)       \

@@ -18,8 +18,10 @@ struct kvm_config {
 	__u32 filter_tgid;
 	/* 1: send interrupt-delivery events (struct kvm_delivery_record). */
 	__u32 delivery;
+	/* 1: send the nested events one by one (struct kvm_nested_record). */
+	__u32 nested;
 };
-ABI_SIZE(struct kvm_config, 8);
+ABI_SIZE(struct kvm_config, 12);
 
 /* One VM exit, sent when the vCPU thread enters the guest again. */
 struct kvm_exit_record {
@@ -39,7 +41,26 @@ ABI_SIZE(struct kvm_exit_record, 48);
 enum kvm_nested_event {
 	NESTED_VMEXIT = 0,        /* kvm_nested_vmexit: seen by this KVM */
 	NESTED_VMEXIT_INJECT = 1, /* kvm_nested_vmexit_inject: reflected to the guest hypervisor */
+	NESTED_VMENTER = 2,       /* kvm_nested_vmenter (kvm_nested_vmrun before 5.16):
+				   * the guest hypervisor's VMRUN/VMLAUNCH enters its guest */
+	NESTED_INTR_VMEXIT = 3,   /* kvm_nested_intr_vmexit: an interrupt for the guest
+				   * hypervisor makes its guest exit */
 };
+
+/* One nested event (`hoptrace kvm --nested`), sent through the ring buffer
+ * `exits` when it happens, so that per thread it precedes the exit record
+ * of the exit it happened in (that one is sent at the next kvm_entry):
+ * user space tells the two record types apart by their size. */
+struct kvm_nested_record {
+	__u64 ns;    /* bpf_ktime_get_ns() (CLOCK_MONOTONIC), as the exit records */
+	__u64 value; /* exit code (vmexit, inject); the nested guest's rip (vmenter,
+		      * intr_vmexit) */
+	__u32 tgid;
+	__u32 tid;   /* the vCPU thread */
+	__u32 event; /* enum kvm_nested_event */
+	__u32 isa;   /* 1 VMX, 2 SVM (vmexit, inject); 0 where the event has none */
+};
+ABI_SIZE(struct kvm_nested_record, 32);
 
 struct kvm_nested_key {
 	__u64 reason;
@@ -103,7 +124,8 @@ enum kvm_counter {
 	CNT_NESTED_FULL = 4,   /* nested count not stored: table full */
 	CNT_HOOK_FULL = 5,     /* hook count not stored: table full */
 	CNT_DELIVERY_FULL = 6, /* delivery event not sent: its ring buffer full */
-	CNT_COUNT = 7,
+	CNT_NESTED_RING_FULL = 7, /* nested event not sent (--nested): ring buffer full */
+	CNT_COUNT = 8,
 };
 
 /* Carried into the BTF by the program's read-only `kvm_abi_anchor`, never
@@ -113,6 +135,7 @@ struct kvm_abi_anchor {
 	ABI_SIZE_OF(kvm_config);
 	ABI_SIZE_OF(kvm_exit_record);
 	ABI_SIZE_OF(kvm_nested_key);
+	ABI_SIZE_OF(kvm_nested_record);
 	ABI_SIZE_OF(kvm_hook_key);
 	ABI_SIZE_OF(kvm_delivery_record);
 	enum kvm_nested_event nested;

@@ -212,6 +212,11 @@ pub fn write_all(root: &Path) -> Recordings {
     let kvm_delivery = home(root, "kvm-delivery");
     std::os::unix::fs::symlink(kvm.join("rec/delivery"), kvm_delivery.join("rec")).unwrap();
     add("kvm-delivery", kvm_delivery, events);
+    // `K/nested`, linked as `rec` for the snippets.
+    let kvm_nested = home(root, "kvm-nested");
+    let nested = nested_recording(&kvm.join("rec"), &cmd("hoptrace kvm --nested"));
+    std::os::unix::fs::symlink(kvm.join("rec/nested"), kvm_nested.join("rec")).unwrap();
+    add("kvm-nested", kvm_nested, nested);
     let delivery = home(root, "delivery");
     let (ds, _) = hoptrace_kvm::delivery_join::run(
         &trace.join("rec"),
@@ -529,6 +534,55 @@ fn reflected(dir: &Path) -> u64 {
     };
     write_reflect(dir, "veth1", &report).unwrap();
     report.sent
+}
+
+/// `kvm --nested --record K`: `K/nested`, as a guest hypervisor's vCPU
+/// makes them: 50 nested `cpuid` exits, each resumed after `stgi`, `clgi`,
+/// `vmrun` (a cycle of 400 us: 40 nested guest, 240 this host, 120 guest
+/// hypervisor), a second before the delivery rows. Returns the rows.
+fn nested_recording(kvm_dir: &Path, cmd: &[String]) -> u64 {
+    use hoptrace_kvm::nested::{NestedExit, Parts};
+    let exit = include_bytes!("../../../../exit-reasons/tests/fixtures/kvm_exit-6.1-debian.format");
+    let inject = include_bytes!(
+        "../../../../exit-reasons/tests/fixtures/kvm_nested_vmexit_inject-6.1-debian.format"
+    );
+    let cat = hoptrace_kvm::stats::Catalogue {
+        exit: ExitReasons::from_format_bytes(exit, "exit_reason").unwrap(),
+        nested: [
+            None,
+            Some(ExitReasons::from_format_bytes(inject, "exit_code").unwrap()),
+        ],
+    };
+    let mut w = hoptrace_kvm::nested_recording::NestedRecorder::create(kvm_dir, cmd).unwrap();
+    let start = 5_000_000_000u64;
+    for i in 0..50u64 {
+        let resumed = start + i * 400_000;
+        let e = NestedExit {
+            tgid: 4300,
+            tid: 4301,
+            vcpu: 0,
+            isa: 2,
+            reason: 0x72,
+            l3_exit: Some(0x72),
+            resumed_ns: Some(resumed),
+            exit_ns: resumed + 100_000,
+            vmenter_ns: resumed + 400_000,
+            cycle: Parts {
+                nested_guest: 40_000,
+                host: 240_000,
+                guest_hypervisor: 120_000,
+            },
+            handling: Parts {
+                nested_guest: 0,
+                host: 180_000,
+                guest_hypervisor: 120_000,
+            },
+            gh_exits: vec![0x84, 0x85, 0x80],
+            host_only_l3_exits: 0,
+        };
+        w.append(&e, &cat).unwrap();
+    }
+    w.close().unwrap().1
 }
 
 /// `kvm --delivery --record K` while the VMM delivered `copies` (the

@@ -11,6 +11,15 @@
 //! when kvm_amd runs without virtual GIF: none with the lab's kvm_amd
 //! (`vgif=1`), all of them after it is reloaded with `vgif=0`. L1's
 //! tracefs must show one `kvm_nested_vmenter` per VMRUN.
+//!
+//! The tracer runs with `--nested --record`: each nested exit is grouped
+//! with the guest hypervisor's exits until its VMRUN resumes L3. Per
+//! nested reason, the reflected exits equal L3's account, all but the last
+//! `out` (after which L2 stops) are resumed, and the guest hypervisor's
+//! exits per nested exit are exactly its designed instructions, `vmrun`
+//! with virtual GIF and `stgi`, `clgi`, `vmrun` without (besides `npf`,
+//! L2's first touches of its own pages, and host `interrupt`s); L3's exits and L2's are counted
+//! apart; the time parts add up for every nested exit (recorded rows).
 
 use std::process::Command;
 
@@ -37,7 +46,7 @@ fn l1_script(k: u64, m: u64, n: u64) -> String {
          phase() {{\n\
          cat $P/nested > $O/$1-nested; cat $P/vgif > $O/$1-vgif\n\
          echo > $T/trace; echo 1 > $T/events/kvm/kvm_nested_vmenter/enable; echo 1 > $T/tracing_on\n\
-         hoptrace kvm --plain --json > $O/$1-kvm.json 2> $O/$1-kvm.log &\n\
+         hoptrace kvm --plain --json --nested --record $O/$1-rec > $O/$1-kvm.json 2> $O/$1-kvm.log &\n\
          K=$!\n\
          n=0; while ! grep -qs ready $O/$1-kvm.log; do n=$((n+1)); [ $n -gt 600 ] && break; usleep 100000; done\n\
          hoptrace kvm guest-hypervisor --cpuid {k} --hlt {m} --io {n} --json $O/$1-gh.json > $O/$1-gh.log 2>&1\n\
@@ -118,7 +127,12 @@ fn phase_checks(
         injected, vmruns,
         "only the designed exits reach L2: {rows:?}"
     );
-    assert!(rows.iter().all(|r| r["isa"] == "svm"), "{rows:?}");
+    assert!(
+        rows.iter()
+            .filter(|r| r["event"] != "kvm_nested_vmenter")
+            .all(|r| r["isa"] == "svm"),
+        "{rows:?}"
+    );
     // L2's own exits to L1: its VMRUNs and its setup's MSR accesses.
     let vm = kvm["vms"]
         .as_array()
@@ -154,6 +168,150 @@ fn phase_checks(
         .filter(|l| l.contains(" kvm_nested_vmenter:") && l.contains(&format!("-{pid} ")))
         .count() as u64;
     assert_eq!(entries, vmruns, "kvm_nested_vmenter in L1\n{log}");
+    assert_eq!(nested(&rows, "kvm_nested_vmenter", "-"), vmruns, "{rows:?}");
+    unmixed_checks(vm, (k, m, n), log);
+    nested_checks(&kvm, pid, vgif, (k, m, n), log);
+    let rec = out.join(format!("{phase}-rec/nested"));
+    recording_checks(&rec, pid, vgif, k + m + n, log);
+}
+
+/// L3's exits and L2's own, counted apart (`nested_guest`).
+fn unmixed_checks(vm: &Value, (k, m, n): (u64, u64, u64), log: &str) {
+    let count = |name: &str, nested_guest: bool| {
+        vm["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["reason"] == name && r["nested_guest"] == nested_guest)
+            .map(|r| r["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    for (name, l3, l2) in [
+        ("cpuid", k, 0),
+        ("hlt", m, 0),
+        // L2's final `out` has no entry (the VM is destroyed): not counted.
+        ("io", n + 1, 0),
+        ("vmrun", 0, k + m + n + 1),
+        ("msr", 0, 3),
+    ] {
+        assert_eq!(count(name, true), l3, "L3 {name}: {}\n{log}", vm["reasons"]);
+        assert_eq!(
+            count(name, false),
+            l2,
+            "L2 {name}: {}\n{log}",
+            vm["reasons"]
+        );
+    }
+}
+
+/// The designed guest-hypervisor exits of one nested exit.
+fn designed(vgif: bool) -> &'static [&'static str] {
+    if vgif {
+        &["vmrun"]
+    } else {
+        &["stgi", "clgi", "vmrun"]
+    }
+}
+
+/// `nested_analysis`: nested exits per reason, the multiplication, the parts.
+fn nested_checks(kvm: &Value, pid: u64, vgif: bool, (k, m, n): (u64, u64, u64), log: &str) {
+    let a = &kvm["nested_analysis"];
+    let rows: Vec<&Value> = a["reasons"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no nested_analysis: {a}\n{log}"))
+        .iter()
+        .filter(|r| r["pid"].as_u64() == Some(pid))
+        .collect();
+    let factor = designed(vgif).len() as u64;
+    for (reason, exits, open) in [("cpuid", k, 0), ("hlt", m, 0), ("io", n + 1, 1)] {
+        let r = rows
+            .iter()
+            .find(|r| r["reason"] == reason)
+            .unwrap_or_else(|| panic!("no nested {reason}: {rows:?}\n{log}"));
+        let get = |f: &str| r[f].as_u64().unwrap_or_else(|| panic!("{f}: {r}"));
+        assert_eq!(get("nested_exits"), exits, "{r}");
+        assert_eq!(get("open_at_end"), open, "{r}");
+        let resumed = exits - open;
+        assert_eq!(get("resumed"), resumed, "{r}");
+        let gh = |name: &str| {
+            r["gh_reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|g| g["reason"] == name)
+                .map(|g| g["count"].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        for name in ["vmrun", "stgi", "clgi"] {
+            let want = if designed(vgif).contains(&name) {
+                resumed
+            } else {
+                0
+            };
+            assert_eq!(gh(name), want, "{name} per nested {reason}: {r}");
+        }
+        // Only L2's first touches of its pages (npf) and host interrupts
+        // come on top of its designed instructions.
+        let extra = gh("npf") + gh("interrupt");
+        assert_eq!(get("gh_exits") - extra, factor * resumed, "{r}");
+        assert_eq!(get("factor_min"), factor, "{r}");
+        // Parts: the cycle (every nested exit had a vmenter before it) and
+        // the handling.
+        assert_eq!(get("cycles_timed"), resumed, "{r}");
+        assert_eq!(
+            get("wall_ns"),
+            get("nested_guest_ns") + get("host_ns") + get("guest_hypervisor_ns"),
+            "{r}"
+        );
+        assert_eq!(
+            get("handling_ns"),
+            get("handling_host_ns") + get("handling_guest_hypervisor_ns"),
+            "{r}"
+        );
+        assert_eq!(get("parts_mismatch"), 0, "{r}");
+    }
+    assert_eq!(rows.len(), 3, "only the designed nested reasons: {rows:?}");
+    let t = a["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tgid"].as_u64() == Some(pid))
+        .unwrap_or_else(|| panic!("no thread of {pid}: {a}"));
+    assert_eq!(t["vmenters"].as_u64(), Some(k + m + n + 1), "{t}");
+    assert_eq!(t["vmenter_without_nested_exit"].as_u64(), Some(1), "{t}");
+    assert_eq!(t["nested_exit_unresumed"].as_u64(), Some(0), "{t}");
+    assert_eq!(t["events_outside_exits"].as_u64(), Some(0), "{t}");
+}
+
+/// The recording of the nested exits: per row, the parts add up.
+fn recording_checks(dir: &std::path::Path, pid: u64, vgif: bool, resumed: u64, log: &str) {
+    let r = hoptrace_record::RecordingReader::open(dir)
+        .unwrap_or_else(|e| panic!("{}: {e:#}\n{log}", dir.display()));
+    let meta = r.meta().clone();
+    assert_eq!(meta.producer, "kvm-nested");
+    let mut n = 0;
+    for row in r.rows().unwrap() {
+        let row = row.unwrap();
+        let x = |c: &str| {
+            row.extra_value(&meta, c)
+                .unwrap_or_else(|| panic!("{c} empty: {row:?}"))
+        };
+        if x("pid") as u64 != pid {
+            continue;
+        }
+        n += 1;
+        let hop = |h: &str| row.hop(&meta, h).unwrap_or_else(|| panic!("{h}: {row:?}"));
+        let (resumed, exit, enter) = (hop("resumed"), hop("nested_exit"), hop("vmenter"));
+        assert!(resumed <= exit && exit <= enter, "{row:?}");
+        assert_eq!(
+            x("nested_guest_ns") + x("host_ns") + x("guest_hypervisor_ns"),
+            enter - resumed,
+            "cycle parts: {row:?}"
+        );
+        assert!(x("handling_host_ns") <= enter - exit, "{row:?}");
+        assert!(x("gh_exits") >= designed(vgif).len() as i64, "{row:?}");
+    }
+    assert_eq!(n, resumed, "nested rows of pid {pid} in {}", dir.display());
 }
 
 /// `count` of the row of `rows` with this event and reason (0 if none).
