@@ -28,12 +28,15 @@ use crate::topology::{Topology, PUB_IP, PUB_MAC, VM_IP, VM_MAC};
 pub struct Env {
     /// The hoptrace binary (runs `hoptrace lab forward` in the hypervisor namespace).
     pub exe: PathBuf,
+    /// The kvm lab's L1 CPU model (QEMU `-cpu`, see [`crate::nested::l1_cpu`]).
+    pub kvm_lab_cpu: String,
 }
 
 impl Env {
     pub fn current() -> Result<Self> {
         Ok(Env {
             exe: std::env::current_exe().context("locating the hoptrace binary")?,
+            kvm_lab_cpu: crate::nested::l1_cpu(),
         })
     }
 }

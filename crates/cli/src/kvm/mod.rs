@@ -126,6 +126,10 @@ enum Sub {
         /// more ends the run).
         #[arg(long, default_value_t = 10)]
         io: u32,
+        /// MSR reads of the guest hypervisor in each exit it handles (each
+        /// one an exit to this host's KVM).
+        #[arg(long, default_value_t = 0)]
+        msr: u32,
         /// Write the account (pid, SVM features offered, counts) here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -197,12 +201,18 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
             cpuid,
             hlt,
             io,
+            msr,
             json,
         }) => {
-            let plan = hoptrace_lab::nested::guest_hypervisor::NestedPlan { cpuid, hlt, io };
+            let plan = hoptrace_lab::nested::guest_hypervisor::NestedPlan {
+                cpuid,
+                hlt,
+                io,
+                msr,
+            };
             let out = hoptrace_lab::nested::guest_hypervisor::run(plan, |pid| {
                 eprintln!(
-                    "hoptrace kvm guest-hypervisor: pid {pid}: L3 runs {cpuid} cpuid, {hlt} hlt, {io} out (+1 done)"
+                    "hoptrace kvm guest-hypervisor: pid {pid}: L3 runs {cpuid} cpuid, {hlt} hlt, {io} out (+1 done); {msr} MSR reads per exit handled"
                 )
             })?;
             write_account(serde_json::to_value(&out)?, json)?;

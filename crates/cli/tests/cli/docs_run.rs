@@ -144,6 +144,7 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
         "hoptrace kvm delivery",
         ParsedOnly("joins a trace and a `kvm --delivery` recording of a KVM host; `lab run kvm` joins its own with the same code"),
     ),
+    ("kvm.md", "hoptrace lab run kvm --nested", Test(KVM_NESTED, &[])),
     ("kvm.md", "hoptrace lab", Test(KVM, &[])),
     ("kvm.md", "hoptrace kvm guest-hypervisor", Test(KVM_NESTED, &[])),
     ("kvm.md", "hoptrace kvm --nested", Test(KVM_NESTED, &[])),
@@ -226,6 +227,7 @@ fn tour_lines(readme: &str) -> std::ops::Range<usize> {
 /// the files of that script (read with the test's own for its words).
 const DRIVES: &[(&str, &[&str])] = &[
     (KVM, &["../lab/src/nested/mod.rs"]),
+    (KVM_NESTED, &["../lab/src/nested/nested_run.rs"]),
     // Its tracer is vm_libvirt's `Tracer` (`trace --record DIR`).
     (TRACE_VM_QEMU, &["tests/cli/privileged/vm_libvirt.rs"]),
 ];

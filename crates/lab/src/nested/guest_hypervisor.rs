@@ -8,11 +8,16 @@
 //! protected mode with paging (one 4 MiB page mapping 0-4 MiB onto itself:
 //! KVM refuses SVM instructions to a guest without paging), no in-kernel
 //! irqchip. Its code ([`L2_CODE`], at 0x1000) sets EFER.SVME and
-//! VM_HSAVE_PA, then loops: CLGI, VMRUN the L3 described by the VMCB at
-//! 0x3000, STGI (as hypervisors clear the global interrupt flag around
-//! VMRUN); on #VMEXIT read EXITCODE, count it, step L3's RIP past the instruction
-//! (known lengths: cpuid 2 bytes, hlt 1, `out dx,al` 1; this machine's
-//! emulated CPU has no NRIP save), and VMRUN again. L3 ([`L3_CODE`], at
+//! VM_HSAVE_PA, saves its own FS/GS/TR/LDTR and syscall MSRs with VMSAVE
+//! into a save area at 0xc000, then loops as KVM's own SVM entry does:
+//! CLGI (hypervisors clear the global interrupt flag around VMRUN), VMLOAD
+//! L3's part of that state from the VMCB at 0x3000, VMRUN L3; on #VMEXIT
+//! VMSAVE L3's state, VMLOAD its own back, STGI, read the MSR VM_HSAVE_PA
+//! J times (`--msr J`: MSR accesses that L1 intercepts, as a real
+//! hypervisor's exit handling makes), read EXITCODE, count it, step L3's
+//! RIP past the instruction (known lengths: cpuid 2 bytes, hlt 1, `out
+//! dx,al` 1; this machine's emulated CPU has no NRIP save), and VMRUN
+//! again. L3 ([`L3_CODE`], at
 //! 0x2000, flat 32-bit protected mode without paging, ASID 1) executes K
 //! `cpuid`, M `hlt` and N `out` to port 0x510, then one `out` to port
 //! 0x511: the guest hypervisor stops there and writes port 0x512, which
@@ -29,9 +34,15 @@
 //! Seen from L1's KVM, each L3 instruction is one nested exit of its
 //! reason (`kvm_nested_vmexit`) reflected to L2 (`kvm_nested_vmexit_inject`),
 //! and each VMRUN of L2 is one exit of L2 (`vmrun`) and one nested entry
-//! (`kvm_nested_vmenter`). L2's CLGI and STGI exit to L1 (`clgi`, `stgi`)
-//! only when L1's kvm_amd runs without virtual GIF (`vgif=0`, or a CPU
-//! without it): with it they run in the guest.
+//! (`kvm_nested_vmenter`). Between the two, L2 exits to L1 once per VMSAVE
+//! and VMLOAD (`vmsave`, `vmload`: L1's KVM intercepts them unless the CPU
+//! has virtual VMLOAD/VMSAVE and kvm_amd `vls=1`; this machine's emulated
+//! CPU does not offer it) and once per MSR read (`msr`). L2's CLGI and STGI
+//! exit to L1 (`clgi`, `stgi`) only when L1's kvm_amd runs without virtual
+//! GIF (`vgif=0`, or a CPU without it): with it they run in the guest. So
+//! each nested exit that L2 resumes costs L1 exactly
+//! [`NestedPlan::exits_per_nested_exit`]: 4 + J exits with virtual GIF,
+//! 6 + J without.
 
 use std::collections::BTreeMap;
 
@@ -50,12 +61,17 @@ pub const HSAVE_GPA: u64 = 0x4000;
 /// The I/O permission map: 12 KiB, every bit set (every port intercepted).
 pub const IOPM_GPA: u64 = 0x5000;
 const IOPM_SIZE: usize = 0x3000;
-/// The MSR permission map (unused: MSR accesses are not intercepted).
+/// The MSR permission map (all clear: L3's MSR accesses are not
+/// intercepted; L3 makes none).
 pub const MSRPM_GPA: u64 = 0x8000;
 /// The guest hypervisor's counters (u32 each, see [`Counters`]).
 pub const COUNTS_GPA: u64 = 0xa000;
 /// L2's page directory (one 4 MiB page at 0).
 pub const PD_GPA: u64 = 0xb000;
+/// L2's own save area for VMSAVE/VMLOAD (a VMCB-shaped page).
+pub const HOST_SAVE_GPA: u64 = 0xc000;
+/// The counter index where this program puts the plan's MSR reads per exit.
+const MSR_PLAN_INDEX: u64 = 7;
 const MEM_SIZE: usize = 0x10000;
 
 /// L3's port of its `out` loop.
@@ -70,74 +86,7 @@ pub const EXIT_CPUID: u32 = 0x72;
 pub const EXIT_HLT: u32 = 0x78;
 pub const EXIT_IOIO: u32 = 0x7b;
 
-/// The guest hypervisor (32-bit, at [`L2_CODE_GPA`]). Assembled with GNU
-/// as (`.code32`, Intel syntax) and checked with `objdump -D -b binary -m
-/// i386`; offsets on the left.
-pub const L2_CODE: [u8; 0x9a] = [
-    0xb9, 0x80, 0x00, 0x00, 0xc0, // 00: mov ecx,0xc0000080 (EFER)
-    0x0f, 0x32, // 05: rdmsr
-    0x0d, 0x00, 0x10, 0x00, 0x00, // 07: or eax,0x1000 (SVME)
-    0x0f, 0x30, // 0c: wrmsr
-    0xb9, 0x17, 0x01, 0x01, 0xc0, // 0e: mov ecx,0xc0010117 (VM_HSAVE_PA)
-    0xb8, 0x00, 0x40, 0x00, 0x00, // 13: mov eax,0x4000
-    0x31, 0xd2, // 18: xor edx,edx
-    0x0f, 0x30, // 1a: wrmsr
-    0xff, 0x05, 0x00, 0xa0, 0x00, 0x00, // 1c: run: inc dword [0xa000] (VMRUNs)
-    0xb8, 0x00, 0x30, 0x00, 0x00, // 22: mov eax,0x3000 (the VMCB)
-    0x0f, 0x01, 0xdd, // 27: clgi (GIF = 0, as hypervisors do around VMRUN)
-    0x0f, 0x01, 0xd8, // 2a: vmrun
-    0x0f, 0x01, 0xdc, // 2d: stgi (GIF = 1)
-    0xff, 0x05, 0x04, 0xa0, 0x00, 0x00, // 30: inc dword [0xa004] (#VMEXITs)
-    0xa1, 0x70, 0x30, 0x00, 0x00, // 36: mov eax,[0x3070] (EXITCODE)
-    0x83, 0xf8, 0x72, // 3b: cmp eax,0x72 (cpuid)
-    0x74, 0x17, // 3e: je 0x57
-    0x83, 0xf8, 0x78, // 40: cmp eax,0x78 (hlt)
-    0x74, 0x21, // 43: je 0x66
-    0x83, 0xf8, 0x7b, // 45: cmp eax,0x7b (ioio)
-    0x74, 0x2b, // 48: je 0x75
-    0xff, 0x05, 0x14, 0xa0, 0x00, 0x00, // 4a: inc dword [0xa014] (other exits)
-    0xa3, 0x18, 0xa0, 0x00, 0x00, // 50: mov [0xa018],eax (its code)
-    0xeb, 0x3c, // 55: jmp 0x93 (stop)
-    0xff, 0x05, 0x08, 0xa0, 0x00, 0x00, // 57: cpuid: inc dword [0xa008]
-    0x83, 0x05, 0x78, 0x35, 0x00, 0x00, 0x02, // 5d: add dword [0x3578],0x2 (L3 RIP += 2)
-    0xeb, 0xb6, // 64: jmp 0x1c
-    0xff, 0x05, 0x0c, 0xa0, 0x00, 0x00, // 66: hlt: inc dword [0xa00c]
-    0x83, 0x05, 0x78, 0x35, 0x00, 0x00, 0x01, // 6c: add dword [0x3578],0x1 (L3 RIP += 1)
-    0xeb, 0xa7, // 73: jmp 0x1c
-    0xff, 0x05, 0x10, 0xa0, 0x00, 0x00, // 75: ioio: inc dword [0xa010]
-    0xa1, 0x78, 0x30, 0x00, 0x00, // 7b: mov eax,[0x3078] (EXITINFO1)
-    0xc1, 0xe8, 0x10, // 80: shr eax,0x10 (the port)
-    0x3d, 0x11, 0x05, 0x00, 0x00, // 83: cmp eax,0x511 (L3 is done)
-    0x74, 0x09, // 88: je 0x93
-    0x83, 0x05, 0x78, 0x35, 0x00, 0x00, 0x01, // 8a: add dword [0x3578],0x1 (L3 RIP += 1)
-    0xeb, 0x89, // 91: jmp 0x1c
-    0x66, 0xba, 0x12, 0x05, // 93: done: mov dx,0x512
-    0xee, // 97: out dx,al (to L1's user space)
-    0xeb, 0xfe, // 98: jmp 0x98
-];
-
-/// L3 (32-bit, at [`L3_CODE_GPA`]); counters: esi cpuid, edi hlt, ebp out.
-pub const L3_CODE: [u8; 0x24] = [
-    0x85, 0xf6, // 00: test esi,esi
-    0x74, 0x05, // 02: jz 0x09
-    0x0f, 0xa2, // 04: cpuid
-    0x4e, // 06: dec esi
-    0x75, 0xfb, // 07: jnz 0x04
-    0x85, 0xff, // 09: test edi,edi
-    0x74, 0x04, // 0b: jz 0x11
-    0xf4, // 0d: hlt
-    0x4f, // 0e: dec edi
-    0x75, 0xfc, // 0f: jnz 0x0d
-    0x66, 0xba, 0x10, 0x05, // 11: mov dx,0x510
-    0x85, 0xed, // 15: test ebp,ebp
-    0x74, 0x04, // 17: jz 0x1d
-    0xee, // 19: out dx,al
-    0x4d, // 1a: dec ebp
-    0x75, 0xfc, // 1b: jnz 0x19
-    0x66, 0xba, 0x11, 0x05, // 1d: mov dx,0x511
-    0xee, // 21: out dx,al (done)
-    0xeb, 0xfe, // 22: jmp $
-];
+pub use super::gh_code::{L2_CODE, L3_CODE};
 
 /// What L3 is asked to execute.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -146,6 +95,8 @@ pub struct NestedPlan {
     pub hlt: u32,
     /// `out` to port 0x510 (the final `out` to 0x511 comes on top).
     pub io: u32,
+    /// MSR reads of the guest hypervisor per exit it handles.
+    pub msr: u32,
 }
 
 /// The guest hypervisor's counters, read from its memory.
@@ -159,6 +110,10 @@ pub struct Counters {
     pub other: u32,
     /// EXITCODE (low 32 bits) of the last other exit.
     pub other_code: u32,
+    /// MSR reads in its exit handling.
+    pub msr: u32,
+    pub vmsave: u32,
+    pub vmload: u32,
 }
 
 /// The account (`--json`).
@@ -176,9 +131,10 @@ pub struct NestedOutcome {
     pub nested_exits: BTreeMap<&'static str, u64>,
     /// L1's kvm_amd `vgif` parameter (/sys/module/kvm_amd/parameters/vgif).
     pub vgif: Option<bool>,
-    /// Exits of L2 itself to L1 by SVM reason name: three MSR accesses of
-    /// its setup, one VMRUN per nested entry, its final `out`, and without
-    /// virtual GIF one CLGI and one STGI per VMRUN.
+    /// Exits of L2 itself to L1 by SVM reason name: three MSR accesses and
+    /// one VMSAVE of its setup; per VMRUN, the VMRUN, one VMLOAD before
+    /// it, one VMSAVE and one VMLOAD after it, J MSR reads, and without
+    /// virtual GIF one CLGI and one STGI; its final `out`.
     pub l2_exits: BTreeMap<&'static str, u64>,
     pub elapsed_ns: u64,
 }
@@ -204,7 +160,41 @@ impl NestedPlan {
             ioio: self.io + 1,
             other: 0,
             other_code: 0,
+            msr: self.msr * exits,
+            vmsave: exits + 1,
+            vmload: 2 * exits,
         }
+    }
+
+    /// L2's exits to L1 for each nested exit that it handles and resumes
+    /// (from the #VMEXIT to the VMRUN that resumes L3), by SVM reason
+    /// name: what its code executes there, when `vgif` says whether L1's
+    /// kvm_amd gives it virtual GIF.
+    pub fn exits_per_nested_exit(&self, vgif: bool) -> BTreeMap<&'static str, u64> {
+        let mut m = BTreeMap::from([("vmsave", 1), ("vmload", 2), ("vmrun", 1)]);
+        if self.msr > 0 {
+            m.insert("msr", u64::from(self.msr));
+        }
+        if !vgif {
+            m.insert("stgi", 1);
+            m.insert("clgi", 1);
+        }
+        m
+    }
+
+    /// L2's own exits to L1 over the whole run (see [`NestedOutcome::l2_exits`]).
+    pub fn l2_exits(&self, vgif: bool) -> BTreeMap<&'static str, u64> {
+        let vmruns = u64::from(self.counters().vmrun);
+        let gif = if vgif { 0 } else { vmruns };
+        BTreeMap::from([
+            ("msr", 3 + u64::from(self.msr) * vmruns),
+            ("vmsave", 1 + vmruns),
+            ("vmload", 2 * vmruns),
+            ("vmrun", vmruns),
+            ("io", 1),
+            ("clgi", gif),
+            ("stgi", gif),
+        ])
     }
 }
 
@@ -287,6 +277,9 @@ fn read_counters(mem: &Memory) -> Counters {
         ioio: r(4),
         other: r(5),
         other_code: r(6),
+        msr: r(8),
+        vmsave: r(9),
+        vmload: r(10),
     }
 }
 
@@ -360,6 +353,7 @@ pub fn run(plan: NestedPlan, ready: impl FnOnce(u32)) -> Result<NestedOutcome> {
     mem.write(IOPM_GPA as usize, &[0xff; IOPM_SIZE]);
     write_u32(&mem, PD_GPA, 0x83); // 4 MiB page at 0: present, writable, PS
     write_vmcb(&mem);
+    write_u32(&mem, COUNTS_GPA + 4 * MSR_PLAN_INDEX, plan.msr);
     // SAFETY: `mem` is declared before the VM: it outlives it.
     unsafe { mem.map_at_zero(&vm) }?;
     let mut vcpu = vm.create_vcpu(0).context("KVM_CREATE_VCPU")?;
@@ -399,11 +393,9 @@ pub fn run(plan: NestedPlan, ready: impl FnOnce(u32)) -> Result<NestedOutcome> {
             plan.counters()
         );
     }
-    let vmruns = u64::from(l2.vmrun);
     let vgif = std::fs::read_to_string("/sys/module/kvm_amd/parameters/vgif")
         .ok()
         .map(|v| v.trim() == "1");
-    let gif_exits = if vgif == Some(false) { vmruns } else { 0 };
     Ok(NestedOutcome {
         pid,
         plan,
@@ -416,13 +408,7 @@ pub fn run(plan: NestedPlan, ready: impl FnOnce(u32)) -> Result<NestedOutcome> {
         l2,
         nested_exits: plan.nested_exits(),
         vgif,
-        l2_exits: BTreeMap::from([
-            ("msr", 3),
-            ("vmrun", vmruns),
-            ("io", 1),
-            ("clgi", gif_exits),
-            ("stgi", gif_exits),
-        ]),
+        l2_exits: plan.l2_exits(vgif != Some(false)),
         elapsed_ns,
     })
 }
@@ -431,60 +417,34 @@ pub fn run(plan: NestedPlan, ready: impl FnOnce(u32)) -> Result<NestedOutcome> {
 mod tests {
     use super::*;
 
-    fn lands(code: &[u8], at: usize, target: usize) {
-        let next = at as i64 + 1;
-        let rel = code[at] as i8 as i64;
-        assert_eq!(next + rel, target as i64, "jump at byte {at:#x}");
-    }
-
-    #[test]
-    fn the_guest_hypervisor_branches_land_on_their_labels() {
-        for (at, target) in [
-            (0x3f, 0x57),
-            (0x44, 0x66),
-            (0x49, 0x75),
-            (0x56, 0x93),
-            (0x65, 0x1c),
-            (0x74, 0x1c),
-            (0x89, 0x93),
-            (0x92, 0x1c),
-            (0x99, 0x98),
-        ] {
-            lands(&L2_CODE, at, target);
-        }
-        assert_eq!(&L2_CODE[0x27..0x2a], &[0x0f, 0x01, 0xdd], "clgi at 0x27");
-        assert_eq!(&L2_CODE[0x2a..0x2d], &[0x0f, 0x01, 0xd8], "vmrun at 0x2a");
-        assert_eq!(&L2_CODE[0x2d..0x30], &[0x0f, 0x01, 0xdc], "stgi at 0x2d");
-        assert_eq!(&L2_CODE[0x1c..0x22], &[0xff, 0x05, 0x00, 0xa0, 0, 0]);
-        assert_eq!(&L2_CODE[0x93..0x98], &[0x66, 0xba, 0x12, 0x05, 0xee]);
-    }
-
-    #[test]
-    fn the_nested_guest_branches_land_on_their_labels() {
-        for (at, target) in [
-            (0x03, 0x09),
-            (0x08, 0x04),
-            (0x0c, 0x11),
-            (0x10, 0x0d),
-            (0x18, 0x1d),
-            (0x1c, 0x19),
-            (0x23, 0x22),
-        ] {
-            lands(&L3_CODE, at, target);
-        }
-        assert_eq!(&L3_CODE[0x04..0x06], &[0x0f, 0xa2], "cpuid at 4");
-        assert_eq!(L3_CODE[0x0d], 0xf4, "hlt at 0xd");
-        assert_eq!(L3_CODE[0x19], 0xee, "out at 0x19");
-    }
-
     #[test]
     fn the_designed_account_counts_the_final_out_as_an_io_exit() {
         let p = NestedPlan {
             cpuid: 3,
             hlt: 2,
             io: 5,
+            msr: 4,
         };
         assert_eq!(p.counters().vmrun, 11);
         assert_eq!(p.nested_exits()["io"], 6);
+    }
+
+    #[test]
+    fn each_resumed_nested_exit_costs_four_exits_and_the_msr_reads_with_virtual_gif_two_more_without(
+    ) {
+        let p = NestedPlan {
+            cpuid: 3,
+            hlt: 2,
+            io: 5,
+            msr: 4,
+        };
+        let with: u64 = p.exits_per_nested_exit(true).values().sum();
+        let without: u64 = p.exits_per_nested_exit(false).values().sum();
+        assert_eq!((with, without), (8, 10));
+        let whole = p.l2_exits(true);
+        assert_eq!(whole["msr"], 3 + 4 * 11);
+        assert_eq!((whole["vmsave"], whole["vmload"]), (12, 22));
+        assert_eq!(p.l2_exits(false)["clgi"], 11);
+        assert_eq!(p.counters().msr, 44);
     }
 }

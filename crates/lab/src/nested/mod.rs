@@ -25,7 +25,9 @@
 //! 4. A guest hypervisor ([`guest_hypervisor`], `hoptrace kvm
 //!    guest-hypervisor`): an L2 that runs an L3 with SVM's VMRUN (L1's
 //!    kvm_amd has `nested=1`), so that L1's KVM reflects known nested exits
-//!    to it (docs/kvm.md, "Nested guests: feasibility on this machine").
+//!    to it (docs/kvm.md, "Nested guests"). `lab run kvm --nested`
+//!    ([`nested_run`]) runs it under `hoptrace kvm --nested` with virtual
+//!    GIF on and off and compares both with its account.
 //!
 //! Boot to ready is about 10 s under TCG; one exit of L2 costs tens of
 //! microseconds there (docs/kvm.md has the measured figures).
@@ -34,7 +36,9 @@ pub mod checks;
 pub mod crosscheck;
 pub mod deliver;
 pub mod explain_check;
+mod gh_code;
 pub mod guest_hypervisor;
+pub mod nested_run;
 pub mod perf_stat;
 pub mod workload;
 
@@ -88,11 +92,11 @@ pub fn l1_cpu() -> String {
     std::env::var("HOPTRACE_KVM_LAB_CPU").unwrap_or_else(|_| "qemu64,+svm,+npt".into())
 }
 
-fn qemu_args(st: &LabState, kernel: &Path, initrd: &Path) -> Vec<String> {
+fn qemu_args(st: &LabState, cpu: &str, kernel: &Path, initrd: &Path) -> Vec<String> {
     let mut a: Vec<String> = ["-accel", "tcg", "-machine", "q35", "-cpu"]
         .map(String::from)
         .to_vec();
-    a.extend([l1_cpu(), "-m".into(), "1024".into()]);
+    a.extend([cpu.into(), "-m".into(), "1024".into()]);
     a.extend(crate::vm::guest_args(st, kernel, initrd));
     a
 }
@@ -129,7 +133,7 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
     std::fs::create_dir_all(share.join("jobs"))?;
     std::fs::create_dir_all(share.join("out"))?;
     let qlog = LabState::run_dir(&st.name).join("qemu.log");
-    let args = qemu_args(st, &kernel.vmlinuz, &initrd);
+    let args = qemu_args(st, &env.kvm_lab_cpu, &kernel.vmlinuz, &initrd);
     let boot = Instant::now();
     let d = spawn_daemon(hyp.name(), &which(QEMU)?, &args, &qlog, "qemu")?;
     st.daemons.push(d.clone());
@@ -174,7 +178,7 @@ pub fn start(st: &mut LabState, hyp: &Netns, env: &Env) -> Result<()> {
     println!("lab up: {}", text.trim());
     st.path.push(format!(
         "L1 QEMU TCG -cpu {}, kernel {}, KVM (kvm-amd) loaded, ready in {:.1} s",
-        l1_cpu(),
+        env.kvm_lab_cpu,
         kernel.release,
         boot.elapsed().as_secs_f64()
     ));

@@ -1,24 +1,27 @@
-//! A guest hypervisor in the nested lab (privileged): L1 (QEMU TCG with
-//! emulated SVM and virtual GIF, kvm_amd `nested=1`) runs `hoptrace kvm
-//! guest-hypervisor`, an L2 that runs an L3 with CLGI, VMRUN, STGI; L3
-//! executes K `cpuid`, M `hlt` and N `out` (plus one `out` that ends the
-//! run), every one intercepted by L2. `hoptrace kvm --json` in L1 must
-//! count, for the guest hypervisor's process, exactly those nested exits
-//! reflected to L2 (`kvm_nested_vmexit_inject`) and seen by L1
-//! (`kvm_nested_vmexit`) per reason, named from the kernel's tables, and
-//! L2's own exits to L1: one `vmrun` per VMRUN L2 counted, the three MSR
-//! accesses of its setup, and one `clgi` and one `stgi` per VMRUN exactly
-//! when kvm_amd runs without virtual GIF: none with the lab's kvm_amd
-//! (`vgif=1`), all of them after it is reloaded with `vgif=0`. L1's
-//! tracefs must show one `kvm_nested_vmenter` per VMRUN.
+//! A guest hypervisor in the nested lab (privileged), through `lab run kvm
+//! --nested`: L1 (QEMU TCG with emulated SVM and virtual GIF, kvm_amd
+//! `nested=1`) runs `hoptrace kvm guest-hypervisor`, an L2 that runs an L3
+//! with CLGI, VMLOAD, VMRUN, then VMSAVE, VMLOAD, STGI and J MSR reads per
+//! exit it handles; L3 executes K `cpuid`, M `hlt` and N `out` (plus one
+//! `out` that ends the run), every one intercepted by L2. `hoptrace kvm
+//! --json` in L1 must count, for the guest hypervisor's process, exactly
+//! those nested exits reflected to L2 (`kvm_nested_vmexit_inject`) and
+//! seen by L1 (`kvm_nested_vmexit`) per reason, named from the kernel's
+//! tables, and L2's own exits to L1: per VMRUN one `vmrun`, one `vmsave`,
+//! two `vmload` and J `msr`, the three MSR accesses and the VMSAVE of its
+//! setup, and one `clgi` and one `stgi` per VMRUN exactly when kvm_amd
+//! runs without virtual GIF: none with the lab's kvm_amd (`vgif=1`), all
+//! of them after it is reloaded with `vgif=0`. L1's tracefs must show one
+//! `kvm_nested_vmenter` per VMRUN. The run's own comparison
+//! (`nested-comparison.json`) must agree and find no problem.
 //!
 //! The tracer runs with `--nested --record`: each nested exit is grouped
 //! with the guest hypervisor's exits until its VMRUN resumes L3. Per
 //! nested reason, the reflected exits equal L3's account, all but the last
 //! `out` (after which L2 stops) are resumed, and the guest hypervisor's
-//! exits per nested exit are exactly its designed instructions, `vmrun`
-//! with virtual GIF and `stgi`, `clgi`, `vmrun` without (besides `npf`,
-//! L2's first touches of its own pages, and host `interrupt`s); L3's exits and L2's are counted
+//! exits per nested exit are exactly its designed instructions, 4 + J with
+//! virtual GIF and 6 + J without (besides `npf`, L2's first touches of its
+//! own pages, and host `interrupt`s); L3's exits and L2's are counted
 //! apart; the time parts add up for every nested exit (recorded rows).
 
 use std::process::Command;
@@ -36,37 +39,12 @@ impl Drop for Down {
     }
 }
 
-/// The L1 job: two phases, kvm_amd as the lab loaded it (virtual GIF on:
-/// the lab's CPU has it) then reloaded with `vgif=0`; in each, the kvm
-/// tracer, tracefs for kvm_nested_vmenter and the guest hypervisor; files
-/// into the lab's share (`/mnt/host/out/nested/PHASE-*`).
-fn l1_script(k: u64, m: u64, n: u64) -> String {
-    format!(
-        "O=/mnt/host/out/nested; rm -rf $O; mkdir -p $O; T=/sys/kernel/tracing; P=/sys/module/kvm_amd/parameters\n\
-         phase() {{\n\
-         cat $P/nested > $O/$1-nested; cat $P/vgif > $O/$1-vgif\n\
-         echo > $T/trace; echo 1 > $T/events/kvm/kvm_nested_vmenter/enable; echo 1 > $T/tracing_on\n\
-         hoptrace kvm --plain --json --nested --record $O/$1-rec > $O/$1-kvm.json 2> $O/$1-kvm.log &\n\
-         K=$!\n\
-         n=0; while ! grep -qs ready $O/$1-kvm.log; do n=$((n+1)); [ $n -gt 600 ] && break; usleep 100000; done\n\
-         hoptrace kvm guest-hypervisor --cpuid {k} --hlt {m} --io {n} --json $O/$1-gh.json > $O/$1-gh.log 2>&1\n\
-         echo $? > $O/$1-gh.rc\n\
-         kill -INT $K; wait $K\n\
-         echo 0 > $T/events/kvm/kvm_nested_vmenter/enable\n\
-         cp $T/trace $O/$1-trace.txt\n\
-         }}\n\
-         phase vgif1\n\
-         rmmod kvm_amd && insmod /lib/modules/kvm_amd.ko vgif=0 || exit 1\n\
-         phase vgif0\n"
-    )
-}
-
 /// The checks of one phase of the L1 job.
 fn phase_checks(
     out: &std::path::Path,
     phase: &str,
     vgif: bool,
-    (k, m, n): (u64, u64, u64),
+    (k, m, n, j): (u64, u64, u64, u64),
     log: &str,
 ) {
     let read = |f: &str| {
@@ -97,6 +75,9 @@ fn phase_checks(
         ("vmrun", vmruns),
         ("vmexit", vmruns),
         ("other", 0),
+        ("msr", j * vmruns),
+        ("vmsave", vmruns + 1),
+        ("vmload", 2 * vmruns),
     ] {
         assert_eq!(l2[field].as_u64(), Some(want), "L2 counted {field}: {gh}");
     }
@@ -133,7 +114,8 @@ fn phase_checks(
             .all(|r| r["isa"] == "svm"),
         "{rows:?}"
     );
-    // L2's own exits to L1: its VMRUNs and its setup's MSR accesses.
+    // L2's own exits to L1: per VMRUN, the VMRUN, its VMSAVE, VMLOADs and
+    // MSR reads; its setup's MSR accesses and VMSAVE.
     let vm = kvm["vms"]
         .as_array()
         .unwrap()
@@ -150,10 +132,12 @@ fn phase_checks(
             .unwrap_or(0)
     };
     assert_eq!(reason("vmrun"), vmruns, "vmrun exits of L2\n{log}");
+    assert_eq!(reason("vmsave"), vmruns + 1, "vmsave exits of L2\n{log}");
+    assert_eq!(reason("vmload"), 2 * vmruns, "vmload exits of L2\n{log}");
     assert_eq!(
         reason("msr"),
-        3,
-        "rdmsr/wrmsr EFER, wrmsr VM_HSAVE_PA\n{log}"
+        3 + j * vmruns,
+        "rdmsr/wrmsr EFER, wrmsr VM_HSAVE_PA, J reads per exit handled\n{log}"
     );
     assert_eq!(
         kvm["lost"]["exits_lost"].as_u64(),
@@ -169,14 +153,14 @@ fn phase_checks(
         .count() as u64;
     assert_eq!(entries, vmruns, "kvm_nested_vmenter in L1\n{log}");
     assert_eq!(nested(&rows, "kvm_nested_vmenter", "-"), vmruns, "{rows:?}");
-    unmixed_checks(vm, (k, m, n), log);
-    nested_checks(&kvm, pid, vgif, (k, m, n), log);
+    unmixed_checks(vm, (k, m, n, j), log);
+    nested_checks(&kvm, pid, vgif, (k, m, n, j), log);
     let rec = out.join(format!("{phase}-rec/nested"));
-    recording_checks(&rec, pid, vgif, k + m + n, log);
+    recording_checks(&rec, pid, designed(vgif, j), k + m + n, log);
 }
 
 /// L3's exits and L2's own, counted apart (`nested_guest`).
-fn unmixed_checks(vm: &Value, (k, m, n): (u64, u64, u64), log: &str) {
+fn unmixed_checks(vm: &Value, (k, m, n, j): (u64, u64, u64, u64), log: &str) {
     let count = |name: &str, nested_guest: bool| {
         vm["reasons"]
             .as_array()
@@ -192,7 +176,9 @@ fn unmixed_checks(vm: &Value, (k, m, n): (u64, u64, u64), log: &str) {
         // L2's final `out` has no entry (the VM is destroyed): not counted.
         ("io", n + 1, 0),
         ("vmrun", 0, k + m + n + 1),
-        ("msr", 0, 3),
+        ("vmsave", 0, k + m + n + 2),
+        ("vmload", 0, 2 * (k + m + n + 1)),
+        ("msr", 0, 3 + j * (k + m + n + 1)),
     ] {
         assert_eq!(count(name, true), l3, "L3 {name}: {}\n{log}", vm["reasons"]);
         assert_eq!(
@@ -204,17 +190,18 @@ fn unmixed_checks(vm: &Value, (k, m, n): (u64, u64, u64), log: &str) {
     }
 }
 
-/// The designed guest-hypervisor exits of one nested exit.
-fn designed(vgif: bool) -> &'static [&'static str] {
-    if vgif {
-        &["vmrun"]
-    } else {
-        &["stgi", "clgi", "vmrun"]
+/// The designed guest-hypervisor exits of one resumed nested exit, by
+/// reason: its code from #VMEXIT to the VMRUN that resumes L3.
+fn designed(vgif: bool, j: u64) -> Vec<(&'static str, u64)> {
+    let mut d = vec![("vmsave", 1), ("vmload", 2), ("msr", j), ("vmrun", 1)];
+    if !vgif {
+        d.extend([("stgi", 1), ("clgi", 1)]);
     }
+    d
 }
 
 /// `nested_analysis`: nested exits per reason, the multiplication, the parts.
-fn nested_checks(kvm: &Value, pid: u64, vgif: bool, (k, m, n): (u64, u64, u64), log: &str) {
+fn nested_checks(kvm: &Value, pid: u64, vgif: bool, (k, m, n, j): (u64, u64, u64, u64), log: &str) {
     let a = &kvm["nested_analysis"];
     let rows: Vec<&Value> = a["reasons"]
         .as_array()
@@ -222,7 +209,7 @@ fn nested_checks(kvm: &Value, pid: u64, vgif: bool, (k, m, n): (u64, u64, u64), 
         .iter()
         .filter(|r| r["pid"].as_u64() == Some(pid))
         .collect();
-    let factor = designed(vgif).len() as u64;
+    let factor: u64 = designed(vgif, j).iter().map(|(_, c)| c).sum();
     for (reason, exits, open) in [("cpuid", k, 0), ("hlt", m, 0), ("io", n + 1, 1)] {
         let r = rows
             .iter()
@@ -242,13 +229,12 @@ fn nested_checks(kvm: &Value, pid: u64, vgif: bool, (k, m, n): (u64, u64, u64), 
                 .map(|g| g["count"].as_u64().unwrap())
                 .sum::<u64>()
         };
-        for name in ["vmrun", "stgi", "clgi"] {
-            let want = if designed(vgif).contains(&name) {
-                resumed
-            } else {
-                0
-            };
-            assert_eq!(gh(name), want, "{name} per nested {reason}: {r}");
+        for name in ["vmrun", "vmsave", "vmload", "msr", "stgi", "clgi"] {
+            let per = designed(vgif, j)
+                .iter()
+                .find(|(d, _)| *d == name)
+                .map_or(0, |(_, c)| *c);
+            assert_eq!(gh(name), per * resumed, "{name} per nested {reason}: {r}");
         }
         // Only L2's first touches of its pages (npf) and host interrupts
         // come on top of its designed instructions.
@@ -284,7 +270,14 @@ fn nested_checks(kvm: &Value, pid: u64, vgif: bool, (k, m, n): (u64, u64, u64), 
 }
 
 /// The recording of the nested exits: per row, the parts add up.
-fn recording_checks(dir: &std::path::Path, pid: u64, vgif: bool, resumed: u64, log: &str) {
+fn recording_checks(
+    dir: &std::path::Path,
+    pid: u64,
+    designed: Vec<(&str, u64)>,
+    resumed: u64,
+    log: &str,
+) {
+    let factor: u64 = designed.iter().map(|(_, c)| c).sum();
     let r = hoptrace_record::RecordingReader::open(dir)
         .unwrap_or_else(|e| panic!("{}: {e:#}\n{log}", dir.display()));
     let meta = r.meta().clone();
@@ -309,7 +302,7 @@ fn recording_checks(dir: &std::path::Path, pid: u64, vgif: bool, resumed: u64, l
             "cycle parts: {row:?}"
         );
         assert!(x("handling_host_ns") <= enter - exit, "{row:?}");
-        assert!(x("gh_exits") >= designed(vgif).len() as i64, "{row:?}");
+        assert!(x("gh_exits") >= factor as i64, "{row:?}");
     }
     assert_eq!(n, resumed, "nested rows of pid {pid} in {}", dir.display());
 }
@@ -329,39 +322,46 @@ fn a_guest_hypervisor_in_the_nested_lab_causes_exactly_the_nested_exits_its_gues
     ) {
         return;
     }
-    let (k, m, n) = (9u64, 4u64, 13u64);
+    let (k, m, n, j) = (9u64, 4u64, 13u64, 2u64);
     let _down = Down;
-    let up = Command::new(H)
-        .args(["lab", "up", "kvm", "--name", LAB])
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = Command::new(H)
+        .args(["lab", "run", "kvm", "--nested", "--name", LAB])
+        .args(["--cpuid", &k.to_string(), "--hlt", &m.to_string()])
+        .args(["--io", &n.to_string(), "--msr", &j.to_string()])
+        .arg("--out")
+        .arg(&out)
         .env("HOPTRACE_VM_BOOT_TIMEOUT", "4min")
-        .env("HOPTRACE_KVM_LAB_CPU", "qemu64,+svm,+npt,+vgif")
         .output()
-        .expect("run hoptrace lab up kvm");
-    let mut log = format!(
+        .expect("run hoptrace lab run kvm --nested");
+    let log = format!(
         "{}{}",
-        String::from_utf8_lossy(&up.stdout),
-        String::from_utf8_lossy(&up.stderr)
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
     );
-    assert!(up.status.success(), "lab up kvm failed:\n{log}");
-    let ex = Command::new(H)
-        .args([
-            "lab",
-            "exec",
-            LAB,
-            "vm",
-            "--",
-            "sh",
-            "-c",
-            &l1_script(k, m, n),
-        ])
-        .output()
-        .expect("run hoptrace lab exec");
-    log.push_str(&String::from_utf8_lossy(&ex.stdout));
-    log.push_str(&String::from_utf8_lossy(&ex.stderr));
-    let out = hoptrace_lab::vm::share_dir(LAB).join("out/nested");
     // Virtual GIF on: L2's CLGI and STGI run in the guest.
-    phase_checks(&out, "vgif1", true, (k, m, n), &log);
+    phase_checks(&out, "vgif1", true, (k, m, n, j), &log);
     // Virtual GIF off: each is one more exit of L2 per nested exit.
-    phase_checks(&out, "vgif0", false, (k, m, n), &log);
-    assert!(ex.status.success(), "lab exec failed:\n{log}");
+    phase_checks(&out, "vgif0", false, (k, m, n, j), &log);
+    // The run's own comparison: both phases, no problem, the factors.
+    assert!(run.status.success(), "lab run kvm --nested failed:\n{log}");
+    let cmp: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("nested-comparison.json")).unwrap())
+            .unwrap();
+    assert_eq!(cmp["problems"], serde_json::json!([]), "{cmp}");
+    for (i, vgif) in [(0, true), (1, false)] {
+        let factor: u64 = designed(vgif, j).iter().map(|(_, c)| c).sum();
+        let rows = cmp["phases"][i]["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 3, "{cmp}");
+        for r in rows {
+            assert_eq!(r["designed_factor"].as_u64(), Some(factor), "{r}");
+            assert_eq!(r["measured_factor"].as_f64(), Some(factor as f64), "{r}");
+        }
+    }
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("cpuid ") && l.contains(&format!("{}.00/{}", 4 + j, 4 + j))),
+        "the side-by-side table:\n{log}"
+    );
 }
