@@ -6,7 +6,7 @@ so the dashboard is shaped as Grafana defines it. Run from anywhere:
     python3 deploy/grafana/build_dashboard.py --check    # exit 1 if it differs
 
 Every query names only metrics hoptrace exports (crates/metrics: sv::NAMES,
-trace::NAMES); crates/metrics/tests/dashboard.rs checks that, and that this
+goose::NAMES, trace::NAMES, doctor::NAMES); crates/metrics/tests/dashboard.rs checks that, and that this
 script reproduces the committed file.
 """
 import json
@@ -22,6 +22,7 @@ OUT = pathlib.Path(__file__).with_name("hoptrace.json")
 SDK_VERSION = "1769699998!10.1.0"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 STREAMS = 'stream=~"$stream"'
+BLOCKS = 'gocb_ref=~"$gocb_ref"'
 
 
 def query(expr, legend="", fmt=None, instant=False):
@@ -71,7 +72,7 @@ def build():
     d = (
         dashboard.Dashboard("hoptrace: SV latency and the kernel path")
         .uid("hoptrace")
-        .description("hoptrace sv subscribe --metrics and hoptrace trace --metrics (docs/metrics.md)")
+        .description("hoptrace sv subscribe, goose subscribe and trace --metrics (docs/metrics.md)")
         .tags(["hoptrace", "iec61850", "latency"])
         .refresh("30s")
         .time("now-6h", "now")
@@ -82,6 +83,16 @@ def build():
             .label("stream")
             .datasource(DS)
             .query("label_values(stream)")
+            .multi(True)
+            .include_all(True)
+            .all_value(".*")
+            .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+        )
+        .with_variable(
+            dashboard.QueryVariable("gocb_ref")
+            .label("GOOSE control block")
+            .datasource(DS)
+            .query("label_values(gocb_ref)")
             .multi(True)
             .include_all(True)
             .all_value(".*")
@@ -120,6 +131,60 @@ def build():
                     ("sum by (stream, problem) (hoptrace_sv_stream_problems)", "{{stream}}: {{problem}}"),
                 ],
             ).span(24)
+        )
+        .with_row(dashboard.Row("GOOSE (hoptrace goose subscribe)"))
+        .with_panel(
+            heatmap.Panel()
+            .title("State change transfer time (first message of each state: receive - T)")
+            .datasource(DS)
+            .with_target(
+                query(
+                    f"sum by (le) (increase(hoptrace_goose_transfer_time_seconds_bucket{{{BLOCKS}}}[$__rate_interval]))",
+                    "{{le}}",
+                    "heatmap",
+                )
+            )
+            .calculate(False)
+            .y_axis(heatmap.YAxisConfig().unit("s"))
+            .height(8)
+            .span(12)
+        )
+        .with_panel(
+            rate_panel(
+                "Supervision: TAL expired, changes missed, stNum backwards, TAL 0 (per minute)",
+                [
+                    (f"sum by (gocb_ref) (increase(hoptrace_goose_{m}_total{{{BLOCKS}}}[1m]))", f"{label} {{{{gocb_ref}}}}")
+                    for m, label in [
+                        ("tal_expired", "TAL expired"),
+                        ("missed_changes", "changes missed"),
+                        ("st_num_backwards", "stNum backwards"),
+                        ("zero_tal", "TAL 0"),
+                    ]
+                ],
+            )
+        )
+        .with_panel(
+            rate_panel(
+                "Messages per second: state changes, retransmissions, lost, duplicated, out of order, malformed frames",
+                [
+                    (f"sum by (gocb_ref) (rate(hoptrace_goose_{m}_total{{{BLOCKS}}}[$__rate_interval]))", f"{label} {{{{gocb_ref}}}}")
+                    for m, label in [
+                        ("messages", "messages"),
+                        ("state_changes", "state changes"),
+                        ("retransmissions", "retransmissions"),
+                        ("lost", "lost"),
+                        ("duplicated", "duplicated"),
+                        ("out_of_order", "out of order"),
+                    ]
+                ]
+                + [("sum(rate(hoptrace_goose_malformed_frames_total[$__rate_interval]))", "malformed frames")],
+            )
+        )
+        .with_panel(
+            rate_panel(
+                "stNum per control block (a step is a state change)",
+                [(f"max by (gocb_ref) (hoptrace_goose_st_num{{{BLOCKS}}})", "{{gocb_ref}}")],
+            )
         )
         .with_row(dashboard.Row("Kernel path (hoptrace trace)"))
         .with_panel(latency_heatmap("End to end through the host", "hoptrace_trace_stage_latency_seconds", ',stage="end_to_end"'))

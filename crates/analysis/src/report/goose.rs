@@ -250,15 +250,8 @@ fn count_batch(
     Ok(())
 }
 
-/// The GOOSE part as text (terminal or Markdown), after the run's streams.
-pub fn render(out: &mut String, g: &GooseReport, markdown: bool) {
-    let budget = hoptrace_units::format_duration_ns(g.trip_budget_ns);
-    let head = if markdown { "### " } else { "" };
-    let _ = writeln!(
-        out,
-        "{head}GOOSE control blocks ({} block(s); findings of the subscriber, from the recorded rows)\n",
-        g.blocks.len()
-    );
+/// The control blocks' table: a header row, then a row per block.
+fn block_rows(g: &GooseReport) -> Vec<Vec<String>> {
     let mut rows = vec![[
         "gocbRef",
         "APPID",
@@ -294,11 +287,11 @@ pub fn render(out: &mut String, g: &GooseReport, markdown: bool) {
             format!("{}..{}", st(b.first_st_num), st(b.last_st_num)),
         ]);
     }
-    super::text::table(out, &rows, markdown);
-    let _ = writeln!(
-        out,
-        "\nstate change transfer time (first message of each state, sqNum 0: receive stamp - T; T is the publisher's clock, a latency only when both ends share a clock), against the trip budget {budget} (IEC 61850-5 TT6):\n"
-    );
+    rows
+}
+
+/// The state changes' transfer time table: a header row, then a row per block.
+fn transfer_rows(g: &GooseReport) -> Vec<Vec<String>> {
     let mut rows = vec![[
         "gocbRef",
         "timed",
@@ -325,6 +318,65 @@ pub fn render(out: &mut String, g: &GooseReport, markdown: bool) {
             d(b.worst_tal_excess_ns),
         ]);
     }
-    super::text::table(out, &rows, markdown);
+    rows
+}
+
+fn blocks_title(g: &GooseReport) -> String {
+    format!(
+        "GOOSE control blocks ({} block(s); findings of the subscriber, from the recorded rows)",
+        g.blocks.len()
+    )
+}
+
+fn transfer_title(g: &GooseReport) -> String {
+    format!(
+        "state change transfer time (first message of each state, sqNum 0: receive stamp - T; T is the publisher's clock, a latency only when both ends share a clock), against the trip budget {} (IEC 61850-5 TT6)",
+        hoptrace_units::format_duration_ns(g.trip_budget_ns)
+    )
+}
+
+/// The GOOSE part as text (terminal or Markdown), after the run's streams.
+pub fn render(out: &mut String, g: &GooseReport, markdown: bool) {
+    let head = if markdown { "### " } else { "" };
+    let _ = writeln!(out, "{head}{}\n", blocks_title(g));
+    super::text::table(out, &block_rows(g), markdown);
+    let _ = writeln!(out, "\n{}:\n", transfer_title(g));
+    super::text::table(out, &transfer_rows(g), markdown);
     out.push('\n');
+}
+
+/// The GOOSE part of the HTML report: the same two tables; a block with a
+/// state change over the budget, a missed change or an expired TAL is
+/// marked.
+pub fn html_section(out: &mut String, g: &GooseReport) {
+    use super::html::esc;
+    let table = |out: &mut String, rows: &[Vec<String>], bad: &dyn Fn(usize) -> bool| {
+        out.push_str("<table>");
+        for (i, r) in rows.iter().enumerate() {
+            let (open, close) = if i == 0 {
+                ("<th>", "</th>")
+            } else {
+                ("<td>", "</td>")
+            };
+            let class = if i > 0 && bad(i - 1) {
+                " class=fail"
+            } else {
+                ""
+            };
+            let _ = write!(out, "<tr{class}>");
+            for c in r {
+                let _ = write!(out, "{open}{}{close}", esc(c));
+            }
+            out.push_str("</tr>");
+        }
+        out.push_str("</table>");
+    };
+    let _ = write!(out, "<h3>{}</h3>", esc(&blocks_title(g)));
+    let findings = |i: usize| {
+        let b = &g.blocks[i];
+        b.missed_changes + b.tal_expired + b.st_num_backwards > 0
+    };
+    table(out, &block_rows(g), &findings);
+    let _ = write!(out, "<h3>{}</h3>", esc(&transfer_title(g)));
+    table(out, &transfer_rows(g), &|i| g.blocks[i].over_budget > 0);
 }

@@ -113,6 +113,9 @@ pub fn write_report(path: &Path, report: &Report, analyzers: &[Analyzer]) -> any
         losses_table(&mut b, run);
         stalls_table(&mut b, run);
         top_table(&mut b, run);
+        if let Some(g) = &run.goose {
+            super::goose::html_section(&mut b, g);
+        }
         super::html_explained::explained_section(&mut b, run);
     }
     std::fs::write(path, page("hoptrace report", &b))

@@ -141,6 +141,33 @@ fn a_goose_recording_is_read_by_report_and_pandas_with_the_trackers_counts() {
     assert!(text.contains("GOOSE control blocks (1 block(s)"), "{text}");
     assert!(text.contains("trip budget 3.000 ms"), "{text}");
     drop(o);
+    // The HTML report: the same two tables; the block is marked, for its
+    // missed change and expired TAL, and for its change over the budget.
+    let html = d.path().join("r.html");
+    let o = hoptrace(&[
+        "report",
+        rec.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<h3>GOOSE control blocks (1 block(s)"),
+        "GOOSE section"
+    );
+    let marked = format!("<tr class=fail><td>{GOCB}</td>");
+    assert_eq!(
+        page.matches(&marked).count(),
+        2,
+        "both tables mark the block"
+    );
+    assert!(
+        page.contains(&format!(
+            "<td>{GOCB}</td><td>0x0001</td><td>10</td><td>2</td>"
+        )),
+        "the block's counts in the HTML table"
+    );
 
     // pandas (pyarrow underneath): the rows as written.
     let py = r#"

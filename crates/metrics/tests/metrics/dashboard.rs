@@ -2,7 +2,7 @@
 //! own SDK builds from `build_dashboard.py` and reads back unchanged
 //! through Grafana's dashboard model, and its queries use exactly the
 //! metrics hoptrace exports: every `hoptrace_*` name in a query is one of
-//! `sv::NAMES`, `trace::NAMES` or `doctor::NAMES` (a histogram's `_bucket`, `_count`,
+//! `sv::NAMES`, `goose::NAMES`, `trace::NAMES` or `doctor::NAMES` (a histogram's `_bucket`, `_count`,
 //! `_sum` series included), and every exported metric has a panel.
 
 use std::collections::BTreeSet;
@@ -73,6 +73,7 @@ fn every_dashboard_query_names_an_exported_metric_and_every_metric_has_a_panel()
     assert!(all.len() >= 10, "{} queries", all.len());
     let exported: BTreeSet<&str> = hoptrace_metrics::sv::NAMES
         .iter()
+        .chain(hoptrace_metrics::goose::NAMES)
         .chain(hoptrace_metrics::trace::NAMES)
         .chain(hoptrace_metrics::doctor::NAMES)
         .copied()
