@@ -14,6 +14,7 @@ use hoptrace_endpoints::{recording, rx::RxMode, subscriber};
 use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::sv::SubscriberMetrics;
 
+use crate::on_threshold::OnThreshold;
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
 
 #[derive(clap::Args, Debug)]
@@ -104,6 +105,8 @@ pub struct Args {
     /// one stored with --record (in its folder explain/).
     #[arg(long, value_name = "THRESHOLD", value_parser = hoptrace_units::arg::duration_ns)]
     pub explain: Option<u64>,
+    #[command(flatten)]
+    pub threshold: crate::on_threshold::args::ThresholdArgs,
     #[command(flatten)]
     pub config: ConfigArgs,
 }
@@ -198,6 +201,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     args.realtime.apply()?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
+    let on_threshold: std::cell::RefCell<Option<OnThreshold>> = Default::default();
+    // Checked before the run (the stamps' clock, known once it receives,
+    // only names the comments' clock).
+    args.threshold
+        .subscriber(record.as_deref(), args.explain, String::new())?;
     let mut joined: Vec<recording::JoinKey> = Vec::new();
     let keep_for_join = reference.is_some();
     anyhow::ensure!(
@@ -211,6 +219,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
             match open_recording(record.as_deref(), &iface, source, rate, retention, resume) {
                 Ok(r) => *rec.borrow_mut() = Some(r),
                 Err(e) => rec_err = Some(e),
+            }
+            let clock = format!(
+                "CLOCK_{}",
+                hoptrace_endpoints::timestamping::stamp_clock(source)
+            );
+            match args
+                .threshold
+                .subscriber(record.as_deref(), args.explain, clock)
+                .and_then(|s| s.map(|s| OnThreshold::start(s, stop.clone())).transpose())
+            {
+                Ok(o) => *on_threshold.borrow_mut() = o,
+                Err(e) => rec_err = rec_err.take().or(Some(e)),
             }
             eprintln!(
                 "hoptrace sv subscribe: ready on {iface}: receive path {path}; RX stamps (T3) {} CLOCK_{}, application stamps (T4) CLOCK_REALTIME after decode",
@@ -252,10 +272,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 rec.push(&s);
             }
         },
+        |f| {
+            if let Some(o) = on_threshold.borrow_mut().as_mut() {
+                o.offer(f);
+            }
+        },
     )?;
     if let Some(e) = rec_err {
         return Err(e);
     }
+    let exceedances = on_threshold
+        .into_inner()
+        .map(OnThreshold::finish)
+        .transpose()?;
     if let Some(r) = rec.into_inner() {
         r.finish()?;
     }
@@ -267,6 +296,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         m.configured(&report);
     }
     print!("{}", report.summary());
+    if let Some(x) = exceedances {
+        println!("{}", x.line());
+    }
     let streams_differ = report
         .expectations
         .as_ref()
