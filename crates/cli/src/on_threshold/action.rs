@@ -228,7 +228,9 @@ mod tests {
             })
         );
         assert_eq!(
-            "signal:10".parse::<Action>().map(|a| matches!(a, Action::Signal { signal: 10, .. })),
+            "signal:10"
+                .parse::<Action>()
+                .map(|a| matches!(a, Action::Signal { signal: 10, .. })),
             Ok(true)
         );
     }
@@ -259,7 +261,10 @@ mod tests {
             Action::Stop,
         ])
         .unwrap();
-        assert_eq!((p.pcap, p.exec.len(), p.stop, p.window()), (Some(5), 2, true, 5));
+        assert_eq!(
+            (p.pcap, p.exec.len(), p.stop, p.window()),
+            (Some(5), 2, true, 5)
+        );
         assert_eq!(Plan::new(&[Action::Stop]).unwrap().window(), 0);
         let twice = Plan::new(&[Action::Pcap { frames: 5 }, Action::Pcap { frames: 6 }]);
         assert!(twice.unwrap_err().contains("twice"));

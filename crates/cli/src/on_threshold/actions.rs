@@ -112,18 +112,19 @@ impl Actions {
     /// Collect the commands that ended (counting failures).
     pub fn reap(&mut self) {
         let mut failures = Vec::new();
-        self.children.retain_mut(|(cmd, child)| match child.try_wait() {
-            Ok(Some(st)) if st.success() => false,
-            Ok(Some(st)) => {
-                failures.push(format!("exec:{cmd}: {st}"));
-                false
-            }
-            Ok(None) => true,
-            Err(e) => {
-                failures.push(format!("exec:{cmd}: waiting for it: {e}"));
-                false
-            }
-        });
+        self.children
+            .retain_mut(|(cmd, child)| match child.try_wait() {
+                Ok(Some(st)) if st.success() => false,
+                Ok(Some(st)) => {
+                    failures.push(format!("exec:{cmd}: {st}"));
+                    false
+                }
+                Ok(None) => true,
+                Err(e) => {
+                    failures.push(format!("exec:{cmd}: waiting for it: {e}"));
+                    false
+                }
+            });
         for f in failures {
             self.counts.exec_failed += 1;
             self.failed(f);
@@ -166,7 +167,12 @@ mod tests {
         assert!(stop.load(Ordering::Relaxed), "stop ends the run");
         let c = a.finish();
         assert_eq!(
-            (c.exec_started, c.exec_failed, c.exec_still_running, c.stopped),
+            (
+                c.exec_started,
+                c.exec_failed,
+                c.exec_still_running,
+                c.stopped
+            ),
             (4, 2, 0, true)
         );
         assert!(c.first_failure.unwrap().contains("exit 3"));
@@ -187,8 +193,10 @@ mod tests {
         a.fire(&[]);
         let c = a.finish();
         assert_eq!((c.signals_sent, c.signals_failed), (0, 1));
-        let plan = Plan::new(&[format!("signal:CONT:{}", std::process::id()).parse().unwrap()])
-            .unwrap();
+        let plan = Plan::new(&[format!("signal:CONT:{}", std::process::id())
+            .parse()
+            .unwrap()])
+        .unwrap();
         let mut a = Actions::new(plan, Arc::new(AtomicBool::new(false)));
         a.fire(&[]);
         assert_eq!(a.finish().signals_sent, 1, "SIGCONT to itself is harmless");

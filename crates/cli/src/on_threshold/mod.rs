@@ -62,7 +62,12 @@ impl OnThreshold {
     /// Start the worker; `stop` is the run's stop flag (for `stop`).
     pub fn start(s: Settings, stop: Arc<AtomicBool>) -> Result<OnThreshold> {
         let window = s.plan.window();
-        let watch = Watch::new(s.ctx.threshold_ns, window, s.max_snippets, s.plan.stop);
+        let watch = Watch::new(
+            s.ctx.threshold_ns,
+            (window, ring::capacity(window)),
+            s.max_snippets,
+            s.plan.stop,
+        );
         let (to_worker, rx) = mpsc::sync_channel(POOL);
         let (back_tx, back) = mpsc::channel();
         let setup = worker::Setup {
@@ -100,7 +105,11 @@ impl OnThreshold {
 
     fn send(&mut self, s: Box<Snippet>) {
         let n = s.exceedances;
-        if self.to_worker.as_ref().is_none_or(|t| t.try_send(s).is_err()) {
+        if self
+            .to_worker
+            .as_ref()
+            .is_none_or(|t| t.try_send(s).is_err())
+        {
             self.unsent += n;
         }
     }
@@ -142,7 +151,10 @@ impl OnThreshold {
             snippets: out.kept,
             actions: out.actions,
         };
-        debug_assert_eq!(c.handed, summary.kept + out.over_bytes + out.write_failed + self.unsent);
+        debug_assert_eq!(
+            c.handed,
+            summary.kept + out.over_bytes + out.write_failed + self.unsent
+        );
         if let Some(dir) = &self.dir {
             summary.write(dir, self.started_ns)?;
         }
@@ -201,8 +213,10 @@ impl Summary {
     fn write(&self, dir: &Path, started_ns: i64) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let secs = started_ns.div_euclid(1_000_000_000);
-        let start = chrono::DateTime::from_timestamp(secs, 0)
-            .map_or_else(|| secs.to_string(), |t| t.format("%Y%m%dT%H%M%SZ").to_string());
+        let start = chrono::DateTime::from_timestamp(secs, 0).map_or_else(
+            || secs.to_string(),
+            |t| t.format("%Y%m%dT%H%M%SZ").to_string(),
+        );
         let path = dir.join(format!("summary-{start}.json"));
         let text = serde_json::to_string_pretty(self)?;
         std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))
@@ -253,7 +267,10 @@ impl Summary {
             );
         }
         if a.signals_sent + a.signals_failed > 0 {
-            s += &format!("; signals: {} sent, {} failed", a.signals_sent, a.signals_failed);
+            s += &format!(
+                "; signals: {} sent, {} failed",
+                a.signals_sent, a.signals_failed
+            );
         }
         if a.stopped {
             s += "; the run was ended by --on-threshold stop";

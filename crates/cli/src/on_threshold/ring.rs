@@ -12,8 +12,9 @@
 //! then the frame itself (marked). The next frames follow until N have
 //! come after the last exceeding one: an exceeding frame within that
 //! window joins the snippet (and the window starts again from it). A
-//! snippet holds at most 2 (2N + 1) frames; a longer run of exceedances
-//! is cut there (the snippet says so) and goes on in the next one. A closed
+//! snippet holds at most 2N + [`RUN`] frames ([`capacity`]); a longer run
+//! of exceedances is cut there (the snippet says so) and goes on in the
+//! next one. A closed
 //! snippet is handed to the worker thread, which writes it and gives the
 //! buffer back; snippets come from a pool made at start ([`POOL`]).
 //!
@@ -27,6 +28,19 @@ use hoptrace_endpoints::subscriber::SeenFrame;
 /// Snippet buffers, made at start: one gathering, the rest with the
 /// worker.
 pub const POOL: usize = 3;
+
+/// Frames a snippet holds past its 2N (a run of exceedances: a 100 ms
+/// stall of 8 streams at 4000 samples a second is 3200 frames, 4 snippets).
+pub const RUN: usize = 1024;
+
+/// The frames a snippet holds, with `window` (N) frames each side (no
+/// window: the exceeding frame alone).
+pub fn capacity(window: usize) -> usize {
+    match window {
+        0 => 1,
+        n => 2 * n + RUN,
+    }
+}
 
 /// Bytes reserved for each kept frame at start (an SV frame of a few
 /// ASDUs; a longer one grows its slot once).
@@ -204,10 +218,16 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Judge against `threshold_ns`, keep `window` frames each side, hand
-    /// out at most `max_snippets`; with `stop_after_one`, only the first.
-    pub fn new(threshold_ns: u64, window: usize, max_snippets: u64, stop_after_one: bool) -> Watch {
-        let cap = 2 * (2 * window + 1);
+    /// Judge against `threshold_ns`, keep `window` frames each side in
+    /// snippets of at most `cap` frames, hand out at most `max_snippets`;
+    /// with `stop_after_one`, only the first.
+    pub fn new(
+        threshold_ns: u64,
+        (window, cap): (usize, usize),
+        max_snippets: u64,
+        stop_after_one: bool,
+    ) -> Watch {
+        let cap = cap.max(window + 1);
         Watch {
             threshold_ns: threshold_ns.min(i64::MAX as u64) as i64,
             window,
@@ -328,7 +348,12 @@ mod tests {
     fn run(w: &mut Watch, n: u8, late: &[u8]) -> Vec<Vec<(u8, bool)>> {
         let mut out = Vec::new();
         let mut keep = |s: Box<Snippet>, w: &mut Watch| {
-            out.push(s.frames().iter().map(|f| (f.data[0], f.counted())).collect());
+            out.push(
+                s.frames()
+                    .iter()
+                    .map(|f| (f.data[0], f.counted()))
+                    .collect(),
+            );
             w.give_back(s);
         };
         for i in 0..n {
@@ -349,16 +374,19 @@ mod tests {
 
     #[test]
     fn a_snippet_holds_the_n_frames_before_the_exceeding_one_and_the_n_after() {
-        let mut w = Watch::new(2_000_000, 3, 100, false);
+        let mut w = Watch::new(2_000_000, (3, capacity(3)), 100, false);
         assert_eq!(run(&mut w, 30, &[10]), vec![frames(7..=13, &[10])]);
-        assert_eq!((w.counts.judged, w.counts.exceeding, w.counts.handed), (30, 1, 1));
+        assert_eq!(
+            (w.counts.judged, w.counts.exceeding, w.counts.handed),
+            (30, 1, 1)
+        );
     }
 
     #[test]
     fn an_exceedance_within_the_after_window_joins_the_snippet_and_one_after_it_opens_another() {
-        let mut w = Watch::new(2_000_000, 3, 100, false);
+        let mut w = Watch::new(2_000_000, (3, capacity(3)), 100, false);
         assert_eq!(run(&mut w, 30, &[10, 12]), vec![frames(7..=15, &[10, 12])]);
-        let mut w = Watch::new(2_000_000, 3, 100, false);
+        let mut w = Watch::new(2_000_000, (3, capacity(3)), 100, false);
         assert_eq!(
             run(&mut w, 30, &[10, 14]),
             vec![frames(7..=13, &[10]), frames(11..=17, &[14])]
@@ -367,16 +395,16 @@ mod tests {
 
     #[test]
     fn an_exceedance_near_the_start_has_the_fewer_frames_seen_before_it() {
-        let mut w = Watch::new(2_000_000, 3, 100, false);
+        let mut w = Watch::new(2_000_000, (3, capacity(3)), 100, false);
         assert_eq!(run(&mut w, 30, &[1]), vec![frames(0..=4, &[1])]);
     }
 
     #[test]
     fn a_run_of_exceedances_longer_than_a_snippet_is_cut_and_goes_on_in_the_next() {
-        let mut w = Watch::new(2_000_000, 1, 100, false);
+        let mut w = Watch::new(2_000_000, (1, 6), 100, false);
         let late: Vec<u8> = (5..=12).collect();
         let got = run(&mut w, 20, &late);
-        // 2 (2N + 1) = 6 frames: 5 exceeding up to the cut; then 10..12
+        // 6 frames: 5 exceeding up to the cut; then 10..12
         // after frame 9 (from the ring: counted in the first) and one after.
         assert_eq!(
             got,
@@ -388,9 +416,9 @@ mod tests {
 
     #[test]
     fn the_run_ending_closes_the_open_snippet_early() {
-        let mut w = Watch::new(2_000_000, 3, 100, false);
+        let mut w = Watch::new(2_000_000, (3, capacity(3)), 100, false);
         assert!(run(&mut w, 12, &[10]) == vec![frames(7..=11, &[10])]);
-        let mut w = Watch::new(2_000_000, 3, 100, false);
+        let mut w = Watch::new(2_000_000, (3, capacity(3)), 100, false);
         for i in 0..12 {
             assert!(offer(&mut w, i, Some(if i == 10 { 3000 } else { 1 })).is_none());
         }
@@ -399,27 +427,43 @@ mod tests {
 
     #[test]
     fn exceedances_past_the_maximum_or_a_busy_worker_or_a_stop_are_counted_not_kept() {
-        let mut w = Watch::new(2_000_000, 2, 1, false);
+        let mut w = Watch::new(2_000_000, (2, capacity(2)), 1, false);
         assert_eq!(run(&mut w, 40, &[10, 20, 30]).len(), 1);
         assert_eq!((w.counts.handed, w.counts.over_max), (1, 2));
 
-        let mut w = Watch::new(2_000_000, 0, 100, false);
-        let held: Vec<_> = (0..10).filter_map(|i| offer(&mut w, i, Some(5000))).collect();
-        assert_eq!(held.len(), POOL, "no window: each exceeding frame is a snippet");
-        assert_eq!((w.counts.handed, w.counts.worker_busy), (POOL as u64, 10 - POOL as u64));
+        let mut w = Watch::new(2_000_000, (0, capacity(0)), 100, false);
+        let held: Vec<_> = (0..10)
+            .filter_map(|i| offer(&mut w, i, Some(5000)))
+            .collect();
+        assert_eq!(
+            held.len(),
+            POOL,
+            "no window: each exceeding frame is a snippet"
+        );
+        assert_eq!(
+            (w.counts.handed, w.counts.worker_busy),
+            (POOL as u64, 10 - POOL as u64)
+        );
 
-        let mut w = Watch::new(2_000_000, 2, 100, true);
-        assert_eq!(run(&mut w, 40, &[10, 11, 20, 30]), vec![frames(8..=13, &[10, 11])]);
+        let mut w = Watch::new(2_000_000, (2, capacity(2)), 100, true);
+        assert_eq!(
+            run(&mut w, 40, &[10, 11, 20, 30]),
+            vec![frames(8..=13, &[10, 11])]
+        );
         assert_eq!((w.counts.handed, w.counts.after_stop), (2, 2));
     }
 
     #[test]
     fn a_frame_without_an_rx_stamp_is_kept_but_not_judged() {
-        let mut w = Watch::new(2_000_000, 1, 100, false);
+        let mut w = Watch::new(2_000_000, (1, capacity(1)), 100, false);
         assert!(offer(&mut w, 0, None).is_none());
         assert!(offer(&mut w, 1, Some(3000)).is_none());
         let s = offer(&mut w, 2, None).unwrap();
-        let got: Vec<_> = s.frames().iter().map(|f| (f.data[0], f.t_rx.is_some())).collect();
+        let got: Vec<_> = s
+            .frames()
+            .iter()
+            .map(|f| (f.data[0], f.t_rx.is_some()))
+            .collect();
         assert_eq!(got, vec![(0, false), (1, true), (2, false)]);
         assert_eq!((w.counts.judged, w.counts.unjudged), (1, 2));
     }

@@ -75,17 +75,21 @@ pub fn comment(ctx: &Context, slot: &Slot, nth: Option<(u64, u64)>) -> String {
     let (words, _, _, refr) = identity(&slot.data);
     let mut c = format!("hoptrace {}: {words}; ", ctx.command);
     match slot.t_rx {
-        Some(t_rx) => c += &format!(
-            "t_rx={t_rx} t_app={} ns ({}); {}={}",
-            slot.t_app,
-            ctx.clock,
-            ctx.stage,
-            format_duration_ns(slot.t_app - t_rx)
-        ),
-        None => c += &format!(
-            "no RX stamp, t_app={} ns ({}); not judged",
-            slot.t_app, ctx.clock
-        ),
+        Some(t_rx) => {
+            c += &format!(
+                "t_rx={t_rx} t_app={} ns ({}); {}={}",
+                slot.t_app,
+                ctx.clock,
+                ctx.stage,
+                format_duration_ns(slot.t_app - t_rx)
+            )
+        }
+        None => {
+            c += &format!(
+                "no RX stamp, t_app={} ns ({}); not judged",
+                slot.t_app, ctx.clock
+            )
+        }
     }
     if let Some(r) = refr {
         c += &format!(
@@ -201,7 +205,9 @@ pub fn file_name(first: &Exceedance) -> String {
         })
         .take(64)
         .collect();
-    let smp = first.smp_cnt.map_or_else(|| "none".into(), |n| n.to_string());
+    let smp = first
+        .smp_cnt
+        .map_or_else(|| "none".into(), |n| n.to_string());
     format!("{time}-{sv_id}-{smp}.pcapng")
 }
 
@@ -238,7 +244,12 @@ mod tests {
 
     #[test]
     fn the_snippet_file_reads_back_with_every_frame_commented_and_the_exceeding_ones_marked() {
-        let mut w = Watch::new(2_000_000, 2, 10, false);
+        let mut w = Watch::new(
+            2_000_000,
+            (2, crate::on_threshold::ring::capacity(2)),
+            10,
+            false,
+        );
         let mut closed = None;
         for i in 0..10u16 {
             let data = sv_frame("MU/01", i);
@@ -267,8 +278,14 @@ mod tests {
         }
         assert!(got[2][0].contains("rx..app=3.000 ms; EXCEEDS --threshold 2.000 ms (exceedance 1 of 2 in this snippet); its explanation: explain/"), "{:?}", got[2]);
         assert!(got[3][0].contains("(exceedance 2 of 2 in this snippet: within the 2 frames after the previous one, joined)"), "{:?}", got[3]);
-        let smp: Vec<_> = ex.iter().map(|e| (e.frame, e.smp_cnt, e.latency_ns)).collect();
+        let smp: Vec<_> = ex
+            .iter()
+            .map(|e| (e.frame, e.smp_cnt, e.latency_ns))
+            .collect();
         assert_eq!(smp, [(3, Some(4), 3_000_000), (4, Some(5), 3_000_000)]);
-        assert_eq!(file_name(&ex[0]), "20251127T232135.998000000Z-MU_01-4.pcapng");
+        assert_eq!(
+            file_name(&ex[0]),
+            "20251127T232135.998000000Z-MU_01-4.pcapng"
+        );
     }
 }

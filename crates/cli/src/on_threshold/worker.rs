@@ -146,7 +146,10 @@ fn write_new(dir: &std::path::Path, name: &str, bytes: &[u8]) -> Result<PathBuf,
             Err(e) => return Err(format!("creating {}: {e}", path.display())),
         }
     }
-    Err(format!("{name}: 99 files of that name already in {}", dir.display()))
+    Err(format!(
+        "{name}: 99 files of that name already in {}",
+        dir.display()
+    ))
 }
 
 /// The `exec:` environment of a snippet (module docs).

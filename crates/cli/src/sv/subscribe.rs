@@ -14,8 +14,8 @@ use hoptrace_endpoints::{recording, rx::RxMode, subscriber};
 use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::sv::SubscriberMetrics;
 
-use crate::on_threshold::OnThreshold;
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
+use crate::on_threshold::OnThreshold;
 
 #[derive(clap::Args, Debug)]
 #[command(

@@ -41,7 +41,11 @@ fn tshark_frames(file: &Path) -> Vec<(String, u16)> {
         .args(["-e", "frame.comment", "-e", "sv.smpCnt"])
         .output()
         .expect("run tshark");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
@@ -53,8 +57,14 @@ fn tshark_frames(file: &Path) -> Vec<(String, u16)> {
 
 /// The number after `key=` in `comment`.
 fn value(comment: &str, key: &str) -> i64 {
-    let at = comment.find(key).unwrap_or_else(|| panic!("{key} in {comment}")) + key.len();
-    let digits: String = comment[at..].chars().take_while(char::is_ascii_digit).collect();
+    let at = comment
+        .find(key)
+        .unwrap_or_else(|| panic!("{key} in {comment}"))
+        + key.len();
+    let digits: String = comment[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     digits.parse().unwrap()
 }
 
@@ -104,16 +114,21 @@ fn frames_held_past_the_threshold_are_each_kept_once_in_a_snippet_tshark_reads_w
         .unwrap_or_else(|| panic!("no exceedance line: {out}"));
     eprintln!("{line}");
 
-    let exceeding = recorded_exceedances(&rec);
+    let (all, exceeding) = recorded(&rec);
     for h in &holds {
         assert!(
-            exceeding.iter().any(|&(t_rx, _)| t_rx >= h - 2_000_000 && t_rx <= h + 30_000_000),
+            exceeding
+                .iter()
+                .any(|&(t_rx, _)| t_rx >= h - 2_000_000 && t_rx <= h + 30_000_000),
             "the hold at {h} made frames over 2 ms: {exceeding:?}"
         );
     }
-    let marked = check_snippets(&rec.join("exceedances"), &execd);
+    let marked = check_snippets(&rec.join("exceedances"), &execd, &all);
     let recorded: BTreeSet<_> = exceeding.iter().copied().collect();
-    assert_eq!(marked, recorded, "the marked frames are the recorded exceedances");
+    assert_eq!(
+        marked, recorded,
+        "the marked frames are the recorded exceedances"
+    );
     let explained: BTreeSet<_> = hoptrace_record::read_explanations(&rec)
         .unwrap()
         .iter()
@@ -122,40 +137,46 @@ fn frames_held_past_the_threshold_are_each_kept_once_in_a_snippet_tshark_reads_w
     assert_eq!(explained, recorded, "every exceeding sample is explained");
 }
 
-/// The samples of the recording `rec` whose rx..app is over 2 ms: (t_rx,
-/// smpCnt).
-fn recorded_exceedances(rec: &Path) -> Vec<(i64, u16)> {
+/// The RX stamps of the recording `rec`, in order, and its samples whose
+/// rx..app is over 2 ms: (t_rx, smpCnt).
+fn recorded(rec: &Path) -> (Vec<i64>, Vec<(i64, u16)>) {
     let r = hoptrace_record::RecordingReader::open(rec).unwrap();
     let meta = r.meta().clone();
-    let mut rows = 0;
-    let mut out = Vec::new();
+    let (mut all, mut over) = (Vec::new(), Vec::new());
     for row in r.rows().unwrap() {
         let row = row.unwrap();
-        rows += 1;
-        let (Some(rx), Some(app)) = (row.hop(&meta, "rx"), row.hop(&meta, "app")) else {
-            continue;
-        };
+        let rx = row.hop(&meta, "rx").expect("an RX stamp on every sample");
+        let app = row.hop(&meta, "app").unwrap();
+        all.push(rx);
         if app - rx > 2_000_000 {
-            out.push((rx, row.smp_cnt.unwrap()));
+            over.push((rx, row.smp_cnt.unwrap()));
         }
     }
-    assert_eq!(rows, 12000, "every sample recorded");
-    out
+    assert_eq!(all.len(), 12000, "every sample recorded");
+    all.sort_unstable();
+    (all, over)
 }
 
-/// Check the snippets in `dir` against tshark, the summary JSON and the
-/// `exec:` log `execd`; the marked frames (t_rx, smpCnt).
-fn check_snippets(dir: &Path, execd: &Path) -> BTreeSet<(i64, u16)> {
+/// Check the snippets in `dir` against tshark, the summary JSON, the
+/// `exec:` log `execd` and the RX stamps `all` of the recording; the
+/// marked frames (t_rx, smpCnt).
+fn check_snippets(dir: &Path, execd: &Path, all: &[i64]) -> BTreeSet<(i64, u16)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
     files.sort();
-    let summaries: Vec<_> = files.iter().filter(|f| f.extension().unwrap() == "json").collect();
+    let summaries: Vec<_> = files
+        .iter()
+        .filter(|f| f.extension().unwrap() == "json")
+        .collect();
     assert_eq!(summaries.len(), 1, "{files:?}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(summaries[0]).unwrap()).unwrap();
-    let pcaps: Vec<_> = files.iter().filter(|f| f.extension().unwrap() == "pcapng").collect();
+    let pcaps: Vec<_> = files
+        .iter()
+        .filter(|f| f.extension().unwrap() == "pcapng")
+        .collect();
     let listed = summary["snippets"].as_array().unwrap();
     assert_eq!(listed.len(), pcaps.len(), "{summary}");
     let mut marked = BTreeSet::new();
@@ -164,35 +185,84 @@ fn check_snippets(dir: &Path, execd: &Path) -> BTreeSet<(i64, u16)> {
         assert_eq!(entry["file"], file.file_name().unwrap().to_str().unwrap());
         assert_eq!(entry["bytes"], std::fs::metadata(file).unwrap().len());
         let frames = tshark_frames(file);
-        let at: Vec<usize> = (0..frames.len()).filter(|&i| frames[i].0.contains("EXCEEDS")).collect();
+        let at: Vec<usize> = (0..frames.len())
+            .filter(|&i| frames[i].0.contains("EXCEEDS"))
+            .collect();
         for (c, smp) in &frames {
             assert!(c.starts_with("hoptrace sv subscribe: svID="), "{c}");
-            assert!(c.contains(&format!(" smpCnt={smp};")), "{c} is frame smpCnt {smp}");
+            assert!(
+                c.contains(&format!(" smpCnt={smp};")),
+                "{c} is frame smpCnt {smp}"
+            );
         }
         let (first, last) = (at[0], *at.last().unwrap());
-        assert_eq!(first, N, "{N} frames before the first exceedance in {file:?}");
-        assert_eq!(frames.len() - 1 - last, N, "{N} frames after the last in {file:?}");
-        let listed: Vec<_> = entry["exceedances"].as_array().unwrap().iter().map(|e| e["frame"].as_u64().unwrap() as usize - 1).collect();
-        assert_eq!(listed, at, "the summary lists the marked frames of {file:?}");
+        // N frames each side, fewer only at the ends of the run.
+        let rank = |i: usize| all.binary_search(&value(&frames[i].0, "t_rx=")).unwrap();
+        assert_eq!(entry["cut"], false, "{entry}");
+        assert_eq!(
+            first,
+            N.min(rank(first)),
+            "frames before the first exceedance in {file:?}"
+        );
+        let after = N.min(all.len() - 1 - rank(last));
+        assert_eq!(
+            frames.len() - 1 - last,
+            after,
+            "frames after the last in {file:?}"
+        );
+        let listed: Vec<_> = entry["exceedances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["frame"].as_u64().unwrap() as usize - 1)
+            .collect();
+        assert_eq!(
+            listed, at,
+            "the summary lists the marked frames of {file:?}"
+        );
         for &i in &at {
             let (c, smp) = &frames[i];
             assert!(marked.insert((value(c, "t_rx="), *smp)), "{c} marked twice");
         }
-        firsts.push(format!("{} {} {}", frames[first].1, at.len(), file.display()));
+        eprintln!(
+            "{}: {} frames, first marked: {}",
+            file.display(),
+            frames.len(),
+            frames[first].0
+        );
+        firsts.push(format!(
+            "{} {} {}",
+            frames[first].1,
+            at.len(),
+            file.display()
+        ));
     }
     let n = &summary["not_kept"];
-    let not_kept: u64 = ["over_max", "worker_busy", "after_stop", "over_bytes", "write_failed"]
-        .iter()
-        .map(|k| n[k].as_u64().unwrap())
-        .sum();
+    let not_kept: u64 = [
+        "over_max",
+        "worker_busy",
+        "after_stop",
+        "over_bytes",
+        "write_failed",
+    ]
+    .iter()
+    .map(|k| n[k].as_u64().unwrap())
+    .sum();
     assert_eq!(not_kept, 0, "{summary}");
     assert_eq!(summary["kept"], marked.len() as u64, "{summary}");
     assert_eq!(summary["exceeding"], marked.len() as u64, "{summary}");
     assert_eq!(summary["actions"]["exec_started"], pcaps.len() as u64);
     assert_eq!(summary["actions"]["exec_failed"], 0);
-    let mut ran: Vec<String> = std::fs::read_to_string(execd).unwrap().lines().map(String::from).collect();
+    let mut ran: Vec<String> = std::fs::read_to_string(execd)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     ran.sort();
     firsts.sort();
-    assert_eq!(ran, firsts, "exec: ran once per snippet, with its first exceedance");
+    assert_eq!(
+        ran, firsts,
+        "exec: ran once per snippet, with its first exceedance"
+    );
     marked
 }
