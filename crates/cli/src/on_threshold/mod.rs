@@ -19,6 +19,7 @@ pub mod actions;
 pub mod args;
 pub mod ring;
 pub mod snippet;
+pub mod trace;
 pub mod worker;
 
 use std::path::{Path, PathBuf};
@@ -47,8 +48,8 @@ pub struct Settings {
 /// The receive thread's side, and the worker.
 pub struct OnThreshold {
     watch: Watch,
-    to_worker: Option<SyncSender<Box<Snippet>>>,
-    back: Receiver<Box<Snippet>>,
+    to_worker: Option<SyncSender<Snippet>>,
+    back: Receiver<Snippet>,
     worker: Option<std::thread::JoinHandle<worker::Outcome>>,
     /// Exceedances in snippets the worker could not take (it had stopped).
     unsent: u64,
@@ -103,7 +104,7 @@ impl OnThreshold {
         }
     }
 
-    fn send(&mut self, s: Box<Snippet>) {
+    fn send(&mut self, s: Snippet) {
         let n = s.exceedances;
         if self
             .to_worker

@@ -207,8 +207,8 @@ pub struct Watch {
     /// Frames kept before and after an exceeding one.
     window: usize,
     ring: Ring,
-    open: Option<Box<Snippet>>,
-    spare: Vec<Box<Snippet>>,
+    open: Option<Snippet>,
+    spare: Vec<Snippet>,
     /// Snippets handed out, and at most.
     snippets: u64,
     max_snippets: u64,
@@ -233,9 +233,7 @@ impl Watch {
             window,
             ring: Ring::new(window),
             open: None,
-            spare: (0..POOL)
-                .map(|_| Box::new(Snippet::with_capacity(cap)))
-                .collect(),
+            spare: (0..POOL).map(|_| Snippet::with_capacity(cap)).collect(),
             snippets: 0,
             max_snippets,
             stop_after_one,
@@ -244,12 +242,12 @@ impl Watch {
     }
 
     /// A snippet buffer back from the worker.
-    pub fn give_back(&mut self, s: Box<Snippet>) {
+    pub fn give_back(&mut self, s: Snippet) {
         self.spare.push(s);
     }
 
     /// Judge and keep `f`; a snippet it closed, to hand to the worker.
-    pub fn offer(&mut self, f: &SeenFrame<'_>) -> Option<Box<Snippet>> {
+    pub fn offer(&mut self, f: &SeenFrame<'_>) -> Option<Snippet> {
         let exceeds = match f.t_rx {
             Some(t_rx) => {
                 self.counts.judged += 1;
@@ -285,13 +283,13 @@ impl Watch {
     }
 
     /// The snippet still gathering when the run ends.
-    pub fn finish(&mut self) -> Option<Box<Snippet>> {
+    pub fn finish(&mut self) -> Option<Snippet> {
         let mut s = self.open.take()?;
         s.ended_early = true;
         Some(self.hand_out(s))
     }
 
-    fn hand_out(&mut self, s: Box<Snippet>) -> Box<Snippet> {
+    fn hand_out(&mut self, s: Snippet) -> Snippet {
         self.snippets += 1;
         self.counts.handed += s.exceedances;
         s
@@ -299,7 +297,7 @@ impl Watch {
 
     /// Open a snippet at the exceeding `f` (or count why not); with no
     /// window it is closed at once.
-    fn open_snippet(&mut self, f: &SeenFrame<'_>) -> Option<Box<Snippet>> {
+    fn open_snippet(&mut self, f: &SeenFrame<'_>) -> Option<Snippet> {
         if self.stop_after_one && self.snippets > 0 {
             self.counts.after_stop += 1;
             return None;
@@ -332,7 +330,7 @@ mod tests {
     use super::*;
 
     /// Frame `i`: its byte is `i`, its rx..app `lat_us` (None: no RX stamp).
-    fn offer(w: &mut Watch, i: u8, lat_us: Option<i64>) -> Option<Box<Snippet>> {
+    fn offer(w: &mut Watch, i: u8, lat_us: Option<i64>) -> Option<Snippet> {
         let data = [i; 20];
         let t_app = 1_000_000 * i as i64;
         w.offer(&SeenFrame {
@@ -347,7 +345,7 @@ mod tests {
     /// closed (with the one left open at the end) as (frame bytes, marked).
     fn run(w: &mut Watch, n: u8, late: &[u8]) -> Vec<Vec<(u8, bool)>> {
         let mut out = Vec::new();
-        let mut keep = |s: Box<Snippet>, w: &mut Watch| {
+        let mut keep = |s: Snippet, w: &mut Watch| {
             out.push(
                 s.frames()
                     .iter()

@@ -182,7 +182,7 @@ fn environment(
 
 /// The worker thread: handle snippets from `rx` until the receive thread
 /// hangs up, reaping commands meanwhile; buffers go back on `back`.
-pub fn run(setup: Setup, rx: Receiver<Box<Snippet>>, back: Sender<Box<Snippet>>) -> Outcome {
+pub fn run(setup: Setup, rx: Receiver<Snippet>, back: Sender<Snippet>) -> Outcome {
     let mut w = Worker {
         setup,
         out: Outcome::default(),
