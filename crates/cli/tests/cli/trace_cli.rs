@@ -609,7 +609,7 @@ fn trace_on_threshold_runs_its_command_for_timelines_over_the_highest_threshold_
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("on-threshold: 600 timelines over 10.000 us (first to last hop); actions run for 50, 550 not acted on"),
+        text.contains("on-threshold: 600 timelines over 10.0 us (first to last hop); actions run for 50, 550 not acted on"),
         "{text}"
     );
     let lines = std::fs::read_to_string(&log).unwrap();
