@@ -35,7 +35,7 @@ pub struct ThresholdArgs {
     /// snippet that would pass it are counted as not kept).
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = hoptrace_units::arg::size)]
     pub on_threshold_max_bytes: u64,
-    /// Write the snippets (and the run's summary-<start>.json) here, a new
+    /// Write the snippets (and the run's `summary-<start>.json`) here, a new
     /// or empty directory, instead of the --record directory's
     /// exceedances/.
     #[arg(long, value_name = "DIR", requires = "threshold")]
