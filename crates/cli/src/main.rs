@@ -28,6 +28,7 @@ mod goose;
 mod join;
 mod kvm;
 mod lab;
+mod on_threshold;
 mod outputs;
 mod ping;
 mod reflect;

@@ -82,6 +82,19 @@ pub struct ReceivedSample {
     pub counters: StreamCounters,
 }
 
+/// One received frame as it was on the wire (a stripped VLAN tag put
+/// back), with its stamps: what `sv subscribe --on-threshold` keeps in its
+/// ring of recent frames. Handed out after the frame's samples; borrowed,
+/// so that keeping it copies into buffers the caller owns.
+#[derive(Debug, Clone, Copy)]
+pub struct SeenFrame<'a> {
+    pub data: &'a [u8],
+    pub t_rx: Option<i64>,
+    pub t_app: i64,
+    /// Longer on the wire than the receive buffer ([`FRAME_CAPACITY`]).
+    pub truncated: bool,
+}
+
 /// Accounting of one stream.
 #[derive(Debug, Clone)]
 pub struct StreamStats {
@@ -251,14 +264,17 @@ fn push_end_to_end(s: &mut String, indent: &str, h: &SignedHistogram) {
 
 /// Receive until the count, the duration or `stop`. `on_ready` is called
 /// once the socket is bound and the receive path set up (frames sent after
-/// it are received); `on_status` once per `status_every`; `on_sample` per ASDU.
+/// it are received); `on_status` once per `status_every`; `on_sample` per
+/// ASDU, then `on_frame` per frame (after its ASDUs).
 pub fn subscribe(
     cfg: &SubscribeConfig,
     stop: &AtomicBool,
     on_ready: impl FnOnce(StampSource, &str),
     mut on_status: impl FnMut(&SubscribeReport),
-    mut on_sample: impl FnMut(ReceivedSample),
+    on_sample: impl FnMut(ReceivedSample),
+    on_frame: impl FnMut(SeenFrame<'_>),
 ) -> Result<SubscribeReport> {
+    let mut hooks = (on_sample, on_frame);
     // Configured streams are checked on the frame as it was on the wire,
     // VLAN tag included: that takes a tap socket (see
     // `PacketSocket::open_with_vlan_tags`).
@@ -336,7 +352,7 @@ pub fn subscribe(
                 &mut last,
                 &mut wire,
                 f,
-                &mut on_sample,
+                &mut hooks,
             )
         })
         .context("receiving SV frames")?;
@@ -363,7 +379,7 @@ fn handle_frame(
     last: &mut usize,
     wire: &mut Vec<u8>,
     f: RxFrame<'_>,
-    on_sample: &mut impl FnMut(ReceivedSample),
+    (on_sample, on_frame): &mut (impl FnMut(ReceivedSample), impl FnMut(SeenFrame<'_>)),
 ) {
     if f.pkttype == libc::PACKET_OUTGOING {
         return;
@@ -413,6 +429,7 @@ fn handle_frame(
                 malformed: true,
                 counters: StreamCounters::default(),
             });
+            seen(&f, wire, t_rx, t_app, on_frame);
             return;
         }
     };
@@ -476,6 +493,23 @@ fn handle_frame(
             counters: st.counters(),
         });
     }
+    seen(&f, wire, t_rx, t_app, on_frame);
+}
+
+/// Hand `f` out as it was on the wire (its VLAN tag put back into `wire`).
+fn seen(
+    f: &RxFrame<'_>,
+    wire: &mut Vec<u8>,
+    t_rx: Option<i64>,
+    t_app: i64,
+    on_frame: &mut impl FnMut(SeenFrame<'_>),
+) {
+    on_frame(SeenFrame {
+        data: f.wire(wire),
+        t_rx,
+        t_app,
+        truncated: f.truncated,
+    });
 }
 
 /// smpCnt wrap of a new stream: its configured rate; else the smpRate its

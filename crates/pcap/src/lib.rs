@@ -2,13 +2,15 @@
 //!
 //! - [`CaptureReader`]: reads pcap (micro- or nanosecond magic, either byte
 //!   order) and pcapng (EPB/SPB/obsolete PB, per-interface `if_tsresol` and
-//!   `if_tsoffset`), detected from the magic number. Timestamps come out as
+//!   `if_tsoffset`; an EPB's `opt_comment`s in [`Packet::comments`]),
+//!   detected from the magic number. Timestamps come out as
 //!   nanoseconds since the Unix epoch. A truncated or corrupt file yields
 //!   every complete packet before the cut, then one
 //!   [`CaptureError::Truncated`]/[`CaptureError::Corrupt`] naming the packet
 //!   number and byte offset of the cut, then `None`.
 //! - [`CaptureWriter`]: writes pcap (nanosecond magic) or pcapng (one
-//!   Ethernet interface with `if_tsresol` = 9).
+//!   Ethernet interface with `if_tsresol` = 9; a frame may carry an
+//!   `opt_comment`, shown by Wireshark as the packet comment).
 //!
 //! Live capture from an interface is `hoptrace_os::PacketSocket` (the one
 //! AF_PACKET wrapper: kernel RX software stamps, VLAN tags put back, an

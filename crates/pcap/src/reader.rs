@@ -19,6 +19,7 @@ use std::io::{BufReader, Cursor, Read};
 use std::path::Path;
 
 use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketOption;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader, RawBlock};
 use pcap_file::{DataLink, Endianness, PcapError};
@@ -36,6 +37,9 @@ pub struct Packet {
     /// pcapng interface id (0 for pcap).
     pub interface: u32,
     pub data: Vec<u8>,
+    /// The frame's `opt_comment`s (pcapng Enhanced Packet Blocks; none in
+    /// pcap).
+    pub comments: Vec<String>,
 }
 
 type Source = std::io::Chain<Cursor<[u8; 4]>, Box<dyn Read>>;
@@ -192,6 +196,7 @@ impl CaptureReader {
                     orig_len: raw.orig_len,
                     interface: 0,
                     data: raw.data.into_owned(),
+                    comments: Vec::new(),
                 }))
             }
             Inner::PcapNg { reader } => loop {
@@ -221,13 +226,17 @@ impl CaptureReader {
                     Ok(b) => b,
                     Err(e) => return Some(Err(map_err(e, packets, offset))),
                 };
+                let mut comments = Vec::new();
                 let (iface, raw_ts, orig_len, data) = match block {
-                    Block::EnhancedPacket(p) => (
-                        p.interface_id,
-                        Some(p.timestamp.as_nanos() as u64),
-                        p.original_len,
-                        p.data.into_owned(),
-                    ),
+                    Block::EnhancedPacket(p) => {
+                        comments = epb_comments(&p.options);
+                        (
+                            p.interface_id,
+                            Some(p.timestamp.as_nanos() as u64),
+                            p.original_len,
+                            p.data.into_owned(),
+                        )
+                    }
                     Block::Packet(p) => (
                         p.interface_id as u32,
                         Some(p.timestamp),
@@ -266,10 +275,22 @@ impl CaptureReader {
                     orig_len,
                     interface: iface,
                     data,
+                    comments,
                 }));
             },
         }
     }
+}
+
+/// The `opt_comment`s of an Enhanced Packet Block.
+fn epb_comments(options: &[EnhancedPacketOption<'_>]) -> Vec<String> {
+    options
+        .iter()
+        .filter_map(|o| match o {
+            EnhancedPacketOption::Comment(c) => Some(c.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 impl Iterator for CaptureReader {

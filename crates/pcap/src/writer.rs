@@ -3,6 +3,13 @@
 //! Both write Ethernet link type, snaplen 65535, little-endian, through a
 //! buffered file; [`CaptureWriter::finish`] flushes and reports errors
 //! (dropping the writer flushes too, but silently).
+//!
+//! pcapng files are one Section Header Block, one Interface Description
+//! Block (Ethernet, `if_tsresol` = 9: timestamps in ns) and one Enhanced
+//! Packet Block per frame; [`CaptureWriter::write_commented`] gives a frame
+//! an `opt_comment` (option 1, UTF-8), which Wireshark shows as the packet
+//! comment (`frame.comment` in tshark). A pcap file has no place for it:
+//! asking for a comment there is an error, not a silent loss.
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -11,7 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{
     InterfaceDescriptionBlock, InterfaceDescriptionOption,
 };
@@ -87,6 +94,17 @@ impl<W: Write> CaptureWriter<W> {
 
     /// Appends one frame captured at `time_ns` (ns since the Unix epoch).
     pub fn write(&mut self, time_ns: u64, data: &[u8]) -> Result<(), CaptureError> {
+        self.write_commented(time_ns, data, None)
+    }
+
+    /// Appends one frame captured at `time_ns` with an `opt_comment`
+    /// (pcapng only; a pcap file refuses a comment).
+    pub fn write_commented(
+        &mut self,
+        time_ns: u64,
+        data: &[u8],
+        comment: Option<&str>,
+    ) -> Result<(), CaptureError> {
         if data.len() > SNAPLEN as usize {
             return Err(CaptureError::Write(format!(
                 "frame of {} bytes exceeds the snaplen {SNAPLEN}",
@@ -95,6 +113,11 @@ impl<W: Write> CaptureWriter<W> {
         }
         let ts = Duration::from_nanos(time_ns);
         match &mut self.inner {
+            Inner::Pcap(_) if comment.is_some() => {
+                return Err(CaptureError::Write(
+                    "a pcap file cannot hold packet comments: write pcapng".into(),
+                ));
+            }
             Inner::Pcap(w) => {
                 w.write_packet(&PcapPacket::new(ts, data.len() as u32, data))
                     .map_err(werr)?;
@@ -105,7 +128,10 @@ impl<W: Write> CaptureWriter<W> {
                     timestamp: ts,
                     original_len: data.len() as u32,
                     data: Cow::Borrowed(data),
-                    options: vec![],
+                    options: comment
+                        .map(|c| EnhancedPacketOption::Comment(Cow::Borrowed(c)))
+                        .into_iter()
+                        .collect(),
                 };
                 w.write_pcapng_block(epb).map_err(werr)?;
             }

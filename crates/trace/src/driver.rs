@@ -127,6 +127,11 @@ impl Run<'_> {
         }
         let copy_hop = copy_hop(&self.hops);
         for t in &tls {
+            if let Some(h) = &self.opts.on_threshold {
+                if let Some(d) = crate::options::over_highest(&t.hops, &self.opts.thresholds_ns) {
+                    (h.0.lock().expect("not poisoned"))(t, d);
+                }
+            }
             let pairs = self.stats.add(t);
             if let Some(m) = self.metrics.as_mut() {
                 m.timeline(t, &pairs, &self.stats);

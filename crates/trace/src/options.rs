@@ -71,6 +71,32 @@ pub struct TraceOptions {
     /// and ping replies from the consumer towards the wire), each frame's timeline in its
     /// own direction (hypervisor profile).
     pub outbound: bool,
+    /// `--on-threshold`: called with each timeline over the highest of
+    /// `thresholds_ns` ([`over_highest`]) and its first-to-last hop time.
+    pub on_threshold: Option<OnThresholdHook>,
+}
+
+/// What `--on-threshold` calls: a timeline over the threshold, its time.
+pub type OnThresholdFn = dyn FnMut(&crate::timeline::Timeline, u64) + Send;
+
+/// The callback of `--on-threshold` (shared: the options are cloned).
+#[derive(Clone)]
+pub struct OnThresholdHook(pub std::sync::Arc<std::sync::Mutex<OnThresholdFn>>);
+
+impl std::fmt::Debug for OnThresholdHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnThresholdHook")
+    }
+}
+
+/// A timeline's time from its first hop to its last (of the hops it has),
+/// when over the highest of `thresholds_ns` (none given: never).
+pub fn over_highest(hops: &[Option<u64>], thresholds_ns: &[u64]) -> Option<u64> {
+    let highest = *thresholds_ns.iter().max()?;
+    let first = hops.iter().flatten().next()?;
+    let last = hops.iter().flatten().next_back()?;
+    let d = last.checked_sub(*first)?;
+    (d > highest).then_some(d)
 }
 
 /// Options that `--outbound` cannot honour, refused with what to do.
@@ -175,4 +201,23 @@ pub fn bpf_filters(opts: &TraceOptions, devices: &DeviceTable) -> Result<Filters
         }
     }
     Ok(f)
+}
+
+#[cfg(test)]
+mod threshold_tests {
+    use super::over_highest;
+
+    #[test]
+    fn a_timeline_exceeds_when_its_first_to_last_hop_time_passes_the_highest_threshold() {
+        let hops = [None, Some(100), Some(150), None, Some(2_100), None];
+        assert_eq!(over_highest(&hops, &[1_000, 1_500]), Some(2_000));
+        assert_eq!(over_highest(&hops, &[2_000, 500]), None, "not over: equal");
+        assert_eq!(over_highest(&hops, &[]), None, "no threshold");
+        assert_eq!(
+            over_highest(&[None, Some(5)], &[1]),
+            None,
+            "one hop: no time"
+        );
+        assert_eq!(over_highest(&[Some(9), Some(5)], &[1]), None, "backwards");
+    }
 }

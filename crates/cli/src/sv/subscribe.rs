@@ -15,6 +15,7 @@ use hoptrace_metrics::server::Exporter;
 use hoptrace_metrics::sv::SubscriberMetrics;
 
 use crate::args::{required_iface, ConfigArgs, FromConfigFile, GivenFlags, RealtimeArgs, WakeArgs};
+use crate::on_threshold::OnThreshold;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -105,6 +106,8 @@ pub struct Args {
     #[arg(long, value_name = "THRESHOLD", value_parser = hoptrace_units::arg::duration_ns)]
     pub explain: Option<u64>,
     #[command(flatten)]
+    pub threshold: crate::on_threshold::args::ThresholdArgs,
+    #[command(flatten)]
     pub config: ConfigArgs,
 }
 
@@ -155,6 +158,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.config.config.as_deref(),
     ];
     claim_recording(&args, &inputs)?;
+    // Checked before the run (the clock only names the comments' clock).
+    threshold_settings(&args, String::new())?;
     let retention = args.retention.retention();
     let metrics_addr = args
         .metrics
@@ -198,6 +203,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     args.realtime.apply()?;
     let rec: std::cell::RefCell<Option<recording::SubscriberRecorder>> = Default::default();
     let mut rec_err = None;
+    let on_threshold: std::cell::RefCell<Option<OnThreshold>> = Default::default();
     let mut joined: Vec<recording::JoinKey> = Vec::new();
     let keep_for_join = reference.is_some();
     anyhow::ensure!(
@@ -212,12 +218,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 Ok(r) => *rec.borrow_mut() = Some(r),
                 Err(e) => rec_err = Some(e),
             }
-            eprintln!(
-                "hoptrace sv subscribe: ready on {iface}: receive path {path}; RX stamps (T3) {} CLOCK_{}, application stamps (T4) CLOCK_REALTIME after decode",
-                source,
-                hoptrace_endpoints::timestamping::stamp_clock(source)
-            );
-            let _ = std::io::stderr().flush();
+            match ready(&args, &iface, (source, path), &stop) {
+                Ok(o) => *on_threshold.borrow_mut() = o,
+                Err(e) => rec_err = rec_err.take().or(Some(e)),
+            }
         },
         |r| {
             if !args.quiet {
@@ -238,24 +242,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
             if let Some(x) = &explaining {
                 x.offer_received(&s, receiver_tid);
             }
-            if keep_for_join && !s.malformed {
-                if let Some(t) = s.t_rx {
-                    joined.push(recording::JoinKey {
-                        stream: s.key.stream.clone(),
-                        epoch: s.key.epoch,
-                        smp_cnt: s.key.smp_cnt,
-                        t_rx: t,
-                    });
-                }
+            if keep_for_join {
+                joined.extend(join_key(&s));
             }
             if let Some(rec) = rec.borrow_mut().as_mut() {
                 rec.push(&s);
+            }
+        },
+        |f| {
+            if let Some(o) = on_threshold.borrow_mut().as_mut() {
+                o.offer(f);
             }
         },
     )?;
     if let Some(e) = rec_err {
         return Err(e);
     }
+    let exceedances = on_threshold
+        .into_inner()
+        .map(OnThreshold::finish)
+        .transpose()?;
     if let Some(r) = rec.into_inner() {
         r.finish()?;
     }
@@ -267,6 +273,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         m.configured(&report);
     }
     print!("{}", report.summary());
+    if let Some(x) = exceedances {
+        println!("{}", x.line());
+    }
     let streams_differ = report
         .expectations
         .as_ref()
@@ -283,6 +292,42 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(status.into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The identity `--reference` joins `s` on (none without an RX stamp).
+fn join_key(s: &subscriber::ReceivedSample) -> Option<recording::JoinKey> {
+    let t_rx = s.t_rx.filter(|_| !s.malformed)?;
+    Some(recording::JoinKey {
+        stream: s.key.stream.clone(),
+        epoch: s.key.epoch,
+        smp_cnt: s.key.smp_cnt,
+        t_rx,
+    })
+}
+
+/// `--threshold`'s settings (None without it), the snippets' comments
+/// naming the stamps' `clock`.
+fn threshold_settings(args: &Args, clock: String) -> Result<Option<crate::on_threshold::Settings>> {
+    args.threshold
+        .subscriber(args.record.as_deref(), args.explain, clock)
+}
+
+/// The receive path is set up (`path`, its stamps from `source`): start
+/// `--on-threshold` (with the run's `stop` flag), then say `ready on`.
+fn ready(
+    args: &Args,
+    iface: &str,
+    (source, path): (hoptrace_record::StampSource, &str),
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Result<Option<OnThreshold>> {
+    let clock = hoptrace_endpoints::timestamping::stamp_clock(source);
+    let started = threshold_settings(args, format!("CLOCK_{clock}"))
+        .and_then(|s| s.map(|s| OnThreshold::start(s, stop.clone())).transpose());
+    eprintln!(
+        "hoptrace sv subscribe: ready on {iface}: receive path {path}; RX stamps (T3) {source} CLOCK_{clock}, application stamps (T4) CLOCK_REALTIME after decode",
+    );
+    let _ = std::io::stderr().flush();
+    started
 }
 
 /// The end-to-end join of the received samples with the publisher's

@@ -27,6 +27,7 @@ use hoptrace_trace::replay::{replay_dump, ReplayOutcome};
 use hoptrace_units::{arg, CpuList};
 
 use crate::args::WITH_SCL;
+use crate::on_threshold::trace::TraceThreshold;
 
 #[derive(clap::Args, Debug)]
 #[command(group = clap::ArgGroup::new(RECORD_OR_METRICS)
@@ -115,6 +116,16 @@ pub struct Args {
     /// Count stage latencies above these (e.g. 100us 250us).
     #[arg(long = "threshold", num_args = 1.., value_parser = arg::duration_ns)]
     pub(crate) thresholds: Vec<u64>,
+    /// For each timeline whose first-to-last hop time is over the highest
+    /// --threshold (repeat the flag for several): `exec:CMD` runs `sh -c
+    /// CMD` with it in HOPTRACE_* variables, `signal:SIG[:PID]` sends SIG
+    /// to PID (default: the parent process), `stop` ends the run. (`pcap:N`
+    /// is `sv subscribe`'s: the tracer sees no frame bytes.)
+    #[arg(long = "on-threshold", value_name = "ACTION")]
+    on_threshold: Vec<crate::on_threshold::action::Action>,
+    /// Act on at most this many timelines (the rest are counted).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    on_threshold_max: u64,
     /// Named network namespace (ip netns) of the interfaces.
     #[arg(long)]
     netns: Option<String>,
@@ -244,9 +255,16 @@ fn print_a_list(args: &Args) -> anyhow::Result<bool> {
 }
 
 /// `--replay DUMP`: the dump through the engine, its summary and speed.
-fn replay(dump: &std::path::Path, opts: &TraceOptions) -> anyhow::Result<ExitCode> {
+fn replay(
+    dump: &std::path::Path,
+    opts: &TraceOptions,
+    on_threshold: Option<TraceThreshold>,
+) -> anyhow::Result<ExitCode> {
     let outcome = replay_dump(dump, opts, &mut std::io::stdout())?;
     println!("{}", replay_line(&outcome));
+    if let Some(t) = on_threshold {
+        println!("{}", t.finish());
+    }
     if let Some(e) = &outcome.stopped {
         eprintln!("hoptrace trace --replay: {e}");
         return Ok(Exit::Partial.into());
@@ -370,7 +388,7 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
     let live =
         args.replay.is_none() && (args.live || (tty && !args.plain && args.record.is_none()));
     let periodic = !live && (args.plain || !tty || args.record.is_none());
-    let opts = TraceOptions {
+    let mut opts = TraceOptions {
         ifaces: args.ifaces,
         netns: args.netns,
         profile,
@@ -404,12 +422,19 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         configured,
         dump_events: args.dump_events,
         vm,
+        on_threshold: None,
     };
+    // SIGINT/SIGTERM set the flag (live); the session detaches and summarises.
+    let stop = match &args.replay {
+        Some(_) => Default::default(),
+        None => hoptrace_os::stop_flag()?,
+    };
+    let actions = (&args.on_threshold[..], args.on_threshold_max);
+    let on_threshold = TraceThreshold::start(actions, &opts.thresholds_ns, stop.clone())?;
+    opts.on_threshold = on_threshold.as_ref().map(TraceThreshold::hook);
     if let Some(dump) = &args.replay {
-        return replay(dump, &opts);
+        return replay(dump, &opts, on_threshold);
     }
-    // SIGINT/SIGTERM set the flag; the session detaches (links drop) and summarises.
-    let stop = hoptrace_os::stop_flag()?;
     let mut out = std::io::stdout();
     let mut view = live.then(|| {
         live::TermView::new(format!(
@@ -433,6 +458,9 @@ pub fn run(mut args: Args) -> anyhow::Result<ExitCode> {
         view.as_mut()
             .map(|v| v as &mut dyn hoptrace_trace::driver::LiveView),
     )?;
+    if let Some(t) = on_threshold {
+        println!("{}", t.finish());
+    }
     let lost = summary.lost.total();
     let streams_differ = summary
         .presence

@@ -73,6 +73,7 @@ const TRACE_VM_QEMU: &str =
 const OBSERVE: &str = "privileged::doctor_observe::observe_names_the_device_irq_and_the_task_that_ran_on_a_cpu_declared_isolated";
 const ROUND_TRIP: &str = "privileged::round_trip::every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_reflector_hold_lands_in_the_turnaround";
 const EXPLAIN_SUB: &str = "privileged::explain_subscriber::a_fifo_spinner_on_the_subscribers_cpu_is_named_as_the_cause_of_every_late_rx_to_app_stage_it_overlaps";
+const ON_THRESHOLD_SUB: &str = "privileged::on_threshold_sv::frames_held_past_the_threshold_are_each_kept_once_in_a_snippet_tshark_reads_with_their_stamps_and_explained";
 const EXPLAIN_PUB: &str = "privileged::explain_publisher::a_fifo_spinner_on_the_publishers_cpu_is_named_as_the_cause_of_every_late_schedule_to_tx_stage_it_overlaps";
 const XDP_PING: &str = "privileged::endpoints_xdp::xdp_ping_and_reflect_answer_every_request_once";
 const XDP_SUB: &str =
@@ -106,6 +107,7 @@ const COVERAGE: &[(&str, &str, Runs)] = &[
         ParsedOnly("a NIC and the processes (QEMU, a subscriber) of the reader's host"),
     ),
     ("explain.md", "hoptrace sv subscribe", Test(EXPLAIN_SUB, &[])),
+    ("endpoints.md", "hoptrace sv subscribe --iface vb --record sub --threshold", Test(ON_THRESHOLD_SUB, &[])),
     ("explain.md", "hoptrace sv publish", Test(EXPLAIN_PUB, &[])),
     ("doctor.md", "hoptrace doctor --strict", Here(&[0, 3])),
     ("doctor.md", "hoptrace doctor", Here(&[0])),

@@ -56,6 +56,7 @@ mod privileged {
     mod lab_vm;
     mod metrics_sv;
     mod metrics_trace;
+    mod on_threshold_sv;
     mod relay_wire;
     mod round_trip;
     mod soak_retention;

@@ -566,3 +566,77 @@ mod privileged {
         assert!(allowed.iter().all(|a| a == "0"), "{allowed:?}\n{summary}");
     }
 }
+
+/// A synthetic dump (2 streams of 300 frames, every timeline 20 us from
+/// its first hop to its last) replayed with `--on-threshold`: the command
+/// runs for the first `--on-threshold-max` timelines over the highest
+/// threshold with their time, the rest are counted; `pcap:N` is refused.
+#[test]
+fn trace_on_threshold_runs_its_command_for_timelines_over_the_highest_threshold_up_to_the_maximum()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("events.dump");
+    let synth = hoptrace_trace::synth::Synthetic {
+        prefix: "SYN".into(),
+        streams: 2,
+        rate: 4000,
+        frames: 300,
+    };
+    let f = std::io::BufWriter::new(std::fs::File::create(&dump).unwrap());
+    hoptrace_trace::synth::write_dump(&synth, f).unwrap();
+    let log = dir.path().join("exec.txt");
+    let exec = format!(
+        "exec:echo $HOPTRACE_SVID $HOPTRACE_LATENCY_NS >> {}",
+        log.display()
+    );
+    let d = dump.to_str().unwrap();
+    let out = hoptrace(&[
+        "trace",
+        "--replay",
+        d,
+        "--threshold",
+        "5us",
+        "10us",
+        "--on-threshold",
+        &exec,
+        "--on-threshold-max",
+        "50",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("on-threshold: 600 timelines over 10.0 us (first to last hop); actions run for 50, 550 not acted on"),
+        "{text}"
+    );
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(lines.lines().count(), 50, "{lines}");
+    assert!(
+        lines
+            .lines()
+            .all(|l| l.starts_with("SYN") && l.ends_with(" 20000")),
+        "{lines}"
+    );
+
+    let out = hoptrace(&[
+        "trace",
+        "--replay",
+        d,
+        "--threshold",
+        "5us",
+        "--on-threshold",
+        "pcap:5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sv subscribe --threshold T --on-threshold pcap:5"),
+        "{err}"
+    );
+    let out = hoptrace(&["trace", "--replay", d, "--on-threshold", "pcap:x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pcap:x: give the frames"));
+}

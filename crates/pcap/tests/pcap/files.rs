@@ -128,3 +128,30 @@ fn arbitrary_bytes_never_panic() {
         }
     }
 }
+
+#[test]
+fn pcapng_frame_comments_round_trip_and_a_pcap_file_refuses_them() {
+    let mut w = CaptureWriter::new(Vec::new(), CaptureFormat::PcapNg).unwrap();
+    w.write_commented(7, &[1, 2, 3], Some("hoptrace: smpCnt=1; EXCEEDS 2 ms"))
+        .unwrap();
+    w.write(8, &[4, 5]).unwrap();
+    w.write_commented(9, &[6; 61], Some("ünïcode, odd length"))
+        .unwrap();
+    let bytes = w.finish().unwrap();
+    let got: Vec<(u64, Vec<String>)> = CaptureReader::from_bytes(bytes)
+        .unwrap()
+        .map(|p| p.map(|p| (p.time_ns, p.comments)).unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (7, vec!["hoptrace: smpCnt=1; EXCEEDS 2 ms".to_string()]),
+            (8, vec![]),
+            (9, vec!["ünïcode, odd length".to_string()]),
+        ]
+    );
+    let mut pcap = CaptureWriter::new(Vec::new(), CaptureFormat::Pcap).unwrap();
+    let e = pcap.write_commented(1, &[1], Some("x")).unwrap_err();
+    assert!(e.to_string().contains("write pcapng"), "{e}");
+    assert_eq!(pcap.packets_written(), 0);
+}

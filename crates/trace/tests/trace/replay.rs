@@ -96,6 +96,35 @@ fn a_replayed_dump_counts_every_record_event_and_timeline_of_every_stream() {
 }
 
 #[test]
+fn on_threshold_is_called_once_per_timeline_over_the_highest_threshold_with_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = write(dir.path(), &synthetic(2, 300));
+    for (thresholds, want) in [(vec![5_000, 19_999], 600), (vec![20_000], 0)] {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let mut opts = crate::support::trace_options("unused", &[], std::time::Duration::ZERO);
+        opts.thresholds_ns = thresholds;
+        opts.on_threshold = Some(hoptrace_trace::options::OnThresholdHook(
+            std::sync::Arc::new(std::sync::Mutex::new(
+                move |t: &hoptrace_trace::timeline::Timeline, d: u64| {
+                    s2.lock().unwrap().push((t.stream.to_string(), t.seq, d))
+                },
+            )),
+        ));
+        let o = replay_dump(&path, &opts, &mut Vec::new()).unwrap();
+        assert_eq!(o.summary.timeline_count, 600);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), want);
+        assert!(
+            seen.iter().all(|(_, _, d)| *d == 20_000),
+            "rx to consumer_copy"
+        );
+        let distinct: std::collections::BTreeSet<_> = seen.iter().map(|(s, q, _)| (s, q)).collect();
+        assert_eq!(distinct.len(), want, "each timeline once");
+    }
+}
+
+#[test]
 fn a_replay_with_a_recording_writes_one_row_per_timeline() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = write(dir.path(), &synthetic(2, 300));

@@ -148,6 +148,7 @@ pub fn trace_options(netns: &str, ifaces: &[&str], duration: Duration) -> TraceO
         dump_events: None,
         vm: None,
         outbound: false,
+        on_threshold: None,
     }
 }
 
