@@ -301,9 +301,9 @@ pub fn html(r: &CampaignReport) -> String {
             ));
         }
     }
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<h2>Everything, as text</h2><pre>{}</pre></body></html>\n",
+        "<h2>Everything, as text</h2><pre>{}</pre></body></html>",
         esc(&text(r))
     );
     o
