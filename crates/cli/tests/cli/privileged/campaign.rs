@@ -189,3 +189,56 @@ fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_ev
     let o = hoptrace(&["campaign", "run", plan_s, "--out", dir_s]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+const RESUMED: &str = "a_supervisor_killed_and_resumed_into_its_directory_ends_as_planned_with_the_time_it_was_gone_as_a_gap";
+
+#[test]
+fn a_supervisor_killed_and_resumed_into_its_directory_ends_as_planned_with_the_time_it_was_gone_as_a_gap(
+) {
+    if !hoptrace_netns::require_privileges(RESUMED) {
+        return;
+    }
+    let scratch = ScratchDir::new("cmr");
+    let plan_file = scratch.path().join("plan.toml");
+    std::fs::write(
+        &plan_file,
+        "[campaign]\nduration = \"6s\"\nheartbeat = \"1s\"\n\n[stress]\nstressors = [\"cpu\"]\ncpus = \"0\"\nargs = [\"--cpu-load\", \"10\"]\n",
+    )
+    .unwrap();
+    let dir = scratch.path().join("camp");
+    let (plan_s, dir_s) = (plan_file.to_str().unwrap(), dir.to_str().unwrap());
+    let mut sup = Command::new(BIN)
+        .args(["campaign", "run", plan_s, "--out", dir_s])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until its heartbeat says stress-ng runs, then a second more.
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(dir.join("heartbeat.json"))
+        .is_ok_and(|t| t.contains("\"running\""))
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "no heartbeat"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    let o = hoptrace(&["campaign", "run", plan_s, "--out", dir_s, "--resume"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let j = hoptrace_campaign::journal::replay(&dir).unwrap();
+    assert_eq!(j.resumes.len(), 1);
+    let s = &j.components["stress-ng"];
+    assert_eq!((s.runs, s.restarts, s.deaths), (2, 1, 1), "{s:?}");
+    assert_eq!(j.gaps.len(), 1, "{:?}", j.gaps);
+    assert_eq!(j.gaps[0].cause, "supervisor gone");
+    assert!(j.gaps[0].to_ns.unwrap() > j.gaps[0].from_ns);
+    assert_eq!(j.stop.as_ref().map(|s| s.2), Some(true));
+    // Both stress-ng runs wrote their metrics: the first stopped by
+    // SIGTERM when its supervisor died (PR_SET_PDEATHSIG).
+    let yaml = std::fs::read_dir(dir.join("stress-ng")).unwrap().count();
+    assert_eq!(yaml, 2);
+}
