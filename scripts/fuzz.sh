@@ -17,7 +17,7 @@ fi
 export RUSTC_BOOTSTRAP=1
 # Keep the fuzz build apart from the workspace's target directory.
 export CARGO_TARGET_DIR="${HOPTRACE_FUZZ_TARGET_DIR:-$PWD/target}"
-for target in decode_frame decode_goose read_capture read_scl kvm_format read_dump read_domain read_qemu_cmdline; do
+for target in decode_frame decode_goose read_capture read_scl kvm_format read_dump read_domain read_qemu_cmdline read_cyclictest; do
   echo "fuzz.sh: $target for ${SECONDS_PER_TARGET}s"
   mkdir -p "corpus/$target"
   seeds=()

@@ -24,6 +24,9 @@ APT_PACKAGES=(
   # reference latency tools and the HTML report check; bpftrace runs
   # svtrace's method next to hoptrace (bench/svtrace_compare.sh)
   rt-tests chromium bpftrace
+  # a campaign's background load, as the published acceptance tests run it
+  # (docs/campaign.md; cyclictest is in rt-tests)
+  stress-ng
   # the packages' tests (scripts/package.sh, docs/packaging.md): lintian on
   # the .deb, rpm -qpl on the RPM, man -w on the installed pages, the
   # Ansible role's playbook and ansible-lint (deploy/ansible)

@@ -16,6 +16,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod archive;
 mod args;
+mod campaign;
 mod clock;
 mod compare;
 mod correlate;
@@ -93,6 +94,10 @@ enum Command {
     Join(join::Args),
     /// VM exits per reason, vCPU and VM, from the kvm tracepoints.
     Kvm(kvm::Args),
+    /// A supervised long test from one plan file (the measurement, stress-ng,
+    /// cyclictest, doctor snapshots, restarts), and its report.
+    #[command(subcommand)]
+    Campaign(campaign::Command),
     /// Is this host ready for real-time traffic, and the traced path set up as intended?
     Doctor(doctor::Args),
     /// Users' VMs by name (libvirt domains): what a VM resolves to on this host.
@@ -167,6 +172,7 @@ fn run(command: Command, given: &args::GivenFlags) -> anyhow::Result<ExitCode> {
         Command::Correlate(a) => correlate::run(a),
         Command::Join(a) => join::run(a),
         Command::Kvm(a) => kvm::run(a),
+        Command::Campaign(c) => campaign::run(c),
         Command::Doctor(a) => doctor::run(a),
         Command::Vm(c) => vm::run(c),
         Command::Lab(c) => lab::run(c, given),

@@ -55,6 +55,7 @@ enum Runs {
 
 use Runs::{Here, ParsedOnly, Test};
 
+const CAMPAIGN: &str = "privileged::campaign::a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside";
 const TOUR: &str = "readme_tour::privileged::the_readme_tour_runs_as_written";
 const LAB_VM: &str = "privileged::lab_vm::vm_lab_boots_carries_sv_into_the_guest_and_goes_down";
 const KVM: &str = "privileged::kvm_cli::the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_perf";
@@ -86,6 +87,8 @@ const SCL_SUBSCRIBER: &str = "sv_scl_streams::privileged::a_subscriber_configure
 /// extraction gives them: `$T` is [`VAR`].
 const COVERAGE: &[(&str, &str, Runs)] = &[
     ("README.md", "hoptrace --version", Here(&[0])),
+    ("campaign.md", "hoptrace campaign run", Test(CAMPAIGN, &[])),
+    ("campaign.md", "hoptrace campaign report", Test(CAMPAIGN, &[])),
     ("README.md", "hoptrace lab run vm", Test(LAB_VM, &[])),
     ("README.md", "hoptrace report /tmp/doc/run-vm/chain", Test(LAB_VM, &[])),
     ("README.md", "hoptrace lab compare --topologies bridge,vm", Test(LAB_VM, &[])),

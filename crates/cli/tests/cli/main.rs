@@ -35,6 +35,7 @@ mod trace_cli;
 mod units_cli;
 mod workspace_rules;
 mod privileged {
+    mod campaign;
     mod correlate;
     mod doctor_observe;
     mod endpoints_pacing;
