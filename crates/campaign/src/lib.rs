@@ -16,8 +16,11 @@ pub mod cyclictest;
 pub mod dirs;
 pub mod doctor_diff;
 pub mod journal;
+#[cfg(feature = "recordings")]
 pub mod measure;
 pub mod plan;
+#[cfg(feature = "recordings")]
 pub mod render;
+#[cfg(feature = "recordings")]
 pub mod report;
 pub mod spec;
