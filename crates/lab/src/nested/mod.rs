@@ -411,14 +411,16 @@ fn ok_or_partial(rc: &str) -> bool {
     )
 }
 
-/// `lab run kvm`: up, measure, down (always).
-pub fn run(
+/// Bring the kvm lab up with `env`, run `what` on it with the canonical
+/// output directory (created), and take the lab down whatever happens;
+/// `done` names what was measured in the closing line.
+pub(crate) fn on_lab<T>(
     name: &str,
-    w: &Workload,
     out: &Path,
     env: &Env,
-    stop: &AtomicBool,
-) -> Result<Vec<String>> {
+    done: &str,
+    what: impl FnOnce(&LabState, &Path) -> Result<T>,
+) -> Result<T> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("creating output directory {}", out.display()))?;
     let out: PathBuf = out.canonicalize()?;
@@ -431,10 +433,23 @@ pub fn run(
         }
     }
     let _down = Down(&st);
-    let problems = measure(&st, w, &out, stop)?;
+    let r = what(&st, &out)?;
     println!(
-        "lab run: kvm lab up, measured and down in {:.1} s",
+        "lab run: kvm lab up, {done} and down in {:.1} s",
         t0.elapsed().as_secs_f64()
     );
-    Ok(problems)
+    Ok(r)
+}
+
+/// `lab run kvm`: up, measure, down (always).
+pub fn run(
+    name: &str,
+    w: &Workload,
+    out: &Path,
+    env: &Env,
+    stop: &AtomicBool,
+) -> Result<Vec<String>> {
+    on_lab(name, out, env, "measured", |st, out| {
+        measure(st, w, out, stop)
+    })
 }

@@ -25,17 +25,16 @@
 //! hypervisor's).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::guest_hypervisor::NestedPlan;
 use crate::lifecycle::Env;
-use crate::state::LabState;
 use crate::vm::{share_dir, GuestJob};
 
 /// L1's CPU for the nested run: SVM, nested paging and virtual GIF (the
@@ -88,41 +87,27 @@ pub fn run(
     env: &Env,
     stop: &AtomicBool,
 ) -> Result<Vec<String>> {
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("creating output directory {}", out.display()))?;
-    let out: PathBuf = out.canonicalize()?;
-    let t0 = Instant::now();
     let mut env = env.clone();
     if std::env::var_os("HOPTRACE_KVM_LAB_CPU").is_none() {
         env.kvm_lab_cpu = NESTED_L1_CPU.into();
     }
-    let st = crate::lifecycle::up(crate::Topology::Kvm, name, &env)?;
-    struct Down<'a>(&'a LabState);
-    impl Drop for Down<'_> {
-        fn drop(&mut self) {
-            crate::teardown::teardown(self.0);
+    super::on_lab(name, out, &env, "both nested phases measured", |st, out| {
+        let job = GuestJob::spawn(&st.name, &l1_script(plan))?;
+        let rc = job.wait(Duration::from_secs(600), stop);
+        std::fs::write(out.join("job.log"), job.log())?;
+        let mut problems = Vec::new();
+        if rc != Some(0) {
+            problems.push(format!(
+                "the nested job in L1 ended with {rc:?}: {}",
+                job.log().trim()
+            ));
         }
-    }
-    let _down = Down(&st);
-    let job = GuestJob::spawn(&st.name, &l1_script(plan))?;
-    let rc = job.wait(Duration::from_secs(600), stop);
-    std::fs::write(out.join("job.log"), job.log())?;
-    let mut problems = Vec::new();
-    if rc != Some(0) {
-        problems.push(format!(
-            "the nested job in L1 ended with {rc:?}: {}",
-            job.log().trim()
-        ));
-    }
-    let share = share_dir(&st.name).join("out/nested");
-    if let Err(e) = crate::vm_run::copy_tree(&share, &out) {
-        problems.push(format!("copying L1's outputs: {e:#}"));
-    }
-    println!(
-        "lab run: kvm lab up, both nested phases measured and down in {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
-    Ok(problems)
+        let share = share_dir(&st.name).join("out/nested");
+        if let Err(e) = crate::vm_run::copy_tree(&share, out) {
+            problems.push(format!("copying L1's outputs: {e:#}"));
+        }
+        Ok(problems)
+    })
 }
 
 /// One nested reason of one phase, measured against the plan.
