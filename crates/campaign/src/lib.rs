@@ -23,4 +23,6 @@ pub mod plan;
 pub mod render;
 #[cfg(feature = "recordings")]
 pub mod report;
+#[cfg(feature = "recordings")]
+pub mod snippets;
 pub mod spec;

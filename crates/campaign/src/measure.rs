@@ -91,6 +91,10 @@ pub struct Exceedance {
     /// The sample's send time (ns, CLOCK_REALTIME).
     pub t_tx_ns: i64,
     pub latency_ns: i64,
+    /// Its frames in the subscriber's pcapng snippets (stage `rx->app`;
+    /// [`crate::snippets`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<crate::snippets::SnippetRef>,
 }
 
 /// The pass's result.
@@ -322,6 +326,7 @@ fn record(
                 smp_cnt: smp,
                 t_tx_ns: t_tx,
                 latency_ns: v,
+                snippet: None,
             });
         }
     }

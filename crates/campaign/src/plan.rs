@@ -60,6 +60,9 @@ fn default_heartbeat() -> Duration {
 fn default_doctor_every() -> Duration {
     Duration::from_secs(3600)
 }
+fn default_snippets() -> u32 {
+    5
+}
 fn default_restart_delay() -> Duration {
     Duration::from_secs(1)
 }
@@ -130,6 +133,12 @@ pub struct CampaignTable {
         serialize_with = "ser_duration"
     )]
     pub restart_delay: Duration,
+    /// Frames the subscriber keeps before and after each sample whose
+    /// rx..app passes the highest threshold, as pcapng snippets in its
+    /// recording's `exceedances/` (`sv subscribe --on-threshold pcap:N`;
+    /// 0: none).
+    #[serde(default = "default_snippets")]
+    pub snippets: u32,
 }
 
 /// One endpoint of the SV measurement: where it runs and how it is placed.

@@ -105,14 +105,34 @@ pub fn text(r: &CampaignReport) -> String {
         r.exceedances.len()
     );
     for e in r.exceedances.iter().take(20) {
+        let snippet = e
+            .snippet
+            .as_ref()
+            .map(|p| format!(" (frames: exceedances/{} frame {})", p.file, p.frame))
+            .unwrap_or_default();
         let _ = writeln!(
             o,
-            "  {} {} smpCnt {} at {}: {}",
+            "  {} {} smpCnt {} at {}: {}{snippet}",
             e.stream,
             e.stage,
             e.smp_cnt,
             since(r, e.t_tx_ns),
             dur(e.latency_ns)
+        );
+    }
+    let sn = &r.snippets;
+    if sn.files > 0 || sn.exceeding > 0 {
+        let _ = writeln!(
+            o,
+            "pcapng snippets of the subscriber (rx->app): {} files in subscriber/exceedances/; {} exceedances judged, {} not kept (its limits){}",
+            sn.files,
+            sn.exceeding,
+            sn.not_kept,
+            if sn.unindexed.is_empty() {
+                String::new()
+            } else {
+                format!("; {} files of a killed run without summary", sn.unindexed.len())
+            }
         );
     }
     components_text(r, &mut o);

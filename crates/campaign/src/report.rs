@@ -107,6 +107,8 @@ pub struct CampaignReport {
     pub streams: Vec<StreamReport>,
     pub exceedances_total: u64,
     pub exceedances: Vec<Exceedance>,
+    /// The subscriber's pcapng snippets of the exceedances.
+    pub snippets: crate::snippets::Snippets,
     pub components: Vec<ComponentReport>,
     pub gaps: Vec<Gap>,
     pub faults: Vec<(i64, String, String)>,
@@ -166,6 +168,7 @@ pub fn build(dir: &Path, opts: &Options) -> Result<CampaignReport> {
         streams: Vec::new(),
         exceedances_total: 0,
         exceedances: Vec::new(),
+        snippets: Default::default(),
         components: j
             .components
             .iter()
@@ -218,6 +221,11 @@ pub fn build(dir: &Path, opts: &Options) -> Result<CampaignReport> {
             .collect();
         r.exceedances_total = m.exceedances_total;
         r.exceedances = m.exceedances;
+        r.snippets =
+            crate::snippets::Snippets::read(&dir.join(dirs::SUBSCRIBER).join("exceedances"))?;
+        for e in r.exceedances.iter_mut().filter(|e| e.stage == "rx->app") {
+            e.snippet = r.snippets.of(&e.stream, e.smp_cnt, e.latency_ns).cloned();
+        }
         r.cut_segments = m.cut_segments;
         let gate = opts
             .gate_ns

@@ -80,6 +80,15 @@ pub fn spec(
                     "--quiet".into(),
                 ]);
                 a.extend(["--record".into(), path(&rec), "--resume".into()]);
+                let c = &plan.campaign;
+                if let (Some(highest), true) = (c.thresholds.iter().max(), c.snippets > 0) {
+                    a.extend([
+                        "--threshold".into(),
+                        hoptrace_units::format_duration_exact(*highest),
+                        "--on-threshold".into(),
+                        format!("pcap:{}", c.snippets),
+                    ]);
+                }
                 &sv.subscriber
             };
             endpoint_flags(&mut a, e);
@@ -216,6 +225,19 @@ interval = "500us"
         assert_eq!(
             line(&spec(&plan, d, exe, "subscriber", 1, rem)),
             "/bin/hoptrace sv subscribe --rate 4800 --quiet --record /c/subscriber --resume --iface vb --rx-mode ring"
+        );
+        // With thresholds, the subscriber keeps snippets over the highest.
+        let with = Plan::parse(&PLAN.replace(
+            "duration = \"20s\"",
+            "duration = \"20s\"\nthresholds = [\"250us\", \"100us\"]\nsnippets = 3",
+        ))
+        .unwrap();
+        assert!(
+            line(&spec(&with, d, exe, "subscriber", 1, rem)).contains(
+                "--record /c/subscriber --resume --threshold 250us --on-threshold pcap:3 --iface vb"
+            ),
+            "{}",
+            line(&spec(&with, d, exe, "subscriber", 1, rem))
         );
         assert_eq!(
             line(&spec(&plan, d, exe, "stress-ng", 0, rem)),

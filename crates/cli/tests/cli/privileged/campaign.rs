@@ -179,6 +179,32 @@ fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_ev
     assert!(sn[1].as_u64().unwrap() > 0, "{sn}");
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
 
+    // The subscriber's pcapng snippets over the highest threshold (the
+    // plan's thresholds, `snippets` 5 by default): the report counts the
+    // files on disk, and every exceedance it attaches to one is an rx->app
+    // exceedance whose file is there.
+    let ex_dir = dir.join("subscriber/exceedances");
+    let on_disk = std::fs::read_dir(&ex_dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".pcapng"))
+                .count() as u64
+        })
+        .unwrap_or(0);
+    assert_eq!(
+        r["snippets"]["files"].as_u64(),
+        Some(on_disk),
+        "{}",
+        r["snippets"]
+    );
+    for e in r["exceedances"].as_array().unwrap() {
+        if let Some(f) = e["snippet"]["file"].as_str() {
+            assert_eq!(e["stage"], "rx->app", "{e}");
+            assert!(ex_dir.join(f).is_file(), "{e}");
+            assert!(e["snippet"]["frame"].as_u64().unwrap() >= 1, "{e}");
+        }
+    }
+
     // The gate judged again: nothing is at or below 1 ns.
     let o = hoptrace(&["campaign", "report", dir_s, "--gate", "1ns"]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
