@@ -74,6 +74,7 @@ impl Drop for Lab {
 
 /// `lab up bridge --name NAME`, torn down when the guard drops.
 fn bridge_lab(name: &'static str) -> Lab {
+    crate::lab_common::clear_leftover(name);
     let up = hoptrace(&["lab", "up", "bridge", "--name", name]);
     let lab = Lab(name);
     assert!(
@@ -345,6 +346,7 @@ mod privileged {
         if !hoptrace_netns::require_privileges("trace_kernel_stats_plain_prints_per_stream_rows") {
             return;
         }
+        crate::lab_common::clear_leftover("trks");
         let up = hoptrace(&["lab", "up", "bridge", "--name", "trks"]);
         let _lab = Lab("trks");
         assert!(

@@ -109,6 +109,26 @@ pub fn assert_nothing_left(lab: &str, progs: &[u32], what: &str) {
     }
 }
 
+/// Take down what a killed earlier run of this suite left of its own lab
+/// `lab` (a test's lab names are the suite's own: no user lab has them),
+/// so that a test starts from nothing. Says so when it removed something.
+pub fn clear_leftover(lab: &str) {
+    let state = format!("/run/hoptrace/labs/{lab}.json");
+    if !Path::new(&state).exists() && lab_namespaces(lab).is_empty() {
+        return;
+    }
+    let down = hoptrace(&["lab", "down", lab]);
+    eprintln!(
+        "removed the leftover lab `{lab}` of an earlier, killed run: {}",
+        text(&down).trim()
+    );
+    assert!(
+        !Path::new(&state).exists() && lab_namespaces(lab).is_empty(),
+        "the leftover lab `{lab}` could not be removed: {}",
+        text(&down)
+    );
+}
+
 /// The number after `key` in `text` (e.g. "redirected 4011").
 pub fn number_after(text: &str, key: &str) -> Option<u64> {
     text.split(key)
@@ -124,6 +144,7 @@ pub fn number_after(text: &str, key: &str) -> Option<u64> {
 /// health check, has its log. Returns the run and `lab status` at that time.
 pub fn run_until_up(topo: &str, lab: &str, out_dir: &Path) -> (Child, String) {
     let out = out_dir.to_str().unwrap();
+    clear_leftover(lab);
     let child = Command::new(H)
         .args([
             "lab",

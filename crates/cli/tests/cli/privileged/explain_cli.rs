@@ -185,6 +185,7 @@ fn a_fifo_spinner_on_the_readers_cpu_is_named_as_the_cause_of_every_late_consume
         "the test needs 2 CPUs (publisher and reader apart)"
     );
     let reader_cpu = ncpu - 1;
+    crate::lab_common::clear_leftover(LAB);
     let up = hoptrace(&["lab", "up", "bridge", "--name", LAB]);
     let _lab = Lab;
     assert!(

@@ -54,6 +54,7 @@ fn join_vm_measures_the_guest_clock_through_the_vms_clock_port_and_maps_every_gu
         return;
     }
     let _down = Down;
+    crate::lab_common::clear_leftover(LAB);
     let up = hoptrace(&["lab", "up", "vm", "--name", LAB]);
     assert!(up.status.success(), "lab up: {}", text(&up));
     let serve = guest_job("exec hoptrace clock serve\n", "serving");

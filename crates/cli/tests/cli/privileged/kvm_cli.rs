@@ -61,6 +61,7 @@ fn the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_p
     }
     let (n, m, k, j) = (3000u64, 7u64, 200u64, 5u64);
     let frames = 150u64;
+    crate::lab_common::clear_leftover("kvmt");
     let _down = Down("kvmt");
     let out = std::env::temp_dir().join(format!("hoptrace-kvmtest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);

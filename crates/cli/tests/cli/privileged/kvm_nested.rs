@@ -323,6 +323,7 @@ fn a_guest_hypervisor_in_the_nested_lab_causes_exactly_the_nested_exits_its_gues
         return;
     }
     let (k, m, n, j) = (9u64, 4u64, 13u64, 2u64);
+    crate::lab_common::clear_leftover(LAB);
     let _down = Down;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");

@@ -97,6 +97,7 @@ fn lab_run_prints_under_150_lines_and_a_spike_shows_in_its_own_second() {
     ) {
         return;
     }
+    crate::lab_common::clear_leftover(LAB);
     let _guard = Guard;
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("run");

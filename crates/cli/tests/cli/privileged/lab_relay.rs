@@ -29,6 +29,7 @@ fn every_fault_of_a_lab_run_is_tripped_and_its_trip_comes_back_through_the_switc
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&out_dir);
+        crate::lab_common::clear_leftover("trl");
         let o = hoptrace(&[
             "lab",
             "run",
@@ -164,6 +165,7 @@ fn the_tracer_follows_every_goose_frame_of_the_relay_out_through_the_bridge_hop_
     let out_dir =
         std::env::temp_dir().join(format!("hoptrace-labtest-{}-outbound", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
+    crate::lab_common::clear_leftover("tob");
     let o = hoptrace(&[
         "lab",
         "run",

@@ -26,6 +26,7 @@ fn every_topology_comes_up_carries_sv_and_goes_down() {
         let out_dir =
             std::env::temp_dir().join(format!("hoptrace-labtest-{}-{topo}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out_dir);
+        crate::lab_common::clear_leftover("tst");
         let o = hoptrace(&[
             "lab",
             "run",
@@ -79,6 +80,7 @@ fn up_exec_status_down() {
     if !hoptrace_netns::require_privileges("up_exec_status_down") {
         return;
     }
+    crate::lab_common::clear_leftover("tue");
     let o = hoptrace(&["lab", "up", "bridge", "--name", "tue"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let st = String::from_utf8_lossy(&hoptrace(&["lab", "status"]).stdout).into_owned();
@@ -106,6 +108,7 @@ fn xdp_status_shows_programs_and_counters() {
     if !hoptrace_netns::require_privileges("xdp_status_shows_programs_and_counters") {
         return;
     }
+    crate::lab_common::clear_leftover("txs");
     let o = hoptrace(&["lab", "up", "xdp", "--name", "txs"]);
     assert!(o.status.success(), "{}", text(&o));
     let st = text(&hoptrace(&["lab", "status"]));
@@ -195,6 +198,7 @@ fn udp_load_crosses_the_same_switch() {
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&out_dir);
+        crate::lab_common::clear_leftover("tud");
         let o = hoptrace(&[
             "lab",
             "run",
@@ -241,6 +245,7 @@ fn compare_gives_a_row_per_topology_and_stage() {
     let out_dir = std::env::temp_dir().join(format!("hoptrace-labtest-{}-cmp", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
     let html = out_dir.join("compare.html");
+    crate::lab_common::clear_leftover("tcm");
     let o = hoptrace(&[
         "lab",
         "compare",
@@ -367,6 +372,7 @@ fn lab_run_recordings_carry_the_doctor_summary_and_report_shows_it() {
     }
     let out_dir = std::env::temp_dir().join(format!("hoptrace-labtest-{}-tdr", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
+    crate::lab_common::clear_leftover("tdr");
     let o = hoptrace(&[
         "lab",
         "run",

@@ -183,6 +183,7 @@ fn vm_lab_boots_carries_sv_into_the_guest_and_goes_down() {
     if !hoptrace_netns::require_privileges("vm_lab_boots_carries_sv_into_the_guest_and_goes_down") {
         return;
     }
+    crate::lab_common::clear_leftover("vmt");
     let _down = Down("vmt");
     let base = std::env::temp_dir().join(format!("hoptrace-vmtest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
@@ -263,6 +264,7 @@ fn vm_lab_is_removed_after_kill_9() {
     if !hoptrace_netns::require_privileges("vm_lab_is_removed_after_kill_9") {
         return;
     }
+    crate::lab_common::clear_leftover("vmk");
     let _down = Down("vmk");
     let mut child = Command::new(H)
         .args(["lab", "up", "vm", "--name", "vmk"])

@@ -33,6 +33,7 @@ fn a_scrape_during_a_lab_trace_counts_every_frame_per_stream_and_stage() {
     ) {
         return;
     }
+    crate::lab_common::clear_leftover(LAB);
     let up = hoptrace(&["lab", "up", "bridge", "--name", LAB]);
     let _lab = Lab;
     assert!(

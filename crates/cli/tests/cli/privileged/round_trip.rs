@@ -368,6 +368,7 @@ fn every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_
     ) {
         return;
     }
+    crate::lab_common::clear_leftover(LAB);
     let up = hoptrace(&["lab", "up", "bridge", "--name", LAB]);
     let _lab = Lab;
     assert!(up.status.success(), "lab up: {}", text(&up));
