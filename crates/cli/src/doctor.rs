@@ -171,15 +171,18 @@ fn observe_isolated(isolated: Option<&CpuSet>, duration: Duration) -> Result<Obs
             "--observe: this host isolates no CPU; name the CPUs to watch with --isolated LIST",
         ));
     }
-    eprintln!(
-        "doctor --observe: watching CPUs {cpus} for {}",
-        hoptrace_units::format_duration(duration)
-    );
-    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let per_cpu = hoptrace_cpu::observe::observe(&list, duration, &NEVER)?;
+    // SIGINT/SIGTERM end the watch early: the findings cover the time
+    // watched (each CPU's window says how long).
+    let stop = hoptrace_os::stop_flag().context("installing the SIGINT/SIGTERM handlers")?;
+    let per_cpu = hoptrace_cpu::observe::observe(&list, duration, &stop, &mut || {
+        eprintln!(
+            "doctor --observe: watching CPUs {cpus} for {} (SIGINT ends it early)",
+            hoptrace_units::format_duration(duration)
+        )
+    })?;
     Ok(Observation {
         cpus,
-        duration_ns: duration.as_nanos() as u64,
+        duration_ns: per_cpu.iter().map(|c| c.window_ns).max().unwrap_or(0),
         per_cpu,
     })
 }
@@ -262,6 +265,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(d) => Some(observe_isolated(args.isolated.as_ref(), d)?),
         None => None,
     };
+    // `--json` carries the observation itself too (every part with its
+    // kind, name, pid, ns and episodes), not only the check's lines.
+    let observed_json = observed.as_ref().map(|o| {
+        serde_json::json!({
+            "cpus": o.cpus.to_string(),
+            "window_ns": o.duration_ns,
+            "per_cpu": o.per_cpu,
+        })
+    });
     let domain = match (&args.vm, &args.domain_xml) {
         (Some(name), _) => Some(resolve_vm(name, &args.connect)?),
         (None, Some(path)) => Some(read_domain(path)?),
@@ -282,7 +294,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         run_checks(args.root.as_deref(), &opts)?
     };
     if args.json {
-        println!("{}", report.to_json());
+        match observed_json {
+            Some(o) => {
+                let mut v: serde_json::Value = serde_json::from_str(&report.to_json())?;
+                v["observed"] = o;
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            }
+            None => println!("{}", report.to_json()),
+        }
     } else {
         print!("{}", table(&report, args.verbose, width()));
     }

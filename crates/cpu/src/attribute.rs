@@ -11,8 +11,15 @@
 //! 3. a softirq vector,
 //! 4. a VM exit the current task (a vCPU thread) is handling: from its
 //!    `kvm_exit` to its next `kvm_entry` (where KVM is loaded),
-//! 5. the current task (pid 0: idle); for a vCPU thread between entry and
-//!    exit, that is its guest running.
+//! 5. a nested exit the current task's guest is handling: when that guest
+//!    is itself a hypervisor, from the `kvm_nested_vmexit_inject` that
+//!    reflected an exit of *its* guest (the nested guest) to it until the
+//!    `kvm_nested_vmenter` of its VMRUN that resumes the nested guest, the
+//!    thread's guest time is that guest hypervisor's handling of the nested
+//!    exit (the VM exits it causes meanwhile stay `kvm_exit` parts, 4.),
+//! 6. the current task (pid 0: idle); for a vCPU thread between entry and
+//!    exit, that is its guest running (for a guest hypervisor outside any
+//!    nested handling, its nested guest running or its own work).
 //!
 //! Each piece of [start, end] is given to that context, after two
 //! subtractions: NMI time inside the piece, and the hypervisor's *steal*
@@ -59,6 +66,15 @@ pub enum Culprit {
     /// VMX, 2 SVM; `reason` [`UNKNOWN_REASON`] when the exit began before
     /// the CPU's first recorded event.
     KvmExit {
+        pid: u32,
+        isa: u32,
+        reason: u32,
+    },
+    /// The guest of vCPU thread `pid`, a guest hypervisor, handling exit
+    /// `reason` of its own (nested) guest: the thread's guest time between
+    /// `kvm_nested_vmexit_inject` and `kvm_nested_vmenter`. `reason`
+    /// [`UNKNOWN_REASON`] when it began before the CPU's first recorded event.
+    NestedHandling {
         pid: u32,
         isa: u32,
         reason: u32,
@@ -333,6 +349,8 @@ struct CpuState {
     known_task: bool,
     /// vCPU thread -> (isa, reason) of the exit it is handling.
     exits: BTreeMap<u32, (u32, u32)>,
+    /// vCPU thread -> (isa, reason) of the nested exit its guest handles.
+    nested: BTreeMap<u32, (u32, u32)>,
 }
 
 /// vCPU threads whose first kvm event on this CPU is an entry: they were
@@ -354,6 +372,26 @@ fn initial_exits(events: &[CpuEvent]) -> BTreeMap<u32, (u32, u32)> {
     open
 }
 
+/// vCPU threads whose first nested event on this CPU resumes the nested
+/// guest: their guest hypervisor was handling a nested exit (of unknown
+/// reason) when the events begin.
+fn initial_nested(events: &[CpuEvent]) -> BTreeMap<u32, (u32, u32)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut open = BTreeMap::new();
+    for e in events {
+        match e.activity {
+            Activity::KvmNestedExit { .. } => {
+                seen.insert(e.running);
+            }
+            Activity::KvmNestedEnter if seen.insert(e.running) => {
+                open.insert(e.running, (0, UNKNOWN_REASON));
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
 impl CpuState {
     fn before(q: &Question<'_>) -> Self {
         CpuState {
@@ -364,6 +402,7 @@ impl CpuState {
                     .iter()
                     .any(|e| matches!(e.activity, Activity::Switch { .. })),
             exits: initial_exits(q.events),
+            nested: initial_nested(q.events),
         }
     }
 
@@ -373,13 +412,18 @@ impl CpuState {
             Some(c) => c.culprit(),
             None if !self.known_task => Culprit::Unattributed(Gap::UnknownTask),
             None if self.task == 0 => Culprit::Idle,
-            None => match self.exits.get(&self.task) {
-                Some(&(isa, reason)) => Culprit::KvmExit {
+            None => match (self.exits.get(&self.task), self.nested.get(&self.task)) {
+                (Some(&(isa, reason)), _) => Culprit::KvmExit {
                     pid: self.task,
                     isa,
                     reason,
                 },
-                None => Culprit::Task(self.task),
+                (None, Some(&(isa, reason))) => Culprit::NestedHandling {
+                    pid: self.task,
+                    isa,
+                    reason,
+                },
+                (None, None) => Culprit::Task(self.task),
             },
         }
     }
@@ -390,6 +434,10 @@ impl CpuState {
             self.exits.insert(e.running, (isa, reason));
         } else if let Activity::KvmEntry { .. } = *a {
             self.exits.remove(&e.running);
+        } else if let Activity::KvmNestedExit { exit_code, isa } = *a {
+            self.nested.insert(e.running, (isa, exit_code));
+        } else if *a == Activity::KvmNestedEnter {
+            self.nested.remove(&e.running);
         } else if let Activity::Switch { next_pid, .. } = *a {
             self.task = next_pid;
             self.known_task = true;
@@ -737,6 +785,114 @@ mod tests {
             a.task.runnable_ns, 2200,
             "the reader was preempted, not asleep"
         );
+    }
+
+    /// A guest hypervisor's vCPU thread (50): its nested guest exits with
+    /// cpuid (0x72) at 2000, which this host reflects (inject at 2100, entry
+    /// at 2200); the guest hypervisor handles it, exiting itself twice
+    /// (vmload 0x83 at 2600-2700, vmrun 0x80 at 3000-3200: the VMRUN's
+    /// `kvm_nested_vmenter` at 3150 closes the handling before its entry).
+    /// Its guest time inside the handling is the `nested_handling` part of
+    /// cpuid, its exits stay `kvm_exit` parts, the nested guest's own time
+    /// stays the thread's task time, and the parts add up.
+    #[test]
+    fn a_guest_hypervisors_handling_of_a_nested_exit_is_its_own_part_and_its_exits_stay_kvm_exits()
+    {
+        let exit = |ts, reason| {
+            by(
+                ev(
+                    ts,
+                    Activity::KvmExit {
+                        reason,
+                        isa: 2,
+                        vcpu: 0,
+                    },
+                ),
+                50,
+            )
+        };
+        let entry = |ts| by(ev(ts, Activity::KvmEntry { vcpu: 0 }), 50);
+        let inject = |ts, exit_code| by(ev(ts, Activity::KvmNestedExit { exit_code, isa: 2 }), 50);
+        let vmenter = |ts| by(ev(ts, Activity::KvmNestedEnter), 50);
+        let events = [
+            switch(900, 10, 50, 0),
+            entry(950),
+            exit(2000, 0x72),
+            inject(2100, 0x72),
+            entry(2200),
+            exit(2600, 0x83),
+            entry(2700),
+            exit(3000, 0x80),
+            vmenter(3150),
+            entry(3200),
+            exit(3600, 0x78),
+            switch(3700, 50, 10, 1),
+        ];
+        let q = Question {
+            start_ns: 1000,
+            end_ns: 4000,
+            tid: 10,
+            events: &events,
+            reached_back: true,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        let kvm = |reason| Culprit::KvmExit {
+            pid: 50,
+            isa: 2,
+            reason,
+        };
+        let nested = Culprit::NestedHandling {
+            pid: 50,
+            isa: 2,
+            reason: 0x72,
+        };
+        assert_eq!(
+            part(&a, nested),
+            (2600 - 2200) + (3000 - 2700),
+            "{:?}",
+            a.parts
+        );
+        assert_eq!(
+            part(&a, kvm(0x72)),
+            200,
+            "this host's reflection of the nested exit"
+        );
+        assert_eq!(part(&a, kvm(0x83)), 100);
+        assert_eq!(part(&a, kvm(0x80)), 200);
+        assert_eq!(part(&a, kvm(0x78)), 100);
+        assert_eq!(
+            part(&a, Culprit::Task(50)),
+            (2000 - 1000) + (3600 - 3200),
+            "the nested guest running"
+        );
+        assert_eq!(part(&a, Culprit::Task(10)), 300);
+        assert_eq!(a.total(), 3000);
+    }
+
+    /// A resume of the nested guest with no reflected exit before it in
+    /// the ring: the guest hypervisor was handling one when the events
+    /// begin; its reason is not guessed.
+    #[test]
+    fn a_nested_resume_without_its_exit_is_handling_of_unknown_reason() {
+        let events = [by(ev(300, Activity::KvmNestedEnter), 50)];
+        let q = Question {
+            start_ns: 100,
+            end_ns: 500,
+            tid: 50,
+            events: &events,
+            reached_back: true,
+            wakeups: &[],
+        };
+        let a = attribute(&q);
+        let unknown = Culprit::NestedHandling {
+            pid: 50,
+            isa: 0,
+            reason: UNKNOWN_REASON,
+        };
+        assert_eq!(part(&a, unknown), 200, "{:?}", a.parts);
+        assert_eq!(part(&a, Culprit::Task(50)), 200);
+        assert_eq!(a.total(), 400);
     }
 
     /// An entry with no exit before it: the thread was in an exit when the

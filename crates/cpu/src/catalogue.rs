@@ -96,6 +96,12 @@ pub const CPU_EVENTS: &[CpuEventSpec] = &[
        "a vCPU thread leaves its guest (exit reason, named from the kernel's kvm_exit format): until its next entry the host handles the exit, a `kvm_exit` part (where KVM is loaded)"),
     ev("kvm", "kvm_entry", "kvm_entry", false,
        "the vCPU thread enters its guest again: guest time is that thread's task time"),
+    ev("kvm", "kvm_nested_vmexit_inject", "kvm_nested_vmexit_inject", false,
+       "an exit of the vCPU's nested guest is reflected to its guest hypervisor: until the guest hypervisor resumes its guest, the thread's guest time is a `nested_handling` part (where KVM runs with nested=1)"),
+    ev("kvm", "kvm_nested_vmenter", "kvm_nested_vmenter", false,
+       "the guest hypervisor resumes its nested guest (its VMRUN/VMLAUNCH, emulated): its nested handling ends"),
+    ev("kvm", "kvm_nested_vmrun", "kvm_nested_vmrun", false,
+       "kvm_nested_vmenter's name before Linux 5.16 (where that kernel has it)"),
 ];
 
 /// The catalogue as `hoptrace trace --list-cpu-events` prints it.

@@ -54,6 +54,15 @@ pub enum Activity {
     KvmEntry {
         vcpu: u32,
     },
+    /// The running vCPU thread reflects exit `exit_code` of its nested
+    /// guest to its guest, a guest hypervisor (`isa` 1 VMX, 2 SVM), which
+    /// handles it until [`Activity::KvmNestedEnter`].
+    KvmNestedExit {
+        exit_code: u32,
+        isa: u32,
+    },
+    /// The running vCPU thread's guest hypervisor resumes its nested guest.
+    KvmNestedEnter,
     /// `pid` moves from `from_cpu`'s run queue to `to_cpu`'s (recorded on
     /// the CPU that moves it).
     Migrate {
@@ -131,6 +140,11 @@ impl TryFrom<RawEvent> for CpuEvent {
                 from_cpu: r.b,
                 to_cpu: r.c,
             },
+            14 => Activity::KvmNestedExit {
+                exit_code: r.a,
+                isa: r.b,
+            },
+            15 => Activity::KvmNestedEnter,
             k => return Err(UnknownKind(k)),
         };
         let running = match activity {
@@ -192,5 +206,39 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(CpuEvent::try_from(bad), Err(UnknownKind(99)));
+    }
+
+    /// The kinds decoded here are the numbers the BPF programs write
+    /// (cpu_abi.h's enum), checked for the nested ones by name.
+    #[test]
+    fn the_nested_kinds_are_the_numbers_of_the_bpf_abi() {
+        let header = include_str!("bpf/cpu_abi.h");
+        for (name, kind) in [
+            ("CPU_EV_KVM_EXIT = 11,", 11),
+            ("CPU_EV_KVM_NESTED_INJECT = 14,", 14),
+            ("CPU_EV_KVM_NESTED_VMENTER = 15,", 15),
+        ] {
+            assert!(header.contains(name), "{name}");
+            let e = CpuEvent::try_from(RawEvent {
+                kind,
+                a: 0x72,
+                b: 2,
+                e: 436,
+                ..Default::default()
+            })
+            .unwrap();
+            assert_eq!(e.running, 436);
+            match kind {
+                14 => assert_eq!(
+                    e.activity,
+                    Activity::KvmNestedExit {
+                        exit_code: 0x72,
+                        isa: 2
+                    }
+                ),
+                15 => assert_eq!(e.activity, Activity::KvmNestedEnter),
+                _ => assert!(matches!(e.activity, Activity::KvmExit { reason: 0x72, .. })),
+            }
+        }
     }
 }

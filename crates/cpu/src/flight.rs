@@ -90,14 +90,25 @@ fn kernel_btf() -> Option<libbpf_rs::btf::Btf<'static>> {
 
 fn present_in(btf: &Option<libbpf_rs::btf::Btf<'static>>, spec: &CpuEventSpec) -> bool {
     // Module tracepoints (kvm) are typed in the module's own BTF: present
-    // when the module is loaded with its BTF (libbpf finds the type there).
+    // when the module is loaded with its BTF (libbpf finds the type there)
+    // and names the event's `btf_trace_` type (the nested events differ
+    // between kernels: kvm_nested_vmrun became kvm_nested_vmenter).
     if spec.category == "kvm" {
-        return btf.is_some() && std::path::Path::new("/sys/kernel/btf/kvm").exists();
+        return btf.is_some()
+            && std::fs::read("/sys/kernel/btf/kvm")
+                .is_ok_and(|b| names_type(&b, &format!("btf_trace_{}", spec.event)));
     }
     btf.as_ref().is_some_and(|b| {
         b.type_by_name::<libbpf_rs::btf::types::Typedef<'_>>(&format!("btf_trace_{}", spec.event))
             .is_some()
     })
+}
+
+/// Whether BTF bytes hold the type name `name` in their string section
+/// (names there are NUL-separated).
+fn names_type(btf: &[u8], name: &str) -> bool {
+    let needle = [&[0u8][..], name.as_bytes(), &[0u8][..]].concat();
+    btf.windows(needle.len()).any(|w| w == needle)
 }
 
 fn open_load<'o>(
@@ -178,6 +189,25 @@ impl<'o> Recorder<'o> {
             ok
         };
         let mut tai = opts.tai && loads(&programs, true);
+        // The nested events' arguments differ most between kernels: a
+        // kernel that refuses them keeps kvm_exit/kvm_entry.
+        if !tai && !loads(&programs, false) && programs.iter().any(|p| p.starts_with("kvm_nested"))
+        {
+            let without: Vec<&str> = programs
+                .iter()
+                .copied()
+                .filter(|p| !p.starts_with("kvm_nested"))
+                .collect();
+            if loads(&without, false) {
+                notes.push(
+                    "kvm:kvm_nested_* did not load on this kernel: nested handling is not a part"
+                        .into(),
+                );
+                attached.retain(|a| !a.starts_with("kvm:kvm_nested"));
+                programs = without;
+                tai = opts.tai && loads(&programs, true);
+            }
+        }
         if !tai && !loads(&programs, false) && programs.iter().any(|p| p.starts_with("kvm_")) {
             let without: Vec<&str> = programs
                 .iter()
@@ -432,5 +462,19 @@ impl Drop for Recorder<'_> {
         unsafe {
             libc::munmap(self.base as *mut libc::c_void, self.len);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_type;
+
+    #[test]
+    fn a_module_btf_names_an_event_only_by_its_whole_type_name() {
+        let strings = b"\0btf_trace_kvm_exit\0btf_trace_kvm_nested_vmenter\0kvm_nested_vmrun_x\0";
+        assert!(names_type(strings, "btf_trace_kvm_exit"));
+        assert!(names_type(strings, "btf_trace_kvm_nested_vmenter"));
+        assert!(!names_type(strings, "btf_trace_kvm_nested_vmrun"));
+        assert!(!names_type(strings, "btf_trace_kvm_nested"));
     }
 }

@@ -21,6 +21,7 @@ pub enum PartKind {
     Softirq,
     Nmi,
     KvmExit,
+    NestedHandling,
     Steal,
     Idle,
     Unattributed,
@@ -34,6 +35,7 @@ impl PartKind {
             PartKind::Softirq => "softirq",
             PartKind::Nmi => "nmi",
             PartKind::KvmExit => "kvm_exit",
+            PartKind::NestedHandling => "nested_handling",
             PartKind::Steal => "steal",
             PartKind::Idle => "idle",
             PartKind::Unattributed => "unattributed",
@@ -47,6 +49,7 @@ impl PartKind {
             PartKind::Softirq,
             PartKind::Nmi,
             PartKind::KvmExit,
+            PartKind::NestedHandling,
             PartKind::Steal,
             PartKind::Idle,
             PartKind::Unattributed,
@@ -220,6 +223,20 @@ impl Names {
                     format!("{} of {who}", self.exit_reason(isa, reason)),
                 )
             }
+            Culprit::NestedHandling { pid, isa, reason } => {
+                let who = task(pid)
+                    .map(|t| t.label(pid))
+                    .unwrap_or_else(|| format!("pid {pid}"));
+                let what = if reason == crate::attribute::UNKNOWN_REASON {
+                    "nested exit begun before the recorded events".to_string()
+                } else {
+                    self.exit_reason(isa, reason)
+                };
+                (
+                    PartKind::NestedHandling,
+                    format!("{what} of the nested guest of {who}"),
+                )
+            }
             Culprit::Steal => (PartKind::Steal, "steal".to_string()),
             Culprit::Unattributed(Gap::Overwritten) => (
                 PartKind::Unattributed,
@@ -323,6 +340,33 @@ print fmt: "vec=%u [action=%s]", REC->vec, __print_symbolic(REC->vec, { 0, "HI" 
         assert_eq!(
             n.part(c, 5, &mut who).name,
             "exit begun before the recorded events of vcpu0/268"
+        );
+        // A nested exit is named from the same SVM table (0x72 cpuid).
+        let c = Culprit::NestedHandling {
+            pid: 268,
+            isa: 2,
+            reason: 0x72,
+        };
+        let p = n.part(c, 5, &mut who);
+        assert_eq!(
+            (p.kind, p.name.as_str()),
+            (
+                PartKind::NestedHandling,
+                "cpuid of the nested guest of vcpu0/268"
+            )
+        );
+        assert_eq!(
+            PartKind::parse("nested_handling"),
+            Some(PartKind::NestedHandling)
+        );
+        let c = Culprit::NestedHandling {
+            pid: 268,
+            isa: 0,
+            reason: crate::attribute::UNKNOWN_REASON,
+        };
+        assert_eq!(
+            n.part(c, 5, &mut who).name,
+            "nested exit begun before the recorded events of the nested guest of vcpu0/268"
         );
     }
 

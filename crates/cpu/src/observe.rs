@@ -35,7 +35,8 @@ pub struct ObservedPart {
     pub name: String,
     /// The IRQ number of a hard IRQ part (to look up and fix its affinity).
     pub irq: Option<u32>,
-    /// The pid of a task part (to tell a kernel thread from a process).
+    /// The pid of a task part (to tell a kernel thread from a process), or
+    /// of the vCPU thread of a `kvm_exit` or `nested_handling` part.
     pub pid: Option<u32>,
     pub ns: u64,
     /// Separate stretches of it in the CPU's timeline.
@@ -68,8 +69,14 @@ struct Sums {
     by_culprit: BTreeMap<Culprit, (u64, u64)>,
 }
 
-/// Watch `cpus` for `duration` (or until `stop`).
-pub fn observe(cpus: &[u32], duration: Duration, stop: &AtomicBool) -> Result<Vec<ObservedCpu>> {
+/// Watch `cpus` for `duration` (or until `stop`); `ready` is called once
+/// the recorder is attached (the watch begins).
+pub fn observe(
+    cpus: &[u32],
+    duration: Duration,
+    stop: &AtomicBool,
+    ready: &mut dyn FnMut(),
+) -> Result<Vec<ObservedCpu>> {
     // The skeleton borrows its storage for its whole life (one per run).
     let storage: &'static mut MaybeUninit<_> = Box::leak(Box::new(MaybeUninit::uninit()));
     let recorder = Recorder::start(
@@ -83,6 +90,7 @@ pub fn observe(cpus: &[u32], duration: Duration, stop: &AtomicBool) -> Result<Ve
     let mut sums: BTreeMap<u32, Sums> = cpus.iter().map(|c| (*c, Sums::default())).collect();
     let t_end = Instant::now() + duration;
     let mut from = monotonic_ns();
+    ready();
     while !stop.load(Ordering::Relaxed) {
         let left = t_end.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -133,7 +141,9 @@ pub fn observe(cpus: &[u32], duration: Duration, stop: &AtomicBool) -> Result<Ve
                             _ => None,
                         },
                         pid: match c {
-                            Culprit::Task(p) => Some(p),
+                            Culprit::Task(p)
+                            | Culprit::KvmExit { pid: p, .. }
+                            | Culprit::NestedHandling { pid: p, .. } => Some(p),
                             _ => None,
                         },
                         ns,

@@ -53,7 +53,7 @@ impl Explanation {
 /// One culprit over all explained spikes.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Culprit {
-    /// `task`, `hardirq`, `softirq`, `nmi`, `kvm_exit`, `steal`, `idle` or `unattributed`.
+    /// `task`, `hardirq`, `softirq`, `nmi`, `kvm_exit`, `nested_handling`, `steal`, `idle` or `unattributed`.
     pub kind: String,
     /// The task (`comm/tid (policy prio)`), IRQ or softirq; the kind for the others.
     pub name: String,

@@ -31,6 +31,7 @@ fn colour(kind: &str, is_hop_task: bool) -> &'static str {
         "idle" => "#ccc",
         "steal" => "#29c",
         "kvm_exit" => "#a60",
+        "nested_handling" => "#d9b",
         _ => "#fff",
     }
 }

@@ -293,3 +293,30 @@ int BPF_PROG(kvm_entry, void *vcpu)
 	put(ts, CPU_EV_KVM_ENTRY, 0, 0, vcpu_id_of(vcpu), 0, running());
 	return 0;
 }
+
+/* Nested virtualization (kvm module with nested=1): an exit of the nested
+ * guest reflected to the guest hypervisor opens its handling there; the
+ * guest hypervisor's VMRUN of the nested guest (kvm_nested_vmenter, called
+ * kvm_nested_vmrun before Linux 5.16) closes it. Between the two, the vCPU
+ * thread's guest time is the guest hypervisor handling that exit. */
+SEC("tp_btf/kvm_nested_vmexit_inject")
+int BPF_PROG(kvm_nested_vmexit_inject, __u32 exit_code, __u64 info1, __u64 info2,
+	     __u32 int_info, __u32 int_info_err, __u32 isa)
+{
+	put(now(), CPU_EV_KVM_NESTED_INJECT, exit_code, isa, 0, 0, running());
+	return 0;
+}
+
+SEC("tp_btf/kvm_nested_vmenter")
+int BPF_PROG(kvm_nested_vmenter, __u64 rip, __u64 vmcb, __u64 nested_rip)
+{
+	put(now(), CPU_EV_KVM_NESTED_VMENTER, 0, 0, 0, 0, running());
+	return 0;
+}
+
+SEC("tp_btf/kvm_nested_vmrun")
+int BPF_PROG(kvm_nested_vmrun, __u64 rip, __u64 vmcb, __u64 nested_rip)
+{
+	put(now(), CPU_EV_KVM_NESTED_VMENTER, 0, 0, 0, 0, running());
+	return 0;
+}

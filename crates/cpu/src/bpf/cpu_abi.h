@@ -45,6 +45,11 @@ enum cpu_event_kind {
 	CPU_EV_KVM_ENTRY = 12,    /* the running vCPU thread enters its guest: c: vCPU id */
 	CPU_EV_MIGRATE = 13,      /* a: pid moved, b: the CPU it leaves, c: the CPU it goes to
 				   * (recorded on the CPU that moves it) */
+	CPU_EV_KVM_NESTED_INJECT = 14, /* the running vCPU thread reflects an exit of its nested
+					* guest to its guest (a guest hypervisor): a: the nested
+					* exit code, b: isa (1 VMX, 2 SVM) */
+	CPU_EV_KVM_NESTED_VMENTER = 15, /* the running vCPU thread's guest hypervisor resumes
+					 * its nested guest (VMRUN / VMLAUNCH emulated) */
 };
 
 /* The system vectors of irq_vectors:* (x86), in catalogue order. */

@@ -38,6 +38,7 @@ pub mod deliver;
 pub mod explain_check;
 mod gh_code;
 pub mod guest_hypervisor;
+pub mod nested_explain;
 pub mod nested_run;
 pub mod perf_stat;
 pub mod workload;

@@ -22,7 +22,11 @@
 //! interrupts. Any difference is a problem (exit status 1); the table and
 //! `nested-comparison.json` show both phases side by side, with the
 //! handling time per nested exit (this host's part and the guest
-//! hypervisor's).
+//! hypervisor's). Each phase then runs the plan a second time with
+//! `hoptrace doctor --observe` watching L1's CPU (its recorder would slow
+//! the timed run): the explanations' `nested_handling` and `kvm_exit`
+//! parts of the guest hypervisor's vCPU thread are checked too
+//! ([`super::nested_explain`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -71,9 +75,21 @@ pub fn l1_script(plan: &NestedPlan) -> String {
          echo 0 > $T/events/kvm/kvm_nested_vmenter/enable\n\
          cp $T/trace $O/$1-trace.txt\n\
          }}\n\
-         phase vgif1\n\
+         xphase() {{\n\
+         hoptrace kvm --plain --json --nested > $O/$1-x-kvm.json 2> $O/$1-x-kvm.log &\n\
+         K=$!\n\
+         n=0; while ! grep -qs ready $O/$1-x-kvm.log; do n=$((n+1)); [ $n -gt 600 ] && break; usleep 100000; done\n\
+         hoptrace doctor --observe 10m --isolated 0 --json > $O/$1-observe.json 2> $O/$1-observe.log &\n\
+         B=$!\n\
+         n=0; while ! grep -qs watching $O/$1-observe.log; do n=$((n+1)); [ $n -gt 600 ] && break; usleep 100000; done\n\
+         hoptrace kvm guest-hypervisor --cpuid {cpuid} --hlt {hlt} --io {io} --msr {msr} --json $O/$1-x-gh.json > $O/$1-x-gh.log 2>&1\n\
+         echo $? > $O/$1-x-gh.rc\n\
+         kill -INT $B; wait $B; echo $? > $O/$1-observe.rc\n\
+         kill -INT $K; wait $K\n\
+         }}\n\
+         phase vgif1; xphase vgif1\n\
          rmmod kvm_amd && insmod /lib/modules/kvm_amd.ko vgif=0 || exit 1\n\
-         phase vgif0\n"
+         phase vgif0; xphase vgif0\n"
     )
 }
 
@@ -146,6 +162,8 @@ pub struct Phase {
     pub vgif: Option<bool>,
     pub pid: Option<u64>,
     pub rows: Vec<ReasonRow>,
+    /// The explanations' split of the guest hypervisor's vCPU thread.
+    pub observed: Option<super::nested_explain::ObservedPhase>,
 }
 
 /// Both phases and what disagreed (`nested-comparison.json`).
@@ -174,6 +192,7 @@ fn phase(
         vgif: read("vgif").ok().map(|v| v.trim() == "1"),
         pid: None,
         rows: Vec::new(),
+        observed: None,
     };
     if p.vgif != Some(want_vgif) {
         problems.push(format!(
@@ -234,6 +253,7 @@ fn phase(
             ));
         }
     }
+    p.observed = super::nested_explain::check(out, name, vgif, plan, problems);
     p
 }
 
@@ -397,6 +417,11 @@ impl Comparison {
                 ));
             }
         }
+        for ph in &self.phases {
+            if let Some(o) = &ph.observed {
+                s.push_str(&super::nested_explain::render(&head_of(ph), o));
+            }
+        }
         s
     }
 }
@@ -444,11 +469,29 @@ mod tests {
             .collect();
         rows.iter_mut().for_each(&edit);
         let kvm = json!({"lost": {"exits_lost": 0}, "nested_analysis": {"reasons": rows}});
+        // The explanations of a run that matches: a nested_handling part
+        // per nested reason, a kvm_exit part per designed exit.
+        let mut parts: Vec<Value> = PLAN
+            .nested_exits()
+            .into_keys()
+            .map(|r| json!({"kind": "nested_handling", "name": format!("{r} of the nested guest of gh/7"), "pid": 7, "ns": 1000}))
+            .collect();
+        parts.extend(PLAN.exits_per_nested_exit(vgif).into_keys().map(
+            |r| json!({"kind": "kvm_exit", "name": format!("{r} of gh/7"), "pid": 7, "ns": 500}),
+        ));
+        let window: u64 = parts.iter().map(|p| p["ns"].as_u64().unwrap()).sum();
+        let observe =
+            json!({"observed": {"per_cpu": [{"cpu": 0, "window_ns": window, "parts": parts}]}});
         for (f, text) in [
             ("vgif", u8::from(vgif).to_string()),
             ("gh.rc", "0".into()),
             ("gh.json", json!({"pid": 7}).to_string()),
             ("kvm.json", kvm.to_string()),
+            ("observe.rc", "0".into()),
+            ("observe.json", observe.to_string()),
+            ("x-gh.rc", "0".into()),
+            ("x-gh.json", json!({"pid": 7}).to_string()),
+            ("x-kvm.json", kvm.to_string()),
         ] {
             std::fs::write(dir.join(format!("{name}-{f}")), text).unwrap();
         }

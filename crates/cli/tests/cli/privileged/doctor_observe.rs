@@ -121,6 +121,18 @@ fn observe_names_the_device_irq_and_the_task_that_ran_on_a_cpu_declared_isolated
             .any(|d| d.starts_with(&format!("CPU {cpu}: task sh/{pid} "))),
         "the pinned task sh/{pid}: {details:#?}"
     );
+    // The JSON carries the observation itself: the one CPU watched, its
+    // parts adding up to its window, the spinner among them by pid.
+    let per_cpu = r["observed"]["per_cpu"].as_array().unwrap();
+    assert_eq!(per_cpu.len(), 1, "{}", r["observed"]);
+    assert_eq!(per_cpu[0]["cpu"], cpu);
+    let parts = per_cpu[0]["parts"].as_array().unwrap();
+    let sum: u64 = parts.iter().map(|p| p["ns"].as_u64().unwrap()).sum();
+    assert_eq!(sum, per_cpu[0]["window_ns"].as_u64().unwrap(), "{parts:#?}");
+    assert!(
+        parts.iter().any(|p| p["kind"] == "task" && p["pid"] == pid),
+        "the pinned task sh/{pid}: {parts:#?}"
+    );
     // A CPU that was not declared is not reported.
     assert!(
         details

@@ -448,7 +448,20 @@ pub(crate) fn check_explanations(
             "the spinner's part {hog_part} ns (with {unreported} ns after a switch the kernel did \
              not report, and {misplaced_steal} ns of steal in the stage) is not between its \
              measured spin {spun} ns (less {gaps} ns of gaps in its clock reads) and its time \
-             awake {held} ns inside the stage (each within 10 % + 20 us): {e:?}"
+             awake {held} ns inside the stage (each within 10 % + 20 us); its bursts there \
+             (woken, spin start, spin end, asleep, ran after asleep; ns from the stage's start): \
+             {:?}: {e:?}",
+            bursts
+                .iter()
+                .filter(|x| x.woken < b && x.asleep + x.ran_after_asleep > a)
+                .map(|x| (
+                    x.woken as i64 - a as i64,
+                    x.spin_start as i64 - a as i64,
+                    x.spin_end as i64 - a as i64,
+                    x.asleep as i64 - a as i64,
+                    x.ran_after_asleep
+                ))
+                .collect::<Vec<_>>()
         );
         if unreported as f64 > slack(spun) {
             hidden += 1;

@@ -359,6 +359,25 @@ fn a_guest_hypervisor_in_the_nested_lab_causes_exactly_the_nested_exits_its_gues
             assert_eq!(r["designed_factor"].as_u64(), Some(factor), "{r}");
             assert_eq!(r["measured_factor"].as_f64(), Some(factor as f64), "{r}");
         }
+        // The explanations (doctor --observe on L1's CPU meanwhile): the
+        // vCPU thread's guest time in the guest hypervisor's handling is a
+        // `nested_handling` part for exactly L3's reasons, its exits are
+        // `kvm_exit` parts of the designed reasons (clgi and stgi only
+        // without virtual GIF), and the parts add up to the window.
+        let o = &cmp["phases"][i]["observed"];
+        let keys = |f: &str| -> Vec<String> {
+            o[f].as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(keys("nested_handling_ns"), ["cpuid", "hlt", "io"], "{o}");
+        for (reason, _) in designed(vgif, j) {
+            assert!(o["kvm_exit_ns"][reason].as_u64() > Some(0), "{reason}: {o}");
+        }
+        for gif in ["clgi", "stgi"] {
+            assert_eq!(o["kvm_exit_ns"][gif].is_null(), vgif, "{gif}: {o}");
+        }
+        assert_eq!(o["parts_sum_ns"], o["window_ns"], "{o}");
     }
     assert!(
         log.lines()
