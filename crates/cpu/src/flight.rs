@@ -175,9 +175,6 @@ impl<'o> Recorder<'o> {
             }
         }
         // TAI first when asked (the hop tracer's clock); MONOTONIC when this
-        // kernel has no bpf_ktime_get_tai_ns. Probe loads are dropped with
-        // their skeleton, so the storage can be reused.
-        // TAI first when asked (the hop tracer's clock); MONOTONIC when this
         // kernel has no bpf_ktime_get_tai_ns. The kvm programs read the
         // vendor module's structures: if they are what the kernel refuses,
         // the recorder runs without them (noted). Probe loads are dropped
@@ -189,37 +186,30 @@ impl<'o> Recorder<'o> {
             ok
         };
         let mut tai = opts.tai && loads(&programs, true);
-        // The nested events' arguments differ most between kernels: a
-        // kernel that refuses them keeps kvm_exit/kvm_entry.
-        if !tai && !loads(&programs, false) && programs.iter().any(|p| p.starts_with("kvm_nested"))
-        {
-            let without: Vec<&str> = programs
-                .iter()
-                .copied()
-                .filter(|p| !p.starts_with("kvm_nested"))
-                .collect();
-            if loads(&without, false) {
-                notes.push(
-                    "kvm:kvm_nested_* did not load on this kernel: nested handling is not a part"
-                        .into(),
-                );
-                attached.retain(|a| !a.starts_with("kvm:kvm_nested"));
-                programs = without;
-                tai = opts.tai && loads(&programs, true);
+        // The programs that read the vendor module's structures, the nested
+        // events first (their arguments differ most between kernels): a
+        // kernel that refuses them runs the recorder without them, noted.
+        for (prefix, note) in [
+            (
+                "kvm_nested",
+                "kvm:kvm_nested_* did not load on this kernel: nested handling is not a part",
+            ),
+            (
+                "kvm_",
+                "kvm:kvm_exit/kvm_entry did not load on this kernel: VM exits are not parts",
+            ),
+        ] {
+            if tai || loads(&programs, false) || !programs.iter().any(|p| p.starts_with(prefix)) {
+                continue;
             }
-        }
-        if !tai && !loads(&programs, false) && programs.iter().any(|p| p.starts_with("kvm_")) {
             let without: Vec<&str> = programs
                 .iter()
                 .copied()
-                .filter(|p| !p.starts_with("kvm_"))
+                .filter(|p| !p.starts_with(prefix))
                 .collect();
             if loads(&without, false) {
-                notes.push(
-                    "kvm:kvm_exit/kvm_entry did not load on this kernel: VM exits are not parts"
-                        .into(),
-                );
-                attached.retain(|a| !a.starts_with("kvm:"));
+                notes.push(note.into());
+                attached.retain(|a| !a.starts_with(&format!("kvm:{prefix}")));
                 programs = without;
                 tai = opts.tai && loads(&programs, true);
             }
