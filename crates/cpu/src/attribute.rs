@@ -735,25 +735,26 @@ mod tests {
         e
     }
 
+    /// SVM exit `reason` of vCPU thread 50 (vCPU 0).
+    fn exit(ts: u64, reason: u32) -> CpuEvent {
+        let a = Activity::KvmExit {
+            reason,
+            isa: 2,
+            vcpu: 0,
+        };
+        by(ev(ts, a), 50)
+    }
+
+    /// vCPU thread 50 enters its guest.
+    fn entry(ts: u64) -> CpuEvent {
+        by(ev(ts, Activity::KvmEntry { vcpu: 0 }), 50)
+    }
+
     /// A vCPU thread (50) runs its guest while the reader (10) waits: its
     /// guest time is its task time, its exits (io, then hlt until it
     /// sleeps) are `kvm_exit` parts by reason, and the parts add up.
     #[test]
     fn a_vcpu_threads_exits_are_kvm_exit_parts_and_its_guest_time_is_its_task_time() {
-        let exit = |ts, reason| {
-            by(
-                ev(
-                    ts,
-                    Activity::KvmExit {
-                        reason,
-                        isa: 2,
-                        vcpu: 0,
-                    },
-                ),
-                50,
-            )
-        };
-        let entry = |ts| by(ev(ts, Activity::KvmEntry { vcpu: 0 }), 50);
         let events = [
             switch(900, 10, 50, 0),
             entry(950),
@@ -798,20 +799,6 @@ mod tests {
     #[test]
     fn a_guest_hypervisors_handling_of_a_nested_exit_is_its_own_part_and_its_exits_stay_kvm_exits()
     {
-        let exit = |ts, reason| {
-            by(
-                ev(
-                    ts,
-                    Activity::KvmExit {
-                        reason,
-                        isa: 2,
-                        vcpu: 0,
-                    },
-                ),
-                50,
-            )
-        };
-        let entry = |ts| by(ev(ts, Activity::KvmEntry { vcpu: 0 }), 50);
         let inject = |ts, exit_code| by(ev(ts, Activity::KvmNestedExit { exit_code, isa: 2 }), 50);
         let vmenter = |ts| by(ev(ts, Activity::KvmNestedEnter), 50);
         let events = [

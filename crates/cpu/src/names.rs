@@ -196,13 +196,13 @@ impl Names {
         ns: u64,
         task: &mut dyn FnMut(u32) -> Option<TaskName>,
     ) -> Part {
+        let mut label = |pid: u32| {
+            task(pid)
+                .map(|t| t.label(pid))
+                .unwrap_or_else(|| format!("pid {pid}"))
+        };
         let (kind, name) = match c {
-            Culprit::Task(pid) => (
-                PartKind::Task,
-                task(pid)
-                    .map(|t| t.label(pid))
-                    .unwrap_or_else(|| format!("pid {pid}")),
-            ),
+            Culprit::Task(pid) => (PartKind::Task, label(pid)),
             Culprit::Idle => (PartKind::Idle, "idle".to_string()),
             Culprit::Hardirq(n) => (PartKind::Hardirq, self.irq(n)),
             Culprit::Vector(v) => (
@@ -215,18 +215,14 @@ impl Names {
             Culprit::Softirq(v) => (PartKind::Softirq, self.softirq(v)),
             Culprit::Nmi => (PartKind::Nmi, "nmi".to_string()),
             Culprit::KvmExit { pid, isa, reason } => {
-                let who = task(pid)
-                    .map(|t| t.label(pid))
-                    .unwrap_or_else(|| format!("pid {pid}"));
+                let who = label(pid);
                 (
                     PartKind::KvmExit,
                     format!("{} of {who}", self.exit_reason(isa, reason)),
                 )
             }
             Culprit::NestedHandling { pid, isa, reason } => {
-                let who = task(pid)
-                    .map(|t| t.label(pid))
-                    .unwrap_or_else(|| format!("pid {pid}"));
+                let who = label(pid);
                 let what = if reason == crate::attribute::UNKNOWN_REASON {
                     "nested exit begun before the recorded events".to_string()
                 } else {
