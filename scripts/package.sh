@@ -49,7 +49,7 @@ gen=target/release/packaging
 step "man pages, completions and the licence table into $gen"
 rm -rf "$gen"
 "$bin" generate "$gen"
-# The release profile keeps line tables (debug = 1) for profiling; the
+# The release profile keeps line tables of our crates for profiling; the
 # packages ship the binary without them.
 strip -o "$gen/hoptrace" "$bin"
 gzip -9n "$gen"/man/*.1
