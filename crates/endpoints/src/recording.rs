@@ -5,7 +5,7 @@
 //! | `sv-publish` | `t_tx`: T0, kernel TX stamp (error queue) | `t_sched`: scheduled send time, REALTIME ns |
 //! | `sv-subscribe` | `t_rx`: T3, kernel RX stamp; `t_app`: T4, clock_gettime after decode | `refr_tm`: refrTm of the ASDU in ns (REALTIME), null when absent |
 //! | `ping` | `t_tx`: request TX stamp; `t_rx`: reply RX stamp | `t_app_tx`: application send time |
-//! | `reflect` | `t_rx`: request RX stamp; `t_tx`: reply TX stamp | |
+//! | `reflect` | `t_rx`: request RX stamp; `t_tx`: reply TX stamp | `held_ns`: the hold the reply was given, as measured (0: not held) |
 //!
 //! One row per ASDU sample (a frame with K ASDUs gives K rows sharing its
 //! timestamps). Recording is optional: without `--record` the recorder is a
@@ -306,7 +306,8 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
 /// of the request and `tx` the kernel TX stamp of the reply (the
 /// reflector's turnaround is `tx - rx`; with `--xdp` both are user-space
 /// stamps, source `application`, see `crate::xsk`); a reply without its TX
-/// stamp is `incomplete`.
+/// stamp is `incomplete`. Extra column `held_ns`: how long the reply was
+/// held (`--delay`), as measured, 0 when it was not.
 pub fn write_reflect(dir: &Path, iface: &str, report: &ReflectReport) -> Result<()> {
     let clock = stamp_clock(report.stamp_source);
     let hops = vec![
@@ -329,13 +330,29 @@ pub fn write_reflect(dir: &Path, iface: &str, report: &ReflectReport) -> Result<
             },
         ),
     ];
-    let meta = RecordingMeta::for_this_host("reflect", hops);
+    let mut meta = RecordingMeta::for_this_host("reflect", hops);
+    meta.extra_columns = vec![
+        ExtraColumn::new(
+            "held_ns",
+            "how long the reflector held the reply before sending it (--delay), as measured on CLOCK_MONOTONIC from the hold's start to its end; 0 when not held",
+        ),
+        ExtraColumn::new(
+            "t_app_tx",
+            "application send time of the reply (after any hold), ns CLOCK_REALTIME",
+        ),
+    ];
     let mut w = RecordingWriter::create(dir, meta, RotatePolicy::default())
         .with_context(|| format!("creating recording {}", dir.display()))?;
     for r in &report.replies {
         let hops = [r.t_rx, r.t_tx];
         let status = PacketStatus::complete_if(r.t_rx.is_some() && r.t_tx.is_some());
-        w.append_ref(PacketRowRef::new("ping", r.seq, status, &hops, &[]))?;
+        w.append_ref(PacketRowRef::new(
+            "ping",
+            r.seq,
+            status,
+            &hops,
+            &[Some(r.held_ns), Some(r.t_app_tx).filter(|&t| t != 0)],
+        ))?;
     }
     w.close()?;
     Ok(())

@@ -29,6 +29,14 @@
 //! 100 us before its end (timer slack 1 ns, so the kernel does not add its
 //! default 50 us) and spins the rest on CLOCK_MONOTONIC, so that the
 //! injected delay is the delay asked, not that plus a timer's wake-up.
+//! A wake-up later than those 100 us (a busy host) still makes it longer,
+//! so the reflector measures every hold it made, from its start to the end
+//! of the spin, and records it beside the stamps (`held_ns`): the
+//! turnaround less that is the reflector's own time. With `--delay-every
+//! N` it stays awake for the hold after a batch of unheld replies too, so
+//! that every request finds it idle for as long: on a VM, a vCPU idle for
+//! 1.4 ms or for 1.7 ms before a request wakes 5-20 us apart, which would
+//! otherwise be counted as part of the hold (measured 2026-11-29).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -70,6 +78,13 @@ pub struct Reflected {
     pub t_rx: Option<i64>,
     /// Kernel TX stamp of the reply.
     pub t_tx: Option<i64>,
+    /// How long the reply was actually held (CLOCK_MONOTONIC, from the
+    /// hold's start to the end of its spin), 0 when not held: the part of
+    /// the turnaround that is the injected delay, as it was, not as asked.
+    pub held_ns: i64,
+    /// CLOCK_REALTIME read right before the send call that sent the reply
+    /// (after any hold): `t_tx` less this is the kernel's send path.
+    pub t_app_tx: i64,
 }
 
 /// What a reflector did.
@@ -158,6 +173,8 @@ pub fn reflect(
                     seq,
                     t_rx: stamp_of(&f.stamps, source),
                     t_tx: None,
+                    held_ns: 0,
+                    t_app_tx: 0,
                 });
             }
         };
@@ -178,16 +195,23 @@ pub fn reflect(
         let held =
             |r: &Reflected| !cfg.hold.is_zero() && r.seq.is_multiple_of(cfg.hold_every.max(1));
         let (now, later): (Vec<_>, Vec<_>) = out.into_iter().zip(rows).partition(|(_, r)| !held(r));
+        // A batch of unheld replies only is followed by a hold without a
+        // reply (below): the next request then finds the reflector as long
+        // idle as after a held reply.
+        let batch_start = timestamping::now_ns(libc::CLOCK_MONOTONIC);
+        let stay_awake = !cfg.hold.is_zero() && later.is_empty() && !now.is_empty();
         for (group, hold) in [(now, false), (later, true)] {
             if group.is_empty() {
                 continue;
             }
+            let mut held_ns = 0;
             if hold {
-                timestamping::hold_until(
-                    timestamping::now_ns(libc::CLOCK_MONOTONIC) + cfg.hold.as_nanos() as i64,
-                );
+                let start = timestamping::now_ns(libc::CLOCK_MONOTONIC);
+                timestamping::hold_until(start + cfg.hold.as_nanos() as i64);
+                held_ns = timestamping::now_ns(libc::CLOCK_MONOTONIC) - start;
             }
             let refs: Vec<&[u8]> = group.iter().map(|(f, _)| f.as_slice()).collect();
+            let t_app_tx = timestamping::realtime_ns();
             // A reply that cannot be sent (interface went down) is lost,
             // which the pinger counts; keep answering.
             let (sent, t_tx) = match &mut path {
@@ -203,6 +227,8 @@ pub fn reflect(
             }
             for (_, mut row) in group.into_iter().take(sent) {
                 row.t_tx = t_tx;
+                row.held_ns = held_ns;
+                row.t_app_tx = t_app_tx;
                 if cfg.record {
                     id_to_row.push(report.replies.len() as u32);
                     report.replies.push(row);
@@ -210,6 +236,9 @@ pub fn reflect(
                     id_to_row.push(u32::MAX);
                 }
             }
+        }
+        if stay_awake {
+            timestamping::hold_until(batch_start + cfg.hold.as_nanos() as i64);
         }
         if matches!(path, Path::Packet(_)) {
             drain_stamps(&sock, source, &id_to_row, &mut report);

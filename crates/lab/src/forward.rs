@@ -28,8 +28,11 @@
 //! holds each ping reply whose sequence number is a multiple of N for D
 //! before writing it into the tap (untagged replies only), with the
 //! reflector's exact hold (`hoptrace_endpoints::timestamping::hold_until`).
-//! The held and unheld replies of one run then differ by D in the return
-//! part of their round trips, and by nothing else.
+//! After a reply it does not hold it stays awake for D too, so that held
+//! and unheld replies find it in the same state (a vCPU idle for a
+//! different time before each wakes in a different time). The held and
+//! unheld replies of one run then differ by D in the return part of their
+//! round trips, and by nothing else.
 //!
 //! The macvtap char device normally appears as `/dev/tap<ifindex>` (udev);
 //! when no udev creates it, the forwarder makes the node itself from
@@ -182,9 +185,10 @@ fn return_frames(tap: OwnedFd, out: String, hold: Option<ReturnHold>) {
         if !goes_back(&frame) {
             continue;
         }
-        if let Some(h) = hold.filter(|h| h.applies_to(&frame)) {
-            let now = hoptrace_endpoints::timestamping::now_ns(libc::CLOCK_MONOTONIC);
-            hoptrace_endpoints::timestamping::hold_until(now + h.hold.as_nanos() as i64);
+        let start = hoptrace_endpoints::timestamping::now_ns(libc::CLOCK_MONOTONIC);
+        let held = hold.filter(|h| h.applies_to(&frame));
+        if let Some(h) = held {
+            hoptrace_endpoints::timestamping::hold_until(start + h.hold.as_nanos() as i64);
         }
         // SAFETY: frame is valid for its length; tap is an open fd.
         let n = unsafe {
@@ -202,6 +206,12 @@ fn return_frames(tap: OwnedFd, out: String, hold: Option<ReturnHold>) {
             }
         } else {
             back += 1;
+        }
+        // After a frame it did not hold, the thread stays awake for the
+        // hold too: held and unheld replies then find it in the same state
+        // (as long idle before each), and differ by the hold alone.
+        if let (Some(h), None) = (hold, held) {
+            hoptrace_endpoints::timestamping::hold_until(start + h.hold.as_nanos() as i64);
         }
     }
 }

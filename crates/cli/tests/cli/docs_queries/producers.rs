@@ -513,7 +513,7 @@ fn pinged(dir: &Path) -> u64 {
 }
 
 /// `reflect --record`: the replies to `pinged`'s requests (all but 250's),
-/// 40 us after their request, held 30 us.
+/// 40 us after their request, answered 30 us later (none held).
 fn reflected(dir: &Path) -> u64 {
     let replies: Vec<Reflected> = (0..500u64)
         .filter(|&i| i != 250)
@@ -523,6 +523,8 @@ fn reflected(dir: &Path) -> u64 {
                 seq: i,
                 t_rx: Some(t),
                 t_tx: Some(t + 30_000),
+                held_ns: 0,
+                t_app_tx: t + 25_000,
             }
         })
         .collect();
