@@ -21,10 +21,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use hoptrace_chain::{ClockMap, Side};
 use hoptrace_endpoints::round_trip::{
-    boundary_hops, decompose, HopCol, Percentiles, PingRow, ReflectRow, RoundTripInputs,
+    boundary_hops, decompose, HopCol, Percentiles, PingRow, ReflectRow, RoundTrip, RoundTripInputs,
     RoundTrips, TracedRow,
 };
-use hoptrace_record::{RecordingMeta, RecordingReader};
+use hoptrace_record::{ClockDomain, RecordingMeta, RecordingReader};
 use hoptrace_units::format_duration_ns;
 
 #[derive(clap::Args, Debug)]
@@ -157,6 +157,36 @@ fn read_pairs(
     Ok(v)
 }
 
+/// Every reply of a reflector's recording, in host TAI, with its send
+/// time (`t_app_tx`, CLOCK_REALTIME) and its hold (`held_ns`) where the
+/// recording has them.
+fn read_reflect(path: &Path, map: &ClockMap) -> Result<Vec<ReflectRow>> {
+    let r = open(path, "reflect", "`reflect --record`")?;
+    let meta = r.meta();
+    let c = Columns { meta, map, path };
+    let (rx, tx) = (c.index("rx")?, c.index("tx")?);
+    let mut v = Vec::new();
+    for row in r.rows()? {
+        let row = row?;
+        let app_tx = match row.extra_value(meta, "t_app_tx") {
+            Some(ns) => Some(
+                map.to_chain(Side::Host, ClockDomain::Realtime, ns)
+                    .with_context(|| format!("{}: `t_app_tx`", path.display()))?
+                    .ns,
+            ),
+            None => None,
+        };
+        v.push(ReflectRow {
+            seq: row.seq,
+            rx: c.at(&row.hops, rx)?,
+            tx: c.at(&row.hops, tx)?,
+            app_tx,
+            held_ns: row.extra_value(meta, "held_ns"),
+        });
+    }
+    Ok(v)
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     let mut inputs: Vec<&Path> = vec![&args.ping, &args.reflect];
     inputs.extend(args.trace.as_deref());
@@ -172,16 +202,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .into_iter()
             .map(|(seq, tx, rx)| PingRow { seq, tx, rx })
             .collect();
-    let reflected: Vec<ReflectRow> = read_pairs(
-        &args.reflect,
-        "reflect",
-        "`reflect --record`",
-        ["rx", "tx"],
-        &map,
-    )?
-    .into_iter()
-    .map(|(seq, rx, tx)| ReflectRow { seq, rx, tx })
-    .collect();
+    let reflected = read_reflect(&args.reflect, &map)?;
     let (req_hops, requests, rep_hops, replies) = match &args.trace {
         Some(p) => read_trace(p, &map)?,
         None => Default::default(),
@@ -220,6 +241,18 @@ fn table_row(p: &Percentiles) -> String {
     )
 }
 
+/// A block of stages: `title`, then one table row per stage of `names`.
+fn stage_block(r: &RoundTrips, title: String, names: &[String]) -> Vec<String> {
+    let mut v = vec![title];
+    v.extend(
+        r.stages
+            .iter()
+            .filter(|s| names.contains(&s.name))
+            .map(|s| format!("  {}", table_row(s))),
+    );
+    v
+}
+
 /// The parts per percentile, then each hop stage, then what was not split.
 pub fn render(r: &RoundTrips) -> Vec<String> {
     let header = format!(
@@ -238,27 +271,23 @@ pub fn render(r: &RoundTrips) -> Vec<String> {
         "(each column is that part's own percentile: the p50s do not add up to the RTT's p50; the means do)"
             .into(),
     );
+    let cut = |f: fn(&RoundTrip) -> bool| r.rows.iter().filter(|x| f(x)).count();
     if !r.outbound_stages.is_empty() {
-        let cut = r
-            .rows
-            .iter()
-            .filter(|x| x.outbound_stages.is_some())
-            .count();
-        lines.push(format!("outbound hop by hop ({cut} rows):"));
-        lines.extend(
-            r.stages
-                .iter()
-                .filter(|s| r.outbound_stages.contains(&s.name))
-                .map(|s| format!("  {}", table_row(s))),
+        let n = cut(|x| x.outbound_stages.is_some());
+        let title = format!("outbound hop by hop ({n} rows):");
+        lines.extend(stage_block(r, title, &r.outbound_stages));
+    }
+    if !r.turnaround_stages.is_empty() {
+        let n = cut(|x| x.turnaround_stages.is_some());
+        let title = format!(
+            "turnaround in the reflector ({n} rows): wake_and_work = the request up the stack, the wake-up and the work; hold = --delay as made; send = the reply down to the driver:"
         );
-        let cut = r.rows.iter().filter(|x| x.return_stages.is_some()).count();
-        lines.push(format!("return hop by hop ({cut} rows):"));
-        lines.extend(
-            r.stages
-                .iter()
-                .filter(|s| r.return_stages.contains(&s.name))
-                .map(|s| format!("  {}", table_row(s))),
-        );
+        lines.extend(stage_block(r, title, &r.turnaround_stages));
+    }
+    if !r.return_stages.is_empty() {
+        let n = cut(|x| x.return_stages.is_some());
+        let title = format!("return hop by hop ({n} rows):");
+        lines.extend(stage_block(r, title, &r.return_stages));
     }
     let list = |what: &str, v: &[u64]| {
         (!v.is_empty()).then(|| {

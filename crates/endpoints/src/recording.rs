@@ -5,7 +5,7 @@
 //! | `sv-publish` | `t_tx`: T0, kernel TX stamp (error queue) | `t_sched`: scheduled send time, REALTIME ns |
 //! | `sv-subscribe` | `t_rx`: T3, kernel RX stamp; `t_app`: T4, clock_gettime after decode | `refr_tm`: refrTm of the ASDU in ns (REALTIME), null when absent |
 //! | `ping` | `t_tx`: request TX stamp; `t_rx`: reply RX stamp | `t_app_tx`: application send time |
-//! | `reflect` | `t_rx`: request RX stamp; `t_tx`: reply TX stamp | `held_ns`: the hold the reply was given, as measured (0: not held) |
+//! | `reflect` | `t_rx`: request RX stamp; `t_tx`: reply TX stamp | `held_ns`: the hold the reply was given, as measured (0: not held); `t_app_tx`: its send call |
 //!
 //! One row per ASDU sample (a frame with K ASDUs gives K rows sharing its
 //! timestamps). Recording is optional: without `--record` the recorder is a
@@ -306,8 +306,9 @@ pub fn write_ping(dir: &Path, iface: &str, report: &PingReport) -> Result<()> {
 /// of the request and `tx` the kernel TX stamp of the reply (the
 /// reflector's turnaround is `tx - rx`; with `--xdp` both are user-space
 /// stamps, source `application`, see `crate::xsk`); a reply without its TX
-/// stamp is `incomplete`. Extra column `held_ns`: how long the reply was
-/// held (`--delay`), as measured, 0 when it was not.
+/// stamp is `incomplete`. Extra columns `held_ns`: how long the reply was
+/// held (`--delay`), as measured, 0 when it was not; `t_app_tx`: the send
+/// call's CLOCK_REALTIME.
 pub fn write_reflect(dir: &Path, iface: &str, report: &ReflectReport) -> Result<()> {
     let clock = stamp_clock(report.stamp_source);
     let hops = vec![

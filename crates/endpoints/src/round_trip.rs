@@ -24,7 +24,17 @@
 //! | `turnaround` | `reflect_rx` | `reflect_tx` (the reflector: wake-up, its work, any hold, its send) |
 //! | `return` | `reflect_tx` | `ping_rx` (the reply's way back) |
 //!
-//! They add up to the RTT exactly (the instants telescope). With a trace,
+//! They add up to the RTT exactly (the instants telescope). The
+//! turnaround is cut in the reflector's own three stages when its
+//! recording has its send time (`t_app_tx`) and its hold (`held_ns`):
+//!
+//! | stage | from | to |
+//! |---|---|---|
+//! | `wake_and_work` | `reflect_rx` | the send call, less the hold (the request's way up the stack, the reflector's wake-up and its work) |
+//! | `hold` | | the hold it made (`reflect --delay`), 0 when none |
+//! | `send` | the send call | `reflect_tx` (the reply's way down to the driver) |
+//!
+//! With a trace,
 //! `outbound` is cut at the request's hops (`ping_tx..rx`, `rx..fwd`, ...,
 //! `egress..reflect_rx`) and `return` at the reply's (`reflect_tx..tap_rx`,
 //! `tap_rx..uplink_fwd`, `uplink_fwd..ping_rx`): the hop stages add up to
@@ -70,7 +80,14 @@ pub struct ReflectRow {
     pub seq: u64,
     pub rx: Option<i64>,
     pub tx: Option<i64>,
+    /// Its send call (`t_app_tx`), `None` when not recorded.
+    pub app_tx: Option<i64>,
+    /// Its hold as made (`held_ns`), `None` when not recorded.
+    pub held_ns: Option<i64>,
 }
+
+/// The reflector's stages of the turnaround (see the module comment).
+pub const TURNAROUND_STAGES: [&str; 3] = ["wake_and_work", "hold", "send"];
 
 /// One traced timeline of a ping frame: its boundary hops' instants, in
 /// the order of [`RoundTripInputs::request_hops`] or `reply_hops`.
@@ -132,6 +149,9 @@ pub struct RoundTrip {
     pub outbound_stages: Option<Vec<i64>>,
     /// The return part hop by hop ([`RoundTrips::return_stages`]).
     pub return_stages: Option<Vec<i64>>,
+    /// The turnaround in the reflector's stages ([`TURNAROUND_STAGES`]);
+    /// null when its recording lacks the send time or the hold.
+    pub turnaround_stages: Option<Vec<i64>>,
 }
 
 /// What could not be split, by kind, each named by sequence number.
@@ -206,6 +226,9 @@ pub struct RoundTrips {
     pub outbound_stages: Vec<String>,
     /// Names of the return part's hop stages (`reflect_tx..tap_rx`, ...).
     pub return_stages: Vec<String>,
+    /// Names of the turnaround's stages ([`TURNAROUND_STAGES`]), empty when
+    /// no row has them.
+    pub turnaround_stages: Vec<String>,
     /// `outbound`, `turnaround`, `return`, `rtt` over the split rows.
     pub parts: Vec<Percentiles>,
     /// Each hop stage over the rows cut hop by hop.
@@ -292,6 +315,9 @@ pub fn decompose(inp: &RoundTripInputs) -> RoundTrips {
             u.not_reflected.push(p.seq);
             continue;
         };
+        let turnaround_stages = refl
+            .and_then(|r| Some((r.app_tx?, r.held_ns?)))
+            .map(|(app, held)| vec![app - rx - held, held, tx - app]);
         let hops = |r: &TracedRow| r.hops.clone();
         let (req, rep) = if traced {
             let req = find_in_window(&requests, p.seq, (ping_tx, rx), hops, &mut u.duplicates);
@@ -321,6 +347,7 @@ pub fn decompose(inp: &RoundTripInputs) -> RoundTrips {
             return_ns: ping_rx - tx,
             outbound_stages: req,
             return_stages: rep,
+            turnaround_stages,
         });
     }
     let outbound_stages = if traced {
@@ -333,11 +360,17 @@ pub fn decompose(inp: &RoundTripInputs) -> RoundTrips {
     } else {
         Vec::new()
     };
-    let summaries = summarise(&rows, &outbound_stages, &return_stages);
+    let turnaround_stages: Vec<String> = if rows.iter().any(|r| r.turnaround_stages.is_some()) {
+        TURNAROUND_STAGES.iter().map(|s| s.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    let summaries = summarise(&rows, &outbound_stages, &turnaround_stages, &return_stages);
     RoundTrips {
         rows,
         outbound_stages,
         return_stages,
+        turnaround_stages,
         parts: summaries.0,
         stages: summaries.1,
         unsplit: u,
@@ -348,6 +381,7 @@ pub fn decompose(inp: &RoundTripInputs) -> RoundTrips {
 fn summarise(
     rows: &[RoundTrip],
     outbound: &[String],
+    turnaround: &[String],
     ret: &[String],
 ) -> (Vec<Percentiles>, Vec<Percentiles>) {
     let part = |name: &str, f: fn(&RoundTrip) -> i64| {
@@ -368,6 +402,7 @@ fn summarise(
             outbound,
             (|r: &RoundTrip| r.outbound_stages.clone()) as fn(&RoundTrip) -> Option<Vec<i64>>,
         ),
+        (turnaround, |r: &RoundTrip| r.turnaround_stages.clone()),
         (ret, |r: &RoundTrip| r.return_stages.clone()),
     ] {
         let cut: Vec<Vec<i64>> = rows.iter().filter_map(pick).collect();
@@ -388,7 +423,7 @@ mod tests {
     }
 
     /// A round trip of seq `seq` sent at `t0`: 10 us to the reflector,
-    /// `hold` in it, 8 us back; the request's hops at +2, +4, +6 and the
+    /// `hold` in it (4 us awake, the hold, 2 us of send), 8 us back; the request's hops at +2, +4, +6 and the
     /// reply's at +3, +5 from their part's start.
     fn run(seq: u64, t0: i64, hold: i64) -> (PingRow, ReflectRow, TracedRow, TracedRow) {
         let rx = t0 + 10_000;
@@ -403,6 +438,9 @@ mod tests {
                 seq,
                 rx: Some(rx),
                 tx: Some(tx),
+                // Woken and worked 4 us, held the rest but the 2 us of its send.
+                app_tx: Some(tx - 2_000),
+                held_ns: Some(hold - 6_000),
             },
             TracedRow {
                 seq,
@@ -468,10 +506,32 @@ mod tests {
             let back = row.return_stages.as_ref().unwrap();
             assert_eq!(back, &[3_000, 2_000, 3_000]);
             assert_eq!(back.iter().sum::<i64>(), row.return_ns);
+            let turn = row.turnaround_stages.as_ref().unwrap();
+            assert_eq!(turn, &[4_000, 294_000 + seq as i64, 2_000]);
+            assert_eq!(turn.iter().sum::<i64>(), row.turnaround_ns);
         }
+        assert_eq!(r.turnaround_stages, ["wake_and_work", "hold", "send"]);
         let turn = r.parts.iter().find(|p| p.name == "turnaround").unwrap();
         assert_eq!((turn.min, turn.p50, turn.max), (300_000, 300_004, 300_009));
-        assert_eq!(r.stages.len(), 7);
+        assert_eq!(r.stages.len(), 10);
+        let hold = r.stages.iter().find(|p| p.name == "hold").unwrap();
+        assert_eq!((hold.count, hold.min, hold.max), (10, 294_000, 294_009));
+    }
+
+    #[test]
+    fn a_reflector_recording_without_its_send_time_leaves_the_turnaround_whole() {
+        let (p, mut r, _, _) = run(3, 0, 50_000);
+        r.app_tx = None;
+        let rt = decompose(&RoundTripInputs {
+            pings: &[p],
+            reflected: &[r],
+            ..Default::default()
+        });
+        assert!(rt.unsplit.is_empty(), "{:?}", rt.unsplit);
+        assert_eq!(rt.rows[0].turnaround_ns, 50_000);
+        assert_eq!(rt.rows[0].turnaround_stages, None);
+        assert!(rt.turnaround_stages.is_empty());
+        assert!(rt.stages.is_empty());
     }
 
     #[test]
@@ -562,7 +622,11 @@ mod tests {
             ),
             (10_000, 7_000, 8_000)
         );
-        assert!(r.outbound_stages.is_empty() && r.stages.is_empty());
+        assert!(r.outbound_stages.is_empty() && r.return_stages.is_empty());
+        // The reflector's own stages need no trace.
+        assert_eq!(r.rows[0].turnaround_stages, Some(vec![4_000, 1_000, 2_000]));
+        let names: Vec<&str> = r.stages.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, TURNAROUND_STAGES);
     }
 
     #[test]

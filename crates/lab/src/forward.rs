@@ -90,10 +90,37 @@ pub fn macvtap_device(iface: &str, node_dir: &Path) -> Result<PathBuf> {
     Ok(node)
 }
 
+/// How long a tap still attached to a forwarder that just ended is waited
+/// for (see [`open_tap`]).
+const TAP_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Attach to tap `name`. The kernel frees a tap's single queue only when
+/// the last reference to its file goes, which can come a little after
+/// the process that held it has ended (a forwarder replaced at once, as
+/// `lab forward` does in the tests): EBUSY is retried every 20 ms for
+/// [`TAP_RELEASE_WAIT`], then reported with what to look for.
+fn open_tap(name: &str) -> Result<OwnedFd> {
+    let deadline = std::time::Instant::now() + TAP_RELEASE_WAIT;
+    loop {
+        match hoptrace_os::tap::open(name, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "{name} is still attached to another process after {}: another forwarder or a QEMU of this tap (`lab down` the lab, or stop that process)",
+                        hoptrace_units::format_duration(TAP_RELEASE_WAIT)
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
 /// Open the source, ready to read one frame per read(2).
 pub fn open_source(src: &Source) -> Result<OwnedFd> {
     match src {
-        Source::Tap(name) => Ok(hoptrace_os::tap::open(name, false)?),
+        Source::Tap(name) => open_tap(name),
         Source::Macvtap { iface, node_dir } => {
             let dev = macvtap_device(iface, node_dir)?;
             Ok(hoptrace_os::tap::open_char_device(&dev, iface, false)?)

@@ -271,23 +271,6 @@ fn ping_rtts(rec: &Path) -> Vec<i64> {
         .collect()
 }
 
-/// The reflector's measured hold of each reply (`held_ns`), by seq.
-fn reflector_holds(rec: &Path) -> std::collections::HashMap<u64, i64> {
-    let r = hoptrace_record::RecordingReader::open(rec).unwrap();
-    let meta = r.meta().clone();
-    r.rows()
-        .unwrap()
-        .map(|row| {
-            let row = row.unwrap();
-            let held = row.extra_value(&meta, "held_ns");
-            (
-                row.seq,
-                held.unwrap_or_else(|| panic!("held_ns of {}", row.seq)),
-            )
-        })
-        .collect()
-}
-
 /// The first quartile (nearest rank): the parts are compared by it, not
 /// by their medians. This shared host's wake-ups are bimodal (about 50 and
 /// 190 us from an idle vCPU), and how many of a run's rows fall in the
@@ -312,6 +295,8 @@ struct Parts {
     outbound: Vec<i64>,
     turnaround: Vec<i64>,
     ret: Vec<i64>,
+    /// The reflector's hold stage.
+    hold: Vec<i64>,
 }
 
 impl Parts {
@@ -329,6 +314,7 @@ impl Parts {
             p.outbound.push(self.outbound[i]);
             p.turnaround.push(self.turnaround[i]);
             p.ret.push(self.ret[i]);
+            p.hold.push(self.hold[i]);
         }
         (even, odd)
     }
@@ -389,6 +375,10 @@ fn split_run(dir: &Path, tag: &str) -> Parts {
         ]
     );
     assert_eq!(
+        r["turnaround_stages"],
+        serde_json::json!(["wake_and_work", "hold", "send"])
+    );
+    assert_eq!(
         r["return_stages"],
         serde_json::json!([
             "reflect_tx..tap_rx",
@@ -424,6 +414,17 @@ fn split_run(dir: &Path, tag: &str) -> Parts {
                 "{tag}: hops in causal order: {row}"
             );
         }
+        // The reflector's own stages: its recording has its send time and
+        // its hold, so every row has them, adding up to the turnaround.
+        let turn: Vec<i64> = row["turnaround_stages"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{tag}: turnaround_stages: {row}"))
+            .iter()
+            .map(|x| x.as_i64().unwrap())
+            .collect();
+        assert_eq!(turn.iter().sum::<i64>(), v("turnaround_ns"), "{tag}: {row}");
+        assert!(turn.iter().all(|&x| x >= 0), "{tag}: causal order: {row}");
+        parts.hold.push(turn[1]);
         parts.seq.push(v("seq") as u64);
         parts.outbound.push(v("outbound_ns"));
         parts.turnaround.push(v("turnaround_ns"));
@@ -487,19 +488,16 @@ fn every_rtt_across_the_bridge_splits_into_outbound_turnaround_and_return_and_a_
         (held.seq.len(), unheld.seq.len()),
         (COUNT as usize / 2, COUNT as usize / 2)
     );
-    // The hold as the reflector made it: never shorter than asked, and
-    // longer when its wake-up before the final spin came late (a busy
-    // host); the turnaround must grow by what it was.
-    let holds = reflector_holds(&dir.path().join("reflect-hold"));
-    let made: Vec<i64> = held.seq.iter().map(|s| holds[s]).collect();
+    // The hold as the reflector made it (`round-trip`'s `hold` stage, from
+    // its `held_ns`): never shorter than asked, and longer when its
+    // wake-up before the final spin came late (a busy host); the
+    // turnaround must grow by what it was.
+    let made = held.hold.clone();
     assert!(
         made.iter().all(|&h| h >= HOLD_NS),
         "every held reply held at least 300 us: {made:?}"
     );
-    assert!(
-        unheld.seq.iter().all(|s| holds[s] == 0),
-        "no unheld reply held"
-    );
+    assert!(unheld.hold.iter().all(|&h| h == 0), "no unheld reply held");
     let made = median(made);
     let added = quartile(&held.turnaround) - quartile(&unheld.turnaround);
     eprintln!(
