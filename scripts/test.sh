@@ -21,6 +21,17 @@
 # privileged test that cannot run fails there instead of skipping (see
 # hoptrace-netns::require_privileges).
 # Then a bounded fuzz run of every parser of untrusted bytes.
+#
+# How the time is spent: after the one build, the privileged phase takes
+# a quarter of an hour mostly waiting (on paced publishers, pings, guests
+# booting), while phase 1, clippy, the API docs and the fuzz run need the
+# CPU and no clock. So those four run one after another in the background,
+# at nice 19, while phase 2 runs in the foreground: the privileged tests
+# must hold up under a nice-19 load on every CPU anyway (CI runs them so).
+# Clippy and the docs use their own target directory (target/lint), so
+# they never hold the build directory's lock that phase 2's cargo takes.
+# HOPTRACE_SERIAL=1 runs the four in the foreground instead, first, as
+# before (a gate's failure shows within minutes instead of at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -49,21 +60,92 @@ python3 scripts/longest_fns.py --over "$LONGEST_FN" --top 0 crates/*/src crates/
 # `cargo build --bin hoptrace` first would compile half the graph twice.
 step "build (every test target and the hoptrace binary)"
 cargo test --release --locked --workspace --no-run
-step "clippy (-D warnings, workspace lints)"
-cargo clippy --release --locked --workspace --all-targets -- -D warnings
-step "API docs"
-RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+jobs_dir=$(mktemp -d)
+# On any exit (a failure, ^C), the background jobs and their children end too.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+cleanup() {
+  if [ -n "${cpu_jobs_pid:-}" ] && kill -0 "$cpu_jobs_pid" 2>/dev/null; then kill_tree "$cpu_jobs_pid"; fi
+  rm -rf "$log" "$jobs_dir"
+}
+trap cleanup EXIT
+
+# The CPU-bound jobs with no timing in them, one after another. Each job's
+# output goes to its own log; a line says when each ends and how.
+cpu_jobs() {
+  local name start rc
+  for name in phase1 clippy docs fuzz; do
+    start=$SECONDS
+    rc=0
+    case $name in
+      phase1)
+        cargo test --release --locked --workspace --no-fail-fast -- --skip privileged:: ;;
+      clippy)
+        CARGO_TARGET_DIR=target/lint cargo clippy --release --locked --workspace --all-targets -- -D warnings ;;
+      docs)
+        CARGO_TARGET_DIR=target/lint RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps ;;
+      fuzz)
+        # Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
+        if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
+          scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-20}"
+        fi ;;
+    esac >"$jobs_dir/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$jobs_dir/$name.rc"
+    step "$(job_title "$name"): $( [ "$rc" = 0 ] && echo passed || echo "FAILED (status $rc)") in $((SECONDS - start)) s"
+  done
+}
+job_title() {
+  case $1 in
+    phase1) echo "tests, phase 1 (everything but the privileged tests, in parallel)" ;;
+    clippy) echo "clippy (-D warnings, workspace lints)" ;;
+    docs) echo "API docs (-D warnings)" ;;
+    fuzz) echo "bounded fuzz run" ;;
+  esac
+}
+
 failed=0
-step "tests, phase 1: everything but the privileged tests, in parallel"
-cargo test --release --locked --workspace --no-fail-fast -- --skip privileged:: 2>&1 | tee -a "$log" || failed=1
+if [ "${HOPTRACE_SERIAL:-0}" = 1 ]; then
+  step "phase 1, clippy, API docs, fuzz (in the foreground)"
+  cpu_jobs
+else
+  step "phase 1, clippy, API docs and fuzz start in the background at nice 19"
+  (nice -n 19 true) && nice_cmd=(nice -n 19) || nice_cmd=()
+  export -f cpu_jobs job_title step
+  export jobs_dir
+  "${nice_cmd[@]}" bash -c cpu_jobs &
+  cpu_jobs_pid=$!
+fi
+
 step "tests, phase 2: the privileged tests, one at a time"
 # Each line stamped with the time it was printed: a test's line comes when
 # it ends, so the stamps give every privileged test's duration.
 stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
 cargo test --release --locked --workspace --no-fail-fast --tests -- privileged:: --test-threads=1 2>&1 | tee -a "$log" | stamp || failed=1
+
+if [ -n "${cpu_jobs_pid:-}" ]; then
+  step "waiting for the background jobs"
+  wait "$cpu_jobs_pid" || true
+  cpu_jobs_pid=
+fi
+for name in phase1 clippy docs fuzz; do
+  rc=$(cat "$jobs_dir/$name.rc" 2>/dev/null || echo "never ran")
+  if [ "$name" = phase1 ]; then
+    # Phase 1's output joins the failure summary below.
+    cat "$jobs_dir/phase1.log" >>"$log" 2>/dev/null || true
+  fi
+  if [ "$rc" != 0 ]; then
+    failed=1
+    echo
+    echo "scripts/test.sh: $(job_title "$name") FAILED (status $rc); the end of its output:"
+    tail -n 60 "$jobs_dir/$name.log" 2>/dev/null || true
+  fi
+done
+
 if [ "$failed" != 0 ]; then
   echo
   echo "scripts/test.sh: FAILED. Every failing test, then every failing test binary:"
@@ -71,10 +153,5 @@ if [ "$failed" != 0 ]; then
   grep -E -A3 "^thread '.*' panicked at" "$log" || true
   grep -E '^error: [0-9]+ targets? failed' -A100 "$log" | grep -E '^\s+`' || true
   exit 1
-fi
-
-# Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
-if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
-  scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-20}"
 fi
 step "all tests passed"
