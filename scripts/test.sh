@@ -28,8 +28,8 @@
 # CPU and no clock. So those four run one after another in the background,
 # at nice 19, while phase 2 runs in the foreground: the privileged tests
 # must hold up under a nice-19 load on every CPU anyway (CI runs them so).
-# Clippy and the docs use their own target directory (target/lint), so
-# they never hold the build directory's lock that phase 2's cargo takes.
+# They share the build directory with phase 2: cargo holds its lock only
+# while it compiles (phase 2's is fresh, a second), not while tests run.
 # HOPTRACE_SERIAL=1 runs the four in the foreground instead, first, as
 # before (a gate's failure shows within minutes instead of at the end).
 set -euo pipefail
@@ -86,9 +86,9 @@ cpu_jobs() {
       phase1)
         cargo test --release --locked --workspace --no-fail-fast -- --skip privileged:: ;;
       clippy)
-        CARGO_TARGET_DIR=target/lint cargo clippy --release --locked --workspace --all-targets -- -D warnings ;;
+        cargo clippy --release --locked --workspace --all-targets -- -D warnings ;;
       docs)
-        CARGO_TARGET_DIR=target/lint RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps ;;
+        RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --workspace --no-deps ;;
       fuzz)
         # Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
         if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
@@ -96,7 +96,11 @@ cpu_jobs() {
         fi ;;
     esac >"$jobs_dir/$name.log" 2>&1 || rc=$?
     echo "$rc" >"$jobs_dir/$name.rc"
-    step "$(job_title "$name"): $( [ "$rc" = 0 ] && echo passed || echo "FAILED (status $rc)") in $((SECONDS - start)) s"
+    local counts=""
+    if [ "$name" = phase1 ]; then
+      counts=" ($(awk '/^test result:/ {p += $4; f += $6} END {printf "%d passed, %d failed", p, f}' "$jobs_dir/$name.log"))"
+    fi
+    step "$(job_title "$name"): $( [ "$rc" = 0 ] && echo passed || echo "FAILED (status $rc)")$counts in $((SECONDS - start)) s"
   done
 }
 job_title() {
