@@ -26,8 +26,10 @@
 # a quarter of an hour mostly waiting (on paced publishers, pings, guests
 # booting), while phase 1, clippy, the API docs and the fuzz run need the
 # CPU and no clock. So those four run one after another in the background,
-# at nice 19, while phase 2 runs in the foreground: the privileged tests
-# must hold up under a nice-19 load on every CPU anyway (CI runs them so).
+# at nice 19 (their session's autogroup too), while phase 2 runs in the
+# foreground: the privileged tests must hold up under a nice-19 load on
+# every CPU anyway. Tests of the two phases that share a file take a lock
+# on it (the packages: crates/cli/tests/cli/packaging.rs).
 # They share the build directory with phase 2: cargo holds its lock only
 # while it compiles (phase 2's is fresh, a second), not while tests run.
 # HOPTRACE_SERIAL=1 runs the four in the foreground instead, first, as
@@ -118,10 +120,16 @@ if [ "${HOPTRACE_SERIAL:-0}" = 1 ]; then
   cpu_jobs
 else
   step "phase 1, clippy, API docs and fuzz start in the background at nice 19"
-  (nice -n 19 true) && nice_cmd=(nice -n 19) || nice_cmd=()
   export -f cpu_jobs job_title step
   export jobs_dir
-  "${nice_cmd[@]}" bash -c cpu_jobs &
+  # In a session of their own whose autogroup is at nice 19: with
+  # autogroups on (kernel.sched_autogroup_enabled), a task's nice only
+  # ranks it inside its session's group, and groups share the CPU by
+  # their own nice. Nice 19 inside ours would still give the compilers
+  # a whole group's share against each lab daemon's session and the
+  # kernel's workers (a macvtap lab's multicast work queue fell 200 ms
+  # behind so). setsid -w waits for it, so $! is the job's end.
+  setsid -w bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null; exec nice -n 19 bash -c cpu_jobs' &
   cpu_jobs_pid=$!
 fi
 

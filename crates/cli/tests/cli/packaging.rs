@@ -27,8 +27,15 @@ pub(crate) fn root() -> PathBuf {
         .unwrap()
 }
 
-/// `scripts/package.sh KIND` (deb or rpm) on the binary under test; one at
-/// a time (both rewrite target/release/packaging), each once per process.
+/// `scripts/package.sh KIND` (deb or rpm) on the binary under test, once
+/// per process: the package copied to a folder of this process's own.
+///
+/// The script rewrites target/release/packaging and the package files in
+/// place, and the tests of two processes (scripts/test.sh runs the
+/// privileged ones while the others run) can package at the same time: a
+/// lock on `target/release/packaging.lock` (flock, so it is released when
+/// a process dies) makes one wait for the other, and each reads only its
+/// copy, which no other process writes.
 fn package(kind: &str, built: &'static OnceLock<PathBuf>, file: String) -> &'static Path {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     built.get_or_init(|| {
@@ -39,6 +46,7 @@ fn package(kind: &str, built: &'static OnceLock<PathBuf>, file: String) -> &'sta
             packaged.canonicalize().unwrap(),
             "the packages hold target/release/hoptrace: run these tests with --release"
         );
+        let _lock = PackagingLock::take();
         let out = Command::new(root().join("scripts/package.sh"))
             .arg(kind)
             .env("HOPTRACE_PACKAGE_NO_BUILD", "1")
@@ -51,8 +59,45 @@ fn package(kind: &str, built: &'static OnceLock<PathBuf>, file: String) -> &'sta
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        root().join(file)
+        let made = root().join(&file);
+        let copy = own_copies().join(made.file_name().unwrap());
+        std::fs::copy(&made, &copy).unwrap_or_else(|e| panic!("copying {made:?}: {e}"));
+        copy
     })
+}
+
+/// `target/release/packaging.lock`, held (flock) from packaging to copying.
+struct PackagingLock {
+    _held: std::fs::File,
+}
+
+impl PackagingLock {
+    fn take() -> PackagingLock {
+        use std::os::fd::AsRawFd;
+        let path = root().join("target/release/packaging.lock");
+        let f = std::fs::File::create(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        // SAFETY: flock(2) on a file this value owns; it waits, and the
+        // kernel releases it when the file is closed (on drop, or when the
+        // process dies).
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(r, 0, "flock {path:?}: {}", std::io::Error::last_os_error());
+        PackagingLock { _held: f }
+    }
+}
+
+/// `target/release/packaging-copies/PID/`, made once; the folders of
+/// processes that are gone are removed first.
+fn own_copies() -> PathBuf {
+    let all = root().join("target/release/packaging-copies");
+    for e in std::fs::read_dir(&all).into_iter().flatten().flatten() {
+        let pid = e.file_name().to_string_lossy().into_owned();
+        if !Path::new("/proc").join(&pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    let own = all.join(std::process::id().to_string());
+    std::fs::create_dir_all(&own).unwrap_or_else(|e| panic!("{own:?}: {e}"));
+    own
 }
 
 /// The .deb, built once per process.
