@@ -6,7 +6,8 @@
 //! The subscriber writes its snippets into its recording's folder
 //! `exceedances/` and, when a run of it ends, `summary-<start>.json`: per
 //! snippet its file and the frames in it over the threshold (svID,
-//! smpCnt, rx..app). An exceedance of the report's stage `rx->app` is the
+//! smpCnt, rx..app): a `hoptrace_record::threshold_summary::ThresholdSummary`,
+//! the type the subscriber writes. An exceedance of the report's stage `rx->app` is the
 //! same sample when stream, smpCnt and latency (T4 - T3 from the same two
 //! stamps) are equal. A subscriber that was killed wrote no summary: its
 //! snippet files are on disk but not indexed, and are counted as such.
@@ -14,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use hoptrace_record::threshold_summary::{is_summary_file_name, ThresholdSummary};
 use serde::Serialize;
 
 /// Where an exceedance's frames are: the file (in the subscriber's
@@ -53,11 +55,8 @@ impl Snippets {
             let name = e.file_name().to_string_lossy().to_string();
             if name.ends_with(".pcapng") {
                 files.insert(name);
-            } else if name.starts_with("summary-") && name.ends_with(".json") {
-                let text = std::fs::read_to_string(e.path())?;
-                let v: serde_json::Value = serde_json::from_str(&text)
-                    .map_err(|err| anyhow::anyhow!("{}: {err}", e.path().display()))?;
-                s.add_summary(&v, &mut indexed);
+            } else if is_summary_file_name(&name) {
+                s.add_summary(&ThresholdSummary::read(&e.path())?, &mut indexed);
             }
         }
         s.files = files.len() as u64;
@@ -65,38 +64,23 @@ impl Snippets {
         Ok(s)
     }
 
-    fn add_summary(&mut self, v: &serde_json::Value, indexed: &mut BTreeSet<String>) {
-        let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-        self.exceeding += u(&v["exceeding"]);
-        let nk = &v["not_kept"];
-        self.not_kept += [
-            "over_max",
-            "worker_busy",
-            "after_stop",
-            "over_bytes",
-            "write_failed",
-        ]
-        .iter()
-        .map(|k| u(&nk[*k]))
-        .sum::<u64>();
-        for snippet in v["snippets"].as_array().into_iter().flatten() {
-            let Some(file) = snippet["file"].as_str() else {
+    fn add_summary(&mut self, run: &ThresholdSummary, indexed: &mut BTreeSet<String>) {
+        self.exceeding += run.exceeding;
+        self.not_kept += run.not_kept.total();
+        for snippet in &run.snippets {
+            let Some(file) = &snippet.file else {
                 continue;
             };
-            indexed.insert(file.to_string());
-            for x in snippet["exceedances"].as_array().into_iter().flatten() {
-                let (Some(id), Some(smp), Some(lat)) = (
-                    x["sv_id"].as_str(),
-                    x["smp_cnt"].as_u64(),
-                    x["latency_ns"].as_i64(),
-                ) else {
+            indexed.insert(file.clone());
+            for x in &snippet.exceedances {
+                let (Some(id), Some(smp)) = (&x.sv_id, x.smp_cnt) else {
                     continue;
                 };
                 let r = SnippetRef {
-                    file: file.to_string(),
-                    frame: u(&x["frame"]),
+                    file: file.clone(),
+                    frame: x.frame as u64,
                 };
-                self.by_sample.insert((id.to_string(), smp as u16, lat), r);
+                self.by_sample.insert((id.clone(), smp, x.latency_ns), r);
             }
         }
     }

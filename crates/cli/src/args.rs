@@ -384,6 +384,80 @@ fifo = 80
         );
     }
 
+    const THRESHOLD_TABLE: &str = r#"
+[subscribe]
+record = "rec"
+explain = "1ms"
+threshold = "2ms"
+on_threshold = ["pcap:3", "stop"]
+on_threshold_max = 7
+on_threshold_max_bytes = "1MiB"
+exceedance_dir = "ex"
+"#;
+
+    /// The error of `a`'s threshold settings.
+    fn threshold_error(a: &sv::subscribe::Args) -> String {
+        match a.threshold.subscriber(None, a.explain, String::new()) {
+            Err(e) => e.to_string(),
+            Ok(s) => panic!("no error, settings: {:?}", s.map(|s| s.ctx)),
+        }
+    }
+
+    #[test]
+    fn a_services_config_file_gives_the_threshold_and_its_actions_and_flags_still_win() {
+        use crate::on_threshold::action::Action;
+        let a = subscribe("", Some(THRESHOLD_TABLE));
+        let t = &a.threshold;
+        assert_eq!((a.explain, t.threshold), (Some(1_000_000), Some(2_000_000)));
+        assert_eq!(t.on_threshold_from_file, ["pcap:3", "stop"]);
+        assert_eq!((t.on_threshold_max, t.on_threshold_max_bytes), (7, 1 << 20));
+        let s = t
+            .subscriber(a.record.as_deref(), a.explain, String::new())
+            .unwrap()
+            .expect("the file's threshold");
+        assert_eq!((s.ctx.threshold_ns, s.ctx.window), (2_000_000, 3));
+        assert!(s.plan.stop, "the file's `stop`");
+        assert_eq!(s.dir.as_deref(), Some(std::path::Path::new("ex")));
+        assert!(s.ctx.explained_in.is_some(), "explained at 1 ms < 2 ms");
+
+        let b = subscribe(
+            "--explain 5ms --threshold 3ms --on-threshold pcap:1 --on-threshold-max 2",
+            Some(THRESHOLD_TABLE),
+        );
+        let t = &b.threshold;
+        assert_eq!((b.explain, t.threshold), (Some(5_000_000), Some(3_000_000)));
+        assert_eq!(t.on_threshold, [Action::Pcap { frames: 1 }]);
+        assert!(
+            t.on_threshold_from_file.is_empty(),
+            "the flag sets the key aside"
+        );
+        assert_eq!((t.on_threshold_max, t.on_threshold_max_bytes), (2, 1 << 20));
+        let s = t
+            .subscriber(None, b.explain, String::new())
+            .unwrap()
+            .unwrap();
+        assert_eq!((s.ctx.window, s.plan.stop), (1, false));
+        assert!(s.ctx.explained_in.is_none(), "explained only over 5 ms");
+
+        // A bad action in the file is named with its key.
+        let c = subscribe(
+            "",
+            Some("[subscribe]\nthreshold = \"2ms\"\non_threshold = [\"pcapp:3\"]\n"),
+        );
+        let e = threshold_error(&c);
+        assert!(e.contains("on_threshold `pcapp:3`"), "{e}");
+        // Actions with no threshold from the flag or the file are refused,
+        // not ignored.
+        let d = subscribe("", Some("[subscribe]\non_threshold = [\"stop\"]\n"));
+        assert!(threshold_error(&d).contains("give --threshold"));
+        let e = subscribe("--on-threshold stop", Some("[subscribe]\niface = \"x\"\n"));
+        assert!(threshold_error(&e).contains("give --threshold"));
+        // Without a config file, clap refuses the flag alone.
+        let argv = ["hoptrace", "sv", "subscribe", "--on-threshold", "stop"];
+        let err = parse_command_line(argv).expect_err("refused").to_string();
+        assert!(err.contains("--threshold"), "{err}");
+    }
+
     #[test]
     fn ping_and_reflect_settings_come_from_the_flag_else_the_file_else_the_default() {
         let table = "[ping]\ninterval = \"250us\"\ncount = 5\nsize = \"1.5kB\"\n\

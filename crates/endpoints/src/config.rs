@@ -195,6 +195,23 @@ pub struct SubscribeSection {
     pub busy_poll: Option<u32>,
     /// `--xdp` (see `crate::xsk_steer`).
     pub xdp: Option<bool>,
+    /// `--explain`: explain every sample whose rx..app is longer ("1ms").
+    #[serde(default, deserialize_with = "option_duration")]
+    pub explain: Option<Duration>,
+    /// `--threshold`: judge every frame's rx..app against this ("2ms").
+    #[serde(default, deserialize_with = "option_duration")]
+    pub threshold: Option<Duration>,
+    /// `--on-threshold`: the actions for a frame over `threshold`, each as
+    /// on the command line (`["pcap:5", "exec:logger late"]`).
+    pub on_threshold: Option<Vec<String>>,
+    /// `--on-threshold-max`: snippets kept at most.
+    pub on_threshold_max: Option<u64>,
+    /// `--on-threshold-max-bytes`: bytes of snippets at most ("256MiB").
+    #[serde(default, deserialize_with = "option_size")]
+    pub on_threshold_max_bytes: Option<u64>,
+    /// `--exceedance-dir`: where the snippets go instead of the
+    /// recording's folder exceedances/.
+    pub exceedance_dir: Option<String>,
 }
 
 /// A `vlan` value: the text form of [`VlanTag`], parsed by its `FromStr`.

@@ -68,6 +68,11 @@
 //!   [`explanation_files`]`(dir)` (also those beside the segments, where
 //!   recordings made before the folder keep them).
 //!
+//! Exceedances ([`threshold_summary`], `sv subscribe --threshold`): the
+//! [`threshold_summary::ThresholdSummary`] of a run, written as
+//! `summary-<start>.json` beside its pcapng snippets and read back by the
+//! campaign report.
+//!
 //! ```
 //! use hoptrace_record::*;
 //! let dir = tempfile::tempdir().unwrap();
@@ -117,6 +122,7 @@ pub mod retention;
 pub mod rollup;
 pub mod row;
 pub mod shared_lanes;
+pub mod threshold_summary;
 pub mod typed;
 pub mod writer;
 

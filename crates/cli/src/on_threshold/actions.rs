@@ -24,22 +24,8 @@ use super::action::{Plan, SignalTarget};
 /// How long the end of the run waits for commands still running.
 pub const END_WAIT: Duration = Duration::from_secs(5);
 
-/// What the actions did, for the summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ActionCounts {
-    /// `exec:` commands started, failed (could not start, or exited with
-    /// a failure), still running at the end (left running).
-    pub exec_started: u64,
-    pub exec_failed: u64,
-    pub exec_still_running: u64,
-    pub signals_sent: u64,
-    pub signals_failed: u64,
-    /// The `stop` action ended the run.
-    pub stopped: bool,
-    /// The first failure, in words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_failure: Option<String>,
-}
+/// What the actions did, for the summary (its type is the summary file's).
+pub use hoptrace_record::threshold_summary::ActionCounts;
 
 /// Runs a plan's `exec:`, `signal:` and `stop` actions.
 pub struct Actions {

@@ -9,6 +9,11 @@ use super::action::{Action, Plan};
 use super::snippet::Context;
 use super::Settings;
 
+/// `--threshold`, or a config file that may give `threshold`: what
+/// `--on-threshold` and `--exceedance-dir` need (see [`crate::args`]); the
+/// command declares the group.
+pub const THRESHOLD_FROM_FLAG_OR_FILE: &str = "threshold_from_flag_or_file";
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ThresholdArgs {
     /// Judge every frame's rx..app (T4 - T3, the stage `--explain`
@@ -25,8 +30,12 @@ pub struct ThresholdArgs {
     /// PID (default: the parent process); `stop` ends the run. Frames over
     /// the threshold within the N after another join its snippet; the
     /// actions run once per snippet.
-    #[arg(long = "on-threshold", value_name = "ACTION", requires = "threshold")]
+    #[arg(long = "on-threshold", value_name = "ACTION", requires = THRESHOLD_FROM_FLAG_OR_FILE)]
     pub on_threshold: Vec<Action>,
+    /// The config file's `on_threshold` (when no flag gave actions), each
+    /// read as the flag's value by [`ThresholdArgs::subscriber`].
+    #[arg(skip)]
+    pub on_threshold_from_file: Vec<String>,
     /// Keep at most this many snippets (the exceedances past them are
     /// counted as not kept).
     #[arg(long, value_name = "N", default_value_t = 100)]
@@ -38,7 +47,7 @@ pub struct ThresholdArgs {
     /// Write the snippets (and the run's `summary-<start>.json`) here, a new
     /// or empty directory, instead of the --record directory's
     /// exceedances/.
-    #[arg(long, value_name = "DIR", requires = "threshold")]
+    #[arg(long, value_name = "DIR", requires = THRESHOLD_FROM_FLAG_OR_FILE)]
     pub exceedance_dir: Option<PathBuf>,
 }
 
@@ -51,10 +60,17 @@ impl ThresholdArgs {
         explain: Option<u64>,
         clock: String,
     ) -> Result<Option<Settings>> {
+        let actions = self.actions()?;
         let Some(threshold_ns) = self.threshold else {
+            // The config file can give them without `threshold`.
+            if !actions.is_empty() || self.exceedance_dir.is_some() {
+                return Err(crate::exit::usage(
+                    "on_threshold and exceedance_dir act on the frames over the threshold: give --threshold DURATION, or `threshold` in the config file's [subscribe] table",
+                ));
+            }
             return Ok(None);
         };
-        let plan = Plan::new(&self.on_threshold).map_err(crate::exit::usage)?;
+        let plan = Plan::new(&actions).map_err(crate::exit::usage)?;
         let dir = match (&self.exceedance_dir, record, plan.pcap) {
             (Some(d), _, _) => {
                 refuse_non_empty(d)?;
@@ -89,6 +105,23 @@ impl ThresholdArgs {
             },
             plan,
         }))
+    }
+}
+
+impl ThresholdArgs {
+    /// The actions: the flags', else the config file's (`on_threshold`).
+    fn actions(&self) -> Result<Vec<Action>> {
+        if !self.on_threshold.is_empty() {
+            return Ok(self.on_threshold.clone());
+        }
+        self.on_threshold_from_file
+            .iter()
+            .map(|a| {
+                a.parse::<Action>().map_err(|e| {
+                    crate::exit::usage(format!("config file: on_threshold `{a}`: {e}"))
+                })
+            })
+            .collect()
     }
 }
 

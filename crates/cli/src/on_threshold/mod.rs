@@ -22,13 +22,14 @@ pub mod snippet;
 pub mod trace;
 pub mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use hoptrace_endpoints::subscriber::SeenFrame;
+use hoptrace_record::threshold_summary::{NotKept, ThresholdSummary};
 use hoptrace_units::format_duration_ns;
 
 use action::Plan;
@@ -129,9 +130,9 @@ impl OnThreshold {
             .join()
             .map_err(|_| anyhow::anyhow!("the --on-threshold worker thread panicked"))?;
         let c = self.watch.counts;
-        let summary = Summary {
-            command: self.ctx.command,
-            stage: self.ctx.stage,
+        let run = ThresholdSummary {
+            command: self.ctx.command.to_string(),
+            stage: self.ctx.stage.to_string(),
             threshold_ns: self.ctx.threshold_ns,
             window: self.ctx.window,
             max_snippets: self.max.0,
@@ -148,100 +149,53 @@ impl OnThreshold {
                 write_failed: out.write_failed + self.unsent,
             },
             bytes: out.bytes,
-            dir: self.dir.clone(),
             snippets: out.kept,
             actions: out.actions,
         };
         debug_assert_eq!(
             c.handed,
-            summary.kept + out.over_bytes + out.write_failed + self.unsent
+            run.kept + out.over_bytes + out.write_failed + self.unsent
         );
         if let Some(dir) = &self.dir {
-            summary.write(dir, self.started_ns)?;
+            run.write(dir, self.started_ns)?;
         }
+        let summary = Summary {
+            run,
+            dir: self.dir.clone(),
+        };
         Ok(summary)
     }
 }
 
-/// Exceedances not kept, by why.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct NotKept {
-    /// `--on-threshold-max` snippets were already kept.
-    pub over_max: u64,
-    /// Every snippet buffer was with the worker.
-    pub worker_busy: u64,
-    /// After the `stop` action ended the run.
-    pub after_stop: u64,
-    /// Their snippet would have passed `--on-threshold-max-bytes`.
-    pub over_bytes: u64,
-    /// Their snippet could not be written.
-    pub write_failed: u64,
-}
-
-impl NotKept {
-    pub fn total(&self) -> u64 {
-        self.over_max + self.worker_busy + self.after_stop + self.over_bytes + self.write_failed
-    }
-}
-
-/// What `--threshold`/`--on-threshold` did in one run (also the JSON of
-/// `summary-<start>.json`): `exceeding` = `kept` + `not_kept` total.
-#[derive(Debug, serde::Serialize)]
+/// What `--threshold`/`--on-threshold` did in one run: what
+/// `summary-<start>.json` holds, and where it went.
+#[derive(Debug)]
 pub struct Summary {
-    pub command: &'static str,
-    pub stage: &'static str,
-    pub threshold_ns: u64,
-    pub window: usize,
-    pub max_snippets: u64,
-    pub max_bytes: u64,
-    /// Frames judged (with an RX stamp), not judged, over the threshold.
-    pub judged: u64,
-    pub unjudged: u64,
-    pub exceeding: u64,
-    /// Exceedances in the snippets kept.
-    pub kept: u64,
-    pub not_kept: NotKept,
-    /// Bytes of the snippet files.
-    pub bytes: u64,
-    #[serde(skip)]
+    pub run: ThresholdSummary,
+    /// The snippets' folder (with `pcap:N`).
     pub dir: Option<PathBuf>,
-    pub snippets: Vec<worker::Kept>,
-    pub actions: actions::ActionCounts,
 }
 
 impl Summary {
-    /// `summary-<start>.json` in `dir`.
-    fn write(&self, dir: &Path, started_ns: i64) -> Result<()> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let secs = started_ns.div_euclid(1_000_000_000);
-        let start = chrono::DateTime::from_timestamp(secs, 0).map_or_else(
-            || secs.to_string(),
-            |t| t.format("%Y%m%dT%H%M%SZ").to_string(),
-        );
-        let path = dir.join(format!("summary-{start}.json"));
-        let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(&path, text + "\n").with_context(|| format!("writing {}", path.display()))
-    }
-
     /// The summary line.
     pub fn line(&self) -> String {
         let mut s = format!(
             "exceedances over {} ({}): {} of {} frames judged; {} kept",
-            format_duration_ns(self.threshold_ns),
-            self.stage,
-            self.exceeding,
-            self.judged,
-            self.kept
+            format_duration_ns(self.run.threshold_ns),
+            self.run.stage,
+            self.run.exceeding,
+            self.run.judged,
+            self.run.kept
         );
         if let Some(dir) = &self.dir {
             s += &format!(
                 " in {} snippet(s) of {} bytes in {}",
-                self.snippets.len(),
-                self.bytes,
+                self.run.snippets.len(),
+                self.run.bytes,
                 dir.display()
             );
         }
-        let n = self.not_kept;
+        let n = self.run.not_kept;
         s += &format!("; {} exceedances not kept", n.total());
         let why: Vec<String> = [
             (n.over_max, "over --on-threshold-max"),
@@ -257,10 +211,13 @@ impl Summary {
         if !why.is_empty() {
             s += &format!(" ({})", why.join(", "));
         }
-        if self.unjudged > 0 {
-            s += &format!("; {} frames without an RX stamp not judged", self.unjudged);
+        if self.run.unjudged > 0 {
+            s += &format!(
+                "; {} frames without an RX stamp not judged",
+                self.run.unjudged
+            );
         }
-        let a = &self.actions;
+        let a = &self.run.actions;
         if a.exec_started + a.exec_failed > 0 {
             s += &format!(
                 "; exec: {} started, {} failed, {} still running",

@@ -36,18 +36,9 @@ pub struct Context {
     pub explained_in: Option<String>,
 }
 
-/// One exceedance kept, for the summary and the `exec:` environment.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Exceedance {
-    /// Its frame in the snippet file (1 = the first, as Wireshark numbers).
-    pub frame: usize,
-    /// The first ASDU's svID and smpCnt (none: not a decodable SV frame).
-    pub sv_id: Option<String>,
-    pub smp_cnt: Option<u16>,
-    pub t_rx_ns: i64,
-    pub t_app_ns: i64,
-    pub latency_ns: i64,
-}
+/// One exceedance kept, for the summary and the `exec:` environment (its
+/// type is the summary file's).
+pub use hoptrace_record::threshold_summary::Exceedance;
 
 /// The identity of a kept frame: the comment's words for it, and its
 /// first ASDU's svID, smpCnt and refrTm (ns).

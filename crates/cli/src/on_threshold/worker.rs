@@ -26,23 +26,14 @@ use super::actions::{ActionCounts, Actions};
 use super::ring::Snippet;
 use super::snippet::{encode, file_name, Context, Exceedance};
 
-/// One snippet handled: its file (with `pcap:N`) and exceedances.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Kept {
-    /// The file's name in the folder (none without `pcap:N`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
-    pub bytes: u64,
-    pub frames: usize,
-    pub cut: bool,
-    pub ended_early: bool,
-    pub exceedances: Vec<Exceedance>,
-}
+/// One snippet handled: its file (with `pcap:N`) and exceedances (its
+/// type is the summary file's).
+pub use hoptrace_record::threshold_summary::KeptSnippet;
 
 /// What the worker did.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    pub kept: Vec<Kept>,
+    pub kept: Vec<KeptSnippet>,
     pub bytes: u64,
     /// Exceedances whose snippet would have passed the byte cap.
     pub over_bytes: u64,
@@ -78,7 +69,7 @@ impl Worker {
         let Some(first) = exceedances.first().cloned() else {
             return;
         };
-        let mut kept = Kept {
+        let mut kept = KeptSnippet {
             file: None,
             bytes: 0,
             frames: s.frames().len(),

@@ -28,6 +28,9 @@ use crate::on_threshold::OnThreshold;
     group = clap::ArgGroup::new(STREAMS_FROM_SCL_OR_FILE)
         .args(["scl", "config"])
         .multiple(true),
+    group = clap::ArgGroup::new(crate::on_threshold::args::THRESHOLD_FROM_FLAG_OR_FILE)
+        .args(["threshold", "config"])
+        .multiple(true),
 )]
 pub struct Args {
     /// Interface to listen on (must exist in this network namespace and be up).
@@ -146,6 +149,27 @@ impl FromConfigFile for Args {
         given.overlay("resume", &mut self.resume, t.resume);
         self.realtime.overlay(t.cpu, t.fifo);
         self.wake.overlay(given, t.busy_poll, t.xdp);
+        let ns = |d: Duration| d.as_nanos().min(u64::MAX as u128) as u64;
+        given.overlay_option("explain", &mut self.explain, t.explain.map(ns));
+        let th = &mut self.threshold;
+        given.overlay_option("threshold", &mut th.threshold, t.threshold.map(ns));
+        given.overlay(
+            "on_threshold",
+            &mut th.on_threshold_from_file,
+            t.on_threshold,
+        );
+        given.overlay(
+            "on_threshold_max",
+            &mut th.on_threshold_max,
+            t.on_threshold_max,
+        );
+        given.overlay(
+            "on_threshold_max_bytes",
+            &mut th.on_threshold_max_bytes,
+            t.on_threshold_max_bytes,
+        );
+        let dir = t.exceedance_dir.map(PathBuf::from);
+        given.overlay_option("exceedance_dir", &mut th.exceedance_dir, dir);
     }
 }
 

@@ -114,7 +114,7 @@ mod privileged {
             "hoptrace_scl_file": scl,
             "hoptrace_scl_ieds": ["MU01"],
             "hoptrace_manage_services": false,
-            "hoptrace_subscribers": [{"name": instance, "iface": "lo", "metrics_port": 19464, "cpu": 1}],
+            "hoptrace_subscribers": [{"name": instance, "iface": "lo", "metrics_port": 19464, "cpu": 1, "threshold": "250us", "on_threshold": ["pcap:5"]}],
             "hoptrace_tracers": [{"name": instance, "ifaces": ["lo"], "thresholds": ["250us", "1ms"], "metrics_port": 19465}],
         });
         let vars_file = dir.path().join("vars.json");
@@ -151,6 +151,8 @@ mod privileged {
             "metrics = \"0.0.0.0:19464\"",
             "file = \"station.scd\"",
             "ied = [\"MU01\"]",
+            "threshold = \"250us\"",
+            "on_threshold = [\"pcap:5\"]",
         ] {
             assert!(sub.lines().any(|l| l == line), "{line} not in:\n{sub}");
         }
