@@ -12,8 +12,9 @@
 //! directory is fsynced. A SIGKILL therefore loses at most the open
 //! `.partial` segment (it has no footer); every renamed segment is complete.
 //!
-//! Strings are dictionary-encoded by Parquet (the integer columns are not),
-//! pages are zstd-compressed, and page statistics are on.
+//! Strings are dictionary-encoded by Parquet, the integer columns
+//! delta-encoded (DELTA_BINARY_PACKED), pages are zstd-compressed, and page
+//! statistics are on.
 //!
 //! Every appended row also goes into the recording's rollups
 //! ([`crate::rollup`]): the pieces of the intervals that ended are written
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -212,8 +213,13 @@ impl RecordingWriter {
         // Timestamps and sequence numbers are (nearly) unique: a dictionary
         // only costs time there. The small integers (APPID, smpCnt, epoch)
         // are not worth one either: each value's dictionary lookup (a hash
-        // and a probe) costs more than zstd spends on its plain bytes, runs
-        // of which it compresses as well.
+        // and a probe) costs more than their encoding. Every integer column
+        // is delta-encoded (DELTA_BINARY_PACKED: the differences between
+        // consecutive values, bit-packed per block of 128): consecutive
+        // rows' stamps differ by a few hundred microseconds, about 20 bits
+        // instead of 64, so zstd gets a third of the bytes. On a real
+        // trace recording (examples/rewrite_recording.rs) that halved the
+        // bytes per row and cut the writer's instructions per row by 14 %.
         for col in meta
             .hops
             .iter()
@@ -221,7 +227,9 @@ impl RecordingWriter {
             .chain(meta.extra_columns.iter().map(|c| c.column.as_str()))
             .chain(["seq", "app_id", "smp_cnt", "epoch"])
         {
-            props = props.set_column_dictionary_enabled(ColumnPath::from(col), false);
+            props = props
+                .set_column_dictionary_enabled(ColumnPath::from(col), false)
+                .set_column_encoding(ColumnPath::from(col), Encoding::DELTA_BINARY_PACKED);
         }
         let buffer = RowBuffer::new(
             schema.clone(),
