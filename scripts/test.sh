@@ -79,9 +79,10 @@ trap cleanup EXIT
 
 # The CPU-bound jobs with no timing in them, one after another. Each job's
 # output goes to its own log; a line says when each ends and how.
+CPU_JOBS="phase1 clippy docs fuzz"
 cpu_jobs() {
   local name start rc
-  for name in phase1 clippy docs fuzz; do
+  for name in $CPU_JOBS; do
     start=$SECONDS
     rc=0
     case $name in
@@ -121,7 +122,7 @@ if [ "${HOPTRACE_SERIAL:-0}" = 1 ]; then
 else
   step "phase 1, clippy, API docs and fuzz start in the background at nice 19"
   export -f cpu_jobs job_title step
-  export jobs_dir
+  export jobs_dir CPU_JOBS
   # In a session of their own whose autogroup is at nice 19: with
   # autogroups on (kernel.sched_autogroup_enabled), a task's nice only
   # ranks it inside its session's group, and groups share the CPU by
@@ -144,7 +145,7 @@ if [ -n "${cpu_jobs_pid:-}" ]; then
   wait "$cpu_jobs_pid" || true
   cpu_jobs_pid=
 fi
-for name in phase1 clippy docs fuzz; do
+for name in $CPU_JOBS; do
   rc=$(cat "$jobs_dir/$name.rc" 2>/dev/null || echo "never ran")
   if [ "$name" = phase1 ]; then
     # Phase 1's output joins the failure summary below.

@@ -106,9 +106,7 @@ impl ThresholdArgs {
             plan,
         }))
     }
-}
 
-impl ThresholdArgs {
     /// The actions: the flags', else the config file's (`on_threshold`).
     fn actions(&self) -> Result<Vec<Action>> {
         if !self.on_threshold.is_empty() {
