@@ -55,6 +55,14 @@ pub enum Event {
         action: String,
         pid: u32,
     },
+    /// A link fault set `component`'s interface `iface` down (`up`
+    /// false) or up again.
+    Link {
+        at_ns: i64,
+        component: String,
+        iface: String,
+        up: bool,
+    },
     /// A doctor snapshot was written to `file` (relative to DIR).
     Doctor {
         at_ns: i64,
@@ -79,6 +87,7 @@ impl Event {
             | Event::Start { at_ns, .. }
             | Event::Exit { at_ns, .. }
             | Event::Fault { at_ns, .. }
+            | Event::Link { at_ns, .. }
             | Event::Doctor { at_ns, .. }
             | Event::Stop { at_ns, .. } => *at_ns,
         }
@@ -151,6 +160,17 @@ pub struct Gap {
     pub cause: String,
 }
 
+/// A time a link fault held an interface down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outage {
+    pub component: String,
+    pub iface: String,
+    /// From the link set down ...
+    pub from_ns: i64,
+    /// ... to it set up again; None: not (yet) up again.
+    pub to_ns: Option<i64>,
+}
+
 /// One component's history.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ComponentHistory {
@@ -177,6 +197,8 @@ pub struct JournalState {
     pub gaps: Vec<Gap>,
     /// Injected faults: (time, component, action).
     pub faults: Vec<(i64, String, String)>,
+    /// Link faults: the times an interface was held down.
+    pub outages: Vec<Outage>,
     /// Doctor snapshots: (time, label, file, status).
     pub doctors: Vec<(i64, String, String, String)>,
     /// Resumes of the supervisor: (at, last seen).
@@ -271,6 +293,32 @@ impl JournalState {
             } => self
                 .faults
                 .push((*at_ns, component.clone(), action.clone())),
+            Event::Link {
+                at_ns,
+                component,
+                iface,
+                up: false,
+            } => self.outages.push(Outage {
+                component: component.clone(),
+                iface: iface.clone(),
+                from_ns: *at_ns,
+                to_ns: None,
+            }),
+            Event::Link {
+                at_ns,
+                component,
+                up: true,
+                ..
+            } => {
+                if let Some(o) = self
+                    .outages
+                    .iter_mut()
+                    .rev()
+                    .find(|o| &o.component == component && o.to_ns.is_none())
+                {
+                    o.to_ns = Some(*at_ns);
+                }
+            }
             Event::Doctor {
                 at_ns,
                 label,
@@ -426,6 +474,36 @@ mod tests {
         assert!(s.components["subscriber"].running);
         assert_eq!(s.components["subscriber"].runs, 2);
         assert!(s.stop.is_none());
+    }
+
+    #[test]
+    fn a_link_set_down_then_up_is_one_outage_and_no_death() {
+        let link = |at_ns, up| Event::Link {
+            at_ns,
+            component: "subscriber".into(),
+            iface: "vb".into(),
+            up,
+        };
+        let text = lines(&[
+            Event::CampaignStart {
+                at_ns: 0,
+                duration_ns: 100,
+            },
+            start(1, "subscriber", 0),
+            link(40, false),
+            link(55, true),
+            link(70, false),
+        ]);
+        let s = replay_text(&text, "j").unwrap();
+        let o = |from_ns, to_ns| Outage {
+            component: "subscriber".into(),
+            iface: "vb".into(),
+            from_ns,
+            to_ns,
+        };
+        assert_eq!(s.outages, [o(40, Some(55)), o(70, None)]);
+        assert!(s.gaps.is_empty());
+        assert_eq!(s.components["subscriber"].deaths, 0);
     }
 
     #[test]

@@ -15,8 +15,12 @@
 //! are kept as runs of consecutive samples of a stream; after the pass, a
 //! run that overlaps a gap of the subscriber (from the last sample it
 //! recorded before the death, whose unwritten rows died with it, to its
-//! restart) is counted as lost in the gap, the others as lost. So
-//! `sent = received + lost_in_gaps + lost_other` holds by construction,
+//! restart) is counted as lost in the gap; one that overlaps an outage (a
+//! link fault: the subscriber's interface held down, from the link set
+//! down to it set up, widened by [`CLOCK_SLACK_NS`] on each side: the
+//! link comes back a moment after the command) as lost in the outage;
+//! the others as lost. So `sent = received + lost_in_gaps +
+//! lost_in_outages + lost_other` holds by construction,
 //! and a received sample the publisher did not record (a publisher killed
 //! before it wrote its rows) is counted apart, `received_unpublished`.
 //!
@@ -50,6 +54,8 @@ pub struct Inputs {
     pub subscriber: PathBuf,
     /// The subscriber's gaps: (from, to) in ns; to None = open to the end.
     pub gaps: Vec<(i64, Option<i64>)>,
+    /// The link faults' outages: (from, to) in ns; to None = open to the end.
+    pub outages: Vec<(i64, Option<i64>)>,
     /// Campaign start (ns): intervals count from it.
     pub start_ns: i64,
     /// Interval length (ns).
@@ -76,6 +82,7 @@ pub struct StreamValues {
     pub duplicates: u64,
     pub received_unpublished: u64,
     pub lost_in_gaps: u64,
+    pub lost_in_outages: u64,
     pub lost_other: u64,
     pub stages: BTreeMap<&'static str, StageValues>,
     /// Runs of consecutive lost samples: (first t_tx, last t_tx, count).
@@ -105,6 +112,9 @@ pub struct Measured {
     pub exceedances_total: u64,
     /// Segments of the recordings a killed run left unreadable.
     pub cut_segments: Vec<String>,
+    /// Per outage of [`Inputs::outages`] (in its order): the samples of
+    /// every stream lost in it.
+    pub outage_losses: Vec<u64>,
 }
 
 struct Pending {
@@ -282,7 +292,7 @@ pub fn measure(inp: &Inputs) -> Result<Measured> {
         peeked = next_pub()?;
     }
     w.evict_before(&mut m, i64::MAX);
-    classify_losses(&mut m, &w, &gaps, &last_before);
+    classify_losses(&mut m, &w, &gaps, &last_before, &inp.outages);
     Ok(m)
 }
 
@@ -401,7 +411,18 @@ fn classify_losses(
     w: &Window,
     gaps: &[(i64, Option<i64>)],
     last_before: &[HashMap<usize, i64>],
+    outages: &[(i64, Option<i64>)],
 ) {
+    m.outage_losses = vec![0; outages.len()];
+    let outage_windows: Vec<(i64, i64)> = outages
+        .iter()
+        .map(|&(from, to)| {
+            (
+                from - CLOCK_SLACK_NS,
+                to.map_or(i64::MAX, |t| t + CLOCK_SLACK_NS),
+            )
+        })
+        .collect();
     for (si, name) in w.names.iter().enumerate() {
         let mut prefix: Option<i64> = None;
         let windows: Vec<(i64, i64)> = gaps
@@ -416,9 +437,13 @@ fn classify_losses(
             })
             .collect();
         let sv = m.streams.get_mut(name).expect("known stream");
+        let overlaps = |&(a, b): &(i64, i64), first: i64, last: i64| first <= b && last >= a;
         for &(first, last, n) in &sv.loss_runs {
-            if windows.iter().any(|&(a, b)| first <= b && last >= a) {
+            if windows.iter().any(|w| overlaps(w, first, last)) {
                 sv.lost_in_gaps += n;
+            } else if let Some(k) = outage_windows.iter().position(|w| overlaps(w, first, last)) {
+                sv.lost_in_outages += n;
+                m.outage_losses[k] += n;
             } else {
                 sv.lost_other += n;
             }

@@ -232,15 +232,51 @@ pub struct CyclictestTable {
     pub args: Vec<String>,
 }
 
-/// `[[fault]]`: a fault injected on purpose (a test, a drill).
+/// `[[fault]]`: a fault injected on purpose (a test, a drill): one of
+/// `kill = "COMPONENT"` (SIGKILL; the supervisor restarts it) or
+/// `link_down = "subscriber"` with `for = "DURATION"` (the subscriber's
+/// interface set down, then up again).
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FaultTable {
     /// The component killed with SIGKILL.
-    pub kill: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill: Option<String>,
+    /// The component whose interface goes down (`ip link set down`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_down: Option<String>,
+    /// How long the link stays down (`link_down` only).
+    #[serde(
+        rename = "for",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de_opt_duration",
+        serialize_with = "ser_opt_duration"
+    )]
+    pub down_for: Option<Duration>,
     /// When, from the campaign's start.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub at: Duration,
+}
+
+/// What a fault does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultAction {
+    /// SIGKILL to the component.
+    Kill(String),
+    /// The component's interface down for this long, then up.
+    LinkDown(String, Duration),
+}
+
+impl FaultTable {
+    /// The checked fault (after [`Plan::parse`], always `Some`).
+    pub fn action(&self) -> Option<FaultAction> {
+        match (&self.kill, &self.link_down, self.down_for) {
+            (Some(c), None, None) => Some(FaultAction::Kill(c.clone())),
+            (None, Some(c), Some(d)) => Some(FaultAction::LinkDown(c.clone(), d)),
+            _ => None,
+        }
+    }
 }
 
 /// The file as written.
@@ -370,15 +406,37 @@ impl PlanFile {
         }
         let names = self.components();
         for (i, f) in self.fault.iter().enumerate() {
-            if !names.contains(&f.kill.as_str()) {
-                return Err(invalid(
-                    &format!("fault[{i}].kill"),
-                    format!(
-                        "is {:?}, which this plan does not run: one of {}",
-                        f.kill,
-                        names.join(", ")
-                    ),
-                ));
+            match f.action() {
+                None => {
+                    return Err(invalid(
+                        &format!("fault[{i}]"),
+                        "takes either `kill = \"COMPONENT\"` or `link_down = \"subscriber\"` with `for = \"DURATION\"`",
+                    ))
+                }
+                Some(FaultAction::Kill(k)) if !names.contains(&k.as_str()) => {
+                    return Err(invalid(
+                        &format!("fault[{i}].kill"),
+                        format!(
+                            "is {k:?}, which this plan does not run: one of {}",
+                            names.join(", ")
+                        ),
+                    ));
+                }
+                // The publisher's own link down would fail its sends; a
+                // link on the path is the subscriber's side of it.
+                Some(FaultAction::LinkDown(k, _)) if k != "subscriber" || self.sv.is_none() => {
+                    return Err(invalid(
+                        &format!("fault[{i}].link_down"),
+                        format!("is {k:?}: only the subscriber's interface (`link_down = \"subscriber\"`, with an [sv] measurement) goes down"),
+                    ));
+                }
+                Some(FaultAction::LinkDown(_, d)) if f.at + d >= c.duration => {
+                    return Err(invalid(
+                        &format!("fault[{i}].for"),
+                        "ends at or after the end of the campaign: the link must be up again before it ends",
+                    ));
+                }
+                Some(_) => {}
             }
             if f.at >= c.duration {
                 return Err(invalid(
@@ -495,6 +553,37 @@ at = "8s"
         );
         let e = error_of(&GOOD.replace("at = \"8s\"", "at = \"20s\""));
         assert!(e.contains("fault[0].at"), "{e}");
+    }
+
+    #[test]
+    fn a_link_fault_takes_the_subscriber_and_a_time_down_that_ends_before_the_campaign() {
+        let link = GOOD.replace(
+            "kill = \"subscriber\"",
+            "link_down = \"subscriber\"\nfor = \"1500ms\"",
+        );
+        let p = Plan::parse(&link).unwrap();
+        assert_eq!(
+            p.fault[0].action(),
+            Some(FaultAction::LinkDown(
+                "subscriber".into(),
+                Duration::from_millis(1500)
+            ))
+        );
+        assert_eq!(Plan::parse(&p.to_toml()).unwrap(), p);
+        let e = error_of(&link.replace("link_down = \"subscriber\"", "link_down = \"publisher\""));
+        assert!(
+            e.contains("fault[0].link_down") && e.contains("subscriber"),
+            "{e}"
+        );
+        let e = error_of(&link.replace("\"1500ms\"", "\"12s\""));
+        assert!(e.contains("fault[0].for"), "{e}");
+        let e = error_of(&link.replace("for = \"1500ms\"\n", ""));
+        assert!(e.contains("fault[0]") && e.contains("for = "), "{e}");
+        let e = error_of(&GOOD.replace(
+            "kill = \"subscriber\"",
+            "kill = \"subscriber\"\nfor = \"1s\"",
+        ));
+        assert!(e.contains("fault[0]") && e.contains("either"), "{e}");
     }
 
     #[test]

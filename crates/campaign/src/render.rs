@@ -3,9 +3,10 @@
 //!
 //! Both show the same figures in the same order: the published line per
 //! stream and stage (count, mean, max, the gate's verdict), the sample
-//! accounting (sent = received + lost in gaps + lost), the max per
-//! interval, the percentile curve to p99.9999, the exceedances, the
-//! components' restarts and gaps on the campaign's time axis, cyclictest
+//! accounting (sent = received + lost in gaps + lost in outages + lost),
+//! the max per interval, the percentile curve to p99.9999, the
+//! exceedances, the components' restarts and gaps and the link faults'
+//! outages on the campaign's time axis, cyclictest
 //! and stress-ng beside, and the doctor at the start and the end with what
 //! changed.
 
@@ -66,8 +67,8 @@ pub fn text(r: &CampaignReport) -> String {
     for s in &r.streams {
         let _ = writeln!(
             o,
-            "stream {}: sent {} = received {} + lost in gaps {} + lost {} (duplicates {}, received without a published row {})",
-            s.stream, s.sent, s.received, s.lost_in_gaps, s.lost_other, s.duplicates, s.received_unpublished
+            "stream {}: sent {} = received {} + lost in gaps {} + lost in outages {} + lost {} (duplicates {}, received without a published row {})",
+            s.stream, s.sent, s.received, s.lost_in_gaps, s.lost_in_outages, s.lost_other, s.duplicates, s.received_unpublished
         );
         for st in &s.stages {
             let _ = writeln!(o, "  {}", published_line(st));
@@ -168,6 +169,22 @@ fn components_text(r: &CampaignReport, o: &mut String) {
     }
     for (t, c, a) in &r.faults {
         let _ = writeln!(o, "fault {a} {c} at {}", since(r, *t));
+    }
+    for x in &r.outages {
+        let g = &x.outage;
+        let to = g
+            .to_ns
+            .map(|t| format!("{} ({})", since(r, t), dur(t - g.from_ns)))
+            .unwrap_or_else(|| "never up again in the journal".into());
+        let _ = writeln!(
+            o,
+            "outage {} link {} from {} to {}: {} samples lost",
+            g.component,
+            g.iface,
+            since(r, g.from_ns),
+            to,
+            x.lost
+        );
     }
     for t in &r.cyclictest {
         let f = &t.figures;
@@ -279,7 +296,7 @@ pub fn html(r: &CampaignReport) -> String {
             opt(v.worst_max_ns)
         );
     }
-    o.push_str("<h2>Published line</h2><table><tr><th>stream</th><th>stage</th><th>count</th><th>mean</th><th>max</th><th>min</th><th>above thresholds</th><th>sent</th><th>received</th><th>lost in gaps</th><th>lost</th></tr>");
+    o.push_str("<h2>Published line</h2><table><tr><th>stream</th><th>stage</th><th>count</th><th>mean</th><th>max</th><th>min</th><th>above thresholds</th><th>sent</th><th>received</th><th>lost in gaps</th><th>lost in outages</th><th>lost</th></tr>");
     for s in &r.streams {
         for st in &s.stages {
             let above: Vec<String> = st
@@ -289,8 +306,8 @@ pub fn html(r: &CampaignReport) -> String {
                 .collect();
             let _ = write!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&s.stream), esc(&st.stage), st.count, opt(st.mean_ns), opt(st.max_ns), opt(st.min_ns), above.join(" "), s.sent, s.received, s.lost_in_gaps, s.lost_other
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&s.stream), esc(&st.stage), st.count, opt(st.mean_ns), opt(st.max_ns), opt(st.min_ns), above.join(" "), s.sent, s.received, s.lost_in_gaps, s.lost_in_outages, s.lost_other
             );
         }
     }

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::cyclictest::{parse_histogram, CyclictestThread};
-use crate::journal::{replay, ComponentHistory, Gap};
+use crate::journal::{replay, ComponentHistory, Gap, Outage};
 use crate::measure::{measure, Exceedance, Inputs, StageValues};
 use crate::plan::Plan;
 use crate::{dirs, doctor_diff};
@@ -50,6 +50,8 @@ pub struct StreamReport {
     pub received: u64,
     pub lost: u64,
     pub lost_in_gaps: u64,
+    /// Lost while a link fault held the subscriber's interface down.
+    pub lost_in_outages: u64,
     pub lost_other: u64,
     pub duplicates: u64,
     pub received_unpublished: u64,
@@ -112,11 +114,22 @@ pub struct CampaignReport {
     pub components: Vec<ComponentReport>,
     pub gaps: Vec<Gap>,
     pub faults: Vec<(i64, String, String)>,
+    /// The link faults' outages and the samples each cost.
+    pub outages: Vec<OutageReport>,
     pub cyclictest: Vec<CyclictestReport>,
     pub cyclictest_problems: Vec<String>,
     pub stress_ng: Vec<StressRun>,
     pub doctor: doctor_diff::DoctorReport,
     pub cut_segments: Vec<String>,
+}
+
+/// A time a link fault held an interface down.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutageReport {
+    #[serde(flatten)]
+    pub outage: Outage,
+    /// The samples of every stream lost in it.
+    pub lost: u64,
 }
 
 /// What `campaign report` may change.
@@ -179,6 +192,14 @@ pub fn build(dir: &Path, opts: &Options) -> Result<CampaignReport> {
             .collect(),
         gaps: j.gaps.clone(),
         faults: j.faults.clone(),
+        outages: j
+            .outages
+            .iter()
+            .map(|o| OutageReport {
+                outage: o.clone(),
+                lost: 0,
+            })
+            .collect(),
         cyclictest: Vec::new(),
         cyclictest_problems: Vec::new(),
         stress_ng: Vec::new(),
@@ -196,6 +217,7 @@ pub fn build(dir: &Path, opts: &Options) -> Result<CampaignReport> {
             publisher: dirs::runs(&dir.join(dirs::PUBLISHER), "run-", "")?,
             subscriber: dir.join(dirs::SUBSCRIBER),
             gaps,
+            outages: j.outages.iter().map(|o| (o.from_ns, o.to_ns)).collect(),
             start_ns: j.start_ns,
             interval_ns,
             thresholds: thresholds.clone(),
@@ -207,8 +229,9 @@ pub fn build(dir: &Path, opts: &Options) -> Result<CampaignReport> {
                 stream: name.clone(),
                 sent: v.sent,
                 received: v.received,
-                lost: v.lost_in_gaps + v.lost_other,
+                lost: v.lost_in_gaps + v.lost_in_outages + v.lost_other,
                 lost_in_gaps: v.lost_in_gaps,
+                lost_in_outages: v.lost_in_outages,
                 lost_other: v.lost_other,
                 duplicates: v.duplicates,
                 received_unpublished: v.received_unpublished,
@@ -219,6 +242,9 @@ pub fn build(dir: &Path, opts: &Options) -> Result<CampaignReport> {
                     .collect(),
             })
             .collect();
+        for (o, lost) in r.outages.iter_mut().zip(&m.outage_losses) {
+            o.lost = *lost;
+        }
         r.exceedances_total = m.exceedances_total;
         r.exceedances = m.exceedances;
         r.snippets =

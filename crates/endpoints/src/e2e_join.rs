@@ -192,6 +192,7 @@ mod tests {
                     t_app: sent_at(st, n),
                     t_tx: Some(sent_at(st, n)),
                     cpu: None,
+                    refused: None,
                 });
             }
         }

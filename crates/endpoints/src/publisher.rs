@@ -56,6 +56,9 @@ pub struct SentSample {
     /// The CPU the sending thread ran on when `sendmmsg` returned (what
     /// `sv publish --explain` decomposes the wait for the TX stamp on).
     pub cpu: Option<u32>,
+    /// Why the kernel refused to send its frame (`ENOBUFS`, `ENETDOWN`,
+    /// ...); None: sent.
+    pub refused: Option<&'static str>,
 }
 
 /// Settings of a publishing run.
@@ -99,6 +102,9 @@ pub struct PublishReport {
     pub period_ns: i64,
     /// TAI minus REALTIME, whole seconds as the kernel has it, ns.
     pub tai_offset_ns: i64,
+    /// Frames the kernel refused to send (a link down on the path), per
+    /// reason; their samples are recorded as dropped at `send`.
+    pub refused: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Frames waiting for their TX stamp, indexed by OPT_ID: (stream index,
@@ -266,6 +272,7 @@ pub fn publish(
         setup: cfg.pacing.clone(),
         period_ns: (1_000_000_000 * k as i64) / plan.rate.max(1) as i64,
         tai_offset_ns: -to_rt,
+        refused: Default::default(),
     };
     on_ready(source, &report.pacing_meta(pacer.deadline(0) + to_rt))?;
     let mut pending = PendingTx {
@@ -274,7 +281,7 @@ pub fn publish(
     };
     let mut pacing_source_tx = true;
     let mut emit = |stream: usize, samples: Vec<SentSample>, report: &mut PublishReport| {
-        if let Some(s) = samples.first() {
+        if let Some(s) = samples.first().filter(|s| s.refused.is_none()) {
             let sent = match s.t_tx {
                 Some(t) if source == StampSource::Software => t,
                 _ => {
@@ -298,18 +305,38 @@ pub fn publish(
         let t_app = timestamping::realtime_ns();
         enc.patch_refrtm(if txtime { t_sched } else { t_app });
         let frames = enc.frames();
-        let sent = if txtime {
+        let result = if txtime {
             crate::txtime::send_batch_at(sock.raw_fd(), &frames, tick.deadline_ns)
         } else {
             sock.send_batch(&frames)
-        }
-        .with_context(|| format!("sending SV frames on {}", cfg.iface))?;
+        };
+        let (sent, refused) = match result {
+            Ok(n) if n == frames.len() => (n, None),
+            // sendmmsg stops at the first frame the kernel refuses and
+            // returns the count before it; the error itself is lost.
+            Ok(n) => (n, Some("not sent (sendmmsg stopped early)")),
+            Err(e) => match refusal(&e) {
+                Some(why) => (0, Some(why)),
+                None => {
+                    return Err(e).with_context(|| format!("sending SV frames on {}", cfg.iface))
+                }
+            },
+        };
         let cpu = crate::sched::current_cpu();
         for s in 0..sent {
             report.frames_per_stream[s] += 1;
             pending
                 .frames
                 .push_back((s, enc.samples(s, tick.index, (t_sched, t_app), cpu), None));
+        }
+        if let Some(why) = refused {
+            resync_tx_stamps(&sock, source, &mut pending, &mut report, &mut emit)?;
+            for s in sent..frames.len() {
+                *report.refused.entry(why).or_default() += 1;
+                let mut samples = enc.samples(s, tick.index, (t_sched, t_app), cpu);
+                samples.iter_mut().for_each(|x| x.refused = Some(why));
+                emit(s, samples, &mut report);
+            }
         }
         take_tx_stamps(&sock, source, &mut pending, &mut report);
         pending.flush(4096, &mut |s, f| emit(s, f, &mut report));
@@ -328,6 +355,37 @@ pub fn publish(
     report.pacing.skipped = report.skipped;
     report.pacing.slip_ns = report.slip_ns;
     Ok(report)
+}
+
+/// The reason to record when the kernel refuses a frame and the run goes
+/// on: the device dropped it (ENOBUFS: its queue is full or, for a veth,
+/// its peer is down) or is down (ENETDOWN), as while a link on the path
+/// is down. None: an error that ends the run.
+fn refusal(e: &std::io::Error) -> Option<&'static str> {
+    match e.raw_os_error()? {
+        libc::ENOBUFS => Some("ENOBUFS"),
+        libc::ENETDOWN => Some("ENETDOWN"),
+        _ => None,
+    }
+}
+
+/// After the kernel refused a frame: the frames sent so far get their
+/// stamps and go out (`emit`), then the TX stamps are numbered from 0
+/// again, since a refused frame may have taken an OPT_ID number and every
+/// later stamp would land on the wrong frame.
+fn resync_tx_stamps(
+    sock: &PacketSocket,
+    source: StampSource,
+    pending: &mut PendingTx,
+    report: &mut PublishReport,
+    emit: &mut impl FnMut(usize, Vec<SentSample>, &mut PublishReport),
+) -> Result<()> {
+    take_tx_stamps(sock, source, pending, report);
+    pending.flush(0, &mut |s, f| emit(s, f, report));
+    timestamping::restart_tx_ids(sock)
+        .with_context(|| format!("re-arming TX stamps on {}", sock.iface()))?;
+    pending.first_id = 0;
+    Ok(())
 }
 
 /// The TX stamps that arrived on the socket's error queue, given to their
@@ -437,6 +495,7 @@ impl<'p> FrameEncoder<'p> {
                 t_app,
                 t_tx: None,
                 cpu,
+                refused: None,
             })
             .collect()
     }
@@ -514,6 +573,11 @@ impl PublishReport {
         for (id, n) in self.sv_ids.iter().zip(&self.frames_per_stream) {
             s.push_str(&format!("  {id}: {n} frames\n"));
         }
+        for (why, n) in &self.refused {
+            s.push_str(&format!(
+                "  refused by the kernel ({why}): {n} frames, recorded as dropped at send (a link down on the path?)\n"
+            ));
+        }
         s.push_str(&format!(
             "pacing: {}\n",
             self.setup.describe(self.period_ns)
@@ -546,6 +610,7 @@ impl PublishReport {
                 .collect::<Vec<_>>(),
             "setup": self.setup.json(),
             "pacing": pacing,
+            "refused": self.refused,
         })
     }
 }
@@ -588,6 +653,7 @@ mod tests {
                     t_app: 0,
                     t_tx: None,
                     cpu: None,
+                    refused: None,
                 }],
                 None,
             ));

@@ -92,7 +92,16 @@ impl PublisherRecorder {
         }
         let hops = [s.t_tx];
         let extra = [Some(s.t_sched)];
-        if let Err(e) = w.append_ref(s.key.row(PacketStatus::Ok, &hops, &extra)) {
+        let row = match s.refused {
+            None => s.key.row(PacketStatus::Ok, &hops, &extra),
+            Some(why) => {
+                let mut r = s.key.row(PacketStatus::Dropped, &hops, &extra);
+                r.drop_reason = Some(why);
+                r.drop_hop = Some("send");
+                r
+            }
+        };
+        if let Err(e) = w.append_ref(row) {
             self.error = Some(e.into());
         }
     }
@@ -439,6 +448,7 @@ mod tests {
                 t_app: t,
                 t_tx: Some(t),
                 cpu: None,
+                refused: None,
             });
         }
         rec.finish().unwrap();

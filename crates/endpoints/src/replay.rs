@@ -255,6 +255,7 @@ pub fn replay(
                             t_app,
                             t_tx: None,
                             cpu,
+                            refused: None,
                         });
                     }
                     if let Some(a) = d.asdus().first() {

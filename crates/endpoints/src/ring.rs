@@ -203,6 +203,14 @@ impl RxRing {
                 }
                 return Err(err);
             }
+            // An error pending on the socket (ENETDOWN when its interface
+            // went down): poll reports it until it is read, so read it
+            // (SO_ERROR clears it) and hand it on, as recvmmsg does.
+            if pfd.revents & libc::POLLERR != 0 {
+                if let Some(err) = take_socket_error(self.fd)? {
+                    return Err(err);
+                }
+            }
             if Self::block_status(b) & TP_STATUS_USER == 0 {
                 return Ok(0);
             }
@@ -300,6 +308,12 @@ impl Drop for RxRing {
         // refers to it any more (frames handed out borrow &mut self).
         unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
     }
+}
+
+/// The socket's pending error (`SO_ERROR`, which clears it), if any.
+pub fn take_socket_error(fd: RawFd) -> io::Result<Option<io::Error>> {
+    let err = hoptrace_os::packet::int_option(fd, libc::SOL_SOCKET, libc::SO_ERROR)?;
+    Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
 }
 
 /// Frames received and dropped by the kernel for this socket since the last

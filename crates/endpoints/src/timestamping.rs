@@ -173,6 +173,15 @@ pub fn enable(sock: &PacketSocket, want_tx: bool) -> io::Result<StampSource> {
     })
 }
 
+/// Number the socket's TX stamps from 0 again (`OPT_ID`): the kernel
+/// resets its counter when OPT_ID is turned on, so the flags are set once
+/// without it and once as they were.
+pub fn restart_tx_ids(sock: &PacketSocket) -> io::Result<()> {
+    let flags = sock.int_option(libc::SOL_SOCKET, libc::SO_TIMESTAMPING)? as u32;
+    sock.set_timestamping(flags & !SOF_TIMESTAMPING_OPT_ID)?;
+    sock.set_timestamping(flags)
+}
+
 /// Read every TX stamp queued on the error queue of `fd` without blocking.
 /// Calls `each(id, stamps)` per stamp, returns how many were read.
 pub fn drain_tx_stamps(fd: RawFd, mut each: impl FnMut(u32, Stamps)) -> usize {

@@ -287,6 +287,11 @@ impl PacketSocket {
         interface_mac(self.raw_fd(), &self.iface)
     }
 
+    /// Read an `int` socket option.
+    pub fn int_option(&self, level: i32, name: i32) -> io::Result<i32> {
+        int_option(self.raw_fd(), level, name)
+    }
+
     /// Set a socket option to a plain value (`int`, `timeval`, struct).
     pub fn set_option<T: Copy>(&self, level: i32, name: i32, value: T) -> io::Result<()> {
         // SAFETY: value lives for the call and its size is passed.
@@ -537,6 +542,26 @@ impl From<PacketSocket> for OwnedFd {
     fn from(sock: PacketSocket) -> OwnedFd {
         sock.fd
     }
+}
+
+/// Read an `int` socket option of `fd` (`SO_ERROR`, `SO_TIMESTAMPING`, ...).
+pub fn int_option(fd: RawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the option is one int, written into `value`; `len` says its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -72,6 +72,7 @@ fn every_sent_sample_is_received_lost_in_the_gap_or_lost_and_latencies_are_per_s
         publisher: vec![p],
         subscriber: s,
         gaps: vec![gap],
+        outages: vec![],
         start_ns: T0,
         interval_ns: 1_000_000_000,
         thresholds: vec![100_000, 250_000],
@@ -109,6 +110,7 @@ fn without_a_gap_in_the_journal_the_same_losses_are_counted_as_lost() {
         publisher: vec![p],
         subscriber: s,
         gaps: vec![],
+        outages: vec![],
         start_ns: T0,
         interval_ns: 3_600_000_000_000,
         thresholds: vec![],
@@ -123,4 +125,49 @@ fn without_a_gap_in_the_journal_the_same_losses_are_counted_as_lost() {
         v.loss_runs,
         [(T0 + 2000 * PERIOD, T0 + 2999 * PERIOD, 1000)]
     );
+}
+
+#[test]
+fn the_samples_lost_while_a_link_was_held_down_are_the_outages_and_a_loss_elsewhere_is_not() {
+    let d = tempfile::tempdir().unwrap();
+    let (p, s) = (d.path().join("pub"), d.path().join("sub"));
+    write_pub(&p, 12_000);
+    // Down from sample 4000 (1 s) to 6000 (1.5 s) and the link came back
+    // 2 ms after it was set up (8 more samples); sample 10_000 lost alone.
+    write_sub(
+        &s,
+        (0..12_000).filter(|&i| !(4000..6008).contains(&i) && i != 10_000),
+        0,
+    );
+    let inputs = |outages| Inputs {
+        publisher: vec![p.clone()],
+        subscriber: s.clone(),
+        gaps: vec![],
+        outages,
+        start_ns: T0,
+        interval_ns: 3_600_000_000_000,
+        thresholds: vec![],
+    };
+    let m = measure(&inputs(vec![
+        (T0 + 4000 * PERIOD - 100_000, Some(T0 + 6000 * PERIOD)),
+        (T0 + 11_000 * PERIOD, None),
+    ]))
+    .unwrap();
+    let v = &m.streams["MU01"];
+    assert_eq!(
+        (
+            v.sent,
+            v.received,
+            v.lost_in_gaps,
+            v.lost_in_outages,
+            v.lost_other
+        ),
+        (12_000, 12_000 - 2009, 0, 2008, 1)
+    );
+    assert_eq!(m.outage_losses, [2008, 0]);
+    // The same recordings without the outage: the same samples, lost.
+    let m = measure(&inputs(vec![])).unwrap();
+    let v = &m.streams["MU01"];
+    assert_eq!((v.lost_in_outages, v.lost_other), (0, 2009));
+    assert!(m.outage_losses.is_empty());
 }

@@ -11,6 +11,7 @@ use anyhow::Context;
 use hoptrace_campaign::{render, report};
 use hoptrace_os::Exit;
 
+mod link_fault;
 mod supervise;
 
 #[derive(clap::Subcommand, Debug)]

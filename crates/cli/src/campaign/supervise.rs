@@ -9,7 +9,8 @@
 //! starts again. A tick: a child that exited is journaled (`exit`,
 //! unexpected) and restarted after the plan's `restart_delay` with the
 //! next run number (`hoptrace_campaign::spec`: the subscriber resumes its
-//! recording); a fault of the plan that is due is injected (SIGKILL); the
+//! recording); a fault of the plan that is due is injected (SIGKILL, or a
+//! link set down and up again, [`super::link_fault`]); the
 //! heartbeat is rewritten when due (`DIR/heartbeat.json`, written to a
 //! temporary file then renamed); the hourly doctor snapshot is taken when
 //! due (about a second, `doctor --json`, during which the loop waits: a
@@ -29,11 +30,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hoptrace_campaign::journal::{replay, Event, Journal, JournalState};
-use hoptrace_campaign::plan::Plan;
+use hoptrace_campaign::plan::{FaultAction, Plan};
 use hoptrace_campaign::spec::{spec, Spec};
 use hoptrace_campaign::{dirs, report};
 use hoptrace_record::realtime_now_ns;
 
+use super::link_fault::LinkFaults;
 use super::RunArgs;
 
 const TICK: Duration = Duration::from_millis(100);
@@ -54,6 +56,7 @@ struct Supervisor {
     journal: Journal,
     end_ns: i64,
     slots: Vec<Slot>,
+    links: LinkFaults,
 }
 
 fn status_text(s: std::process::ExitStatus) -> String {
@@ -278,7 +281,11 @@ fn check_tools(plan: &Plan) -> Result<()> {
     for (needed, tool, package) in [
         (plan.stress.is_some(), "stress-ng", "stress-ng"),
         (plan.cyclictest.is_some(), "cyclictest", "rt-tests"),
-        (uses_netns(plan), "ip", "iproute2"),
+        (
+            uses_netns(plan) || plan.fault.iter().any(|f| f.link_down.is_some()),
+            "ip",
+            "iproute2",
+        ),
     ] {
         let found = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
@@ -383,6 +390,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         exe: std::env::current_exe().context("finding the hoptrace binary")?,
         journal,
         end_ns: state.end_ns(),
+        links: LinkFaults::default(),
     };
     if resumed {
         let seen = last_seen(&a.out, &state);
@@ -395,9 +403,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
             at_ns: now_ns,
             last_seen_ns: seen,
         })?;
+        LinkFaults::resume(&mut sv.journal, &sv.plan, &state)?;
     }
     sv.doctor(if resumed { "resume" } else { "start" })?;
-    let complete = supervise(&mut sv, &state, &stop)?;
+    let supervised = supervise(&mut sv, &state, &stop);
+    // No link stays down after the supervisor, whatever ended it.
+    sv.links.up_all(&mut sv.journal, &sv.plan)?;
+    let complete = supervised?;
     sv.stop_all()?;
     sv.doctor(&format!(
         "end-{}",
@@ -423,11 +435,11 @@ fn supervise(
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<bool> {
     let start_ns = state.start_ns;
-    let mut faults: Vec<(i64, String)> = sv
+    let mut faults: Vec<(i64, FaultAction)> = sv
         .plan
         .fault
         .iter()
-        .map(|f| (start_ns + f.at.as_nanos() as i64, f.kill.clone()))
+        .filter_map(|f| Some((start_ns + f.at.as_nanos() as i64, f.action()?)))
         .filter(|(t, _)| *t > realtime_now_ns())
         .collect();
     let mut next_beat = Instant::now();
@@ -444,18 +456,26 @@ fn supervise(
         sv.watch()?;
         let now_ns = realtime_now_ns();
         while let Some(pos) = faults.iter().position(|(t, _)| *t <= now_ns) {
-            let (_, name) = faults.remove(pos);
-            if let Some(pid) = sv.pid_of(&name) {
-                eprintln!("hoptrace campaign: fault: SIGKILL to {name} (pid {pid})");
-                sv.log(Event::Fault {
-                    at_ns: now_ns,
-                    component: name,
-                    action: "kill".into(),
-                    pid,
-                })?;
-                signal(pid, libc::SIGKILL);
+            match faults.remove(pos).1 {
+                FaultAction::Kill(name) => {
+                    if let Some(pid) = sv.pid_of(&name) {
+                        eprintln!("hoptrace campaign: fault: SIGKILL to {name} (pid {pid})");
+                        sv.log(Event::Fault {
+                            at_ns: now_ns,
+                            component: name,
+                            action: "kill".into(),
+                            pid,
+                        })?;
+                        signal(pid, libc::SIGKILL);
+                    }
+                }
+                FaultAction::LinkDown(name, down_for) => {
+                    let up_at = now_ns + down_for.as_nanos() as i64;
+                    sv.links.down(&mut sv.journal, &sv.plan, &name, up_at)?;
+                }
             }
         }
+        sv.links.due(&mut sv.journal, &sv.plan)?;
         if Instant::now() >= next_beat {
             sv.heartbeat(start_ns)?;
             next_beat += sv.plan.campaign.heartbeat;

@@ -55,7 +55,7 @@ enum Runs {
 
 use Runs::{Here, ParsedOnly, Test};
 
-const CAMPAIGN: &str = "privileged::campaign::a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside";
+const CAMPAIGN: &str = "privileged::campaign::a_campaign_restarts_the_killed_subscriber_once_keeps_it_through_a_link_down_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside";
 const TOUR: &str = "readme_tour::privileged::the_readme_tour_runs_as_written";
 const LAB_VM: &str = "privileged::lab_vm::vm_lab_boots_carries_sv_into_the_guest_and_goes_down";
 const KVM: &str = "privileged::kvm_cli::the_nested_lab_counts_exactly_the_exits_the_workload_causes_and_agrees_with_perf";

@@ -297,6 +297,7 @@ fn publisher(dir: &Path) -> u64 {
                 t_app: t - 2_000,
                 t_tx: Some(t),
                 cpu: None,
+                refused: None,
             });
         }
     }

@@ -1,15 +1,18 @@
 //! A campaign in small: 16 s of SV publish -> subscribe between two
 //! namespaces, stress-ng on CPU 0, cyclictest on CPU 1, and the plan's
-//! fault: the subscriber SIGKILLed at 7 s. The supervisor must restart it
-//! once, journal the gap, and the report must account for every sample
-//! (sent = received + lost in the gap + lost), carry cyclictest's and
+//! faults: the subscriber SIGKILLed at 7 s, and its link held down from
+//! 11 s for 1.5 s. The supervisor must restart it once (the link down is
+//! no death: the subscriber receives again when the link is up), journal
+//! the gap and the outage, and the report must account for every sample
+//! (sent = received + lost in the gap + lost in the outage + lost), with
+//! no latency of a second across the outage, carry cyclictest's and
 //! stress-ng's results, and judge the gate (exit 3 when it fails).
 
 use crate::endpoints_common::*;
 
 use std::process::Command;
 
-const CAMPAIGN: &str = "a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside";
+const CAMPAIGN: &str = "a_campaign_restarts_the_killed_subscriber_once_keeps_it_through_a_link_down_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside";
 
 fn plan(a: &str, b: &str) -> String {
     format!(
@@ -48,6 +51,11 @@ buckets = 2000
 [[fault]]
 kill = "subscriber"
 at = "7s"
+
+[[fault]]
+link_down = "subscriber"
+at = "11s"
+for = "1500ms"
 "#,
         a = a,
         b = b
@@ -66,8 +74,71 @@ fn text(o: &std::process::Output) -> String {
     )
 }
 
+/// The journal of the campaign in `dir` (`out`: its output): one kill,
+/// one death, one restart, one gap closed; one outage of the link,
+/// closed, which killed nothing. Returns how long the link was held down
+/// (ns).
+fn check_journal(dir: &std::path::Path, out: &str) -> i64 {
+    let j = hoptrace_campaign::journal::replay(dir).unwrap();
+    let sub = &j.components["subscriber"];
+    assert_eq!((sub.runs, sub.restarts, sub.deaths), (2, 1, 1), "{out}");
+    assert_eq!(j.faults.len(), 1);
+    assert_eq!(j.gaps.len(), 1, "{:?}", j.gaps);
+    let g = &j.gaps[0];
+    assert_eq!(
+        (g.component.as_str(), g.cause.as_str()),
+        ("subscriber", "signal 9")
+    );
+    assert!(g.to_ns.unwrap() > g.from_ns);
+    assert_eq!(j.outages.len(), 1, "{:?}", j.outages);
+    let down = &j.outages[0];
+    assert_eq!(
+        (down.component.as_str(), down.iface.as_str()),
+        ("subscriber", "vb")
+    );
+    let held = down.to_ns.unwrap() - down.from_ns;
+    assert!((1_500_000_000..3_000_000_000).contains(&held), "{down:?}");
+    assert_eq!(
+        (down.from_ns - j.start_ns) / 1_000_000_000,
+        11,
+        "{down:?} from a start at {}",
+        j.start_ns
+    );
+    let sub_log = std::fs::read_to_string(dir.join("logs/subscriber-001.log")).unwrap();
+    assert!(sub_log.contains("link down at "), "{sub_log}");
+    for c in ["publisher", "stress-ng", "cyclictest"] {
+        let h = &j.components[c];
+        assert_eq!((h.runs, h.deaths), (1, 0), "{c}: {h:?}");
+    }
+    assert_eq!(j.stop.as_ref().map(|s| s.2), Some(true));
+    assert_eq!(j.doctors.len(), 2, "start and end: {:?}", j.doctors);
+    let hb: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("heartbeat.json")).unwrap())
+            .unwrap();
+    assert_eq!(hb["components"].as_array().unwrap().len(), 4);
+    held
+}
+
+/// cyclictest and stress-ng ran and their results are in the report `r`.
+fn check_load_beside(r: &serde_json::Value) {
+    let ct = &r["cyclictest"][0];
+    let buckets: u64 = ct["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_u64().unwrap())
+        .sum();
+    assert!(ct["total"].as_u64().unwrap() > 1000, "{ct}");
+    // cyclictest's Total is the samples in the buckets; overflows are apart.
+    assert_eq!(buckets, ct["total"].as_u64().unwrap());
+    assert!(ct["max_us"].as_u64().unwrap() >= ct["min_us"].as_u64().unwrap());
+    let sn = &r["stress_ng"][0]["metrics"][0];
+    assert_eq!(sn[0], "cpu");
+    assert!(sn[1].as_u64().unwrap() > 0, "{sn}");
+}
+
 #[test]
-fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside(
+fn a_campaign_restarts_the_killed_subscriber_once_keeps_it_through_a_link_down_and_its_report_accounts_for_every_sample_with_cyclictest_and_stress_ng_beside(
 ) {
     if !hoptrace_netns::require_privileges(CAMPAIGN) {
         return;
@@ -83,28 +154,7 @@ fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_ev
     let out = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
 
-    // The journal: one fault, one death, one restart, one gap closed.
-    let j = hoptrace_campaign::journal::replay(&dir).unwrap();
-    let sub = &j.components["subscriber"];
-    assert_eq!((sub.runs, sub.restarts, sub.deaths), (2, 1, 1), "{out}");
-    assert_eq!(j.faults.len(), 1);
-    assert_eq!(j.gaps.len(), 1, "{:?}", j.gaps);
-    let g = &j.gaps[0];
-    assert_eq!(
-        (g.component.as_str(), g.cause.as_str()),
-        ("subscriber", "signal 9")
-    );
-    assert!(g.to_ns.unwrap() > g.from_ns);
-    for c in ["publisher", "stress-ng", "cyclictest"] {
-        let h = &j.components[c];
-        assert_eq!((h.runs, h.deaths), (1, 0), "{c}: {h:?}");
-    }
-    assert_eq!(j.stop.as_ref().map(|s| s.2), Some(true));
-    assert_eq!(j.doctors.len(), 2, "start and end: {:?}", j.doctors);
-    let hb: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("heartbeat.json")).unwrap())
-            .unwrap();
-    assert_eq!(hb["components"].as_array().unwrap().len(), 4);
+    let held = check_journal(&dir, &out);
 
     // The report, as JSON, per 2 s intervals.
     let json = scratch.path().join("report.json");
@@ -131,10 +181,29 @@ fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_ev
     eprintln!("{report_text}");
     assert_eq!(
         n("sent"),
-        n("received") + n("lost_in_gaps") + n("lost_other"),
+        n("received") + n("lost_in_gaps") + n("lost_in_outages") + n("lost_other"),
         "{report_text}"
     );
-    assert_eq!(n("lost"), n("lost_in_gaps") + n("lost_other"));
+    assert_eq!(
+        n("lost"),
+        n("lost_in_gaps") + n("lost_in_outages") + n("lost_other")
+    );
+    // The link was held down 1.5 s (6000 samples; less the time `ip` took
+    // to set it down, which a loaded host stretches): at least a second of
+    // samples, at most the journaled outage and half a second; the outage
+    // in the report holds its losses.
+    let at_most = (held as u64 / 1_000_000 + 500) * 4;
+    assert!(
+        (4_000..at_most).contains(&n("lost_in_outages")),
+        "{report_text}"
+    );
+    let outages = r["outages"].as_array().unwrap();
+    assert_eq!(outages.len(), 1, "{report_text}");
+    assert_eq!(outages[0]["lost"].as_u64(), Some(n("lost_in_outages")));
+    assert!(
+        report_text.contains("outage subscriber link vb from +11."),
+        "{report_text}"
+    );
     // The subscriber was down at least the 1 s restart delay: 4000 samples
     // at least are lost in the gap, and it received after its restart.
     assert!(n("lost_in_gaps") >= 4000, "{report_text}");
@@ -151,6 +220,11 @@ fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_ev
     assert_eq!(stages, ["rx->app", "tx->app", "tx->rx"]);
     let rx = &s["stages"][2];
     assert_eq!(rx["count"].as_u64().unwrap(), n("received"));
+    // Nothing across the outage or the gap is taken for a late sample.
+    assert!(
+        rx["max_ns"].as_i64().unwrap() < 1_000_000_000,
+        "{report_text}"
+    );
     assert_eq!(rx["percentiles"].as_array().unwrap().len(), 8);
     let intervals = rx["per_interval"].as_array().unwrap();
     let counted: u64 = intervals.iter().map(|i| i[1].as_u64().unwrap()).sum();
@@ -162,21 +236,7 @@ fn a_campaign_restarts_the_killed_subscriber_once_and_its_report_accounts_for_ev
         "{report_text}"
     );
 
-    // cyclictest and stress-ng ran and their results are in the report.
-    let ct = &r["cyclictest"][0];
-    let buckets: u64 = ct["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b.as_u64().unwrap())
-        .sum();
-    assert!(ct["total"].as_u64().unwrap() > 1000, "{ct}");
-    // cyclictest's Total is the samples in the buckets; overflows are apart.
-    assert_eq!(buckets, ct["total"].as_u64().unwrap());
-    assert!(ct["max_us"].as_u64().unwrap() >= ct["min_us"].as_u64().unwrap());
-    let sn = &r["stress_ng"][0]["metrics"][0];
-    assert_eq!(sn[0], "cpu");
-    assert!(sn[1].as_u64().unwrap() > 0, "{sn}");
+    check_load_beside(&r);
     assert!(std::fs::read_to_string(&html).unwrap().contains("<svg"));
 
     // The subscriber's pcapng snippets over the highest threshold (the
