@@ -100,6 +100,52 @@ pub fn claim_record(
     }
 }
 
+/// Claim `--record` as [`claim_record`] does, unless `--resume` continues
+/// what it holds (`hoptrace_record::resume`); a refused recording names
+/// `--resume`.
+pub fn claim_record_or_resume(
+    command: &str,
+    record: Option<&Path>,
+    inputs: &[Option<&Path>],
+    force: bool,
+    resume: bool,
+) -> anyhow::Result<()> {
+    if resume {
+        if force {
+            return Err(crate::exit::usage(
+                "--resume continues the recording, --force replaces it: give one of them",
+            ));
+        }
+        return Ok(());
+    }
+    claim_record(command, record, inputs, force).map_err(|e| match record {
+        Some(dir) if !force && hoptrace_record::resume::holds_segments(dir) => {
+            crate::exit::usage(format!(
+                "{}; or pass --resume to continue the recording it holds",
+                crate::exit::message_of(&e)
+            ))
+        }
+        _ => e,
+    })
+}
+
+/// Say on stderr that `command --resume` continues the recording `dir`.
+pub fn say_resumed(command: &str, dir: &Path, resumed: &hoptrace_record::resume::Resumed) {
+    let cut = if resumed.cut_segments > 0 {
+        format!(
+            " ({} left open by a killed run: its rows are lost, `report` names it)",
+            resumed.cut_segments
+        )
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "hoptrace {command}: --resume: continuing the recording {} after its {} segment(s){cut}",
+        dir.display(),
+        resumed.earlier_segments,
+    );
+}
+
 /// `--record`, or a config file that may give `record`: what `--force`
 /// needs (the clap group of the recorders: ping, sv publish, sv subscribe).
 pub const RECORD_FROM_FLAG_OR_FILE: &str = "record_from_flag_or_file";

@@ -161,6 +161,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         r.sent, r.received, r.lost, r.duplicated, r.reordered
     );
     println!("rtt {}", hoptrace_endpoints::stats::summary(&r.rtt));
+    print!("{}", r.link_downs.lines());
     if let Some(max) = cfg.max_latency {
         println!("over max-latency {}: {}", format_duration(max), r.over_max);
         if let Some((seq, v)) = r.first_over {

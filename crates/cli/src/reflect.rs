@@ -109,6 +109,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "reflected {} frames ({} with a TX stamp)",
         r.sent, r.tx_stamps
     );
+    print!("{}", r.link_downs.lines());
     if let Some(dir) = &args.record {
         recording::write_reflect(dir, &iface, &r)?;
         println!("recording: {} ({} replies)", dir.display(), r.replies.len());

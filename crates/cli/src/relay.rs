@@ -124,6 +124,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         writeln!(out, "{}", change_line(i, c, r.sv_id.as_deref()))?;
     }
     writeln!(out, "{}", summary(&r))?;
+    write!(out, "{}", r.link_downs.lines())?;
     if let Some(path) = &args.json {
         let v = json!({
             "sv_id": r.sv_id, "channel": args.channel.name(), "pickup_a": args.pickup,
@@ -136,6 +137,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 "resets": r.function.resets, "goose_sent": r.goose_sent,
                 "goose_send_errors": r.goose_send_errors,
             },
+            "link_downs": r.link_downs.json(),
         });
         std::fs::write(path, serde_json::to_vec_pretty(&v)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -199,6 +199,8 @@ pub struct SubscribeReport {
     pub blocks: BTreeMap<String, GooseCounters>,
     pub frames: u64,
     pub malformed: u64,
+    /// Times the interface went down ([`crate::link`]).
+    pub link_downs: crate::link::LinkDowns,
 }
 
 /// Subscribe on `iface` for `duration` (or until `stop`); `on_ready` once
@@ -224,7 +226,8 @@ pub fn subscribe(
     on_ready();
     while !stop.load(Ordering::Relaxed) && duration.is_none_or(|d| start.elapsed() < d) {
         tick(&report);
-        let Some(r) = sock.recv(&mut buf, Some(Duration::from_millis(100)))? else {
+        let received = sock.recv(&mut buf, Some(Duration::from_millis(100)));
+        let Some(r) = report.link_downs.one(received)? else {
             continue;
         };
         if r.outgoing() {
@@ -233,6 +236,7 @@ pub fn subscribe(
         report.frames += 1;
         let kernel_rx_ns = r.stamps.software;
         let rx_ns = kernel_rx_ns.unwrap_or_else(timestamping::realtime_ns);
+        report.link_downs.frames_arrived(rx_ns);
         let wire = r.wire_frame(&buf);
         let Ok(frame) = decode(&wire) else {
             report.malformed += 1;

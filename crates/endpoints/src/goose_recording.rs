@@ -111,20 +111,38 @@ pub struct GooseRecorder {
     error: Option<anyhow::Error>,
     /// Per gocbRef, the next message's number.
     next_seq: HashMap<String, u64>,
+    /// With `resume`: what the directory held before this run.
+    pub resumed: Option<hoptrace_record::resume::Resumed>,
 }
 
 /// The recorder writing into `dir` (none: a no-op), its segments pruned by
-/// `retention`.
+/// `retention`; with `resume`, continuing the recording `dir` holds
+/// (`hoptrace_record::resume`): each control block's message numbers go on
+/// after the highest its readable segments hold, so no message of this run
+/// has the identity of an earlier one.
 pub fn goose_recorder(
     dir: Option<&Path>,
     iface: &str,
     retention: Option<Retention>,
+    resume: bool,
 ) -> Result<GooseRecorder> {
+    let mut next_seq = HashMap::new();
+    let mut resumed = None;
     let writer = match dir {
         None => None,
         Some(d) => {
-            let mut w = RecordingWriter::create(d, goose_meta(iface), RotatePolicy::default())
-                .with_context(|| format!("creating recording {}", d.display()))?;
+            let mut w = if resume {
+                if hoptrace_record::resume::holds_segments(d) {
+                    next_seq = next_message_numbers(d)?;
+                }
+                let (w, r) = RecordingWriter::resume(d, goose_meta(iface), RotatePolicy::default())
+                    .with_context(|| format!("resuming recording {}", d.display()))?;
+                resumed = r;
+                w
+            } else {
+                RecordingWriter::create(d, goose_meta(iface), RotatePolicy::default())
+                    .with_context(|| format!("creating recording {}", d.display()))?
+            };
             if let Some(r) = retention {
                 w.set_retention(r);
             }
@@ -134,8 +152,25 @@ pub fn goose_recorder(
     Ok(GooseRecorder {
         writer,
         error: None,
-        next_seq: HashMap::new(),
+        next_seq,
+        resumed,
     })
+}
+
+/// Per control block (the `stream` column), one more than the highest
+/// message number (`seq`) the readable segments of the recording `dir`
+/// hold. A segment a killed run left open is not readable: its numbers are
+/// given again, to rows no reader ever saw.
+fn next_message_numbers(dir: &Path) -> Result<HashMap<String, u64>> {
+    let reader = hoptrace_record::RecordingReader::open(dir)
+        .with_context(|| format!("reading recording {} to resume it", dir.display()))?;
+    let mut next: HashMap<String, u64> = HashMap::new();
+    for row in reader.rows()? {
+        let row = row?;
+        let n = next.entry(row.stream).or_insert(0);
+        *n = (*n).max(row.seq + 1);
+    }
+    Ok(next)
 }
 
 impl GooseRecorder {

@@ -30,6 +30,7 @@ pub mod e2e_join;
 pub mod expect;
 pub mod goose;
 pub mod goose_recording;
+pub mod link;
 pub mod pacing;
 pub mod pacing_report;
 pub mod ping;

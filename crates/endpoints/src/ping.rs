@@ -38,7 +38,9 @@ use hdrhistogram::Histogram;
 use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
 
+use crate::link::LinkDowns;
 use crate::pacing::{PaceClock, Pacer};
+use crate::ring::take_socket_error;
 use crate::rx::RxBatch;
 use crate::timestamping::{self, stamp_of};
 use crate::xsk_steer::XdpEndpoint;
@@ -128,6 +130,9 @@ pub struct PingReport {
     /// How frames were sent and received (`AF_PACKET`, or the AF_XDP
     /// socket's description).
     pub path: String,
+    /// Times the pinger's interface went down ([`crate::link`]): requests
+    /// not sent meanwhile are lost, and the run goes on.
+    pub link_downs: LinkDowns,
 }
 
 /// Root of tracefs.
@@ -236,8 +241,24 @@ pub fn ping(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingReport> {
                 x.xsk.receive(|f| run.reply(&f));
             }
             None => {
-                while readable_now(sock.raw_fd()) {
-                    let n = batch.recv(&sock).context("receiving replies")?;
+                loop {
+                    let revents = poll_now(sock.raw_fd());
+                    if revents & libc::POLLERR != 0 {
+                        // An error pending on the socket (ENETDOWN: our
+                        // interface went down) or TX stamps in its error
+                        // queue: SO_ERROR reads (and clears) the first only.
+                        if let Some(e) = take_socket_error(sock.raw_fd())? {
+                            run.report.link_downs.account(Err(e), || 0)?;
+                        }
+                    }
+                    if revents & libc::POLLIN == 0 {
+                        break;
+                    }
+                    let n = run
+                        .report
+                        .link_downs
+                        .account(batch.recv(&sock), timestamping::realtime_ns)
+                        .context("receiving replies")?;
                     if n == 0 {
                         break;
                     }
@@ -283,8 +304,8 @@ fn wait_readable(fd: i32, wait_ns: i64) {
     unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
 }
 
-/// Whether `fd` has something to read now.
-fn readable_now(fd: i32) -> bool {
+/// What `fd` has now (`poll` without a wait): POLLIN, POLLERR, or 0.
+fn poll_now(fd: i32) -> i16 {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLIN,
@@ -292,7 +313,11 @@ fn readable_now(fd: i32) -> bool {
     };
     // SAFETY: one valid pollfd, no wait.
     let ready = unsafe { libc::poll(&mut pfd, 1, 0) };
-    ready > 0 && pfd.revents & libc::POLLIN != 0
+    if ready > 0 {
+        pfd.revents
+    } else {
+        0
+    }
 }
 
 /// What one ping run has seen so far: a sample per sequence number, the
@@ -332,6 +357,7 @@ impl<'c> Run<'c> {
                 markers: 0,
                 broke: false,
                 path: String::new(),
+                link_downs: LinkDowns::default(),
             },
             max_seen: None,
             id_to_seq: Vec::new(),

@@ -110,9 +110,15 @@ impl PublisherRecorder {
         if let Some(e) = self.error {
             return Err(e.context("writing the publisher recording"));
         }
-        if let Some(w) = self.writer {
+        if let Some(mut w) = self.writer {
+            say_notices(&mut w);
             let s = w.close().context("closing the publisher recording")?;
-            eprintln!("recording: {} rows in {} segment(s)", s.rows, s.segments);
+            eprintln!(
+                "recording: {} rows in {} segment(s){}",
+                s.rows,
+                s.segments,
+                s.describe_disk_full()
+            );
         }
         Ok(())
     }
@@ -246,6 +252,15 @@ pub(crate) fn rotate_when_due(
         if let Err(e) = w.rotate_if_due() {
             error.get_or_insert(e.into());
         }
+        say_notices(w);
+    }
+}
+
+/// The writer's notices (its raw rows paused on a full disk, resumed) on
+/// stderr, as they happen.
+pub(crate) fn say_notices(w: &mut RecordingWriter) {
+    for n in w.take_notices() {
+        eprintln!("recording {}: {n}", w.dir().display());
     }
 }
 
@@ -259,13 +274,15 @@ pub(crate) fn close_live(
     if let Some(e) = error {
         return Err(e.context(format!("writing the {what}")));
     }
-    if let Some(w) = writer {
+    if let Some(mut w) = writer {
+        say_notices(&mut w);
         let s = w.close().with_context(|| format!("closing the {what}"))?;
         eprintln!(
-            "recording: {} rows in {} segment(s){}",
+            "recording: {} rows in {} segment(s){}{}",
             s.rows,
             s.segments,
-            s.pruned.describe()
+            s.pruned.describe(),
+            s.describe_disk_full()
         );
     }
     Ok(())

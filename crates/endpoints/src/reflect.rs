@@ -45,6 +45,7 @@ use anyhow::{Context, Result};
 use hoptrace_os::PacketSocket;
 use hoptrace_record::StampSource;
 
+use crate::link::LinkDowns;
 use crate::ping::{parse_frame, ETHERTYPE_PING, KIND_REPLY, KIND_REQUEST};
 use crate::rx::RxBatch;
 use crate::timestamping::{self, stamp_of};
@@ -97,6 +98,9 @@ pub struct ReflectReport {
     pub stamp_source: StampSource,
     /// Every reply, in send order (with `record` only).
     pub replies: Vec<Reflected>,
+    /// Times the interface went down (the reflector goes on answering
+    /// once it is up: [`crate::link`]).
+    pub link_downs: LinkDowns,
 }
 
 /// The reply to the request `f` sent to us: MACs swapped, `own_mac` as the
@@ -154,6 +158,7 @@ pub fn reflect(
         tx_stamps: 0,
         stamp_source: source,
         replies: Vec::new(),
+        link_downs: LinkDowns::default(),
     };
     // Row (in `report.replies`) of each send, by OPT_ID; u32::MAX when
     // the reply is not recorded.
@@ -180,7 +185,10 @@ pub fn reflect(
         };
         match &mut path {
             Path::Packet(batch) => {
-                let n = batch.recv(&sock).context("receiving ping frames")?;
+                let n = report
+                    .link_downs
+                    .account(batch.recv(&sock), timestamping::realtime_ns)
+                    .context("receiving ping frames")?;
                 for i in 0..n {
                     take(batch.get(i));
                 }

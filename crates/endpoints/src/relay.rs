@@ -104,6 +104,10 @@ pub struct RelayReport {
     pub samples_duplicated: u64,
     pub goose_sent: u64,
     pub goose_send_errors: u64,
+    /// Times the SV interface went down ([`crate::link`]): the relay
+    /// goes on (its GOOSE heartbeat too) and hears the stream again once
+    /// the link is up.
+    pub link_downs: crate::link::LinkDowns,
 }
 
 struct Goose {
@@ -177,15 +181,16 @@ pub fn run(cfg: RelayConfig, stop: &AtomicBool, on_ready: impl FnOnce()) -> Resu
         }
         let wait = (goose.schedule.due_ns() as i64 - timestamping::realtime_ns())
             .clamp(0, 100_000_000) as u64;
-        let received = sv.recv(&mut buf, Some(Duration::from_nanos(wait.max(1_000))))?;
+        let received = sv.recv(&mut buf, Some(Duration::from_nanos(wait.max(1_000))));
         stamp_changes(&goose.sock, &mut report.changes, &mut unstamped);
-        let Some(r) = received else {
+        let Some(r) = report.link_downs.one(received)? else {
             continue;
         };
         if r.outgoing() {
             continue;
         }
         let rx_ns = r.stamps.software.unwrap_or_else(timestamping::realtime_ns);
+        report.link_downs.frames_arrived(rx_ns);
         let wire = r.wire_frame(&buf);
         let Ok(f) = hoptrace_sv::decode(&wire) else {
             report.malformed += 1;

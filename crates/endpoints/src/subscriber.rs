@@ -32,6 +32,7 @@ use hoptrace_record::StampSource;
 use hoptrace_sv::{MacAddr, SampleKind, SampleTracker, StreamCounters};
 
 use crate::expect::Expectations;
+use crate::link::LinkDowns;
 use crate::publisher::refrtm_ns;
 use crate::ring::kernel_stats;
 use crate::rx::{Receiver, RxFrame, RxMode, FRAME_CAPACITY};
@@ -136,35 +137,7 @@ pub struct SubscribeReport {
     /// The configured streams and what arrived (None: nothing configured).
     pub expectations: Option<Expectations>,
     /// Times the receiving interface went down (in order).
-    pub link_downs: Vec<LinkDown>,
-}
-
-/// A time the receiving interface was down, as the receive path saw it:
-/// from the receive call that failed with ENETDOWN (the kernel detaches a
-/// packet socket from an interface that goes down, and attaches it again
-/// when it comes up) to the next frame received after it (by its software
-/// RX stamp, CLOCK_REALTIME: a ring block handed over after the error may
-/// hold frames from before it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinkDown {
-    /// When the receive path saw it (ns, CLOCK_REALTIME).
-    pub at_ns: i64,
-    /// When the next frame arrived; None: none before the end.
-    pub back_ns: Option<i64>,
-}
-
-impl LinkDown {
-    /// `at 2026-... UTC, frames again after 1.502 s` (or `no frame since`).
-    pub fn text(&self) -> String {
-        let at = hoptrace_units::format_instant(self.at_ns, "REALTIME", None);
-        match self.back_ns {
-            Some(b) => format!(
-                "at {at}, frames again after {}",
-                hoptrace_units::format_duration_ns(b - self.at_ns)
-            ),
-            None => format!("at {at}, no frame since"),
-        }
-    }
+    pub link_downs: LinkDowns,
 }
 
 impl SubscribeReport {
@@ -183,30 +156,7 @@ impl SubscribeReport {
             t_sub: SignedHistogram::default(),
             end_to_end: SignedHistogram::default(),
             expectations: None,
-            link_downs: Vec::new(),
-        }
-    }
-
-    /// A receive call failed with ENETDOWN at `now_ns`: a new time down,
-    /// unless one is open.
-    fn link_went_down(&mut self, now_ns: i64) {
-        if self.link_downs.last().is_none_or(|d| d.back_ns.is_some()) {
-            self.link_downs.push(LinkDown {
-                at_ns: now_ns,
-                back_ns: None,
-            });
-        }
-    }
-
-    /// Frames arrived, the newest received at `newest_ns`: the open time
-    /// down, if any, ends when that is after it began.
-    fn frames_arrived(&mut self, newest_ns: i64) {
-        if let Some(d) = self
-            .link_downs
-            .last_mut()
-            .filter(|d| d.back_ns.is_none() && newest_ns > d.at_ns)
-        {
-            d.back_ns = Some(newest_ns);
+            link_downs: LinkDowns::default(),
         }
     }
 
@@ -239,10 +189,7 @@ impl SubscribeReport {
             t.reordered,
             self.malformed,
             self.kernel_drops,
-            match self.link_downs.len() {
-                0 => String::new(),
-                n => format!(" link down {n}"),
-            },
+            self.link_downs.status(),
             summary(&self.t_sub.positive)
         )
     }
@@ -283,9 +230,7 @@ impl SubscribeReport {
             self.t_sub.summary()
         ));
         push_end_to_end(&mut s, "", &self.end_to_end);
-        for d in &self.link_downs {
-            s.push_str(&format!("link down {}\n", d.text()));
-        }
+        s.push_str(&self.link_downs.lines());
         if let Some(e) = &self.expectations {
             let problems = e.problems();
             s.push_str(&format!(
@@ -419,16 +364,11 @@ pub fn subscribe(
                 &mut hooks,
             )
         });
-        match received {
-            Ok(0) => {}
-            Ok(_) => report.frames_arrived(newest_rx),
-            // The interface went down: the socket receives again when it
-            // comes up, so the run goes on and the time down is reported.
-            Err(e) if e.kind() == std::io::ErrorKind::NetworkDown => {
-                report.link_went_down(timestamping::realtime_ns())
-            }
-            Err(e) => return Err(anyhow::Error::new(e).context("receiving SV frames")),
-        }
+        // The interface going down is a time down (crate::link), not the end.
+        report
+            .link_downs
+            .account(received, || newest_rx)
+            .context("receiving SV frames")?;
         if cfg.count.is_some_and(|c| report.samples >= c) {
             break;
         }
@@ -611,51 +551,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_link_down_lasts_from_the_first_enetdown_to_the_next_frame_and_a_second_one_is_a_new_entry()
-    {
+    fn the_status_line_and_the_summary_say_each_time_the_link_was_down() {
         let mut r = SubscribeReport::new(StampSource::Software);
-        r.frames_arrived(5);
-        assert!(r.link_downs.is_empty(), "frames alone are no time down");
-        r.link_went_down(100);
-        // The receive path may fail again before the interface is up.
-        r.link_went_down(150);
-        // A frame received before the link went down ends nothing.
-        r.frames_arrived(99);
-        assert_eq!(
-            r.link_downs,
-            [LinkDown {
-                at_ns: 100,
-                back_ns: None
-            }]
-        );
-        r.frames_arrived(1_600_000_100);
-        r.frames_arrived(1_700_000_000);
-        r.link_went_down(2_000_000_000);
-        assert_eq!(
-            r.link_downs,
-            [
-                LinkDown {
-                    at_ns: 100,
-                    back_ns: Some(1_600_000_100)
-                },
-                LinkDown {
-                    at_ns: 2_000_000_000,
-                    back_ns: None
-                }
-            ]
-        );
-        assert!(
-            r.link_downs[0]
-                .text()
-                .ends_with("frames again after 1.600 s"),
-            "{}",
-            r.link_downs[0].text()
-        );
+        assert!(!r.status_line().contains("link down"));
+        r.link_downs.went_down(100);
+        r.link_downs.frames_arrived(1_600_000_100);
+        r.link_downs.went_down(2_000_000_000);
         assert!(
             r.status_line().contains(" link down 2 |"),
             "{}",
             r.status_line()
         );
-        assert!(r.summary().contains("no frame since"));
+        let s = r.summary();
+        assert!(s.contains("frames again after 1.600 s"), "{s}");
+        assert!(s.contains("no frame since"), "{s}");
     }
 }

@@ -70,6 +70,33 @@ pub enum RecordError {
     Closed,
 }
 
+impl RecordError {
+    /// Whether the file system (or the user's quota) is full: `ENOSPC` or
+    /// `EDQUOT`, from a file operation or from inside the Parquet writer.
+    /// The recording writer pauses its raw rows on it instead of failing
+    /// (src/writer.rs).
+    pub fn is_disk_full(&self) -> bool {
+        fn full(e: &std::io::Error) -> bool {
+            matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        }
+        match self {
+            RecordError::Io { source, .. } => full(source),
+            RecordError::Parquet { source, .. } => match source {
+                parquet::errors::ParquetError::External(b) => {
+                    b.downcast_ref::<std::io::Error>().is_some_and(full)
+                }
+                // Some paths of the Parquet writer keep only the message.
+                other => {
+                    let m = other.to_string();
+                    m.contains(&format!("(os error {})", libc::ENOSPC))
+                        || m.contains(&format!("(os error {})", libc::EDQUOT))
+                }
+            },
+            _ => false,
+        }
+    }
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = RecordError> = std::result::Result<T, E>;
 
@@ -83,4 +110,38 @@ pub(crate) fn pq_err(
 ) -> impl FnOnce(parquet::errors::ParquetError) -> RecordError {
     let path = path.into();
     move |source| RecordError::Parquet { path, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecordError;
+
+    fn io(code: i32) -> std::io::Error {
+        std::io::Error::from_raw_os_error(code)
+    }
+
+    #[test]
+    fn a_full_disk_is_told_apart_from_other_errors_whether_a_file_call_or_the_parquet_writer_met_it(
+    ) {
+        let path = std::path::PathBuf::from("/rec/segment-000001.parquet.partial");
+        let file = |code| RecordError::Io {
+            path: path.clone(),
+            source: io(code),
+        };
+        let parquet = |code| RecordError::Parquet {
+            path: path.clone(),
+            source: parquet::errors::ParquetError::External(Box::new(io(code))),
+        };
+        assert!(file(libc::ENOSPC).is_disk_full());
+        assert!(file(libc::EDQUOT).is_disk_full());
+        assert!(parquet(libc::ENOSPC).is_disk_full());
+        assert!(!file(libc::EACCES).is_disk_full());
+        assert!(!parquet(libc::EIO).is_disk_full());
+        assert!(!RecordError::Closed.is_disk_full());
+        let general = RecordError::Parquet {
+            path,
+            source: parquet::errors::ParquetError::General(format!("flush: {}", io(libc::ENOSPC))),
+        };
+        assert!(general.is_disk_full(), "{general}");
+    }
 }

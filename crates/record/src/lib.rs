@@ -146,5 +146,6 @@ pub use row::{
 };
 pub use typed::batch_to_rows;
 pub use writer::{
-    realtime_now_ns, segment_file_name, CloseSummary, RecordingWriter, RotatePolicy, PARTIAL_SUFFIX,
+    realtime_now_ns, segment_file_name, CloseSummary, DiskFullPause, RecordingWriter, RotatePolicy,
+    PARTIAL_SUFFIX, RESUME_FREE_BYTES,
 };

@@ -16,6 +16,19 @@
 //! delta-encoded (DELTA_BINARY_PACKED), pages are zstd-compressed, and page
 //! statistics are on.
 //!
+//! A full file system (`ENOSPC`, `EDQUOT`) pauses the raw rows instead of
+//! ending the recording: the open segment, which can no longer get its
+//! footer, is removed (it frees its space; every closed segment stays
+//! whole), and until space returns the rows appended go into the rollups
+//! only, under a segment number that is never written, so a report over
+//! the recording takes those intervals from the rollups (as for segments
+//! `--retain` deleted). Once a second the writer looks at the free space
+//! ([`RESUME_FREE_BYTES`], or twice the largest segment closed so far)
+//! and opens a new segment when there is room. Each pause is kept
+//! ([`DiskFullPause`]: from, to, rows not in the raw recording) and said
+//! as a notice ([`RecordingWriter::take_notices`]); rollup files that
+//! could not be written are written again with the next ones.
+//!
 //! Every appended row also goes into the recording's rollups
 //! ([`crate::rollup`]): the pieces of the intervals that ended are written
 //! to `rollups/` each time a segment closes, and every piece on close, so
@@ -39,6 +52,10 @@ use crate::meta::{RecordingMeta, FORMAT, FORMAT_VERSION, META_KEY};
 use crate::retention::{prune, Pruned, Retention};
 use crate::rollup::{RollupSink, DEFAULT_INTERVAL, ROLLUP_DIR, ROLLUP_SCHEMA_VERSION};
 use crate::row::{recording_schema, PacketRow, PacketRowRef, FIXED_COLUMNS};
+use disk_full::Paused;
+pub use disk_full::{DiskFullPause, RESUME_FREE_BYTES};
+
+mod disk_full;
 
 /// Suffix of the open segment.
 pub const PARTIAL_SUFFIX: &str = ".partial";
@@ -86,6 +103,11 @@ pub struct CloseSummary {
     pub rows: u64,
     /// What the retention deleted (`--retain`, `--max-disk`).
     pub pruned: Pruned,
+    /// Times the raw rows paused on a full file system.
+    pub disk_full_pauses: u64,
+    /// Rows appended but not in the raw recording because of them (the
+    /// rollups hold them).
+    pub rows_not_recorded: u64,
 }
 
 struct OpenSegment {
@@ -118,6 +140,13 @@ pub struct RecordingWriter {
     pruned: Pruned,
     /// The rollups of the appended rows (`rollups/`).
     rollup: RollupSink,
+    /// The raw rows are paused (disk full), and every pause so far.
+    paused: Option<Paused>,
+    pauses: Vec<DiskFullPause>,
+    /// The largest closed segment (bytes): a resume waits for twice it.
+    largest_segment_bytes: u64,
+    /// What the producer should tell its user (pauses, resumes).
+    notices: Vec<String>,
 }
 
 /// CLOCK_REALTIME now, in ns.
@@ -254,6 +283,10 @@ impl RecordingWriter {
             retention: None,
             pruned: Pruned::default(),
             rollup,
+            paused: None,
+            pauses: Vec::new(),
+            largest_segment_bytes: 0,
+            notices: Vec::new(),
         };
         w.open_segment()?;
         Ok(w)
@@ -270,6 +303,14 @@ impl RecordingWriter {
         if self.closed {
             return Err(RecordError::Closed);
         }
+        if let Some(p) = &self.paused {
+            // Disk full: the rollups only (module docs).
+            self.rollup.observe(&row, p.segment);
+            if let Some(last) = self.pauses.last_mut() {
+                last.rows += 1;
+            }
+            return self.probe_resume();
+        }
         self.buffer.push(&row)?;
         if let Some(seg) = &mut self.segment {
             seg.rows += 1;
@@ -280,7 +321,10 @@ impl RecordingWriter {
         if self.buffer.rows() >= self.policy.row_group_rows
             || self.buffer.approx_bytes() >= self.policy.row_group_bytes
         {
-            self.write_row_group()?;
+            if let Err(e) = self.write_row_group() {
+                let seg = self.segment.take();
+                return self.pause_or_fail(e, seg);
+            }
         }
         self.rotate_if_due()
     }
@@ -289,6 +333,9 @@ impl RecordingWriter {
     /// that may go idle call this periodically (appending calls it too).
     /// Returns whether a segment was closed.
     pub fn rotate_if_due(&mut self) -> Result<()> {
+        if self.paused.is_some() {
+            return self.probe_resume();
+        }
         let due = match &self.segment {
             Some(seg) => {
                 seg.rows > 0
@@ -312,11 +359,17 @@ impl RecordingWriter {
         if self.closed {
             return Err(RecordError::Closed);
         }
-        if self.segment.as_ref().is_some_and(|s| s.rows == 0) {
+        if self.paused.is_some() || self.segment.as_ref().is_some_and(|s| s.rows == 0) {
             return Ok(());
         }
         self.finish_segment()?;
-        self.open_segment()
+        if self.paused.is_some() {
+            return Ok(());
+        }
+        match self.open_segment() {
+            Err(e) => self.pause_or_fail(e, None),
+            ok => ok,
+        }
     }
 
     /// Write the buffered rows to the open segment as a row group. The data
@@ -325,7 +378,11 @@ impl RecordingWriter {
         if self.closed {
             return Err(RecordError::Closed);
         }
-        self.write_row_group()
+        if let Err(e) = self.write_row_group() {
+            let seg = self.segment.take();
+            return self.pause_or_fail(e, seg);
+        }
+        Ok(())
     }
 
     /// Finish cleanly: write the buffered rows, close the open segment
@@ -356,6 +413,8 @@ impl RecordingWriter {
             segments: self.segments_closed,
             rows: self.rows_written,
             pruned: self.pruned,
+            disk_full_pauses: self.pauses.len() as u64,
+            rows_not_recorded: self.pauses.iter().map(|p| p.rows).sum(),
         })
     }
 
@@ -475,15 +534,25 @@ impl RecordingWriter {
             .create_new(true)
             .open(&partial)
             .map_err(io_err(&partial))?;
-        let writer_file = file.try_clone().map_err(io_err(&partial))?;
         // No embedded ARROW:schema: then pyarrow/pandas expose the file's
         // key-value metadata (our `hoptrace` key) as the schema metadata,
         // and every type maps from the Parquet schema without a hint.
         let options = ArrowWriterOptions::new()
             .with_properties(self.props.clone())
             .with_skip_arrow_metadata(true);
-        let writer = ArrowWriter::try_new_with_options(writer_file, self.schema.clone(), options)
-            .map_err(pq_err(&partial))?;
+        let writer = file.try_clone().map_err(io_err(&partial)).and_then(|f| {
+            ArrowWriter::try_new_with_options(f, self.schema.clone(), options)
+                .map_err(pq_err(&partial))
+        });
+        let writer = match writer {
+            Ok(w) => w,
+            Err(e) => {
+                // A full disk refused even the file's magic: leave no file.
+                drop(file);
+                let _ = std::fs::remove_file(&partial);
+                return Err(e);
+            }
+        };
         self.next_segment += 1;
         self.segment = Some(OpenSegment {
             number,
@@ -499,8 +568,8 @@ impl RecordingWriter {
 
     fn finish_segment(&mut self) -> Result<()> {
         if let Err(e) = self.write_row_group() {
-            self.closed = true;
-            return Err(e);
+            let seg = self.segment.take();
+            return self.pause_or_fail(e, seg);
         }
         let Some(mut seg) = self.segment.take() else {
             return Ok(());
@@ -522,16 +591,18 @@ impl RecordingWriter {
             }
             Ok(())
         })();
-        if result.is_err() {
-            self.closed = true;
-            return result;
+        if let Err(e) = result {
+            return self.pause_or_fail(e, Some(seg));
         }
+        self.largest_segment_bytes = self
+            .largest_segment_bytes
+            .max(seg.writer.bytes_written() as u64);
         self.segments_closed += 1;
         self.rows_written += seg.rows;
         if let Some(r) = self.retention {
             self.pruned += prune(&self.dir, &r)?;
         }
-        self.rollup.segment_closed()
+        self.write_rollups()
     }
 }
 

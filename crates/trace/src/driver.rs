@@ -164,7 +164,13 @@ impl Run<'_> {
         }
         self.explain(Some(Instant::now() + crate::explain::SLICE));
         if let Some(w) = self.writer.as_mut() {
-            let _ = w.rotate_if_due();
+            if let Err(e) = w.rotate_if_due() {
+                self.write_err
+                    .get_or_insert(anyhow::Error::from(e).context("writing the recording"));
+            }
+            for n in w.take_notices() {
+                let _ = writeln!(self.out, "recording: {n}");
+            }
         }
         if let Some(Err(e)) = self.explaining.as_mut().map(|x| x.flush(false)) {
             self.write_err = Some(e);

@@ -75,14 +75,18 @@ impl Run<'_> {
             let (records, ticks) = d.finish(&end)?;
             writeln!(self.out, "event dump: {records} records, {ticks} ticks")?;
         }
-        if let Some(w) = self.writer.take() {
+        if let Some(mut w) = self.writer.take() {
+            for n in w.take_notices() {
+                writeln!(self.out, "recording: {n}")?;
+            }
             let s = w.close().context("closing the recording")?;
             writeln!(
                 self.out,
-                "recording: {} rows in {} segments{}",
+                "recording: {} rows in {} segments{}{}",
                 s.rows,
                 s.segments,
-                s.pruned.describe()
+                s.pruned.describe(),
+                s.describe_disk_full()
             )?;
         }
         let counters = &self.assembler.counters;

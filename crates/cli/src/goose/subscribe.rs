@@ -70,6 +70,13 @@ pub struct Args {
     pub record: Option<PathBuf>,
     #[arg(long, help = crate::outputs::RECORD_FORCE_HELP, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE)]
     pub force: bool,
+    /// With --record: continue the recording the directory holds (made by
+    /// `goose subscribe`, e.g. before a service restart or a reboot): its
+    /// segments stay, this run's follow them, and each control block's
+    /// message numbers go on from the last one recorded; a new or empty
+    /// directory starts a recording. Another recording is refused.
+    #[arg(long, requires = crate::outputs::RECORD_FROM_FLAG_OR_FILE, conflicts_with = "force")]
+    pub resume: bool,
     #[command(flatten)]
     pub retention: crate::outputs::RetentionArgs,
     /// Serve Prometheus metrics (per control block: messages, state
@@ -90,11 +97,12 @@ struct Outputs {
 impl Outputs {
     /// Claim and open `--record`, start `--metrics` (the host checks first).
     fn open(args: &Args) -> anyhow::Result<Self> {
-        crate::outputs::claim_record(
+        crate::outputs::claim_record_or_resume(
             "goose subscribe",
             args.record.as_deref(),
             &[args.scl.scl.as_deref()],
             args.force,
+            args.resume,
         )?;
         let addr = args
             .metrics
@@ -106,7 +114,11 @@ impl Outputs {
             args.record.as_deref(),
             &args.iface,
             args.retention.retention(),
+            args.resume,
         )?;
+        if let (Some(resumed), Some(dir)) = (&recorder.resumed, args.record.as_deref()) {
+            crate::outputs::say_resumed("goose subscribe", dir, resumed);
+        }
         let metrics = match addr {
             Some(a) => {
                 let (m, registry) = GooseMetrics::new();
@@ -193,6 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for line in report.iter().flat_map(Report::lines) {
         writeln!(out, "{line}")?;
     }
+    write!(out, "{}", r.link_downs.lines())?;
     out.flush()?;
     exit_status(
         "goose subscribe",

@@ -181,7 +181,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         args.scl.scl.as_deref(),
         args.config.config.as_deref(),
     ];
-    claim_recording(&args, &inputs)?;
+    crate::outputs::claim_record_or_resume(
+        "sv subscribe",
+        args.record.as_deref(),
+        &inputs,
+        args.force,
+        args.resume,
+    )?;
     // Checked before the run (the clock only names the comments' clock).
     threshold_settings(&args, String::new())?;
     let retention = args.retention.retention();
@@ -504,29 +510,6 @@ pub(crate) fn serve_metrics(
     Ok(exporter)
 }
 
-/// Claim `--record` (src/outputs.rs) unless `--resume` continues what it
-/// holds; a refused recording names `--resume`.
-fn claim_recording(args: &Args, inputs: &[Option<&std::path::Path>]) -> Result<()> {
-    if args.resume {
-        if args.force {
-            return Err(crate::exit::usage(
-                "--resume continues the recording, --force replaces it: give one of them",
-            ));
-        }
-        return Ok(());
-    }
-    crate::outputs::claim_record("sv subscribe", args.record.as_deref(), inputs, args.force)
-        .map_err(|e| match args.record.as_deref() {
-            Some(dir) if !args.force && hoptrace_record::resume::holds_segments(dir) => {
-                crate::exit::usage(format!(
-                    "{}; or pass --resume to continue the recording it holds",
-                    crate::exit::message_of(&e)
-                ))
-            }
-            _ => e,
-        })
-}
-
 /// The subscriber's recording (none without `--record`), continuing the
 /// one the directory holds with `--resume` (said on stderr).
 fn open_recording(
@@ -539,19 +522,7 @@ fn open_recording(
 ) -> Result<recording::SubscriberRecorder> {
     let r = recording::subscriber_recorder(record, iface, source, rate, retention, resume)?;
     if let (Some(resumed), Some(dir)) = (&r.resumed, record) {
-        let cut = if resumed.cut_segments > 0 {
-            format!(
-                " ({} left open by a killed run: its rows are lost, `report` names it)",
-                resumed.cut_segments
-            )
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "hoptrace sv subscribe: --resume: continuing the recording {} after its {} segment(s){cut}",
-            dir.display(),
-            resumed.earlier_segments,
-        );
+        crate::outputs::say_resumed("sv subscribe", dir, resumed);
     }
     Ok(r)
 }

@@ -63,7 +63,7 @@ pub(crate) fn frame(st: u32, sq: u32, tal: u32, t_ns: i64) -> GooseFrame {
 
 /// Write the recording; the tracker's counts.
 fn record(dir: &std::path::Path) -> GooseCounters {
-    let mut rec = goose_recorder(Some(dir), "vb", None).unwrap();
+    let mut rec = goose_recorder(Some(dir), "vb", None, false).unwrap();
     let mut tracker = GooseTracker::new();
     for (st, sq, tal, t_ms, rx_us) in MESSAGES {
         let rx = T0 + rx_us * 1000;
@@ -229,4 +229,65 @@ print(json.dumps({
     for (got, want) in transfer.iter().zip([200_000, 400_000, 5_000_000]) {
         assert!((got - want).abs() <= 60, "{transfer:?}");
     }
+}
+
+/// Push `MESSAGES` (their times shifted by `shift_ms`) into `rec`.
+fn push_all(rec: &mut hoptrace_endpoints::goose_recording::GooseRecorder, shift_ms: i64) {
+    let mut tracker = GooseTracker::new();
+    for (st, sq, tal, t_ms, rx_us) in MESSAGES {
+        let rx = T0 + shift_ms * MS + rx_us * 1000;
+        let f = frame(st, sq, tal, T0 + (shift_ms + t_ms) * MS);
+        let observation = tracker.observe(st, sq, tal, rx as u64);
+        rec.push(&Heard {
+            frame: f,
+            observation,
+            rx_ns: rx,
+            kernel_rx_ns: Some(rx),
+            app_ns: rx + 15_000,
+        });
+    }
+}
+
+#[test]
+fn a_resumed_goose_recording_numbers_its_messages_after_the_earlier_runs_and_refuses_force_beside_resume(
+) {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("rec");
+    for (run, resume) in [(0, false), (1, true), (2, true)] {
+        let mut rec = goose_recorder(Some(&dir), "vb", None, resume).unwrap();
+        assert_eq!(rec.resumed.is_some(), run > 0, "run {run}");
+        push_all(&mut rec, run * 1000);
+        rec.finish().unwrap();
+    }
+    let r = hoptrace_record::RecordingReader::open(&dir).unwrap();
+    let seqs: Vec<u64> = r.rows().unwrap().map(|x| x.unwrap().seq).collect();
+    let n = MESSAGES.len() as u64;
+    assert_eq!(
+        seqs,
+        (0..3 * n).collect::<Vec<_>>(),
+        "one identity per message, in order, across the three runs"
+    );
+    // The command line: --resume continues, --force replaces; not both.
+    let o = hoptrace(&[
+        "goose",
+        "subscribe",
+        "--iface",
+        "lo",
+        "--record",
+        dir.to_str().unwrap(),
+        "--resume",
+        "--force",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    // Without --resume an existing recording is refused, naming --resume.
+    let o = hoptrace(&[
+        "goose",
+        "subscribe",
+        "--iface",
+        "lo",
+        "--record",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success(), "{}", show(&o));
+    assert!(show(&o).contains("--resume"), "{}", show(&o));
 }

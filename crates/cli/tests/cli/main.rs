@@ -37,6 +37,7 @@ mod workspace_rules;
 mod privileged {
     mod campaign;
     mod correlate;
+    mod disk_full;
     mod doctor_observe;
     mod endpoints_pacing;
     mod endpoints_ping;

@@ -165,6 +165,8 @@ impl RollupStore {
 }
 
 /// Write `batches` as the Parquet file `path`, crash-safe (module docs).
+/// A failed write (a full disk) leaves no partial file behind: the
+/// batches stay with the store and are written with the next ones.
 fn write_file(
     path: &Path,
     batches: &[RecordBatch],
@@ -172,32 +174,46 @@ fn write_file(
     meta: &str,
 ) -> Result<()> {
     let partial = path.with_extension("parquet.partial");
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&partial)
-        .map_err(io_err(&partial))?;
-    let options = ArrowWriterOptions::new()
-        .with_properties(props.clone())
-        .with_skip_arrow_metadata(true);
-    let mut w = ArrowWriter::try_new_with_options(
-        file.try_clone().map_err(io_err(&partial))?,
-        rollup_schema(),
-        options,
-    )
-    .map_err(pq_err(&partial))?;
-    for b in batches {
-        w.write(b).map_err(pq_err(&partial))?;
+    let r = write_partial(&partial, batches, props, meta);
+    if r.is_err() {
+        let _ = std::fs::remove_file(&partial);
+        return r;
     }
-    w.append_key_value_metadata(KeyValue::new(ROLLUP_META_KEY.to_string(), meta.to_string()));
-    w.close().map_err(pq_err(&partial))?;
-    file.sync_all().map_err(io_err(&partial))?;
     std::fs::rename(&partial, path).map_err(io_err(path))?;
     if let Some(d) = path.parent().and_then(|d| File::open(d).ok()) {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The rollup file's content, synced, in `partial`.
+fn write_partial(
+    partial: &Path,
+    batches: &[RecordBatch],
+    props: &WriterProperties,
+    meta: &str,
+) -> Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(partial)
+        .map_err(io_err(partial))?;
+    let options = ArrowWriterOptions::new()
+        .with_properties(props.clone())
+        .with_skip_arrow_metadata(true);
+    let mut w = ArrowWriter::try_new_with_options(
+        file.try_clone().map_err(io_err(partial))?,
+        rollup_schema(),
+        options,
+    )
+    .map_err(pq_err(partial))?;
+    for b in batches {
+        w.write(b).map_err(pq_err(partial))?;
+    }
+    w.append_key_value_metadata(KeyValue::new(ROLLUP_META_KEY.to_string(), meta.to_string()));
+    w.close().map_err(pq_err(partial))?;
+    file.sync_all().map_err(io_err(partial))
 }
 
 /// The closed rollup files of the recording `rec_dir`, in order (none

@@ -83,6 +83,8 @@ fn round_trip_many_segments_by_rows() {
         CloseSummary {
             segments: 11,
             rows: 10_500,
+            disk_full_pauses: 0,
+            rows_not_recorded: 0,
             pruned: Default::default(),
         }
     );
@@ -204,6 +206,8 @@ fn empty_recording_keeps_its_metadata() {
         CloseSummary {
             segments: 1,
             rows: 0,
+            disk_full_pauses: 0,
+            rows_not_recorded: 0,
             pruned: Default::default(),
         }
     );
@@ -271,6 +275,8 @@ fn memory_stays_bounded() {
         CloseSummary {
             segments: 4,
             rows: 2_000_000,
+            disk_full_pauses: 0,
+            rows_not_recorded: 0,
             pruned: Default::default(),
         }
     );

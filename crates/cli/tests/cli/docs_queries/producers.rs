@@ -243,7 +243,8 @@ fn goose_subscriber(dir: &Path) -> u64 {
     use hoptrace_endpoints::goose::Heard;
     use hoptrace_sv::goose::tracker::GooseTracker;
     let mut rec =
-        hoptrace_endpoints::goose_recording::goose_recorder(Some(dir), "veth1", None).unwrap();
+        hoptrace_endpoints::goose_recording::goose_recorder(Some(dir), "veth1", None, false)
+            .unwrap();
     let mut rows = 0;
     for b in 0..2u32 {
         let mut tracker = GooseTracker::new();
@@ -508,6 +509,7 @@ fn pinged(dir: &Path) -> u64 {
         markers: 0,
         broke: false,
         path: "AF_PACKET".into(),
+        link_downs: Default::default(),
     };
     write_ping(dir, "veth0", &report).unwrap();
     500
@@ -534,6 +536,7 @@ fn reflected(dir: &Path) -> u64 {
         tx_stamps: replies.len() as u64,
         stamp_source: StampSource::Software,
         replies,
+        link_downs: Default::default(),
     };
     write_reflect(dir, "veth1", &report).unwrap();
     report.sent

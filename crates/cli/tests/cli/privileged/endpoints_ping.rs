@@ -46,14 +46,15 @@ fn every_ping_is_answered_once() {
 }
 
 #[test]
-fn injected_loss_is_counted_and_every_sequence_accounted_for() {
+fn injected_loss_is_counted_every_sequence_accounted_for_and_both_ends_answer_again_after_their_link_was_down(
+) {
     if !hoptrace_netns::require_privileges(
-        "injected_loss_is_counted_and_every_sequence_accounted_for",
+        "injected_loss_is_counted_every_sequence_accounted_for_and_both_ends_answer_again_after_their_link_was_down",
     ) {
         return;
     }
     let p = pair("pgl");
-    let _r = start_reflector(&p, &[]);
+    let r = start_reflector(&p, &[]);
     let dir = ScratchDir::new("ept");
     let rec = dir.path().join("ping-rec");
     let ping = start(
@@ -63,11 +64,16 @@ fn injected_loss_is_counted_and_every_sequence_accounted_for() {
             rec.display()
         )),
     );
-    std::thread::sleep(Duration::from_millis(800));
-    // netem is not available on every kernel: take the reflector's link down.
+    // netem is not available on every kernel: take the reflector's link
+    // down, then the pinger's; each end must live through its own.
+    std::thread::sleep(Duration::from_millis(600));
     p.b.ip(&["link", "set", "vb", "down"]).unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(300));
     p.b.ip(&["link", "set", "vb", "up"]).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    p.a.ip(&["link", "set", "va", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    p.a.ip(&["link", "set", "va", "up"]).unwrap();
     let (st, text) = ping.finish(Duration::from_secs(30));
     assert!(st.success(), "{text}");
     let l = ping_line(&text, "sent ");
@@ -76,6 +82,24 @@ fn injected_loss_is_counted_and_every_sequence_accounted_for() {
     assert!(lost > 0, "{text}");
     assert_eq!(received + lost, sent, "{text}");
     assert_eq!(field(l, "duplicated"), 0, "{text}");
+    // About 600 ms of requests are lost while a link is down; had either
+    // end stopped at its link's going down, every request after it would
+    // be (about 2400 or 1100).
+    assert!(lost < 1000, "both ends answer again once up: {text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("link down at ") && l.contains("frames again after")),
+        "the pinger names its link's time down: {text}"
+    );
+    r.signal("INT");
+    let (rs, rtext) = r.finish(Duration::from_secs(10));
+    assert!(rs.success(), "{rtext}");
+    assert!(
+        rtext
+            .lines()
+            .any(|l| l.starts_with("link down at ") && l.contains("frames again after")),
+        "the reflector names its link's time down: {rtext}"
+    );
     // The recording has one row per sequence number, lost ones incomplete.
     let r = hoptrace_record::RecordingReader::open(&rec).unwrap();
     let rows: Vec<_> = r.rows().unwrap().map(|x| x.unwrap()).collect();

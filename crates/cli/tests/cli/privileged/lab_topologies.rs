@@ -43,13 +43,32 @@ fn every_topology_comes_up_carries_sv_and_goes_down() {
         let t = text(&o);
         assert!(o.status.success(), "{topo}: {t}");
         assert!(t.contains("lab `tst` up"), "{topo}: {t}");
-        // 1 stream x 2000/s x 1 s: every sample received once, none lost.
+        // 1 stream x 2000/s x 1 s: every sample received once, or lost
+        // where the tracer saw the kernel drop it. A starved CPU may make
+        // the kernel drop frames (macvtap's broadcast queue and tap ring
+        // fill when their readers wait: SKB_DROP_REASON_FULL_RING); none
+        // may go missing without the drop that explains it.
+        let (received, lost) =
+            subscriber_counts(&t).unwrap_or_else(|| panic!("{topo}: no subscriber total: {t}"));
+        assert_eq!(received + lost, 2000, "{topo}: subscriber counts: {t}");
         assert!(
-            t.contains("total: received 2000 lost 0 duplicated 0 reordered 0"),
+            t.contains(&format!(
+                "total: received {received} lost {lost} duplicated 0 reordered 0"
+            )),
             "{topo}: subscriber counts: {t}"
         );
+        if lost > 0 {
+            let traced = tracer_stream_counts(&t)
+                .unwrap_or_else(|| panic!("{topo}: {lost} lost, no tracer stream line: {t}"));
+            assert_eq!(
+                traced,
+                (received, 0, lost),
+                "{topo}: the tracer's (ok, incomplete, dropped) are the subscriber's received and lost: {t}"
+            );
+            eprintln!("{topo}: {lost} of 2000 dropped by the kernel, each traced at its hop");
+        }
         assert!(
-            t.contains("joined 2000 of 2000 subscriber rows"),
+            t.contains(&format!("joined {received} of {received} subscriber rows")),
             "{topo}: end-to-end join: {t}"
         );
         // Only macvtap's tracer waits 1 s for a timeline's next hop
@@ -73,6 +92,32 @@ fn every_topology_comes_up_carries_sv_and_goes_down() {
         assert_nothing_left("tst", &progs, topo);
         let _ = std::fs::remove_dir_all(&out_dir);
     }
+}
+
+/// `total: received R lost L ...` of the subscriber's summary: (R, L).
+fn subscriber_counts(t: &str) -> Option<(u64, u64)> {
+    let l = t
+        .lines()
+        .find_map(|l| l.split_once("total: received ").map(|x| x.1))?;
+    let w: Vec<&str> = l.split_whitespace().collect();
+    Some((w.first()?.parse().ok()?, w.get(2)?.parse().ok()?))
+}
+
+/// `stream NAME: ok N incomplete I malformed M dropped D` of the tracer's
+/// summary: (N, I, D).
+fn tracer_stream_counts(t: &str) -> Option<(u64, u64, u64)> {
+    let l = t
+        .lines()
+        .find(|l| l.contains("trace | stream ") && l.contains(": ok "))?;
+    let after = |key: &str| -> Option<u64> {
+        l.split(&format!(" {key} "))
+            .nth(1)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((after("ok")?, after("incomplete")?, after("dropped")?))
 }
 
 #[test]
