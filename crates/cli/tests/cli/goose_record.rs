@@ -64,21 +64,9 @@ pub(crate) fn frame(st: u32, sq: u32, tal: u32, t_ns: i64) -> GooseFrame {
 /// Write the recording; the tracker's counts.
 fn record(dir: &std::path::Path) -> GooseCounters {
     let mut rec = goose_recorder(Some(dir), "vb", None, false).unwrap();
-    let mut tracker = GooseTracker::new();
-    for (st, sq, tal, t_ms, rx_us) in MESSAGES {
-        let rx = T0 + rx_us * 1000;
-        let f = frame(st, sq, tal, T0 + t_ms * MS);
-        let observation = tracker.observe(st, sq, tal, rx as u64);
-        rec.push(&Heard {
-            frame: f,
-            observation,
-            rx_ns: rx,
-            kernel_rx_ns: Some(rx),
-            app_ns: rx + 15_000,
-        });
-    }
+    let c = push_all(&mut rec, 0);
     rec.finish().unwrap();
-    tracker.counters()
+    c
 }
 
 #[test]
@@ -231,8 +219,12 @@ print(json.dumps({
     }
 }
 
-/// Push `MESSAGES` (their times shifted by `shift_ms`) into `rec`.
-fn push_all(rec: &mut hoptrace_endpoints::goose_recording::GooseRecorder, shift_ms: i64) {
+/// Push `MESSAGES` (their times shifted by `shift_ms`) into `rec`, as
+/// the subscriber's tracker judges them; the tracker's counts.
+fn push_all(
+    rec: &mut hoptrace_endpoints::goose_recording::GooseRecorder,
+    shift_ms: i64,
+) -> GooseCounters {
     let mut tracker = GooseTracker::new();
     for (st, sq, tal, t_ms, rx_us) in MESSAGES {
         let rx = T0 + shift_ms * MS + rx_us * 1000;
@@ -246,6 +238,7 @@ fn push_all(rec: &mut hoptrace_endpoints::goose_recording::GooseRecorder, shift_
             app_ns: rx + 15_000,
         });
     }
+    tracker.counters()
 }
 
 #[test]
