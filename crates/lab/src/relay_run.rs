@@ -164,16 +164,12 @@ impl RelayRun {
         let rc = wait_child(&mut self.relay, Duration::from_secs(1), stop);
         let lc = wait_child(&mut self.listener, Duration::from_secs(1), stop);
         let partial = i32::from(hoptrace_os::Exit::Partial.code());
-        if rc == Some(partial) {
-            relay_losses(&self.relay_json, out, res);
-        }
+        let path_loss_only = rc == Some(partial) && relay_losses(&self.relay_json, out, res);
         for (what, code, log) in [
             ("relay", rc, out.join("relay.log")),
             ("goose subscribe", lc, self.heard.clone()),
         ] {
-            if code != Some(0)
-                && !(what == "relay" && code == Some(partial) && lost_only(&self.relay_json))
-            {
+            if code != Some(0) && !(what == "relay" && path_loss_only) {
                 res.failures.push(format!(
                     "{what} exited with {code:?} (log: {})",
                     log.display()
@@ -239,24 +235,21 @@ fn relay_counters(relay_json: &Path) -> Option<(u64, u64)> {
     Some((c["samples_lost"].as_u64()?, c["malformed"].as_u64()?))
 }
 
-/// Whether the relay's partial-data exit was for samples the path lost
-/// alone: the path's business, reported as a warning. A malformed frame
-/// (or counters that cannot be read) stays a failure of the run.
-fn lost_only(relay_json: &Path) -> bool {
-    matches!(relay_counters(relay_json), Some((lost, 0)) if lost > 0)
-}
-
 /// A warning naming the samples the relay never received: the kernel
 /// dropped them on the path under test (the tracer's summary says where,
 /// e.g. `dropped N at fwd: SKB_DROP_REASON_FULL_RING`), as the subscriber
-/// beside it counts them.
-fn relay_losses(relay_json: &Path, out: &Path, res: &mut RunResult) {
-    if let Some((lost, malformed)) = relay_counters(relay_json) {
-        res.warnings.push(format!(
-            "relay: {lost} samples lost on the way in, {malformed} malformed (the tracer's summary names where the path dropped them; {})",
-            out.join("relay.log").display()
-        ));
-    }
+/// beside it counts them. Returns whether the relay's partial-data exit
+/// was for samples the path lost alone: the path's business, a warning. A
+/// malformed frame (or counters that cannot be read) stays a failure.
+fn relay_losses(relay_json: &Path, out: &Path, res: &mut RunResult) -> bool {
+    let Some((lost, malformed)) = relay_counters(relay_json) else {
+        return false;
+    };
+    res.warnings.push(format!(
+        "relay: {lost} samples lost on the way in, {malformed} malformed (the tracer's summary names where the path dropped them; {})",
+        out.join("relay.log").display()
+    ));
+    lost > 0 && malformed == 0
 }
 
 #[cfg(test)]
@@ -275,6 +268,8 @@ mod tests {
     ) {
         let dir = std::env::temp_dir().join(format!("hoptrace-relay-run-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        let mut scratch = RunResult::default();
+        let mut lost_only = |p: &Path| relay_losses(p, &dir, &mut scratch);
         assert!(lost_only(&counters_file(&dir, 191, 0)));
         assert!(!lost_only(&counters_file(&dir, 191, 1)));
         assert!(!lost_only(&counters_file(&dir, 0, 2)));
