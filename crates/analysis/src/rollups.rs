@@ -14,6 +14,12 @@
 //! count, min, max, sum; histogram buckets; see
 //! `LatencyStats::merge_rollup`) and the streams' packet counts.
 //!
+//! Pieces of several lengths (the final rollup files hold pieces of an
+//! hour, the newest file those of the writer's interval) are planned in
+//! cells of the longest length, which every other divides: a cell is
+//! taken from rollups as a whole, every piece in it and no raw value, or
+//! not at all.
+//!
 //! Rollups are not used with a window (`--skip-warmup`, `--from`, `--to`):
 //! a window is measured in rows from the recording's first packet, which
 //! rollups cannot place; the report then covers the raw rows and says so.
@@ -23,7 +29,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
-use hoptrace_record::rollup::{for_each_piece, read_piece_keys, RollupBody};
+use hoptrace_record::rollup::{for_each_piece, interval_start, read_piece_keys, RollupBody};
 use hoptrace_record::RecordingReader;
 
 use schemars::JsonSchema;
@@ -39,9 +45,9 @@ type Key = (String, Option<String>);
 /// Which intervals of which stream and stage come from rollups.
 #[derive(Debug, Clone, Default)]
 pub struct RollupPlan {
-    /// The interval length (ns).
+    /// The cell length (ns): the longest piece length.
     pub interval_ns: i64,
-    /// Per (stream, stage), the sorted interval starts to use.
+    /// Per (stream, stage), the sorted cell starts to use.
     used: HashMap<Key, Vec<i64>>,
     /// What was read, for the report.
     pub read: RollupsRead,
@@ -69,21 +75,24 @@ impl RollupPlan {
             pieces: keys.len() as u64,
             ..Default::default()
         };
+        // Final files hold coarse pieces, the newest fine ones: the plan's
+        // cells are the longest length's, which every other divides.
         let lengths: BTreeSet<i64> = keys.iter().map(|k| k.interval_ns).collect();
-        if lengths.len() > 1 {
+        let interval_ns = lengths.last().copied().unwrap_or(1).max(1);
+        if lengths.iter().any(|l| *l <= 0 || interval_ns % l != 0) {
             read.not_used = Some(format!(
-                "rollups of several interval lengths ({lengths:?} ns): not used"
+                "rollups of interval lengths that do not divide each other ({lengths:?} ns): not used"
             ));
         }
-        let interval_ns = lengths.first().copied().unwrap_or(1);
         read.interval_ns = interval_ns;
+        read.interval_lengths_ns = lengths.iter().copied().collect();
         let mut used: HashMap<Key, Vec<i64>> = HashMap::new();
         if read.not_used.is_none() {
             for k in &keys {
                 if (k.segment_first..=k.segment_last).any(|s| !present.contains(&s)) {
                     used.entry((k.stream.clone(), k.stage.clone()))
                         .or_default()
-                        .push(k.interval_start_ns);
+                        .push(interval_start(k.interval_start_ns, interval_ns));
                 }
             }
         }
@@ -116,10 +125,13 @@ impl RollupPlan {
             .unwrap_or_default()
     }
 
+    /// Whether the piece starting at `start` lies in a cell taken from
+    /// rollups.
     fn is_used(&self, stream: &str, stage: Option<&str>, start: i64) -> bool {
+        let cell = interval_start(start, self.interval_ns);
         self.used
             .get(&(stream.to_string(), stage.map(str::to_string)))
-            .is_some_and(|v| v.binary_search(&start).is_ok())
+            .is_some_and(|v| v.binary_search(&cell).is_ok())
     }
 }
 
@@ -194,8 +206,13 @@ pub struct RollupsRead {
     pub files: usize,
     /// Rollup files that could not be read, with why.
     pub unreadable: Vec<String>,
-    /// The rollup interval (ns).
+    /// The length (ns) of the cells the report takes from rollups or from
+    /// raw rows as a whole: the longest piece length, which every other
+    /// divides (final rollup files hold pieces of an hour, the newest of
+    /// the interval).
     pub interval_ns: i64,
+    /// Every piece length found (ns), shortest first.
+    pub interval_lengths_ns: Vec<i64>,
     /// Pieces in the files (one per interval, stream and stage or packet counts).
     pub pieces: u64,
     /// Pieces added to the figures: those of intervals whose raw rows are gone.

@@ -382,6 +382,10 @@ pub struct RollupInfo {
     pub dir: String,
     /// The interval length (ns); intervals are aligned to its multiples.
     pub interval_ns: i64,
+    /// The length (ns) of the pieces of the final rollup files (all but
+    /// the newest), merged from the fine ones; absent when they stay fine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coarse_interval_ns: Option<i64>,
     /// Version of the rollup table's columns.
     pub schema_version: u32,
 }

@@ -227,6 +227,10 @@ impl RecordingWriter {
         meta.rollup = Some(crate::meta::RollupInfo {
             dir: ROLLUP_DIR.into(),
             interval_ns: DEFAULT_INTERVAL.as_nanos() as i64,
+            coarse_interval_ns: crate::rollup::coarse_interval_ns(
+                DEFAULT_INTERVAL.as_nanos() as i64,
+                Some(crate::rollup::DEFAULT_COARSE_INTERVAL),
+            ),
             schema_version: ROLLUP_SCHEMA_VERSION,
         });
         let schema = recording_schema(&meta);
@@ -436,12 +440,41 @@ impl RecordingWriter {
             ));
         }
         let interval_ns = interval.as_nanos().min(i64::MAX as u128) as i64;
+        let coarse = self
+            .meta
+            .rollup
+            .as_ref()
+            .and_then(|r| r.coarse_interval_ns)
+            .map(|ns| std::time::Duration::from_nanos(ns as u64))
+            .or(Some(crate::rollup::DEFAULT_COARSE_INTERVAL));
         self.rollup = RollupSink::new(&self.dir, &self.meta, interval)?;
         if let Some(age) = self.retention.and_then(|r| r.rollup_max_age) {
             self.rollup.set_retain(age);
         }
+        let coarse_ns = self.rollup.set_coarse_interval(coarse);
         if let Some(info) = self.meta.rollup.as_mut() {
             info.interval_ns = interval_ns;
+            info.coarse_interval_ns = coarse_ns;
+        }
+        Ok(())
+    }
+
+    /// Merge the rollup pieces of final rollup files into pieces of
+    /// `coarse` (default 1 h; None keeps them at the interval): only before
+    /// the first row; a length that is not a longer multiple of the
+    /// interval keeps them fine. See [`crate::rollup::coarsen`].
+    pub fn set_rollup_coarse_interval(
+        &mut self,
+        coarse: Option<std::time::Duration>,
+    ) -> Result<()> {
+        if self.rows_appended() > 0 {
+            return Err(RecordError::Invalid(
+                "the rollups' coarse interval is set before the first row".into(),
+            ));
+        }
+        let coarse_ns = self.rollup.set_coarse_interval(coarse);
+        if let Some(info) = self.meta.rollup.as_mut() {
+            info.coarse_interval_ns = coarse_ns;
         }
         Ok(())
     }

@@ -68,6 +68,16 @@ fn rows() -> Vec<Gen> {
 }
 
 fn write(dir: &Path, rows: &[Gen], retention: Option<Retention>) -> CloseSummary {
+    write_with(dir, rows, retention, None)
+}
+
+/// `write` with the rollups cut into `(interval, coarse interval)`.
+fn write_with(
+    dir: &Path,
+    rows: &[Gen],
+    retention: Option<Retention>,
+    rollups: Option<(Duration, Duration)>,
+) -> CloseSummary {
     let hops = ["rx", "fwd", "app"]
         .iter()
         .map(|h| HopColumn::new(*h, ClockDomain::Tai, StampSource::Bpf, "generated"))
@@ -81,6 +91,10 @@ fn write(dir: &Path, rows: &[Gen], retention: Option<Retention>) -> CloseSummary
         RecordingWriter::create(dir, RecordingMeta::for_this_host("test", hops), policy).unwrap();
     if let Some(r) = retention {
         w.set_retention(r);
+    }
+    if let Some((interval, coarse)) = rollups {
+        w.set_rollup_interval(interval).unwrap();
+        w.set_rollup_coarse_interval(Some(coarse)).unwrap();
     }
     for g in rows {
         w.append_ref(PacketRowRef {
@@ -138,6 +152,19 @@ fn report_after_retention_deleted_raw_segments_gives_exact_count_min_max_mean_an
     assert!(left < rows.len() as u64 / 3, "{left} raw rows left");
 
     let (before, after) = (report(&full), report(&kept));
+    same_exact_figures(&rows, &before, &after);
+    // The newest minutes come from the raw rows.
+    let st = &after.streams[0].stages[0].stats;
+    assert!(
+        st.from_rollups.as_ref().unwrap().values < st.count,
+        "{st:?}"
+    );
+}
+
+/// `after` (a recording that lost raw rows) gives `before`'s (the whole
+/// recording's) exact figures, and its percentiles are within
+/// HdrHistogram's bound of the exact ones.
+fn same_exact_figures(rows: &[Gen], before: &RunReport, after: &RunReport) {
     let used = after.provenance.rollups.clone().unwrap();
     assert!(
         used.intervals_used > 0 && used.not_used.is_none(),
@@ -150,10 +177,10 @@ fn report_after_retention_deleted_raw_segments_gives_exact_count_min_max_mean_an
     assert!(before.provenance.rollups.as_ref().unwrap().intervals_used == 0);
     for (si, (from, to)) in [(0, 1), (1, 2), (0, 2)].into_iter().enumerate() {
         for (s, name) in STREAMS.iter().enumerate() {
-            let (vals, max_seq) = exact(&rows, s, from, to);
+            let (vals, max_seq) = exact(rows, s, from, to);
             let n = vals.len() as u64;
             let mean = vals.iter().map(|v| *v as i128).sum::<i128>() as f64 / n as f64;
-            for r in [&before, &after] {
+            for r in [before, after] {
                 let st = &r.streams.iter().find(|x| x.name == *name).unwrap().stages[si];
                 let stats = &st.stats;
                 let what = format!("{name} {}", st.stage);
@@ -188,10 +215,14 @@ fn report_after_retention_deleted_raw_segments_gives_exact_count_min_max_mean_an
                 .from_rollups
                 .as_ref()
                 .expect("figures from rollups are marked");
-            assert!(share.values > n / 2 && share.values < n, "{share:?} of {n}");
+            // (all of them when the newest cell began in a deleted segment)
+            assert!(
+                share.values > n / 2 && share.values <= n,
+                "{share:?} of {n}"
+            );
             assert!(!st.stats.exact);
             let missing = |r: &RunReport| r.streams[s].stages[si].missing;
-            assert_eq!(missing(&after), missing(&before), "{name} {}", st.stage);
+            assert_eq!(missing(after), missing(before), "{name} {}", st.stage);
         }
     }
     for s in 0..STREAMS.len() {
@@ -200,6 +231,67 @@ fn report_after_retention_deleted_raw_segments_gives_exact_count_min_max_mean_an
         assert!(b.sequence.lost > 0 && b.sequence.duplicated > 0);
         assert_eq!(a.status, b.status, "{}", b.name);
     }
+}
+
+#[test]
+fn rollups_whose_final_files_hold_coarse_pieces_give_the_same_exact_figures_after_retention() {
+    // 2 min: the newest file's cell is within the kept segment; 5 min: it
+    // began in a deleted one, so its fine pieces stand for the whole cell.
+    for coarse_s in [120, 300] {
+        coarse_pieces_give_the_same_exact_figures(Duration::from_secs(coarse_s));
+    }
+}
+
+fn coarse_pieces_give_the_same_exact_figures(coarse: Duration) {
+    let rows = rows();
+    let d = tempfile::tempdir().unwrap();
+    let (full, kept) = (d.path().join("full"), d.path().join("kept"));
+    let fine = Duration::from_secs(10);
+    write_with(&full, &rows, None, Some((fine, coarse)));
+    let keep_newest = Retention::with_rollups(None, Some(1), None);
+    let summary = write_with(&kept, &rows, keep_newest, Some((fine, coarse)));
+    assert_eq!(summary.pruned.files, 3, "{summary:?}");
+    // Every final file holds coarse pieces, one per stream, stage (or
+    // packet counts) and coarse interval; the newest the 10 s ones.
+    let files = rollup::rollup_files(&kept).unwrap();
+    assert!(files.len() >= 2, "{files:?}");
+    let mut lengths = Vec::new();
+    for f in &files {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(rollup::ROLLUP_DIR)).unwrap();
+        std::fs::copy(
+            f,
+            dir.path()
+                .join(rollup::ROLLUP_DIR)
+                .join("rollup-000001.parquet"),
+        )
+        .unwrap();
+        let (keys, bad) = rollup::read_piece_keys(dir.path()).unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        let mut seen: Vec<_> = keys
+            .iter()
+            .map(|k| (k.stream.clone(), k.stage.clone(), k.interval_start_ns))
+            .collect();
+        let n = seen.len();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), n, "one piece per key and interval in {f:?}");
+        lengths.push(keys.iter().map(|k| k.interval_ns).max().unwrap());
+    }
+    let last = lengths.pop().unwrap();
+    assert_eq!(last, fine.as_nanos() as i64, "the newest file is fine");
+    assert!(
+        lengths.iter().all(|l| *l == coarse.as_nanos() as i64),
+        "{lengths:?}"
+    );
+    let (before, after) = (report(&full), report(&kept));
+    let used = after.provenance.rollups.clone().unwrap();
+    assert_eq!(
+        used.interval_lengths_ns,
+        vec![fine.as_nanos() as i64, coarse.as_nanos() as i64]
+    );
+    assert_eq!(used.interval_ns, coarse.as_nanos() as i64);
+    same_exact_figures(&rows, &before, &after);
 }
 
 #[test]

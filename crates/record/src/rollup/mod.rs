@@ -16,7 +16,10 @@
 //! - [`store`]: the files `REC/rollups/rollup-NNNNNN.parquet`, written
 //!   crash-safe, outside `--retain`/`--max-disk`, with their own age
 //!   limit (`--rollup-retain`, 400 days by default), and read back
-//!   ([`read_piece_keys`], [`for_each_piece`]).
+//!   ([`read_piece_keys`], [`for_each_piece`]);
+//! - [`coarsen`]: final files hold pieces of an hour
+//!   ([`DEFAULT_COARSE_INTERVAL`]), merged exactly from the fine ones:
+//!   a week of rollups stays within tens of MB.
 //!
 //! [`RollupSink`] is what [`crate::RecordingWriter`] holds: accumulator
 //! and store together. A killed recorder loses the rollups of the pieces
@@ -27,6 +30,7 @@
 //! segments as long as retention keeps those.
 
 pub mod accumulate;
+pub mod coarsen;
 pub mod model;
 pub mod store;
 pub mod table;
@@ -38,6 +42,7 @@ pub use accumulate::{
     rollup_stages, RollupAccumulator, RollupBody, RollupPiece, RollupStage, CLOSE_GRACE_NS,
     SEQ_WINDOW,
 };
+pub use coarsen::{coarse_interval_ns, coarsen, DEFAULT_COARSE_INTERVAL};
 pub use model::{
     decode_histogram, encode_histogram, exact_mean, interval_start, new_histogram, Extreme,
     LatencyRollup, PacketCounts,
@@ -79,6 +84,12 @@ impl RollupSink {
     /// `--rollup-retain`.
     pub fn set_retain(&mut self, retain: Duration) {
         self.store.set_retain(retain);
+    }
+
+    /// The length of the pieces of final rollup files
+    /// ([`RollupStore::set_coarse_interval`]); returns the one used (ns).
+    pub fn set_coarse_interval(&mut self, coarse: Option<Duration>) -> Option<i64> {
+        self.store.set_coarse_interval(coarse)
     }
 
     /// Account for one row written to raw segment `segment`.

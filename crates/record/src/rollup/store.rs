@@ -13,6 +13,16 @@
 //! next number starts (an hour of 1 min intervals per file). A resumed
 //! recording numbers its files after the highest one found.
 //!
+//! Files are also cut where the coarse interval changes (1 h by default,
+//! [`super::coarsen`]): a piece of a later coarse interval than the
+//! current file's pieces starts the next file (a late piece of an earlier
+//! one joins the current file). A final file is written once more with
+//! its pieces merged into pieces of the coarse length, and its metadata's
+//! `interval_ns` says that length: so only the newest file holds fine
+//! pieces, and a week holds one piece per stream, stage and hour. A final
+//! file that cannot be written again (a full disk) keeps its fine pieces:
+//! larger, nothing lost.
+//!
 //! Rollup files are outside `--retain`/`--max-disk` (the raw retention
 //! lists only segments and explanations); they have their own age limit,
 //! `--rollup-retain` ([`DEFAULT_ROLLUP_RETAIN`], 400 days): when a file is
@@ -39,6 +49,8 @@ use crate::error::{io_err, pq_err, RecordError, Result};
 use crate::meta::RecordingMeta;
 use crate::retention::Pruned;
 use crate::rollup::accumulate::{rollup_stages, RollupPiece};
+use crate::rollup::coarsen::{coarse_interval_ns, coarsen, DEFAULT_COARSE_INTERVAL};
+use crate::rollup::model::interval_start;
 use crate::rollup::table::{approx_encoded_bytes, batch_to_pieces, pieces_to_batch, rollup_schema};
 
 /// The recording's folder of rollup files.
@@ -51,8 +63,10 @@ pub const ROLLUP_SCHEMA_VERSION: u32 = 1;
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 /// `--rollup-retain` unless given: rollup files live this long.
 pub const DEFAULT_ROLLUP_RETAIN: Duration = Duration::from_secs(400 * 86_400);
-/// Writes per rollup file before the next file starts.
-pub const FILE_WRITES: usize = 60;
+/// Writes per rollup file before the next file starts (each write writes
+/// the file again: this bounds the cost with short intervals; at 1 min the
+/// hour's end comes first).
+pub const FILE_WRITES: usize = 120;
 /// Encoded bytes per rollup file before the next file starts.
 pub const FILE_BYTES: usize = 8 << 20;
 
@@ -101,12 +115,17 @@ impl RollupFileMeta {
 /// Writes the rollup files of one recording (module docs).
 pub struct RollupStore {
     dir: PathBuf,
+    meta: RollupFileMeta,
     meta_json: String,
     number: u64,
     batches: Vec<RecordBatch>,
     bytes: usize,
     retain: Duration,
     props: WriterProperties,
+    /// The coarse interval of final files (ns); None: they stay fine.
+    coarse_ns: Option<i64>,
+    /// The coarse interval of the current file's pieces (its latest).
+    file_cell: Option<i64>,
 }
 
 impl RollupStore {
@@ -129,12 +148,23 @@ impl RollupStore {
         Ok(RollupStore {
             dir,
             meta_json: serde_json::to_string(&meta).expect("RollupFileMeta always serializes"),
+            coarse_ns: coarse_interval_ns(meta.interval_ns, Some(DEFAULT_COARSE_INTERVAL)),
+            meta,
             number,
             batches: Vec::new(),
             bytes: 0,
             retain,
             props,
+            file_cell: None,
         })
+    }
+
+    /// Merge the pieces of final files into pieces of `coarse` (module
+    /// docs); None, or a length that is not a longer multiple of the
+    /// interval, keeps them fine. Returns the coarse length used (ns).
+    pub fn set_coarse_interval(&mut self, coarse: Option<Duration>) -> Option<i64> {
+        self.coarse_ns = coarse_interval_ns(self.meta.interval_ns, coarse);
+        self.coarse_ns
     }
 
     /// Set the age limit of the rollup files (`--rollup-retain`).
@@ -145,22 +175,65 @@ impl RollupStore {
     /// Add `pieces` to the current file and write it again (module docs).
     /// Returns what the rollup retention deleted.
     pub fn write(&mut self, pieces: &[RollupPiece]) -> Result<Pruned> {
-        if pieces.is_empty() {
-            return Ok(Pruned::default());
+        let mut pruned = Pruned::default();
+        // The pieces by coarse interval, in order (one group when final
+        // files stay fine).
+        let mut cells: Vec<(i64, Vec<RollupPiece>)> = Vec::new();
+        for p in pieces {
+            let cell = self
+                .coarse_ns
+                .map_or(0, |c| interval_start(p.interval_start_ns, c));
+            match cells.iter_mut().find(|(c, _)| *c == cell) {
+                Some((_, group)) => group.push(p.clone()),
+                None => cells.push((cell, vec![p.clone()])),
+            }
         }
-        let batch = pieces_to_batch(pieces)?;
-        self.bytes += approx_encoded_bytes(&batch);
-        self.batches.push(batch);
-        std::fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
-        let path = self.dir.join(rollup_file_name(self.number));
-        write_file(&path, &self.batches, &self.props, &self.meta_json)?;
-        if self.batches.len() < FILE_WRITES && self.bytes < FILE_BYTES {
-            return Ok(Pruned::default());
+        cells.sort_by_key(|(cell, _)| *cell);
+        for (cell, group) in cells {
+            if self.file_cell.is_some_and(|current| cell > current) && !self.batches.is_empty() {
+                pruned += self.finish_file()?;
+            }
+            self.file_cell = Some(self.file_cell.map_or(cell, |current| current.max(cell)));
+            let batch = pieces_to_batch(&group)?;
+            self.bytes += approx_encoded_bytes(&batch);
+            self.batches.push(batch);
+            std::fs::create_dir_all(&self.dir).map_err(io_err(&self.dir))?;
+            let path = self.dir.join(rollup_file_name(self.number));
+            write_file(&path, &self.batches, &self.props, &self.meta_json)?;
+            if self.batches.len() >= FILE_WRITES || self.bytes >= FILE_BYTES {
+                pruned += self.finish_file()?;
+            }
+        }
+        Ok(pruned)
+    }
+
+    /// The current file is final: written once more with coarse pieces
+    /// (module docs), then the next number starts and the retention runs.
+    fn finish_file(&mut self) -> Result<Pruned> {
+        if let Some(coarse_ns) = self.coarse_ns {
+            let path = self.dir.join(rollup_file_name(self.number));
+            // A failure leaves the complete fine version (module docs).
+            let _ = self.write_coarse(&path, coarse_ns);
         }
         self.batches.clear();
         self.bytes = 0;
         self.number += 1;
+        self.file_cell = None;
         prune_rollups(&self.dir, self.retain)
+    }
+
+    fn write_coarse(&self, path: &Path, coarse_ns: i64) -> Result<()> {
+        let mut fine = Vec::new();
+        for b in &self.batches {
+            fine.extend(batch_to_pieces(b)?);
+        }
+        let batch = pieces_to_batch(&coarsen(fine, coarse_ns))?;
+        let meta = RollupFileMeta {
+            interval_ns: coarse_ns,
+            ..self.meta.clone()
+        };
+        let meta = serde_json::to_string(&meta).expect("RollupFileMeta always serializes");
+        write_file(path, &[batch], &self.props, &meta)
     }
 }
 
@@ -392,124 +465,4 @@ pub fn for_each_piece(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::meta::{ClockDomain, HopColumn, StampSource};
-    use crate::rollup::accumulate::{RollupAccumulator, RollupBody};
-    use crate::row::{PacketRowRef, PacketStatus};
-
-    fn pieces(streams: &[&str], t0: i64) -> (RecordingMeta, Vec<RollupPiece>) {
-        let meta = RecordingMeta::for_this_host(
-            "test",
-            vec![
-                HopColumn::new("rx", ClockDomain::Realtime, StampSource::Software, ""),
-                HopColumn::new("app", ClockDomain::Realtime, StampSource::Application, ""),
-            ],
-        );
-        let mut acc = RollupAccumulator::new(&meta, 60_000_000_000);
-        for i in 0..3000u64 {
-            for s in streams {
-                let t = t0 + i as i64 * 50_000_000;
-                let hops = [Some(t), Some(t + 20_000 + (i as i64 % 50) * 1000 - 30_000)];
-                let mut r = PacketRowRef::new(s, i, PacketStatus::Ok, &hops, &[]);
-                r.smp_cnt = Some((i % 4000) as u16);
-                r.epoch = Some(0);
-                acc.observe(&r, 1 + i / 1000);
-            }
-        }
-        (meta, acc.take_all())
-    }
-
-    #[test]
-    fn pieces_written_to_the_rollup_table_read_back_equal_with_their_histograms() {
-        let d = tempfile::tempdir().unwrap();
-        let (meta, written) = pieces(&["a", "b"], 1_763_800_000_000_000_000);
-        assert!(written
-            .iter()
-            .any(|p| matches!(&p.body, RollupBody::Latency(l) if l.negative > 0)));
-        let mut store = RollupStore::open(
-            d.path(),
-            RollupFileMeta::of(&meta, 60_000_000_000),
-            DEFAULT_ROLLUP_RETAIN,
-        )
-        .unwrap();
-        let (first, second) = written.split_at(written.len() / 2);
-        store.write(first).unwrap();
-        store.write(second).unwrap();
-        // One file, written again with both batches.
-        assert_eq!(rollup_files(d.path()).unwrap().len(), 1);
-        let mut read = Vec::new();
-        assert!(for_each_piece(d.path(), |p| read.push(p))
-            .unwrap()
-            .is_empty());
-        assert_eq!(read, written);
-        let (keys, _) = read_piece_keys(d.path()).unwrap();
-        assert_eq!(keys.len(), written.len());
-        assert_eq!(keys[0].segment_last, written[0].segment_last);
-    }
-
-    #[test]
-    fn a_rollup_file_is_final_after_its_writes_and_a_torn_write_leaves_the_previous_version() {
-        let d = tempfile::tempdir().unwrap();
-        let (meta, written) = pieces(&["a"], 0);
-        let mut store = RollupStore::open(
-            d.path(),
-            RollupFileMeta::of(&meta, 60_000_000_000),
-            DEFAULT_ROLLUP_RETAIN,
-        )
-        .unwrap();
-        for _ in 0..FILE_WRITES + 1 {
-            store.write(&written[..1]).unwrap();
-        }
-        let files = rollup_files(d.path()).unwrap();
-        assert_eq!(files.len(), 2);
-        assert!(files[1].ends_with("rollups/rollup-000002.parquet"));
-        // A write cut by a crash: the .partial is not a rollup file, and
-        // the complete previous version still reads.
-        std::fs::write(
-            d.path().join("rollups/rollup-000002.parquet.partial"),
-            b"torn",
-        )
-        .unwrap();
-        let mut n = 0;
-        assert!(for_each_piece(d.path(), |_| n += 1).unwrap().is_empty());
-        assert_eq!(n, FILE_WRITES + 1);
-        // A corrupt file is reported, the others read.
-        std::fs::write(&files[1], b"corrupt").unwrap();
-        let mut n = 0;
-        let bad = for_each_piece(d.path(), |_| n += 1).unwrap();
-        assert_eq!((n, bad.len()), (FILE_WRITES, 1));
-        // A store opened again (a resumed recording) numbers after them.
-        let mut again = RollupStore::open(
-            d.path(),
-            RollupFileMeta::of(&meta, 60_000_000_000),
-            DEFAULT_ROLLUP_RETAIN,
-        )
-        .unwrap();
-        again.write(&written[..1]).unwrap();
-        assert!(d.path().join("rollups/rollup-000003.parquet").exists());
-    }
-
-    #[test]
-    fn the_rollup_retention_deletes_old_files_but_never_the_newest() {
-        let d = tempfile::tempdir().unwrap();
-        let (meta, written) = pieces(&["a"], 0);
-        let mut store = RollupStore::open(
-            d.path(),
-            RollupFileMeta::of(&meta, 60_000_000_000),
-            Duration::ZERO,
-        )
-        .unwrap();
-        for _ in 0..FILE_WRITES {
-            store.write(&written[..1]).unwrap();
-        }
-        assert_eq!(rollup_files(d.path()).unwrap().len(), 1, "the newest stays");
-        std::thread::sleep(Duration::from_millis(20));
-        for _ in 0..FILE_WRITES {
-            store.write(&written[..1]).unwrap();
-        }
-        let left = rollup_files(d.path()).unwrap();
-        assert_eq!(left.len(), 1);
-        assert!(left[0].ends_with("rollup-000002.parquet"));
-    }
-}
+mod tests;
