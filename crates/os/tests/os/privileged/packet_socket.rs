@@ -34,6 +34,17 @@ fn is_test_frame(wire: &[u8]) -> bool {
     wire.windows(MARK.len()).any(|w| w == MARK)
 }
 
+/// Marker of the frames sent until receive stamps are on (below).
+const WARM: &[u8] = b"hoptrace-os-warm";
+
+/// A frame that says receive stamps are not known to be on yet.
+fn warm_frame() -> Vec<u8> {
+    let mut f = frame(0, None);
+    let at = f.windows(MARK.len()).position(|w| w == MARK).unwrap();
+    f[at..at + WARM.len()].copy_from_slice(WARM);
+    f
+}
+
 /// Two namespaces joined by a veth pair `ps0` (in `a`) <-> `ps1` (in `b`).
 /// Both are removed when the returned guards drop, also when a test fails.
 fn pair(tag: &str) -> (Netns, Netns) {
@@ -45,6 +56,16 @@ fn pair(tag: &str) -> (Netns, Netns) {
 
 /// Receive test frames on `sock` until `n` arrived or nothing came for 5 s.
 fn receive_test_frames(sock: &PacketSocket, n: usize) -> Vec<(Received, Vec<u8>)> {
+    receive_test_frames_after_warm_up(sock, n, None)
+}
+
+/// [`receive_test_frames`], and for each warm-up frame that arrives with
+/// a kernel receive stamp a message on `stamped`.
+fn receive_test_frames_after_warm_up(
+    sock: &PacketSocket,
+    n: usize,
+    stamped: Option<mpsc::Sender<()>>,
+) -> Vec<(Received, Vec<u8>)> {
     let mut buf = vec![0u8; 2048];
     let mut got = Vec::new();
     while got.len() < n {
@@ -53,6 +74,11 @@ fn receive_test_frames(sock: &PacketSocket, n: usize) -> Vec<(Received, Vec<u8>)
                 let wire = r.wire_frame(&buf);
                 if is_test_frame(&wire) {
                     got.push((r, wire));
+                } else if wire.windows(WARM.len()).any(|w| w == WARM) && r.stamps.software.is_some()
+                {
+                    if let Some(tx) = &stamped {
+                        let _ = tx.send(());
+                    }
                 }
             }
             None => break,
@@ -77,6 +103,7 @@ fn frames_cross_a_veth_pair_as_sent_with_their_vlan_tag_and_a_kernel_stamp() {
     ];
     let expected = sent.clone();
     let (ready_tx, ready_rx) = mpsc::channel();
+    let (stamped_tx, stamped_rx) = mpsc::channel();
     std::thread::scope(|s| {
         let receiver = s.spawn(|| {
             b.run_in(move || {
@@ -84,7 +111,7 @@ fn frames_cross_a_veth_pair_as_sent_with_their_vlan_tag_and_a_kernel_stamp() {
                 sock.enable_rx_software_stamps().unwrap();
                 sock.report_vlan_tags().unwrap();
                 ready_tx.send(()).unwrap();
-                receive_test_frames(&sock, 4)
+                receive_test_frames_after_warm_up(&sock, 4, Some(stamped_tx))
             })
             .unwrap()
         });
@@ -92,6 +119,22 @@ fn frames_cross_a_veth_pair_as_sent_with_their_vlan_tag_and_a_kernel_stamp() {
         a.run_in(move || {
             // Ethertype 0: a socket that only sends.
             let sock = PacketSocket::open("ps0", 0).unwrap();
+            // The first socket that asks for receive stamps switches the
+            // kernel's stamping on through a work item (net_enable_timestamp
+            // defers the static key): frames that arrive before it ran have
+            // none. Warm-up frames until one arrives stamped (a kernel that
+            // never stamps fails here), then every frame must be.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                sock.send(&warm_frame()).unwrap();
+                if stamped_rx.recv_timeout(Duration::from_millis(20)).is_ok() {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no warm-up frame arrived with a kernel receive stamp in 10 s"
+                );
+            }
             sock.send(&sent[0]).unwrap();
             let rest: Vec<&[u8]> = sent[1..].iter().map(Vec::as_slice).collect();
             assert_eq!(sock.send_batch(&rest).unwrap(), 3);
