@@ -22,17 +22,22 @@
 # hoptrace-netns::require_privileges).
 # Then a bounded fuzz run of every parser of untrusted bytes.
 #
-# How the time is spent: after the one build, the privileged phase takes
-# a quarter of an hour mostly waiting (on paced publishers, pings, guests
-# booting), while phase 1, clippy, the API docs and the fuzz run need the
-# CPU and no clock. So those four run one after another in the background,
-# at nice 19 (their session's autogroup too), while phase 2 runs in the
-# foreground: the privileged tests must hold up under a nice-19 load on
-# every CPU anyway. Tests of the two phases that share a file take a lock
-# on it (the packages: crates/cli/tests/cli/packaging.rs).
-# They share the build directory with phase 2: cargo holds its lock only
-# while it compiles (phase 2's is fresh, a second), not while tests run.
-# HOPTRACE_SERIAL=1 runs the four in the foreground instead, first, as
+# How the time is spent: the first build is of what most privileged
+# tests need (the hoptrace binary and the cli tests, about four fifths of
+# the whole build); the privileged phase then takes a quarter of an hour
+# mostly waiting (on paced publishers, pings, guests booting), while the
+# build of every other test target, phase 1, clippy, the API docs and the
+# fuzz run need the CPU and no clock. So those five run one after another
+# in the background, at nice 19 (their session's autogroup too), while
+# phase 2 runs in the foreground: the privileged tests must hold up under
+# a nice-19 load on every CPU anyway. Phase 2 runs the cli tests' privileged
+# tests first, then, once the background built them, the other packages'
+# (a few: cpu, os, trace). Tests of the two phases that share a file take
+# a lock on it (the packages: crates/cli/tests/cli/packaging.rs). Phase 2
+# runs the test executables itself (as `cargo test` would: from their
+# package's directory), so it never waits for the build directory's lock
+# that the background's cargo holds while it compiles.
+# HOPTRACE_SERIAL=1 runs the five in the foreground instead, first, as
 # before (a gate's failure shows within minutes instead of at the end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,14 +62,37 @@ cargo machete
 step "no function longer than $LONGEST_FN lines"
 python3 scripts/longest_fns.py --over "$LONGEST_FN" --top 0 crates/*/src crates/*/tests crates/*/examples
 
-# One build of every test target (the binary included): `cargo test`
-# unifies the dev-dependencies' features into the build, so a separate
-# `cargo build --bin hoptrace` first would compile half the graph twice.
-step "build (every test target and the hoptrace binary)"
-cargo test --release --locked --workspace --no-run
-
 log=$(mktemp)
 jobs_dir=$(mktemp -d)
+
+# The test executables a `cargo test --no-run --message-format=json` run
+# built: "package directory<TAB>executable<TAB>target" per line.
+test_executables() {
+  python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        m = json.loads(line)
+        if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+            print(os.path.dirname(m["manifest_path"]), m["executable"], m["target"]["name"], sep="\t")
+' <"$1" | sort -u -k2,2
+}
+
+# The first build: the hoptrace binary and the cli tests, where all but a
+# few privileged tests are; phase 2 starts on them while the background
+# builds every other test target. `--workspace` with the targets named:
+# the features are unified over the whole workspace (dev-dependencies
+# included) exactly as in the full build, so it reuses every unit of this
+# one (`-p hoptrace` would resolve other features and build half the
+# graph again).
+step "build (the hoptrace binary and the cli tests first)"
+cargo test --release --locked --workspace --no-run --test cli \
+  --message-format=json-render-diagnostics >"$jobs_dir/build-first.json"
+test_executables "$jobs_dir/build-first.json" | grep -P '\tcli$' >"$jobs_dir/tests-first" || true
+if [ ! -s "$jobs_dir/tests-first" ]; then
+  echo "scripts/test.sh: the first build named no cli test executable" >&2
+  exit 1
+fi
 # On any exit (a failure, ^C), the background jobs and their children end too.
 kill_tree() {
   local child
@@ -79,13 +107,17 @@ trap cleanup EXIT
 
 # The CPU-bound jobs with no timing in them, one after another. Each job's
 # output goes to its own log; a line says when each ends and how.
-CPU_JOBS="phase1 clippy docs fuzz"
+CPU_JOBS="build phase1 clippy docs fuzz"
 cpu_jobs() {
   local name start rc
   for name in $CPU_JOBS; do
     start=$SECONDS
     rc=0
     case $name in
+      build)
+        # Every other test target (the first build's units are fresh).
+        cargo test --release --locked --workspace --no-run \
+          --message-format=json-render-diagnostics >"$jobs_dir/build-all.json" ;;
       phase1)
         cargo test --release --locked --workspace --no-fail-fast -- --skip privileged:: ;;
       clippy)
@@ -95,7 +127,7 @@ cpu_jobs() {
       fuzz)
         # Bounded fuzz run of every parser of untrusted bytes (see fuzz/README.md).
         if [ "${HOPTRACE_SKIP_FUZZ:-0}" != 1 ]; then
-          scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-20}"
+          scripts/fuzz.sh "${HOPTRACE_FUZZ_SECONDS:-10}"
         fi ;;
     esac >"$jobs_dir/$name.log" 2>&1 || rc=$?
     echo "$rc" >"$jobs_dir/$name.rc"
@@ -108,6 +140,7 @@ cpu_jobs() {
 }
 job_title() {
   case $1 in
+    build) echo "build of every other test target" ;;
     phase1) echo "tests, phase 1 (everything but the privileged tests, in parallel)" ;;
     clippy) echo "clippy (-D warnings, workspace lints)" ;;
     docs) echo "API docs (-D warnings)" ;;
@@ -134,11 +167,41 @@ else
   cpu_jobs_pid=$!
 fi
 
-step "tests, phase 2: the privileged tests, one at a time"
 # Each line stamped with the time it was printed: a test's line comes when
 # it ends, so the stamps give every privileged test's duration.
 stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
-cargo test --release --locked --workspace --no-fail-fast --tests -- privileged:: --test-threads=1 2>&1 | tee -a "$log" | stamp || failed=1
+# The privileged tests of the executables listed in $1, one at a time,
+# each run as cargo runs it (from its package's directory); the
+# executables are run directly, so no cargo waits for the build lock the
+# background jobs hold.
+run_privileged() {
+  local dir exe name status=0
+  while IFS=$'\t' read -r -u 3 dir exe name; do
+    echo "     Running $name (${exe#"$PWD"/})"
+    (cd "$dir" && "$exe" privileged:: --test-threads=1) </dev/null || status=1
+  done 3<"$1"
+  return "$status"
+}
+
+step "tests, phase 2: the privileged tests, one at a time (the cli tests)"
+run_privileged "$jobs_dir/tests-first" 2>&1 | tee -a "$log" | stamp || failed=1
+
+# The other packages' privileged tests, once the background built them.
+if [ ! -e "$jobs_dir/build.rc" ] && [ -n "${cpu_jobs_pid:-}" ]; then
+  # Nothing timed runs while we wait: the build at the autogroup nice of
+  # every other session (a busy machine would starve it at 19).
+  { echo 0 >"/proc/$cpu_jobs_pid/autogroup"; } 2>/dev/null || true
+  step "waiting for the build of the other test targets"
+  while [ ! -e "$jobs_dir/build.rc" ] && kill -0 "$cpu_jobs_pid" 2>/dev/null; do sleep 2; done
+  { echo 19 >"/proc/$cpu_jobs_pid/autogroup"; } 2>/dev/null || true
+fi
+if [ "$(cat "$jobs_dir/build.rc" 2>/dev/null)" = 0 ]; then
+  step "tests, phase 2: the privileged tests of the other packages"
+  test_executables "$jobs_dir/build-all.json" | grep -v -F -f <(cut -f2 "$jobs_dir/tests-first") >"$jobs_dir/tests-rest" || true
+  run_privileged "$jobs_dir/tests-rest" 2>&1 | tee -a "$log" | stamp || failed=1
+else
+  failed=1
+fi
 
 if [ -n "${cpu_jobs_pid:-}" ]; then
   # Phase 2 is over: nothing timed runs any more, so the background jobs'
