@@ -462,7 +462,7 @@ impl RecordingWriter {
     /// Merge the rollup pieces of final rollup files into pieces of
     /// `coarse` (default 1 h; None keeps them at the interval): only before
     /// the first row; a length that is not a longer multiple of the
-    /// interval keeps them fine. See [`crate::rollup::coarsen`].
+    /// interval keeps them fine. See [`mod@crate::rollup::coarsen`].
     pub fn set_rollup_coarse_interval(
         &mut self,
         coarse: Option<std::time::Duration>,

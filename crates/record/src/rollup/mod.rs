@@ -17,7 +17,7 @@
 //!   crash-safe, outside `--retain`/`--max-disk`, with their own age
 //!   limit (`--rollup-retain`, 400 days by default), and read back
 //!   ([`read_piece_keys`], [`for_each_piece`]);
-//! - [`coarsen`]: final files hold pieces of an hour
+//! - [`mod@coarsen`]: final files hold pieces of an hour
 //!   ([`DEFAULT_COARSE_INTERVAL`]), merged exactly from the fine ones:
 //!   a week of rollups stays within tens of MB.
 //!

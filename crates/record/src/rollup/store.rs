@@ -14,7 +14,7 @@
 //! recording numbers its files after the highest one found.
 //!
 //! Files are also cut where the coarse interval changes (1 h by default,
-//! [`super::coarsen`]): a piece of a later coarse interval than the
+//! [`mod@super::coarsen`]): a piece of a later coarse interval than the
 //! current file's pieces starts the next file (a late piece of an earlier
 //! one joins the current file). A final file is written once more with
 //! its pieces merged into pieces of the coarse length, and its metadata's
